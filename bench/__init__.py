@@ -1,0 +1,1 @@
+"""The benchmark runner, suites, reports, protocol demos and the ``securevfl`` CLI."""

@@ -1,0 +1,267 @@
+"""The ``securevfl`` command line: run, party, bench, datasets, methods, demo.
+
+Bad input prints one line naming the value and the rule and exits with code 2 (no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from securevfl.errors import SecureVFLError
+
+EXIT_BAD_INPUT = 2
+EXIT_PROTOCOL = 3
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        print(f"securevfl: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_BAD_INPUT)
+
+
+def _method_options() -> dict[str, list[tuple[str, Any]]]:
+    """Option name -> [(method name, Option)] over all registered methods."""
+    from bench.runner import load_plugins
+    from securevfl.registry import lookup, names
+
+    load_plugins()
+    out: dict[str, list[tuple[str, Any]]] = {}
+    for m in names("method"):
+        for opt, o in lookup("method", m).options.items():
+            out.setdefault(opt, []).append((m, o))
+    return out
+
+
+def _add_run_args(p: argparse.ArgumentParser) -> None:
+    from securevfl.registry import names
+
+    p.add_argument("method", help=f"method or baseline: {', '.join(names('method'))}")
+    g = p.add_argument_group("data")
+    g.add_argument("--dataset", default="breast", help="dataset name (see `securevfl datasets`); default breast")
+    g.add_argument("--parties", type=int, default=2, help="number of data parties K >= 2 (party 0 holds the labels); default 2")
+    g.add_argument("--partition", default="contiguous", choices=["contiguous", "random"],
+                   help="how columns are split across parties (one-hot groups stay together)")
+    g.add_argument("--n", type=int, help="rows, for synthetic datasets")
+    g.add_argument("--d", type=int, help="columns, for synthetic datasets")
+    g.add_argument("--sparsity", type=float, help="share of nonzeros, for synthetic-sparse")
+    g.add_argument("--encoding", choices=["onehot", "compact"], help="categorical encoding (adult)")
+    g = p.add_argument_group("training")
+    g.add_argument("--model", default="glm", choices=["glm", "mlp"],
+                   help="glm: vertical GLM (logistic/least squares); mlp: split neural network")
+    g.add_argument("--epochs", type=int, default=10, help="passes over the training split; default 10")
+    g.add_argument("--batch-size", type=int, default=64, help="minibatch size >= 1; default 64")
+    g.add_argument("--lr", type=float, help="learning rate; default 0.5 (GLM SGD) or 0.01 (MLP Adam)")
+    g.add_argument("--loss", help="GLM loss (default: logistic for binary, least-squares for regression)")
+    g.add_argument("--penalty", default="l2", help="GLM penalty; default l2")
+    g.add_argument("--lam", type=float, default=0.0, help="penalty strength >= 0; default 0")
+    g.add_argument("--embedding-dim", type=int, default=8, help="split-NN embedding size per party; default 8")
+    g.add_argument("--hidden", type=int, default=32, help="split-NN hidden width; default 32")
+    g.add_argument("--aggregation", default="sum", choices=["sum", "concat"],
+                   help="how the label holder combines embeddings (split-NN); default sum")
+    g.add_argument("--seed", type=int, help="seed for split, batches, initialisation AND DP noise "
+                   "(reproducible; the record then says the noise was seeded). Default: OS entropy")
+    g = p.add_argument_group("privacy")
+    g.add_argument("--epsilon", type=float, help="privacy budget ε > 0 (private methods)")
+    g.add_argument("--delta", type=float, help="δ in (0, 1) (methods with (ε, δ)-DP)")
+    g = p.add_argument_group("runtime")
+    g.add_argument("--timeout", type=float, default=120.0,
+                   help="seconds a party waits for a peer before failing; default 120")
+    opts = _method_options()
+    if opts:
+        g = p.add_argument_group("method options (each applies only to the methods named)")
+        for name, uses in sorted(opts.items()):
+            o = uses[0][1]
+            helps = "; ".join(f"{m}: {u.help}" + (f" (default {u.default})" if u.default is not None else "")
+                              for m, u in uses)
+            g.add_argument(f"--{name.replace('_', '-')}", dest=f"opt__{name}", default=None,
+                           help=helps, metavar=name.upper(),
+                           choices=[str(c) for c in o.choices] if o.choices else None)
+
+
+def spec_from_args(args: argparse.Namespace):
+    """Build a RunSpec from parsed run arguments (method options converted by their types)."""
+    from securevfl.errors import ConfigError
+    from securevfl.methods.base import RunSpec
+    from securevfl.registry import lookup
+
+    method = lookup("method", args.method)
+    options: dict[str, Any] = {}
+    for key, value in vars(args).items():
+        if key.startswith("opt__") and value is not None:
+            name = key[5:]
+            if name not in method.options:
+                raise ConfigError(f"option --{name.replace('_', '-')} does not apply to method "
+                                  f"{args.method!r} (its options: {sorted(method.options) or 'none'})")
+            try:
+                options[name] = method.options[name].type(value)
+            except (TypeError, ValueError):
+                raise ConfigError(f"--{name.replace('_', '-')} must be "
+                                  f"{getattr(method.options[name].type, '__name__', 'valid')}, "
+                                  f"got {value!r}") from None
+    dso = {k: getattr(args, k) for k in ("n", "d", "sparsity", "encoding") if getattr(args, k) is not None}
+    return RunSpec(
+        method=args.method, dataset=args.dataset, parties=args.parties, model=args.model,
+        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
+        epsilon=args.epsilon, delta=args.delta, partition=args.partition, loss=args.loss,
+        penalty=args.penalty, lam=args.lam, embedding_dim=args.embedding_dim, hidden=args.hidden,
+        aggregation=args.aggregation, dataset_options=dso, options=options, timeout=args.timeout,
+    )
+
+
+def _print_record(record: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(record))
+        return
+    m = ", ".join(f"{k}={v:.4f}" for k, v in record["metrics"].items())
+    print(f"{record['method']} on {record['dataset']} (K={record['parties']}, "
+          f"{record['runtime']}): {m}")
+    print(f"  train {record['time']['train_s']:.3f} s, total {record['time']['total_s']:.3f} s, "
+          f"{record['comm']['bytes_total']:,} bytes in {record['comm']['messages']} messages")
+    if record["privacy"]:
+        p = record["privacy"]
+        print(f"  privacy: ε={p['epsilon']:.4g}, δ={p['delta']:.3g} ({p['accountant']})")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from securevfl.experiment import run_experiment, run_in_processes
+
+    spec = spec_from_args(args)
+    if args.processes:
+        from bench.runner import PLUGINS
+
+        record = run_in_processes(spec, plugins=PLUGINS)
+    else:
+        record = run_experiment(spec)
+    _print_record(record, args.json)
+    return 0
+
+
+def cmd_party(args: argparse.Namespace) -> int:
+    from securevfl.runtime.party import run_party
+
+    spec = spec_from_args(args)
+    record = run_party(dict(spec.__dict__), args.index, args.P, ssl=args.ssl)
+    if record is not None:
+        _print_record(record, args.json)
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from bench.report import render_report
+    from bench.runner import read_results, run_suite
+    from bench.suites import load_suite, suite_names
+
+    if args.list:
+        for name in suite_names():
+            s = load_suite(name)
+            print(f"{name:24s} {len(s.cells):4d} runs  {s.description}")
+        return 0
+    suite = load_suite(args.suite)
+    out = Path(args.out or f"bench-out/{suite.name}")
+    errors: list[str] = []
+    if not args.render_only:
+        ran, skipped, errors = run_suite(suite, out, progress=not args.no_progress)
+        print(f"suite {suite.name}: ran {ran}, skipped {skipped} already in {out / 'results.jsonl'}, "
+              f"failed {len(errors)}")
+    cell_ids = {c.cell_id for c in suite.cells}
+    records = [r for r in read_results(out / "results.jsonl") if r.get("cell_id") in cell_ids
+               or args.render_only]
+    path = render_report(records, out, title=f"securevfl bench: {suite.name}",
+                         extras=suite.extras, errors=errors)
+    print(f"report: {path}")
+    return 1 if errors else 0
+
+
+def cmd_datasets(args: argparse.Namespace) -> int:
+    from securevfl.data import list_datasets
+
+    print(f"{'name':18s} {'n':>7s} {'d':>5s} {'task':11s} {'source'}")
+    for info in list_datasets():
+        flag = " (optional)" if info.optional else ""
+        print(f"{info.name:18s} {info.n:7d} {info.d:5d} {info.task:11s} {info.source}{flag}; "
+              f"licence: {info.licence}")
+    return 0
+
+
+def cmd_methods(args: argparse.Namespace) -> int:
+    from bench.runner import load_plugins
+    from securevfl.registry import lookup, names
+
+    load_plugins()
+    for name in names("method"):
+        m = lookup("method", name)
+        print(f"{name:14s} [{m.family:6s}] models={','.join(m.models):8s} {m.summary}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from bench.demos import available
+
+    demos = available()
+    if args.name not in demos:
+        from securevfl.errors import ConfigError
+
+        raise ConfigError(f"demo must be one of {sorted(demos)}, got {args.name!r}")
+    return int(demos[args.name].main(args.rest) or 0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from bench.runner import load_plugins
+
+    load_plugins()
+    ap = _Parser(prog="securevfl", description="Privacy-preserving vertical federated learning: "
+                 "DP, MPC and HE methods side by side on one training core.")
+    sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p = sub.add_parser("run", help="train one method on one dataset and print its result record")
+    _add_run_args(p)
+    p.add_argument("--processes", action="store_true",
+                   help="one OS process per party over MPyC's networked runtime (default: in-process)")
+    p.add_argument("--json", action="store_true", help="print exactly one JSON result record")
+    p.set_defaults(func=cmd_run)
+    p = sub.add_parser("party", help="run one party of a networked run on this host")
+    _add_run_args(p)
+    p.add_argument("--index", type=int, required=True, help="this party's index (0 = active party)")
+    p.add_argument("-P", action="append", required=True, metavar="HOST:PORT",
+                   help="address of every party, in index order (repeat once per party)")
+    p.add_argument("--ssl", action="store_true", help="MPyC over TLS (needs MPyC's .config certificates)")
+    p.add_argument("--json", action="store_true", help="print the record as JSON (label holder only)")
+    p.set_defaults(func=cmd_party)
+    p = sub.add_parser("bench", help="run a benchmark suite and render its report")
+    p.add_argument("--suite", default="default", help="suite name (see --list) or path to a .toml; default 'default'")
+    p.add_argument("--out", help="output directory for results.jsonl, report.md and plots; default bench-out/SUITE")
+    p.add_argument("--render-only", action="store_true", help="re-render the report from results.jsonl, run nothing")
+    p.add_argument("--list", action="store_true", help="list the suites and their sizes")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_bench)
+    p = sub.add_parser("datasets", help="list datasets (n, d, task, source, licence)")
+    p.set_defaults(func=cmd_datasets)
+    p = sub.add_parser("methods", help="list methods and baselines")
+    p.set_defaults(func=cmd_methods)
+    p = sub.add_parser("demo", help="protocol demos: show what each party holds and sends")
+    p.add_argument("name", help="demo name (shamir, secagg, ckks, ...)")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for the demo")
+    p.set_defaults(func=cmd_demo)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        ap = build_parser()
+        args = ap.parse_args(argv)
+        return args.func(args)
+    except SecureVFLError as exc:
+        code = EXIT_PROTOCOL if isinstance(exc, RuntimeError) else EXIT_BAD_INPUT
+        print(f"securevfl: error: {exc}", file=sys.stderr)
+        return code
+    except KeyboardInterrupt:
+        print("securevfl: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

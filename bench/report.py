@@ -1,0 +1,183 @@
+"""Render report.md and PNG plots from results.jsonl alone (re-renderable without re-running)."""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+IGNORED_CONFIG = {"seed", "timeout"}
+
+
+def main_metric(record: dict[str, Any]) -> str:
+    return "mse" if "mse" in record["metrics"] else "accuracy"
+
+
+def mean_std(values: list[float]) -> tuple[float, float]:
+    arr = np.array([v for v in values if v is not None], dtype=float)
+    if arr.size == 0:
+        return math.nan, math.nan
+    return float(np.mean(arr)), float(np.std(arr))
+
+
+def fmt(m: float, s: float, digits: int = 4) -> str:
+    if math.isnan(m):
+        return "n/a"
+    return f"{m:.{digits}f} ± {s:.{digits}f}"
+
+
+def varying_keys(records: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Per method, the config keys that take more than one value (they label its variants)."""
+    seen: dict[str, dict[str, set]] = defaultdict(lambda: defaultdict(set))
+    for r in records:
+        for k, v in r["config"].items():
+            if k not in IGNORED_CONFIG and k != "epsilon":
+                seen[r["method"]][k].add(repr(v))
+        seen[r["method"]]["runtime"].add(r.get("runtime", "inprocess"))
+    return {m: sorted(k for k, vs in d.items() if len(vs) > 1) for m, d in seen.items()}
+
+
+def variant(record: dict[str, Any], keys: dict[str, list[str]]) -> str:
+    parts = []
+    for k in keys.get(record["method"], []):
+        v = record.get("runtime") if k == "runtime" else record["config"].get(k)
+        parts.append(f"{k}={v}")
+    return ", ".join(parts)
+
+
+def group_records(records: list[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:
+    keys = varying_keys(records)
+    groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        eps = r["config"].get("epsilon")
+        groups[(r["dataset"], r["method"], variant(r, keys), r["parties"], eps)].append(r)
+    return dict(sorted(groups.items(), key=lambda kv: tuple(
+        (-1 if x is None else x) if isinstance(x, (int, float)) or x is None else str(x)
+        for x in kv[0])))
+
+
+def summary_table(records: list[dict[str, Any]]) -> str:
+    lines = [
+        "| dataset | method | variant | K | ε target | ε reported (accountant) | metric | "
+        "mean ± std | train s | MB sent | seeds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (ds, method, var, K, eps), rs in group_records(records).items():
+        metric = main_metric(rs[0])
+        m, s = mean_std([r["metrics"].get(metric) for r in rs])
+        t, _ = mean_std([r["time"]["train_s"] for r in rs])
+        b, _ = mean_std([r["comm"]["bytes_total"] for r in rs])
+        priv = rs[0].get("privacy")
+        rep = "—" if not priv else f"{priv['epsilon']:.4g} ({priv['accountant']})"
+        lines.append(
+            f"| {ds} | {method} | {var or '—'} | {K} | {'—' if eps is None else eps} | {rep} | "
+            f"{metric} | {fmt(m, s)} | {t:.3f} | {b / 1e6:.3f} | {len(rs)} |"
+        )
+    return "\n".join(lines)
+
+
+def plot_metric_vs_epsilon(records: list[dict[str, Any]], out: Path) -> list[str]:
+    """Main metric against epsilon per dataset; non-private methods as horizontal lines."""
+    files = []
+    keys = varying_keys(records)
+    for ds in sorted({r["dataset"] for r in records}):
+        rs = [r for r in records if r["dataset"] == ds]
+        if not any(r["config"].get("epsilon") is not None for r in rs):
+            continue
+        metric = main_metric(rs[0])
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        lines: dict[str, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
+        flat: dict[str, list[float]] = defaultdict(list)
+        for r in rs:
+            label = r["method"] + (f" ({variant(r, keys)})" if variant(r, keys) else "")
+            eps = r["config"].get("epsilon")
+            val = r["metrics"].get(metric)
+            if eps is None or r.get("privacy") is None:
+                flat[label].append(val)
+            else:
+                lines[label][float(eps)].append(val)
+        for label, pts in sorted(lines.items()):
+            xs = sorted(pts)
+            ms = [np.nanmean(pts[x]) for x in xs]
+            ss = [np.nanstd(pts[x]) for x in xs]
+            ax.errorbar(xs, ms, yerr=ss, marker="o", capsize=3, label=label)
+        for i, (label, vals) in enumerate(sorted(flat.items())):
+            ax.axhline(np.nanmean(vals), linestyle="--", color=f"C{(i + len(lines)) % 10}",
+                       label=f"{label} (non-private)")
+        ax.set_xscale("log")
+        ax.set_xlabel("ε (target)")
+        ax.set_ylabel(f"test {metric}")
+        ax.set_title(f"{ds}: {metric} vs privacy budget")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
+        name = f"{ds}_{metric}_vs_epsilon.png"
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=110)
+        plt.close(fig)
+        files.append(name)
+    return files
+
+
+def plot_bars(records: list[dict[str, Any]], out: Path, *, what: str) -> list[str]:
+    """Bar chart per dataset of mean training time (``what='time'``) or bytes (``'bytes'``)."""
+    files = []
+    for ds in sorted({r["dataset"] for r in records}):
+        by: dict[str, list[float]] = defaultdict(list)
+        for r in records:
+            if r["dataset"] != ds:
+                continue
+            label = r["method"] + ("/" + r["config"].get("model", "") if r["config"].get("model") else "")
+            v = r["time"]["train_s"] if what == "time" else r["comm"]["bytes_total"]
+            by[label].append(v)
+        labels = sorted(by)
+        vals = [float(np.mean(by[k])) for k in labels]
+        if what == "bytes" and not any(vals):
+            continue
+        fig, ax = plt.subplots(figsize=(7, 0.4 * len(labels) + 1.5))
+        ax.barh(labels, vals, color="C0" if what == "time" else "C2")
+        if what == "bytes":
+            ax.set_xscale("symlog")
+            ax.set_xlabel("bytes sent per run (all phases, mean over seeds)")
+        else:
+            ax.set_xlabel("training time, s (mean over seeds and settings)")
+        ax.set_title(f"{ds}: {'training time' if what == 'time' else 'communication'} per method")
+        ax.grid(axis="x", alpha=0.3)
+        fig.tight_layout()
+        name = f"{ds}_{what}_per_method.png"
+        fig.savefig(out / name, dpi=110)
+        plt.close(fig)
+        files.append(name)
+    return files
+
+
+def render_report(records: list[dict[str, Any]], out: Path, *, title: str = "securevfl report",
+                  extras: list[str] | None = None, errors: list[str] | None = None) -> Path:
+    """Write out/report.md and its PNG plots from ``records``; return the report path."""
+    out.mkdir(parents=True, exist_ok=True)
+    md = [f"# {title}", "", f"{len(records)} runs, rendered from results.jsonl.", ""]
+    if not records:
+        md.append("No results yet.")
+    else:
+        md += ["## Summary (mean ± std over seeds)", "", summary_table(records), ""]
+        md += ["ε target is what the run was asked for; ε reported is what the method's accountant "
+               "computed (see each record's `privacy`).", ""]
+        plots = (plot_metric_vs_epsilon(records, out) + plot_bars(records, out, what="time")
+                 + plot_bars(records, out, what="bytes"))
+        if plots:
+            md += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
+    for name in extras or []:
+        mod = importlib.import_module(f"bench.reports.{name}")
+        md += [mod.render(records, out), ""]
+    if errors:
+        md += ["## Runs that failed", ""] + [f"- {e}" for e in errors] + [""]
+    path = out / "report.md"
+    path.write_text("\n".join(md))
+    return path

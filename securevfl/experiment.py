@@ -1,0 +1,171 @@
+"""Run one method on one dataset and build its result record.
+
+The same function runs in every process of a networked run (SPMD): each process loads the data,
+keeps only the columns of the parties that live there, and the label holder returns the record.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import secrets
+import time
+from typing import Any
+
+import numpy as np
+
+from securevfl import __version__
+from securevfl.data import (
+    load_dataset,
+    partition_columns,
+    scale_block_to_unit_rows,
+    schema_norm_bound,
+    train_test_split,
+)
+from securevfl.errors import ConfigError, check_int, check_open_unit, check_positive
+from securevfl.evaluation import metrics_for
+from securevfl.methods.base import Method, PartyView, PublicInfo, RunContext, RunSpec
+from securevfl.registry import create
+from securevfl.runtime.base import Runtime
+from securevfl.runtime.inprocess import InProcessRuntime
+
+
+def validate_spec(spec: RunSpec) -> Method:
+    """Check the generic rules of a spec and return the method it names (raises ConfigError)."""
+    from securevfl.methods import load_all
+
+    load_all()
+    method: Method = create("method", spec.method)
+    check_int("parties", spec.parties, minimum=1 if method.pooled_data else 2)
+    check_int("epochs", spec.epochs, minimum=1)
+    check_int("batch_size", spec.batch_size, minimum=1)
+    if spec.lr is not None:
+        check_positive("lr", spec.lr)
+    check_int("embedding_dim", spec.embedding_dim, minimum=1)
+    check_int("hidden", spec.hidden, minimum=1)
+    if spec.aggregation not in ("sum", "concat"):
+        raise ConfigError(f"aggregation must be 'sum' or 'concat', got {spec.aggregation!r}")
+    check_positive("timeout", spec.timeout)
+    check_positive("lam", spec.lam, strict=False)
+    if spec.epsilon is not None:
+        check_positive("epsilon", spec.epsilon)
+    if spec.delta is not None:
+        check_open_unit("delta", spec.delta)
+    if spec.partition not in ("contiguous", "random"):
+        raise ConfigError(f"partition must be 'contiguous' or 'random', got {spec.partition!r}")
+    method.validate(spec)
+    return method
+
+
+def build_views(spec: RunSpec, method: Method, wanted: list[int]) -> tuple[PublicInfo, dict[int, PartyView], Any]:
+    """Load, split, partition and bound the data; return the views of the parties in ``wanted``."""
+    seed = 0 if spec.seed is None else spec.seed  # the split is public, not private randomness
+    ds = load_dataset(spec.dataset, seed=seed, **spec.dataset_options)
+    train, test = train_test_split(ds, seed=seed)
+    K = spec.parties
+    blocks = partition_columns(ds.groups, K, scheme=spec.partition, seed=seed)
+    bound_sq = sum(schema_norm_bound(ds.groups, b) for b in blocks)
+    server = K if method.uses_server else None
+    label_party = server if (method.labels_at_server and server is not None) else 0
+    n_parties = method.n_parties(spec)
+    info = PublicInfo(
+        dataset=ds.name, task=ds.task, n_classes=ds.n_classes,
+        n_train=len(train.y), n_test=len(test.y), n_features=ds.X.shape[1],
+        features_per_party=tuple(len(b) for b in blocks), data_parties=K,
+        n_parties=n_parties, label_party=label_party, server=server, row_norm_bound_sq=bound_sq,
+    )
+    views: dict[int, PartyView] = {}
+    for k in wanted:
+        cols = blocks[k] if k < K else np.arange(0, dtype=int)
+        views[k] = PartyView(
+            index=k, columns=cols,
+            X_train=scale_block_to_unit_rows(train.X[:, cols], total_bound_sq=bound_sq),
+            X_test=scale_block_to_unit_rows(test.X[:, cols], total_bound_sq=bound_sq),
+        )
+        if k == label_party:
+            views[k].y_train, views[k].y_test = train.y, test.y
+
+    def pooled():
+        if not method.pooled_data:
+            raise ConfigError(f"method {method.name!r} is federated: it may not see pooled data")
+        s = np.sqrt(bound_sq)
+        return train.X / s, train.y, test.X / s, test.y
+
+    return info, views, pooled
+
+
+def run_experiment(spec: RunSpec, rt: Runtime | None = None) -> dict[str, Any] | None:
+    """Run ``spec``; the label holder's process returns the record, other processes ``None``."""
+    t_start = time.perf_counter()
+    method = validate_spec(spec)
+    own_rt = rt is None
+    if rt is None:
+        rt = InProcessRuntime(method.n_parties(spec))
+    elif rt.n_parties != method.n_parties(spec):
+        raise ConfigError(
+            f"runtime must have {method.n_parties(spec)} parties for {spec.method!r} "
+            f"with {spec.parties} data parties, got {rt.n_parties}"
+        )
+    try:
+        info, views, pooled = build_views(spec, method, rt.local_parties)
+        shared_seed = spec.seed if spec.seed is not None else rt.control(
+            secrets.randbits(62) if rt.here(0) else None, src=0)
+        ctx = RunContext(rt=rt, spec=spec, info=info, views=views, shared_seed=int(shared_seed),
+                         pooled=pooled if method.pooled_data else None)
+        fit = method.fit(ctx)
+        fingerprints = rt.collect(fit.fingerprints, dst=info.label_party)
+        meters = rt.collect(rt.meter.export(), dst=info.label_party)
+        if not rt.here(info.label_party):
+            return None
+        if meters is not None and len(rt.local_parties) < rt.n_parties:
+            from securevfl.runtime.channel import Meter
+            merged = Meter()
+            for m in {id(v): v for v in meters.values()}.values():
+                merged.merge(m)
+            comm = merged.summary(rt.n_parties)
+        else:
+            comm = rt.meter.summary(rt.n_parties)
+        fps: dict[str, str] = {}
+        for d in (fingerprints or {}).values():
+            fps.update({str(k): v for k, v in d.items()})
+        y_test = views[info.label_party].y_test
+        metrics = metrics_for(info.task, y_test, fit.test_scores)
+        return {
+            "method": spec.method,
+            "dataset": spec.dataset,
+            "parties": spec.parties,
+            "n_train": info.n_train,
+            "n_test": info.n_test,
+            "n_features": info.n_features,
+            "features_per_party": list(info.features_per_party),
+            "metrics": metrics,
+            "time": {"train_s": round(fit.train_s, 6),
+                     "total_s": round(time.perf_counter() - t_start, 6)},
+            "comm": comm,
+            "privacy": fit.privacy.to_dict() if fit.privacy is not None else None,
+            "config": spec.to_config(),
+            "runtime": "inprocess" if len(rt.local_parties) == rt.n_parties else "processes",
+            "noise_seeded": spec.seed is not None,
+            "model_fingerprint": fps,
+            "extra": fit.extra,
+            "version": __version__,
+            "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        }
+    finally:
+        if own_rt:
+            rt.close()
+
+
+def spec_from_dict(d: dict[str, Any]) -> RunSpec:
+    """Rebuild a RunSpec from its ``__dict__`` (how the launcher hands it to party processes)."""
+    return RunSpec(**d)
+
+
+def run_in_processes(spec: RunSpec, *, plugins: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Run ``spec`` with one local OS process per party (MPyC runtime); return the record."""
+    from securevfl.runtime.launcher import run_local_processes
+
+    method = validate_spec(spec)
+    n = method.n_parties(spec)
+    # each party may wait up to spec.timeout per message; the whole run gets a generous bound
+    overall = spec.timeout * 4 + 60
+    return run_local_processes(dict(spec.__dict__), n, timeout=overall, plugins=plugins)

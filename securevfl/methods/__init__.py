@@ -1,0 +1,40 @@
+"""Methods of securevfl. Each module in this package registers its methods on import;
+:func:`load_all` imports them all (the CLI and the contract tests call it)."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from securevfl.methods.base import (
+    FitResult,
+    Method,
+    Option,
+    PartyView,
+    PublicInfo,
+    RunContext,
+    RunSpec,
+    fingerprint,
+    register_method,
+)
+
+
+def load_all() -> None:
+    """Import every module of this package so that its methods register."""
+    for mod in pkgutil.iter_modules(__path__):
+        if mod.name != "base":
+            importlib.import_module(f"{__name__}.{mod.name}")
+
+
+__all__ = [
+    "FitResult",
+    "Method",
+    "Option",
+    "PartyView",
+    "PublicInfo",
+    "RunContext",
+    "RunSpec",
+    "fingerprint",
+    "load_all",
+    "register_method",
+]

@@ -1,0 +1,7 @@
+"""Runtimes for SPMD protocol code: in-process (default) and networked (one process per party)."""
+
+from securevfl.runtime.base import Runtime
+from securevfl.runtime.channel import Meter
+from securevfl.runtime.inprocess import InProcessRuntime
+
+__all__ = ["InProcessRuntime", "Meter", "Runtime"]

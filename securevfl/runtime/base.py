@@ -1,0 +1,69 @@
+"""The runtime interface that SPMD protocol code is written against.
+
+Every party runs the same protocol function. Local work happens only where a party lives
+(``rt.local``); every value that crosses a party boundary goes through ``send``/``broadcast``/
+``gather``, which serialize it, meter the bytes and hand the receiver a deserialized copy.
+A value a party does not hold is ``None`` on that party.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from securevfl.runtime.channel import Meter
+
+
+class Runtime(ABC):
+    """Where parties live and how payloads move between them."""
+
+    n_parties: int
+    meter: Meter
+
+    @abstractmethod
+    def here(self, k: int) -> bool:
+        """True if party ``k`` lives in this process."""
+
+    @property
+    def local_parties(self) -> list[int]:
+        return [k for k in range(self.n_parties) if self.here(k)]
+
+    def local(self, k: int, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn`` where party ``k`` lives; ``None`` elsewhere."""
+        return fn(*args, **kwargs) if self.here(k) else None
+
+    @abstractmethod
+    def send(self, value: Any, *, src: int, dst: int) -> Any:
+        """Move ``value`` (held by ``src``) to ``dst``; returns it at ``dst``, ``None`` elsewhere."""
+
+    @abstractmethod
+    def broadcast(self, value: Any, *, src: int, dsts: Iterable[int] | None = None) -> Any:
+        """Send ``value`` from ``src`` to every party in ``dsts`` (default: all others).
+
+        Returns the value at ``src`` and at every receiver, ``None`` elsewhere.
+        """
+
+    @abstractmethod
+    def gather(self, values: Mapping[int, Any], *, dst: int) -> dict[int, Any] | None:
+        """Each sender ``k`` in ``values`` sends ``values[k]`` to ``dst`` (one round).
+
+        ``values[k]`` need only be set where ``k`` lives. Returns ``{k: value}`` at ``dst``.
+        """
+
+    @abstractmethod
+    def control(self, value: Any, *, src: int) -> Any:
+        """Unmetered control-plane broadcast (seeds, fingerprints, meters), not protocol data."""
+
+    def collect(self, value: Any, *, dst: int) -> dict[int, Any] | None:
+        """Unmetered control-plane gather of each process's ``value`` (keyed by party)."""
+        return {k: value for k in self.local_parties} if self.here(dst) else None
+
+    def close(self) -> None:
+        """Release resources (network connections)."""
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,76 @@
+"""Start one local OS process per party and collect the label holder's record.
+
+If any party exits with an error, the others are stopped and the error is raised naming the
+party; an overall deadline bounds the whole run so nothing hangs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+from securevfl.errors import PartyTimeoutError, ProtocolError
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` currently free TCP ports on the loopback interface."""
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+def run_local_processes(spec_dict: dict[str, Any], n_parties: int, *, timeout: float,
+                        plugins: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Run a spec with ``n_parties`` local party processes; return the label holder's record."""
+    addresses = [f"127.0.0.1:{p}" for p in free_ports(n_parties)]
+    with tempfile.TemporaryDirectory(prefix="securevfl-") as tmp:
+        procs = []
+        for i in range(n_parties):
+            cmd = [sys.executable, "-m", "securevfl.runtime.party", "--index", str(i),
+                   "--spec-json", json.dumps(spec_dict), "--result-file",
+                   os.path.join(tmp, f"party{i}.json"), "--plugins", ",".join(plugins)]
+            for a in addresses:
+                cmd += ["-P", a]
+            err = open(os.path.join(tmp, f"party{i}.err"), "w+")
+            procs.append((subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err), err))
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                codes = [p.poll() for p, _ in procs]
+                bad = [i for i, c in enumerate(codes) if c not in (None, 0)]
+                if bad:
+                    i = bad[0]
+                    procs[i][1].seek(0)
+                    lines = [ln for ln in procs[i][1].read().strip().splitlines() if ln.strip()]
+                    msg = lines[-1] if lines else f"exit code {codes[i]}"
+                    raise ProtocolError(f"party {i} failed: {msg}")
+                if all(c == 0 for c in codes):
+                    break
+                if time.monotonic() > deadline:
+                    raise PartyTimeoutError(f"the {n_parties} party processes did not finish "
+                                            f"within {timeout:g} s")
+                time.sleep(0.02)
+        finally:
+            for p, err in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+                err.close()
+        for i in range(n_parties):
+            path = os.path.join(tmp, f"party{i}.json")
+            if os.path.exists(path):
+                with open(path) as f:
+                    return json.loads(f.read())
+    raise ProtocolError("no party produced a result record")

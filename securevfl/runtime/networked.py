@@ -1,0 +1,143 @@
+"""One OS process per party, over MPyC's runtime.
+
+MPyC connects the parties (``-P host:port`` for each, ``--ssl`` optional) and ``mpc.transfer``
+carries our payloads; protocol code is unchanged from the in-process runtime. Each process meters
+the messages it sends; the label holder merges the meters at the end. Every wait has a timeout, so
+a dead party makes the others fail with :class:`PartyTimeoutError` naming whom they waited for,
+never hang.
+
+``import mpyc.runtime`` parses ``sys.argv``; we therefore start MPyC with an argv of our own and
+only in a process that is a party (never in pytest's own process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from securevfl import serialization
+from securevfl.errors import ConfigError, PartyTimeoutError, ProtocolError
+from securevfl.runtime.base import Runtime
+from securevfl.runtime.channel import Meter
+
+
+def start_mpyc(index: int, addresses: Sequence[str], *, ssl: bool = False, threshold: int | None = None):
+    """Import and start MPyC as party ``index`` of ``addresses`` (``host:port`` each)."""
+    argv = [sys.argv[0], "-I", str(index), "--no-log"]
+    for a in addresses:
+        argv += ["-P", a]
+    if ssl:
+        argv.append("--ssl")
+    if threshold is not None:
+        argv += ["-T", str(threshold)]
+    saved = sys.argv
+    sys.argv = argv
+    try:
+        from mpyc.runtime import mpc  # noqa: PLC0415  (parses sys.argv on first import)
+    finally:
+        sys.argv = saved
+    logging.getLogger().setLevel(logging.WARNING)
+    return mpc
+
+
+class NetworkedRuntime(Runtime):
+    """This process is party ``index``; the others are reached through MPyC."""
+
+    def __init__(self, index: int, addresses: Sequence[str], *, timeout: float = 120.0,
+                 ssl: bool = False) -> None:
+        if len(addresses) < 2:
+            raise ConfigError(f"a networked run needs >= 2 party addresses, got {len(addresses)}")
+        if not 0 <= index < len(addresses):
+            raise ConfigError(f"index must be in [0, {len(addresses)}), got {index}")
+        self.n_parties = len(addresses)
+        self.index = index
+        self.timeout = timeout
+        self.meter = Meter()
+        self.mpc = start_mpyc(index, addresses, ssl=ssl)
+        self._run(self.mpc.start(), "connecting to all parties")
+
+    def here(self, k: int) -> bool:
+        return k == self.index
+
+    def _run(self, aw: Any, what: str) -> Any:
+        try:
+            return self.mpc.run(asyncio.wait_for(aw, self.timeout))
+        except (asyncio.TimeoutError, TimeoutError):
+            raise PartyTimeoutError(
+                f"party {self.index} waited more than {self.timeout:g} s for {what}"
+            ) from None
+        except (ConnectionError, OSError) as exc:
+            raise ProtocolError(f"party {self.index} lost a connection while {what}: {exc}") from None
+
+    def _check_peer(self, k: int) -> None:
+        if k != self.index and self.mpc.parties[k].protocol is None:
+            raise ProtocolError(f"party {k} has disconnected (seen by party {self.index})")
+
+    def _transfer(self, data: Any, senders: list[int], receivers: list[int], what: str) -> Any:
+        for k in set(senders) | set(receivers):
+            self._check_peer(k)
+        return self._run(self.mpc.transfer(data, senders=senders, receivers=receivers), what)
+
+    # Every party calls mpc.transfer for every primitive, involved or not: MPyC labels messages
+    # by a program counter that must advance in lockstep on all parties (SPMD).
+
+    def send(self, value: Any, *, src: int, dst: int) -> Any:
+        if src == dst:
+            return value if self.here(src) else None
+        self.meter.round()
+        data = None
+        if self.here(src):
+            data = serialization.dumps(value)
+            self.meter.message(src=src, dst=dst, nbytes=len(data))
+        got = self._transfer(data, [src], [dst], f"a message from party {src} to party {dst}")
+        return serialization.loads(got[0]) if self.here(dst) else None
+
+    def broadcast(self, value: Any, *, src: int, dsts: Iterable[int] | None = None) -> Any:
+        dsts = [d for d in (range(self.n_parties) if dsts is None else dsts) if d != src]
+        if not dsts:
+            return value if self.here(src) else None
+        self.meter.round()
+        data = None
+        if self.here(src):
+            data = serialization.dumps(value)
+            for d in dsts:
+                self.meter.message(src=src, dst=d, nbytes=len(data))
+        got = self._transfer(data, [src], dsts, f"a broadcast from party {src}")
+        if self.here(src):
+            return value
+        return serialization.loads(got[0]) if self.index in dsts else None
+
+    def gather(self, values: Mapping[int, Any], *, dst: int) -> dict[int, Any] | None:
+        self.meter.round()
+        senders = [k for k in sorted(values) if k != dst]
+        data = None
+        if self.index in senders:
+            data = serialization.dumps(values[self.index])
+            self.meter.message(src=self.index, dst=dst, nbytes=len(data))
+        got = (self._transfer(data, senders, [dst], f"messages from parties {senders} to {dst}")
+               if senders else [])
+        if not self.here(dst):
+            return None
+        out = {k: values[k] for k in values if k == dst}
+        out.update({k: serialization.loads(v) for k, v in zip(senders, got)})
+        return out
+
+    def control(self, value: Any, *, src: int) -> Any:
+        # unmetered control plane: every party receives the value from src
+        got = self._run(self.mpc.transfer(value if self.here(src) else None, senders=[src]),
+                        f"control data from party {src}")
+        return got[0]
+
+    def collect(self, value: Any, *, dst: int) -> dict[int, Any] | None:
+        got = self._run(self.mpc.transfer(value, senders=range(self.n_parties), receivers=[dst]),
+                        f"control data for party {dst}")
+        return dict(enumerate(got)) if self.here(dst) else None
+
+    def close(self) -> None:
+        try:
+            self._run(self.mpc.shutdown(), "shutting down")
+        except ProtocolError:
+            pass
