@@ -10,32 +10,19 @@ for most columns the domain is public anyway.
 
 from __future__ import annotations
 
-import csv
-import functools
-import gzip
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import numpy as np
 
 from securevfl.data import optional as _optional
+from securevfl.data import real as _real
 from securevfl.data import synthetic as _syn
-from securevfl.data.preprocess import (
-    BinaryColumn,
-    CategoricalColumn,
-    ColumnSpec,
-    NumericColumn,
-    Table,
-    check_finite,
-    encode_columns,
-    scale_target,
-)
-from securevfl.errors import ConfigError, DataError, check_int, check_open_unit
+from securevfl.data.preprocess import Table, check_finite
+from securevfl.errors import ConfigError, check_int, check_open_unit
 from securevfl.registry import lookup, names, register
 from securevfl.rng import make_rng
 
-FILES = Path(__file__).with_name("files")
 TASKS = ("binary", "multiclass", "regression")
 ENCODINGS = ("onehot", "compact")
 
@@ -92,215 +79,6 @@ class _Entry:
     params: tuple[str, ...] = field(default=())  # generator parameters besides seed
 
 
-# --------------------------------------------------------------------------- file readers
-
-
-def _read_csv_gz(fname: str) -> list[list[str]]:
-    with gzip.open(FILES / fname, "rt", encoding="utf-8", newline="") as fh:
-        return [row for row in csv.reader(fh) if row]
-
-
-def _classes(y: np.ndarray) -> np.ndarray:
-    return np.asarray(y, dtype=np.int64)
-
-
-# --------------------------------------------------------------------------- real datasets
-
-_ADULT_COLUMNS = (
-    "age",
-    "workclass",
-    "fnlwgt",
-    "education",
-    "education-num",
-    "marital-status",
-    "occupation",
-    "relationship",
-    "race",
-    "sex",
-    "capital-gain",
-    "capital-loss",
-    "hours-per-week",
-    "native-country",
-    "income",
-)
-_ADULT_NUMERIC = (
-    "age",
-    "fnlwgt",
-    "education-num",
-    "capital-gain",
-    "capital-loss",
-    "hours-per-week",
-)
-# Compact occupation groups (census-style major groups); '?' joins the rare Armed-Forces.
-_OCCUPATION_GROUPS = {
-    "Exec-managerial": "managerial-professional",
-    "Prof-specialty": "managerial-professional",
-    "Adm-clerical": "clerical-sales-technical",
-    "Sales": "clerical-sales-technical",
-    "Tech-support": "clerical-sales-technical",
-    "Other-service": "service",
-    "Priv-house-serv": "service",
-    "Protective-serv": "service",
-    "Craft-repair": "skilled-manual",
-    "Machine-op-inspct": "skilled-manual",
-    "Transport-moving": "skilled-manual",
-    "Handlers-cleaners": "labour-farming",
-    "Farming-fishing": "labour-farming",
-    "Armed-Forces": "other-unknown",
-    "?": "other-unknown",
-}
-
-
-@functools.lru_cache(maxsize=1)
-def _adult_raw() -> dict[str, np.ndarray]:
-    rows: list[list[str]] = []
-    for fname, skip in (("adult.data.gz", 0), ("adult.test.gz", 1)):
-        with gzip.open(FILES / fname, "rt", encoding="utf-8") as fh:
-            lines = fh.read().splitlines()[skip:]  # adult.test opens with '|1x3 Cross validator'
-        for i, line in enumerate(lines, start=skip + 1):
-            if not line.strip():
-                continue
-            parts = [p.strip() for p in line.split(",")]
-            if len(parts) != len(_ADULT_COLUMNS):
-                raise DataError(f"{fname} line {i} must have 15 fields, got {len(parts)}")
-            rows.append(parts)
-    table = np.array(rows, dtype=str)
-    cols = {name: table[:, j] for j, name in enumerate(_ADULT_COLUMNS)}
-    # adult.test writes labels as '>50K.'; strip the dot so both files share one vocabulary
-    cols["income"] = np.char.rstrip(cols["income"], ".")
-    return cols
-
-
-def _load_adult(encoding: str) -> Table:
-    c = _adult_raw()
-    label = c["income"]
-    if not np.isin(label, (">50K", "<=50K")).all():
-        raise DataError(f"adult income must be '>50K' or '<=50K', got {sorted(set(label))[:5]}")
-    y = (label == ">50K").astype(np.int64)
-    # '?' (missing workclass/occupation/native-country) is kept as its own category, so all
-    # 48,842 rows stay; the FM-VFL paper dropped them instead (45,222 rows).
-    specs: list[ColumnSpec] = [NumericColumn(a, c[a].astype(np.float64)) for a in _ADULT_NUMERIC]
-    if encoding == "onehot":
-        specs += [
-            CategoricalColumn(a, c[a]) for a in _ADULT_COLUMNS[:-1] if a not in _ADULT_NUMERIC
-        ]
-    else:
-        # compact (~41 columns like the FM-VFL paper): education is dropped because
-        # education-num encodes it one-to-one; occupation grouped into 6 major groups; sex and
-        # native-country reduced to one 0/1 indicator each.
-        occ = np.array([_OCCUPATION_GROUPS[v] for v in c["occupation"]])
-        specs += [
-            CategoricalColumn("workclass", c["workclass"]),
-            CategoricalColumn("marital-status", c["marital-status"]),
-            CategoricalColumn("occupation-group", occ),
-            CategoricalColumn("relationship", c["relationship"]),
-            CategoricalColumn("race", c["race"]),
-            BinaryColumn("sex=Male", c["sex"] == "Male"),
-            BinaryColumn("native-country=United-States", c["native-country"] == "United-States"),
-        ]
-    X, fnames, groups = encode_columns(specs)
-    return Table(X, y, fnames, groups, n_classes=2)
-
-
-@functools.lru_cache(maxsize=1)
-def _load_phishing_cached() -> Table:
-    rows = _read_csv_gz("phishing.csv.gz")
-    header, body = rows[0], np.array(rows[1:], dtype=np.float64)
-    # first column is a row index, last is 'Result' (+1 phishing, -1 legitimate)
-    feats, res = body[:, 1:-1], body[:, -1]
-    if not np.isin(res, (-1.0, 1.0)).all():
-        raise DataError("phishing Result must be -1 or +1")
-    specs = [NumericColumn(h, feats[:, j], domain=(-1.0, 1.0)) for j, h in enumerate(header[1:-1])]
-    X, fnames, groups = encode_columns(specs)
-    return Table(X, (res == 1.0).astype(np.int64), fnames, groups, n_classes=2)
-
-
-@functools.lru_cache(maxsize=1)
-def _load_cps1988_cached() -> Table:
-    rows = _read_csv_gz("cps1988.csv.gz")
-    header, body = rows[0], np.array(rows[1:], dtype=str)
-    col = {h: body[:, j] for j, h in enumerate(header)}
-    wage = col["wage"].astype(np.float64)
-    if np.any(wage <= 0):
-        raise DataError("cps1988 wage must be > 0 to take its log")
-    specs: list[ColumnSpec] = [
-        NumericColumn("education", col["education"].astype(np.float64)),
-        NumericColumn("experience", col["experience"].astype(np.float64)),
-    ]
-    specs += [CategoricalColumn(a, col[a]) for a in ("ethnicity", "smsa", "region", "parttime")]
-    X, fnames, groups = encode_columns(specs)
-    y, y_range = scale_target(np.log(wage))
-    return Table(X, y, fnames, groups, y_range=y_range)
-
-
-def _numeric_table(X: np.ndarray, fnames: list[str], *, domain=None) -> tuple:
-    specs = [NumericColumn(f, X[:, j], domain=domain) for j, f in enumerate(fnames)]
-    return encode_columns(specs)
-
-
-@functools.lru_cache(maxsize=1)
-def _load_breast_cached() -> Table:
-    from sklearn.datasets import load_breast_cancer
-
-    b = load_breast_cancer()
-    X, fnames, groups = _numeric_table(b.data, [str(f) for f in b.feature_names])
-    # sklearn codes 0 = malignant, 1 = benign; keep its coding
-    return Table(X, _classes(b.target), fnames, groups, n_classes=2)
-
-
-@functools.lru_cache(maxsize=1)
-def _load_digits_cached() -> Table:
-    from sklearn.datasets import load_digits
-
-    b = load_digits()
-    X, fnames, groups = _numeric_table(b.data, [str(f) for f in b.feature_names], domain=(0, 16))
-    return Table(X, _classes(b.target), fnames, groups, n_classes=10)
-
-
-@functools.lru_cache(maxsize=1)
-def _load_diabetes_cached() -> Table:
-    from sklearn.datasets import load_diabetes
-
-    b = load_diabetes(scaled=False)
-    X, fnames, groups = _numeric_table(b.data, [str(f) for f in b.feature_names])
-    y, y_range = scale_target(b.target)
-    return Table(X, y, fnames, groups, y_range=y_range)
-
-
-def _cached(fn: Callable[[], Table]) -> Callable[[str], Table]:
-    def load(encoding: str) -> Table:
-        return fn()
-
-    return load
-
-
-# --------------------------------------------------------------------------- synthetic
-
-
-def _synthetic_table(X: np.ndarray, y: np.ndarray, *, regression: bool) -> Table:
-    fnames = [f"x{j}" for j in range(X.shape[1])]
-    groups = [[j] for j in range(X.shape[1])]
-    if regression:
-        y, y_range = scale_target(y)
-        return Table(X, y, fnames, groups, y_range=y_range)
-    return Table(X, y, fnames, groups, n_classes=2)
-
-
-def _gen_sparse(*, n: int, d: int, sparsity: float, seed: int) -> Table:
-    X, y, _ = _syn.make_sparse_regression(n, d, sparsity, seed=seed)
-    return _synthetic_table(X, y, regression=True)
-
-
-def _gen_linear(*, n: int, d: int, seed: int, **_: object) -> Table:
-    X, y, _ = _syn.make_linear_regression(n, d, seed=seed)
-    return _synthetic_table(X, y, regression=True)
-
-
-def _gen_logistic(*, n: int, d: int, seed: int, **_: object) -> Table:
-    X, y, _ = _syn.make_logistic(n, d, seed=seed)
-    return _synthetic_table(X, y, regression=False)
-
-
 # --------------------------------------------------------------------------- catalogue
 
 _SK = "scikit-learn (bundled)"
@@ -318,7 +96,7 @@ _CATALOGUE = [
             "occupation in 6 groups, sex and native-country=US as 0/1); fnlwgt kept.",
             False,
         ),
-        _load_adult,
+        _real.load_adult,
         encodings=ENCODINGS,
     ),
     _Entry(
@@ -332,7 +110,7 @@ _CATALOGUE = [
             "Breast cancer diagnosis (sklearn coding: 1 = benign); the embedded default.",
             False,
         ),
-        _cached(_load_breast_cached),
+        _real.load_breast,
     ),
     _Entry(
         DatasetInfo(
@@ -345,7 +123,7 @@ _CATALOGUE = [
             "March 1988 CPS wages; target log(wage) scaled to [-1, 1].",
             False,
         ),
-        _cached(_load_cps1988_cached),
+        _real.load_cps1988,
     ),
     _Entry(
         DatasetInfo(
@@ -358,7 +136,7 @@ _CATALOGUE = [
             "Disease progression after one year; target scaled to [-1, 1].",
             False,
         ),
-        _cached(_load_diabetes_cached),
+        _real.load_diabetes,
     ),
     _Entry(
         DatasetInfo(
@@ -371,7 +149,7 @@ _CATALOGUE = [
             "Handwritten digits 0-9; pixels scaled from the known domain 0..16.",
             False,
         ),
-        _cached(_load_digits_cached),
+        _real.load_digits,
     ),
     _Entry(
         DatasetInfo(
@@ -386,7 +164,7 @@ _CATALOGUE = [
             "Statistical_report), values in {-1, 0, 1}; label 1 = phishing.",
             False,
         ),
-        _cached(_load_phishing_cached),
+        _real.load_phishing,
     ),
     _Entry(
         DatasetInfo(
@@ -399,7 +177,7 @@ _CATALOGUE = [
             "X ~ U[-1,1], y = Xw + 0.1 N(0,1) scaled to [-1,1].",
             False,
         ),
-        _gen_linear,
+        _syn.linear_table,
         synthetic=True,
     ),
     _Entry(
@@ -413,7 +191,7 @@ _CATALOGUE = [
             "X ~ U[-1,1], y ~ Bernoulli(sigmoid(Xw)).",
             False,
         ),
-        _gen_logistic,
+        _syn.logistic_table,
         synthetic=True,
     ),
     _Entry(
@@ -428,7 +206,7 @@ _CATALOGUE = [
             "y = Xw + 0.01 N(0,1) scaled to [-1,1].",
             False,
         ),
-        _gen_sparse,
+        _syn.sparse_table,
         synthetic=True,
         params=("sparsity",),
     ),

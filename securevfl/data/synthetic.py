@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from securevfl.data.preprocess import Table, scale_target
 from securevfl.errors import ConfigError
 from securevfl.rng import make_rng
 
@@ -69,3 +70,33 @@ def make_logistic(n: int, d: int, *, seed: int) -> tuple[np.ndarray, np.ndarray,
     p = 1.0 / (1.0 + np.exp(-(X @ w)))
     y = (rng.random(n) < p).astype(np.int64)
     return X, y, w
+
+
+# --------------------------------------------------------------------------- as tables
+
+
+def _synthetic_table(X: np.ndarray, y: np.ndarray, *, regression: bool) -> Table:
+    fnames = [f"x{j}" for j in range(X.shape[1])]
+    groups = [[j] for j in range(X.shape[1])]
+    if regression:
+        y, y_range = scale_target(y)
+        return Table(X, y, fnames, groups, y_range=y_range)
+    return Table(X, y, fnames, groups, n_classes=2)
+
+
+def sparse_table(*, n: int, d: int, sparsity: float, seed: int) -> Table:
+    """``synthetic-sparse`` as an encoded table (target scaled to [-1, 1])."""
+    X, y, _ = make_sparse_regression(n, d, sparsity, seed=seed)
+    return _synthetic_table(X, y, regression=True)
+
+
+def linear_table(*, n: int, d: int, seed: int, **_: object) -> Table:
+    """``synthetic-linear`` as an encoded table (target scaled to [-1, 1])."""
+    X, y, _ = make_linear_regression(n, d, seed=seed)
+    return _synthetic_table(X, y, regression=True)
+
+
+def logistic_table(*, n: int, d: int, seed: int, **_: object) -> Table:
+    """``synthetic-logistic`` as an encoded table."""
+    X, y, _ = make_logistic(n, d, seed=seed)
+    return _synthetic_table(X, y, regression=False)
