@@ -1,0 +1,197 @@
+"""Pairwise-mask secure aggregation: protocol 0 of Bonawitz et al. (2016), as PBM-VFL uses it.
+
+M parties each hold a vector of non-negative integers q_m (PBM outputs in [0, b]); an
+honest-but-curious server must learn sum_m q_m and nothing else.
+
+* Setup: every party makes an X25519 key pair and sends its public key to the server, which
+  relays all of them (with a fresh session id) to every party. Each pair (i, j) then holds the
+  same X25519 shared secret, stretched by HKDF-SHA256 (session id and pair ids bound in) into a
+  pair key.
+* Per aggregation (round id, batch id): the pair key is expanded by HKDF (round and batch bound
+  in) into an AES-256-CTR key whose keystream gives one r-bit mask per value. Party i adds the
+  masks it shares with every j > i and subtracts those it shares with j < i, modulo 2^r, so all
+  masks cancel in the server's sum. r is the smallest number of bits holding the largest
+  possible sum, ``bound = b*M``; masked values are sent bit-packed at r bits each (not int64).
+* Protocol 0 has no dropout recovery: if any party's masked vector is missing (or is for another
+  round, batch or session), the masks cannot cancel, so the server aborts the round with an
+  error naming the party instead of returning a wrong sum.
+
+Nothing here imports ``securevfl``: the caller moves the bytes (and meters them).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+MAX_BITS = 32  # masks are drawn as uint32 words; 2^r divides 2^32, so they stay uniform
+_HEADER = struct.Struct(">16sIQQI")  # session, party, round, batch, count
+_PAIR_INFO = b"securevfl/secagg/v1/pair"
+_ROUND_INFO = b"securevfl/secagg/v1/round"
+_ZERO_NONCE = bytes(16)  # every (pair, round, batch) gets its own AES key, so a fixed nonce is safe
+
+
+class SecAggError(RuntimeError):
+    """Secure aggregation could not complete; never a wrong sum."""
+
+
+class SecAggAbort(SecAggError):
+    """A party's masked values are missing or do not belong to this round: the round aborts."""
+
+    def __init__(self, message: str, party: int | None = None) -> None:
+        super().__init__(message)
+        self.party = party
+
+
+def modulus_bits(bound: int) -> int:
+    """Smallest r with 2^r > bound, so every sum in [0, bound] is recovered exactly mod 2^r.
+
+    The paper writes ceil(log2(bM)); for bM a power of two that misses the top value bM itself
+    (all parties at q = b), hence ``bound.bit_length()`` = ceil(log2(bM + 1)).
+    """
+    if int(bound) < 1:
+        raise ValueError(f"bound must be >= 1, got {bound}")
+    r = int(bound).bit_length()
+    if r > MAX_BITS:
+        raise ValueError(f"bound must be < 2^{MAX_BITS}, got {bound}")
+    return r
+
+
+def pack_bits(values: np.ndarray, bits: int) -> bytes:
+    """Pack non-negative integers < 2^bits into ceil(n*bits/8) bytes (little-endian bit order)."""
+    v = np.asarray(values, dtype=np.uint64).ravel()
+    shifts = np.arange(bits, dtype=np.uint64)
+    flat = ((v[:, None] >> shifts) & np.uint64(1)).astype(np.uint8).ravel()
+    return np.packbits(flat, bitorder="little").tobytes()
+
+
+def unpack_bits(data: bytes, bits: int, count: int) -> np.ndarray:
+    """Inverse of :func:`pack_bits`: ``count`` integers as uint64."""
+    need = -(-count * bits // 8)
+    if len(data) != need:
+        raise SecAggError(f"packed payload must be {need} bytes for {count} values of {bits} bits, "
+                          f"got {len(data)}")
+    flat = np.unpackbits(np.frombuffer(data, dtype=np.uint8), count=count * bits, bitorder="little")
+    weights = np.left_shift(np.uint64(1), np.arange(bits, dtype=np.uint64))
+    return flat.reshape(count, bits).astype(np.uint64) @ weights
+
+
+def _round_mask(pair_key: bytes, *, round_id: int, batch_id: int, count: int,
+                bits: int) -> np.ndarray:
+    """r-bit masks for one (pair, round, batch): AES-256-CTR keystream under an HKDF-derived key."""
+    key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
+               info=_ROUND_INFO + struct.pack(">QQ", round_id, batch_id)).derive(pair_key)
+    enc = Cipher(algorithms.AES(key), modes.CTR(_ZERO_NONCE)).encryptor()
+    stream = enc.update(bytes(4 * count)) + enc.finalize()
+    words = np.frombuffer(stream, dtype="<u4").astype(np.uint64)
+    return words & np.uint64((1 << bits) - 1)
+
+
+class SecAggParty:
+    """One client of protocol 0: key agreement, then masking of one integer vector per round."""
+
+    def __init__(self, index: int, n_parties: int, *, bits: int,
+                 private_key: X25519PrivateKey | None = None) -> None:
+        if n_parties < 2:
+            raise ValueError(f"n_parties must be >= 2 for secure aggregation, got {n_parties}")
+        if not 0 <= index < n_parties:
+            raise ValueError(f"index must be in [0, {n_parties}), got {index}")
+        if not 1 <= bits <= MAX_BITS:
+            raise ValueError(f"bits must be in [1, {MAX_BITS}], got {bits}")
+        self.index, self.n_parties, self.bits = index, n_parties, bits
+        self._sk = private_key or X25519PrivateKey.generate()
+        self._pair_keys: dict[int, bytes] = {}
+        self.session: bytes | None = None
+
+    @property
+    def public_key(self) -> bytes:
+        """The 32-byte X25519 public key this party publishes through the server."""
+        return self._sk.public_key().public_bytes(serialization.Encoding.Raw,
+                                                  serialization.PublicFormat.Raw)
+
+    def agree(self, public_keys: Mapping[int, bytes], session: bytes) -> None:
+        """Derive a pair key with every other party from the relayed public keys."""
+        missing = [j for j in range(self.n_parties) if j != self.index and j not in public_keys]
+        if missing:
+            raise SecAggAbort(f"key agreement aborted: no public key from party {missing[0]}",
+                              missing[0])
+        if len(session) != 16:
+            raise SecAggError(f"session id must be 16 bytes, got {len(session)}")
+        self.session = bytes(session)
+        for j in range(self.n_parties):
+            if j == self.index:
+                continue
+            shared = self._sk.exchange(X25519PublicKey.from_public_bytes(bytes(public_keys[j])))
+            lo, hi = min(self.index, j), max(self.index, j)
+            self._pair_keys[j] = HKDF(algorithm=hashes.SHA256(), length=32, salt=self.session,
+                                      info=_PAIR_INFO + struct.pack(">II", lo, hi)).derive(shared)
+
+    def mask(self, values: np.ndarray, *, round_id: int, batch_id: int) -> bytes:
+        """Header + the masked values (q + sum of signed pair masks mod 2^r) packed at r bits."""
+        if self.session is None:
+            raise SecAggError(f"party {self.index} must run key agreement before masking")
+        q = np.asarray(values).ravel()
+        bad = q.size and (not np.issubdtype(q.dtype, np.integer) or q.min() < 0
+                          or q.max() >> self.bits)
+        if bad:
+            raise SecAggError(f"values must be integers in [0, 2^{self.bits}), got range "
+                              f"[{q.min()}, {q.max()}] of dtype {q.dtype}")
+        mod = np.uint64((1 << self.bits) - 1)
+        y = q.astype(np.uint64)
+        for j, key in self._pair_keys.items():
+            m = _round_mask(key, round_id=round_id, batch_id=batch_id, count=q.size, bits=self.bits)
+            # i < j adds, i > j subtracts: the two copies of each pair mask cancel in the sum
+            y = (y + m) & mod if self.index < j else (y - m) & mod
+        header = _HEADER.pack(self.session, self.index, round_id, batch_id, q.size)
+        return header + pack_bits(y, self.bits)
+
+
+class SecAggServer:
+    """The aggregator of protocol 0: relays public keys, then unmasks the sum of each round."""
+
+    def __init__(self, n_parties: int, *, bits: int, session: bytes | None = None) -> None:
+        if n_parties < 2:
+            raise ValueError(f"n_parties must be >= 2 for secure aggregation, got {n_parties}")
+        if not 1 <= bits <= MAX_BITS:
+            raise ValueError(f"bits must be in [1, {MAX_BITS}], got {bits}")
+        self.n_parties, self.bits = n_parties, bits
+        self.session = bytes(session) if session is not None else os.urandom(16)
+
+    def relay(self, public_keys: Mapping[int, bytes | None]) -> dict[int, bytes]:
+        """Check every party published a 32-byte key; return the table sent back to all."""
+        out = {}
+        for k in range(self.n_parties):
+            pk = public_keys.get(k)
+            if pk is None:
+                raise SecAggAbort(f"key agreement aborted: party {k} published no public key", k)
+            if len(pk) != 32:
+                raise SecAggAbort(f"key agreement aborted: party {k}'s public key must be 32 "
+                                  f"bytes, got {len(pk)}", k)
+            out[k] = bytes(pk)
+        return out
+
+    def unmask(self, messages: Mapping[int, bytes | None], *, round_id: int, batch_id: int,
+               count: int, expected: Iterable[int] | None = None) -> np.ndarray:
+        """The sum over all parties (uint64, length ``count``), or SecAggAbort naming a party."""
+        total = np.zeros(count, dtype=np.uint64)
+        for k in (range(self.n_parties) if expected is None else expected):
+            msg = messages.get(k)
+            where = f"secure aggregation round {round_id} batch {batch_id} aborted"
+            if msg is None:
+                raise SecAggAbort(f"{where}: party {k} sent no masked values (protocol 0 has no "
+                                  "dropout recovery, the masks cannot cancel)", k)
+            if len(msg) < _HEADER.size:
+                raise SecAggAbort(f"{where}: party {k}'s message is truncated", k)
+            session, party, r, b, n = _HEADER.unpack_from(msg)
+            if (session, party, r, b, n) != (self.session, k, round_id, batch_id, count):
+                raise SecAggAbort(f"{where}: party {k}'s message is for session/party/round/"
+                                  f"batch/count {session.hex()[:8]}/{party}/{r}/{b}/{n}", k)
+            total += unpack_bits(msg[_HEADER.size:], self.bits, count)
+        return total & np.uint64((1 << self.bits) - 1)
