@@ -55,7 +55,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    help="glm: vertical GLM (logistic/least squares); mlp: split neural network")
     g.add_argument("--epochs", type=int, default=10, help="passes over the training split; default 10")
     g.add_argument("--batch-size", type=int, default=64, help="minibatch size >= 1; default 64")
-    g.add_argument("--lr", type=float, help="learning rate; default 0.5 (GLM SGD) or 0.01 (MLP Adam)")
+    g.add_argument("--lr", type=float, help="learning rate; default 4.0 (GLM SGD) or 0.01 (MLP Adam)")
     g.add_argument("--loss", help="GLM loss (default: logistic for binary, least-squares for regression)")
     g.add_argument("--penalty", default="l2", help="GLM penalty; default l2")
     g.add_argument("--lam", type=float, default=0.0, help="penalty strength >= 0; default 0")
@@ -254,6 +254,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap = build_parser()
         args = ap.parse_args(argv)
         return args.func(args)
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2), already printed
+        return int(exc.code or 0)
     except SecureVFLError as exc:
         code = EXIT_PROTOCOL if isinstance(exc, RuntimeError) else EXIT_BAD_INPUT
         print(f"securevfl: error: {exc}", file=sys.stderr)

@@ -43,7 +43,7 @@ class RunSpec:
     model: str = "glm"
     epochs: int = 10
     batch_size: int = 64
-    lr: float | None = None  # None: the trainer's default (GLM 0.5, split-NN Adam 0.01)
+    lr: float | None = None  # None: the trainer's default (GLM 4.0, split-NN Adam 0.01)
     seed: int | None = None
     epsilon: float | None = None
     delta: float | None = None

@@ -18,7 +18,7 @@ from securevfl.models.glm import GLMLoss, Penalty, default_loss_for, make_loss, 
 from securevfl.training.batching import minibatches
 
 
-DEFAULT_GLM_LR = 0.5
+DEFAULT_GLM_LR = 4.0  # safe for logistic with ||x|| <= 1 (smoothness 1/4: stable below 8)
 
 
 class GLMHooks:

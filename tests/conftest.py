@@ -1,0 +1,6 @@
+import os
+
+# keep numerical libraries single-threaded in tests: deterministic and fair on 2 cores
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
