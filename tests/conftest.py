@@ -4,3 +4,10 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+import baselines  # noqa: E402
+from securevfl.methods import load_all  # noqa: E402
+
+# every registered method and baseline, as the CLI sees them
+load_all()
+baselines.load_all()

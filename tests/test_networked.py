@@ -1,0 +1,79 @@
+"""One OS process per party over MPyC: same seed, same model as in-process; dead peers fail fast."""
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from bench.runner import PLUGINS
+from securevfl.errors import ProtocolError
+from securevfl.experiment import run_experiment, run_in_processes
+from securevfl.methods import RunSpec
+from securevfl.runtime.launcher import free_ports
+
+pytestmark = [pytest.mark.networked, pytest.mark.slow]
+
+
+def test_processes_and_inprocess_give_the_same_model_and_bytes():
+    spec = RunSpec(method="vfl", dataset="breast", parties=3, epochs=3, batch_size=64, seed=7,
+                   timeout=60)
+    net = run_in_processes(spec, plugins=PLUGINS)
+    local = run_experiment(spec)
+    assert net["runtime"] == "processes" and local["runtime"] == "inprocess"
+    assert net["model_fingerprint"] == local["model_fingerprint"]
+    assert len(net["model_fingerprint"]) == 3
+    assert net["metrics"] == local["metrics"]
+    for key in ("bytes_total", "messages", "rounds", "bytes_by_party"):
+        assert net["comm"][key] == local["comm"][key]
+
+
+def _party_cmd(index, addresses, spec):
+    cmd = [sys.executable, "-m", "securevfl.runtime.party", "--index", str(index),
+           "--spec-json", json.dumps(spec.__dict__), "--plugins", "baselines"]
+    for a in addresses:
+        cmd += ["-P", a]
+    return cmd
+
+
+def test_a_missing_party_makes_the_others_fail_not_hang():
+    spec = RunSpec(method="vfl", dataset="breast", parties=3, epochs=1, seed=0, timeout=3)
+    addresses = [f"127.0.0.1:{p}" for p in free_ports(3)]
+    t0 = time.monotonic()
+    # parties 0 and 1 start, party 2 never does
+    procs = [subprocess.Popen(_party_cmd(i, addresses, spec), stderr=subprocess.PIPE, text=True)
+             for i in (0, 1)]
+    try:
+        outs = [p.communicate(timeout=60) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert time.monotonic() - t0 < 60
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode == 3
+        assert "waited more than 3 s" in err and "Traceback" not in err
+
+
+def test_a_party_that_dies_mid_run_is_reported():
+    spec = RunSpec(method="vfl", dataset="breast", parties=3, epochs=400, batch_size=8, seed=0,
+                   timeout=3)
+    addresses = [f"127.0.0.1:{p}" for p in free_ports(3)]
+    procs = [subprocess.Popen(_party_cmd(i, addresses, spec), stderr=subprocess.PIPE, text=True)
+             for i in range(3)]
+    try:
+        time.sleep(6)  # connected and training (400 epochs of tiny batches take minutes)
+        procs[2].kill()
+        outs = [p.communicate(timeout=60) for p in procs[:2]]
+    finally:
+        for p in procs:
+            p.kill()
+    for p, (_, err) in zip(procs[:2], outs):
+        assert p.returncode != 0
+        assert "party" in err and "Traceback" not in err
+
+
+def test_launcher_raises_a_clear_error_when_the_run_cannot_finish():
+    spec = RunSpec(method="vfl", dataset="breast", parties=3, epochs=1, seed=0, timeout=0.001)
+    with pytest.raises(ProtocolError, match="party"):
+        run_in_processes(spec, plugins=PLUGINS)
