@@ -1,4 +1,4 @@
-"""The program each MPyC party process runs for :func:`protocols.shamir_products.run_block_products`.
+"""The program each MPyC party process runs for ``run_block_products`` (one process per party).
 
 Usage (spawned by the launcher, one process per party)::
 
@@ -54,7 +54,7 @@ def main() -> int:
 
     try:
         res, secure_s, nbytes = mpc.run(asyncio.wait_for(program(), timeout))
-    except (asyncio.TimeoutError, TimeoutError):
+    except TimeoutError:
         print(f"party {me}: secure phase exceeded {timeout:g} s", file=sys.stderr)
         return 3
     if res is not None:

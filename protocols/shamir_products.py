@@ -206,7 +206,7 @@ async def block_products(mpc: Any, *, me: int, shapes: dict[int, tuple[int, int]
         return None
     return {j: np.asarray([int(v) for v in np.asarray(o, dtype=object).reshape(-1)],
                           dtype=np.int64).reshape(shapes[p.a][1], shapes[p.b][1])
-            for j, (o, p) in enumerate(zip(out, pairs))}
+            for j, (o, p) in enumerate(zip(out, pairs, strict=True))}
 
 
 def _vector_ops(mpc: Any, secfld: Any):
