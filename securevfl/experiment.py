@@ -97,6 +97,12 @@ def run_experiment(spec: RunSpec, rt: Runtime | None = None) -> dict[str, Any] |
     """Run ``spec``; the label holder's process returns the record, other processes ``None``."""
     t_start = time.perf_counter()
     method = validate_spec(spec)
+    # The models here are small: torch's intra-op threads cost far more in synchronisation than
+    # they gain (measured 40x slower split-NN steps with 2 threads on a loaded 2-core machine),
+    # and one thread per party process keeps in-process and networked timings comparable.
+    import torch
+
+    torch.set_num_threads(1)
     own_rt = rt is None
     if rt is None:
         rt = InProcessRuntime(method.n_parties(spec))

@@ -47,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         record = run_party(json.loads(args.spec_json), args.index, args.addresses, ssl=args.ssl)
     except SecureVFLError as exc:
-        print(f"party {args.index}: {exc}", file=sys.stderr)
+        print(str(exc), file=sys.stderr)
         return 3
     if record is not None:
         text = json.dumps(record)

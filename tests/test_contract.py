@@ -1,0 +1,78 @@
+"""Every registered method and baseline goes through the same checks (contract tests)."""
+
+import math
+
+import pytest
+
+from securevfl.errors import ConfigError
+from securevfl.experiment import run_experiment
+from securevfl.methods import RunSpec
+from securevfl.registry import lookup, names
+
+METHODS = names("method")
+
+
+def _spec(name: str, **kw) -> RunSpec:
+    m = lookup("method", name)
+    base = dict(method=name, dataset="breast", parties=2, epochs=1, batch_size=64, seed=0,
+                model=m.models[0])
+    if m.private:
+        base.update(epsilon=1.0, delta=1e-5)
+    base.update(kw)
+    return RunSpec(**base)
+
+
+def test_the_plain_baselines_are_registered():
+    assert {"vfl", "local", "centralized"} <= set(METHODS)
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_method_produces_a_complete_record(name):
+    rec = run_experiment(_spec(name))
+    assert rec["method"] == name and rec["dataset"] == "breast"
+    assert rec["n_train"] + rec["n_test"] == 569
+    acc = rec["metrics"]["accuracy"]
+    assert 0.0 <= acc <= 1.0 and not math.isnan(acc)
+    assert rec["time"]["train_s"] >= 0 and rec["time"]["total_s"] >= rec["time"]["train_s"]
+    comm = rec["comm"]
+    assert sum(v["sent"] for v in comm["bytes_by_party"].values()) == comm["bytes_total"]
+    assert sum(v["received"] for v in comm["bytes_by_party"].values()) == comm["bytes_total"]
+    method = lookup("method", name)
+    if method.private:
+        p = rec["privacy"]
+        assert p is not None and p["epsilon"] > 0 and 0 <= p["delta"] < 1 and p["accountant"]
+    elif method.family == "plain":
+        assert rec["privacy"] is None
+    if not method.pooled_data and name != "local":
+        assert comm["bytes_total"] > 0, "a federated method must send something"
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_method_is_reproducible_with_a_seed(name):
+    a = run_experiment(_spec(name))
+    b = run_experiment(_spec(name))
+    assert a["metrics"] == b["metrics"]
+    assert a["model_fingerprint"] == b["model_fingerprint"]
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_method_rejects_a_model_it_does_not_support(name):
+    m = lookup("method", name)
+    other = [x for x in ("glm", "mlp") if x not in m.models]
+    if not other:
+        pytest.skip("supports every model")
+    with pytest.raises(ConfigError, match="model for method"):
+        run_experiment(_spec(name, model=other[0]))
+
+
+@pytest.mark.parametrize("name", [n for n in METHODS if lookup("method", n).private])
+def test_private_method_requires_epsilon(name):
+    with pytest.raises(ConfigError, match="epsilon"):
+        run_experiment(_spec(name, epsilon=None))
+
+
+def test_vfl_beats_the_active_party_alone():
+    vfl = run_experiment(_spec("vfl", epochs=30))
+    local = run_experiment(_spec("local", epochs=30))
+    assert vfl["metrics"]["accuracy"] > 0.9
+    assert vfl["metrics"]["auc"] > local["metrics"]["auc"]
