@@ -32,6 +32,7 @@ from protocols import ckks_he as ck
 from protocols import paillier_he as ph
 from securevfl.errors import ConfigError
 from securevfl.methods import FitResult, Method, Option, RunContext, register_method
+from securevfl.methods.base import fingerprint
 from securevfl.models.glm import make_loss, make_penalty
 from securevfl.training import GLMState, glm_fingerprints, minibatches, n_batches, predict_glm
 from securevfl.training.glm_trainer import DEFAULT_GLM_LR
@@ -109,8 +110,17 @@ class HEVFL(Method):
                                                 int(ctx.spec.option("timed_batches", self)))
         extra.update(scheme.describe())
         extra["setup_s"] = round(scheme.setup_s, 6)
-        return FitResult(predict_glm(ctx, state), train_s,
-                         fingerprints=glm_fingerprints(state), extra=extra)
+        fps = glm_fingerprints(state)
+        if scheme.name == "ckks":
+            # CKKS is approximate and SEAL draws encryption noise from its own OS-seeded PRNG
+            # (TenSEAL cannot seed it): weights differ by ~1e-6 between runs even with --seed,
+            # so a bit-exact fingerprint would be a false promise. Keep a coarse one in extra.
+            extra["approx_fingerprint"] = {
+                str(k): fingerprint(np.round(w, 3)) for k, w in state.w.items()}
+            extra["fingerprint_note"] = ("none: CKKS weights vary ~1e-6 run to run (unseedable "
+                                         "encryption noise); approx_fingerprint rounds to 1e-3")
+            fps = {}
+        return FitResult(predict_glm(ctx, state), train_s, fingerprints=fps, extra=extra)
 
 
 def train_taylor_he(ctx: RunContext, scheme, timed_batches: int = 0
