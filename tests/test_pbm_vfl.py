@@ -1,0 +1,128 @@
+"""PBM-VFL, NPQ and LDP-VFL on the shared split-NN core: records, secure aggregation, errors."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from securevfl.errors import ConfigError, ProtocolError
+from securevfl.experiment import run_experiment
+from securevfl.methods import RunSpec
+from securevfl.methods import pbm_vfl as mod
+
+
+def _spec(method: str, **kw) -> RunSpec:
+    base = dict(method=method, dataset="breast", parties=3, model="mlp", epochs=2,
+                batch_size=64, seed=0, embedding_dim=4)
+    base.update(kw)
+    return RunSpec(**base)
+
+
+def test_pbm_vfl_record_carries_both_notions_and_config() -> None:
+    rec = run_experiment(_spec("pbm-vfl", options={"b": 16, "beta": 0.1}))
+    p = rec["privacy"]
+    assert p["accountant"].startswith("pbm-exact")
+    for notion in ("feature", "sample"):
+        assert p[notion]["epsilon"] > 0 and p[notion]["delta"] == 1e-5
+        assert p[notion]["compositions"] == 4 * 2  # P coordinates x epochs uses
+    assert p["sample"]["epsilon"] > p["feature"]["epsilon"]
+    assert p["epsilon"] == p["feature"]["epsilon"]
+    cfg = rec["config"]
+    assert (cfg["b"], cfg["beta"], cfg["embedding_dim"], cfg["epochs"], cfg["batch_size"]) == (
+        16, 0.1, 4, 2, 64)
+    # the accountant can be re-run from the record alone
+    from securevfl.privacy.pbm_accountant import pbm_privacy
+    again = pbm_privacy("feature", b=cfg["b"], beta=cfg["beta"], n_parties=rec["parties"],
+                        dim=cfg["embedding_dim"], uses=cfg["epochs"], delta=1e-5)
+    assert again.epsilon == p["feature"]["epsilon"]
+    assert rec["comm"]["by_phase"]["setup"]["bytes"] > 3 * 32  # X25519 keys, metered apart
+    assert 0.0 <= rec["metrics"]["accuracy"] <= 1.0
+
+
+def test_packed_uplink_matches_r_bits_per_value() -> None:
+    spec = dict(parties=3, epochs=1, embedding_dim=16, batch_size=100)
+    pbm = run_experiment(_spec("pbm-vfl", options={"b": 64, "beta": 0.25}, **spec))
+    npq = run_experiment(_spec("npq", **spec))
+    assert pbm["extra"]["bits_per_value"] == 8  # bitlength(b*M) = bitlength(192)
+    sizes = [100] * 4 + [56]  # 456 training rows in batches of 100
+    # uplink per party and step: 36-byte header + B*P*r bits (plus the pickle framing)
+    packed = sum(3 * (36 + b * 16 * 8 // 8) for b in sizes)
+    floats = sum(3 * b * 16 * 4 for b in sizes)
+    train = lambda r: r["comm"]["by_phase"]["train"]["bytes"]  # noqa: E731
+    saved = train(npq) - train(pbm)
+    assert abs(saved - (floats - packed)) < 3 * 5 * 200  # framing differs by < 200 B a message
+
+
+def test_pbm_vfl_is_reproducible_with_a_seed_despite_fresh_masks() -> None:
+    a = run_experiment(_spec("pbm-vfl", epochs=1))
+    b = run_experiment(_spec("pbm-vfl", epochs=1))
+    assert a["model_fingerprint"] == b["model_fingerprint"]
+
+
+def test_secure_sum_equals_plain_sum_of_quantized_values(monkeypatch) -> None:
+    """The server's estimate is exactly C/(beta b)(sum q - bM/2) of what the parties quantized."""
+    seen: dict[int, list[np.ndarray]] = {}
+    orig = mod.pbm_quantize
+
+    def spy(x, **kw):
+        q, ev = orig(x, **kw)
+        seen.setdefault(kw["party"], []).append(q)
+        return q, ev
+
+    got: list[np.ndarray] = []
+    orig_agg = mod.PBMSecAggHooks.aggregate
+
+    def agg(self, ctx, messages, *, dst, step):
+        h = orig_agg(self, ctx, messages, dst=dst, step=step)
+        if h is not None:
+            got.append(h)
+        return h
+
+    monkeypatch.setattr(mod, "pbm_quantize", spy)
+    monkeypatch.setattr(mod.PBMSecAggHooks, "aggregate", agg)
+    run_experiment(_spec("pbm-vfl", epochs=1, options={"b": 8, "beta": 0.2}))
+    for step, h in enumerate(got):
+        q_sum = sum(seen[k][step] for k in range(3))
+        assert np.allclose(h, (q_sum - 8 * 3 / 2) / (0.2 * 8), atol=1e-5)
+
+
+def test_a_missing_party_aborts_training_naming_it(monkeypatch) -> None:
+    orig = mod.PBMSecAggHooks.party_message
+
+    def drop(self, ctx, k, emb, step):
+        return None if (k == 1 and step == 2) else orig(self, ctx, k, emb, step)
+
+    monkeypatch.setattr(mod.PBMSecAggHooks, "party_message", drop)
+    with pytest.raises(ProtocolError, match="party 1 sent no masked values"):
+        run_experiment(_spec("pbm-vfl", epochs=1))
+
+
+def test_ldp_vfl_noise_and_privacy() -> None:
+    rec = run_experiment(_spec("ldp-vfl", options={"b": 64, "beta": 0.25}))
+    assert rec["extra"]["sigma"] == pytest.approx(math.sqrt(2 * 3 / (64 * 0.0625)))
+    p = rec["privacy"]
+    assert 0 < p["feature"]["epsilon"] < p["sample"]["epsilon"]
+    assert rec["comm"]["by_phase"].get("setup") is None  # no secure aggregation
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(epsilon=1.0), "epsilon does not apply"),
+    (dict(options={"beta": 0.3}), "beta must be in"),
+    (dict(options={"b": 0}), "b must be >= 1"),
+    (dict(aggregation="concat"), "aggregation for method"),
+    (dict(model="glm"), "model for method"),
+    (dict(options={"b": 2**31}), "b \\* parties"),
+    (dict(delta=2.0), "delta must be in"),
+])
+def test_bad_input_raises_config_error(kw, match) -> None:
+    with pytest.raises(ConfigError, match=match):
+        run_experiment(_spec("pbm-vfl", **kw))
+
+
+def test_npq_has_no_privacy_and_no_options() -> None:
+    rec = run_experiment(_spec("npq", epochs=1))
+    assert rec["privacy"] is None
+    with pytest.raises(ConfigError, match="does not apply"):
+        run_experiment(_spec("npq", options={"b": 4}))
