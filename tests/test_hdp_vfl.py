@@ -1,0 +1,141 @@
+"""HDP-VFL (method hdp-vfl): Algorithm 1 against a numpy reference, its record, its errors."""
+
+import math
+
+import numpy as np
+import pytest
+
+from bench.runner import load_plugins
+from securevfl.errors import ConfigError
+from securevfl.experiment import build_views, run_experiment, validate_spec
+from securevfl.methods import RunSpec
+from securevfl.methods.base import RunContext
+from securevfl.methods.hdp_vfl import balanced_batch_size, train_hdp
+from securevfl.privacy.accountants import GaussianStreamAccountant
+from securevfl.rng import make_rng
+from securevfl.runtime import InProcessRuntime
+from securevfl.training import minibatches
+
+load_plugins()
+
+
+def _spec(**kw):
+    base = dict(method="hdp-vfl", dataset="breast", parties=2, epochs=1, batch_size=64, seed=0,
+                epsilon=1.0, delta=1e-5)
+    base.update(kw)
+    return RunSpec(**base)
+
+
+def test_contract_run_reports_target_epsilon_per_stream():
+    rec = run_experiment(_spec())
+    priv = rec["privacy"]
+    assert priv["accountant"] == "gaussian-stream-analytic"
+    assert priv["epsilon"] == pytest.approx(1.0, rel=1e-8)
+    assert set(priv["per_party"]) == {"0", "1"}
+    assert priv["jdp_weights"]["1"] == pytest.approx(1.0, rel=1e-8)
+    assert rec["time"]["train_s"] > 0 and rec["comm"]["bytes_total"] > 0
+
+
+def test_algorithm_1_matches_a_numpy_reference_with_the_same_noise():
+    spec = _spec(parties=3, epochs=2, batch_size=100, seed=3, epsilon=5.0, lam=0.01, lr=1.0)
+    method = validate_spec(spec)
+    info, views, _ = build_views(spec, method, [0, 1, 2])
+    ctx = RunContext(InProcessRuntime(3), spec, info, views, shared_seed=3)
+    state, _, facts = train_hdp(ctx, GaussianStreamAccountant(), epochs=2, clip=0.5,
+                                calibration="analytic", tag="final", intercept=True)
+    # reference: Algorithm 1 written out (balanced batches, noise from the same party streams)
+    n, b = info.n_train, balanced_batch_size(info.n_train, 100)
+    y = np.where(views[0].y_train == 1, 1.0, -1.0)
+    X = {k: views[k].X_train for k in range(3)}
+    rng = {k: make_rng(3, purpose="noise/hdp/final", party=k) for k in range(3)}
+    w = {k: np.zeros(X[k].shape[1]) for k in range(3)}
+    bias = 0.0
+
+    def clip(v):
+        return v / max(1.0, np.linalg.norm(v) / 0.5)
+
+    for epoch in range(2):
+        for idx in minibatches(n, b, seed=3, epoch=epoch):
+            sec_b = [X[k][idx] @ w[k] + rng[k].normal(0, facts["sigma_b"], len(idx)) for k in (1, 2)]
+            theta = X[0][idx] @ w[0] + bias + sum(sec_b)
+            ir_a = -y[idx] / (1.0 + np.exp(y[idx] * theta))
+            sec_a = ir_a + rng[0].normal(0, facts["sigma_a"], len(idx))
+            w[0] = clip(w[0] - 1.0 * (X[0][idx].T @ ir_a / len(idx) + 0.01 * w[0]))
+            bias -= 1.0 * ir_a.mean()
+            for k in (1, 2):
+                w[k] = clip(w[k] - 1.0 * (X[k][idx].T @ sec_a / len(idx) + 0.01 * w[k]))
+    for k in range(3):
+        np.testing.assert_allclose(state.w[k], w[k], atol=1e-10)
+        assert np.linalg.norm(state.w[k]) <= 0.5 + 1e-12
+    assert state.bias == pytest.approx(bias, abs=1e-10)
+
+
+def test_classic_epsilon_is_the_closed_form_of_the_hand_computed_sensitivity():
+    # full batch: b = n = 456, e = 3, T = 3, eta = 1, L = 1, k = 1, no intercept (paper's formulas)
+    delta = 1e-5
+    rec = run_experiment(_spec(epochs=3, batch_size=1000, lr=1.0, epsilon=0.5, delta=delta,
+                               options={"calibration": "classic", "intercept": False}))
+    priv = rec["privacy"]
+    d_b = math.sqrt(4 * 3 * 9 * 1 / 456 + 8 * 1 * 9 * 1 / 456 + 4 * 1 * 3)
+    d_a = math.sqrt(4 * 0.25**2 * 3 * 9 / 456 + 8 * (0.25 + 0.5) * 0.25 * 9 / 456
+                    + 4 * (0.25 + 0.5) ** 2 * 3)
+    for party, d in (("1", d_b), ("0", d_a)):
+        pp = priv["per_party"][party]
+        assert pp["sensitivity"] == pytest.approx(d, rel=1e-12)
+        closed = math.sqrt(2 * math.log(1.25 / delta)) * d / pp["sigma"]
+        assert pp["epsilon"] == pytest.approx(closed, rel=1e-12)
+        assert pp["epsilon"] == pytest.approx(0.5, rel=1e-12)
+    assert priv["accountant"] == "gaussian-stream-classic" and "warning" not in priv
+
+
+def test_analytic_sigma_not_larger_than_classic_in_a_run():
+    kw = dict(epochs=2, batch_size=1000, epsilon=0.5)
+    a = run_experiment(_spec(**kw))["extra"]
+    c = run_experiment(_spec(**kw, options={"calibration": "classic"}))["extra"]
+    assert a["sigma_a"] < c["sigma_a"] and a["sigma_b"] < c["sigma_b"]
+
+
+def test_noise_is_seeded_per_run_and_changes_the_model():
+    fp = [run_experiment(_spec(seed=s, epsilon=e))["model_fingerprint"]
+          for s, e in ((0, 1.0), (0, 1.0), (0, 2.0))]
+    assert fp[0] == fp[1] and fp[0] != fp[2]
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(options={"calibration": "laplace"}), "calibration must be one of"),
+    (dict(delta=None), "delta must be given"),
+    (dict(epsilon=None), "epsilon must be given"),
+    (dict(options={"clip_norm": 0.0}), "clip_norm must be > 0"),
+    (dict(options={"tune": "maybe"}), "must be true or false"),
+    (dict(model="mlp"), "model for method 'hdp-vfl'"),
+    (dict(lr=5.0), "lr must be <="),
+])
+def test_bad_input_is_a_one_line_config_error(kw, match):
+    with pytest.raises(ConfigError, match=match):
+        run_experiment(_spec(**kw))
+
+
+def test_tuning_picks_from_the_grid_and_accounts_its_runs():
+    rec = run_experiment(_spec(batch_size=3200, options={"tune": True}))
+    t = rec["extra"]["tuning"]
+    assert t["chosen_epochs"] in (5, 10, 15) and t["chosen_clip_norm"] in (0.1, 0.5, 1.0)
+    assert len(t["cv"]) == 9
+    priv = rec["privacy"]
+    assert priv["epsilon_final_training_only"] == pytest.approx(1.0, rel=1e-8)
+    assert priv["epsilon"] > 3.0  # 45 CV runs + the final one, composed
+    assert rec["config"]["tune"] is True
+
+
+@pytest.mark.networked
+@pytest.mark.slow
+def test_processes_k3_give_the_inprocess_model():
+    from bench.runner import PLUGINS
+    from securevfl.experiment import run_in_processes
+
+    spec = _spec(parties=3, epochs=2, seed=5, timeout=60)
+    net = run_in_processes(spec, plugins=PLUGINS)
+    local = run_experiment(spec)
+    assert net["runtime"] == "processes"
+    assert net["model_fingerprint"] == local["model_fingerprint"]
+    assert len(net["model_fingerprint"]) == 3
+    assert net["privacy"]["epsilon"] == local["privacy"]["epsilon"]
