@@ -51,8 +51,9 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--sparsity", type=float, help="share of nonzeros, for synthetic-sparse")
     g.add_argument("--encoding", choices=["onehot", "compact"], help="categorical encoding (adult)")
     g = p.add_argument_group("training")
-    g.add_argument("--model", default="glm", choices=["glm", "mlp"],
-                   help="glm: vertical GLM (logistic/least squares); mlp: split neural network")
+    g.add_argument("--model", default=None, choices=["glm", "mlp"],
+                   help="glm: vertical GLM (logistic/least squares); mlp: split neural network; "
+                   "default: the method's first model (glm where supported)")
     g.add_argument("--epochs", type=int, default=10, help="passes over the training split; default 10")
     g.add_argument("--batch-size", type=int, default=64, help="minibatch size >= 1; default 64")
     g.add_argument("--lr", type=float, help="learning rate; default 4.0 (GLM SGD) or 0.01 (MLP Adam)")
@@ -105,7 +106,8 @@ def spec_from_args(args: argparse.Namespace):
                                   f"got {value!r}") from None
     dso = {k: getattr(args, k) for k in ("n", "d", "sparsity", "encoding") if getattr(args, k) is not None}
     return RunSpec(
-        method=args.method, dataset=args.dataset, parties=args.parties, model=args.model,
+        method=args.method, dataset=args.dataset, parties=args.parties,
+        model=args.model or method.models[0],
         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
         epsilon=args.epsilon, delta=args.delta, partition=args.partition, loss=args.loss,
         penalty=args.penalty, lam=args.lam, embedding_dim=args.embedding_dim, hidden=args.hidden,
