@@ -22,6 +22,19 @@ import sys
 import time
 
 
+def peak_rss_kb() -> float:
+    """Peak resident memory of THIS process in KiB: VmHWM (reset at exec), because getrusage's
+    ru_maxrss of a fork+exec child still counts the parent's pages from before the exec."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return float(line.split()[1])
+    except OSError:
+        pass
+    return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(add_help=False)
     ap.add_argument("--job", required=True)
@@ -47,8 +60,8 @@ def main() -> int:
                                    matrix=own["matrix"], noises=own["noises"],
                                    receiver=job["receiver"], impl=job["impl"])
         secure_s = time.perf_counter() - t0
-        nbytes = sum(p.protocol.nbytes_sent for p in mpc.parties
-                     if p.pid != me and p.protocol is not None)
+        nbytes = {p.pid: p.protocol.nbytes_sent for p in mpc.parties
+                  if p.pid != me and p.protocol is not None}
         await mpc.shutdown()
         return res, secure_s, nbytes
 
@@ -60,7 +73,7 @@ def main() -> int:
     if res is not None:
         with open(os.path.join(ours.job, f"out{me}.pkl"), "wb") as fh:
             pickle.dump(res, fh)
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    peak_kb = peak_rss_kb()
     with open(os.path.join(ours.job, f"stats{me}.json"), "w") as fh:
         json.dump({"secure_s": secure_s, "peak_rss_mb": peak_kb / 1024.0, "bytes_sent": nbytes},
                   fh)

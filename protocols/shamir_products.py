@@ -78,7 +78,7 @@ class PhaseStats:
     secure_s: dict[int, float] = field(default_factory=dict)
     wall_s: float = 0.0
     peak_rss_mb: dict[int, float] = field(default_factory=dict)
-    bytes_sent: dict[int, int] = field(default_factory=dict)
+    bytes_sent: dict[int, dict[int, int]] = field(default_factory=dict)  # [src][dst]
     frac_bits: int = 0
 
 
@@ -237,7 +237,10 @@ def _vector_ops(mpc: Any, secfld: Any):
                     mpc._send_message(j, rows[j].tobytes())
             mine = rows[me]
         else:
-            mine = np.frombuffer(await mpc._receive_message(sender), dtype=np.int64)
+            msg = mpc._receive_message(sender)  # bytes if already arrived, else a Future
+            if not isinstance(msg, bytes | bytearray):
+                msg = await msg
+            mine = np.frombuffer(msg, dtype=np.int64)
         # int64 values are only ever read by at_b; anything MPyC itself computes on gets objects
         mine = mine.reshape(shape)
         return field.array(mine.astype(object) if as_object else mine, check=False)
@@ -347,7 +350,7 @@ def run_block_products(
                 s = json.load(fh)
             stats.secure_s[i] = s["secure_s"]
             stats.peak_rss_mb[i] = s["peak_rss_mb"]
-            stats.bytes_sent[i] = s["bytes_sent"]
+            stats.bytes_sent[i] = {int(k): int(v) for k, v in s["bytes_sent"].items()}
     return result, stats
 
 
