@@ -126,3 +126,13 @@ def test_npq_has_no_privacy_and_no_options() -> None:
     assert rec["privacy"] is None
     with pytest.raises(ConfigError, match="does not apply"):
         run_experiment(_spec("npq", options={"b": 4}))
+
+
+def test_secagg_demo_prints_the_recovered_sum(capsys) -> None:
+    from bench.demos import secagg
+
+    assert secagg.main(["--parties", "3", "--b", "4", "--dim", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "server recovers q_hat" in out and out.count("PBM q") == 3
+    with pytest.raises(ConfigError, match="parties must be >= 2"):
+        secagg.main(["--parties", "1"])
