@@ -1,3 +1,48 @@
-"""securevfl: privacy-preserving vertical federated learning, DP, MPC and HE side by side."""
+"""securevfl: privacy-preserving vertical federated learning, DP, MPC and HE side by side.
+
+Typical use::
+
+    import baselines, securevfl
+    baselines.load_all()                      # register the plain/HE baselines too
+    record = securevfl.run_experiment(securevfl.RunSpec(method="vfl", dataset="breast"))
+"""
 
 __version__ = "0.1.0"
+
+from securevfl.data import list_datasets, load_dataset, partition_columns, train_test_split
+from securevfl.errors import (
+    ConfigError,
+    DataError,
+    PartyTimeoutError,
+    ProtocolError,
+    SecureVFLError,
+    UnknownNameError,
+)
+from securevfl.experiment import run_experiment, run_in_processes
+from securevfl.methods import FitResult, Method, Option, RunContext, RunSpec, register_method
+from securevfl.runtime import InProcessRuntime, Meter, Runtime
+
+__all__ = [
+    "ConfigError",
+    "DataError",
+    "FitResult",
+    "InProcessRuntime",
+    "Meter",
+    "Method",
+    "Option",
+    "PartyTimeoutError",
+    "ProtocolError",
+    "RunContext",
+    "RunSpec",
+    "Runtime",
+    "SecureVFLError",
+    "UnknownNameError",
+    "__version__",
+    "list_datasets",
+    "load_dataset",
+    "partition_columns",
+    "register_method",
+    "run_experiment",
+    "run_in_processes",
+    "train_test_split",
+]
