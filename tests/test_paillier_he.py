@@ -1,0 +1,65 @@
+"""Paillier helpers: fixed point, homomorphic sums and masked plaintext-matrix products, bytes."""
+
+import numpy as np
+import pytest
+
+from protocols import paillier_he as ph
+
+
+@pytest.fixture(scope="module")
+def keys():
+    return ph.generate_keypair(512)  # small keys keep the tests fast; 2048 is the default
+
+
+def test_key_size_rules():
+    with pytest.raises(ph.PaillierParameterError, match=">= 256"):
+        ph.generate_keypair(128)
+    with pytest.raises(ph.PaillierParameterError, match="multiple of 8"):
+        ph.generate_keypair(260)
+
+
+def test_public_key_bytes_carry_n_only(keys):
+    pub, priv = keys
+    data = ph.public_key_bytes(pub)
+    assert len(data) == 64 and int.from_bytes(data, "big") == pub.n
+    loaded = ph.load_public_key(data)
+    assert loaded.n == pub.n and not hasattr(loaded, "p")
+
+
+def test_encrypt_add_decrypt_signed_fixed_point(keys):
+    pub, priv = keys
+    rng = np.random.default_rng(0)
+    a, b, c = rng.normal(size=(3, 20)) * 5
+    ca = ph.from_bytes(pub, ph.to_bytes(pub, ph.encrypt_vector(pub, a, 32)))
+    assert len(ph.to_bytes(pub, ca)) == 20 * ph.ct_width(pub) == 20 * 128
+    s = ph.add_plain(pub, ph.add_encrypted(pub, [ca, ph.encrypt_vector(pub, b, 32)]), c, 32)
+    got = ph.decode(pub, ph.decrypt_vector(priv, s), 32)
+    np.testing.assert_allclose(got, a + b + c, atol=1e-8)
+    # two encryptions of the same value differ (fresh randomness)
+    assert ph.encrypt_vector(pub, a[:1], 32) != ph.encrypt_vector(pub, a[:1], 32)
+
+
+def test_masked_matvec_unmasks_to_xtd_and_hides_it(keys):
+    pub, priv = keys
+    rng = np.random.default_rng(1)
+    X, d = rng.uniform(-1, 1, (30, 6)), rng.normal(size=30)
+    cts, masks = ph.masked_matvec(pub, ph.encrypt_vector(pub, d, 32), X, 16, rng)
+    opened = ph.decrypt_vector(priv, cts)
+    # the key holder's residues are uniform-looking mod n, nowhere near the fixed-point truth
+    truth = ph.encode(pub, X.T @ d, 48)
+    assert all(abs(o - t) > 2 ** 100 for o, t in zip(opened, truth, strict=True))
+    got = ph.unmask(pub, opened, masks, 48)
+    np.testing.assert_allclose(got, X.T @ d, atol=30 * 2.0 ** -16)
+
+
+def test_operand_checks(keys):
+    pub, _ = keys
+    c = ph.encrypt_vector(pub, np.zeros(3), 32)
+    with pytest.raises(ph.PaillierParameterError, match="equal length"):
+        ph.add_encrypted(pub, [c, c[:2]])
+    with pytest.raises(ph.PaillierParameterError, match="rows"):
+        ph.masked_matvec(pub, c, np.zeros((4, 2)), 16, np.random.default_rng(0))
+    with pytest.raises(ph.PaillierParameterError, match="multiple of 128"):
+        ph.from_bytes(pub, b"\x00" * 100)
+    with pytest.raises(ph.PaillierParameterError, match="finite"):
+        ph.encode(pub, np.array([np.inf]), 32)
