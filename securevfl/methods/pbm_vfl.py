@@ -64,6 +64,12 @@ class BoundedSumHooks(SplitNNHooks):
 
     def __init__(self, ctx: RunContext) -> None:
         self.n_batches = n_batches(ctx.info.n_train, ctx.spec.batch_size)
+        self.correct = np.zeros(ctx.spec.epochs)
+
+    def observe(self, ctx: RunContext, step: int, outputs: np.ndarray, y: np.ndarray) -> None:
+        # train accuracy of the forward pass the server actually ran (noisy sums included)
+        if ctx.info.task != "regression":
+            self.correct[step // self.n_batches] += int(np.sum(outputs.argmax(axis=1) == y))
 
     def batch_of(self, ctx: RunContext, step: int) -> tuple[int, int, int]:
         """(epoch, batch id, batch size) of a training step: the minibatch schedule is public."""
@@ -171,7 +177,7 @@ class _SumSplitNN(Method):
     def pbm_params(self, spec: RunSpec) -> tuple[int, float]:
         return check_pbm_params(spec.option("b", self), spec.option("beta", self))
 
-    def _finish(self, ctx: RunContext, hooks: SplitNNHooks, privacy: PrivacyReport | None,
+    def _finish(self, ctx: RunContext, hooks: BoundedSumHooks, privacy: PrivacyReport | None,
                 extra: dict[str, Any]) -> FitResult:
         state, train_s = train_splitnn(ctx, hooks)
         scores = predict_splitnn(ctx, state, hooks)
@@ -180,6 +186,9 @@ class _SumSplitNN(Method):
         if losses:
             extra["epoch_train_loss"] = [float(np.mean(losses[e * nb:(e + 1) * nb]))
                                          for e in range(ctx.spec.epochs)]
+            if ctx.info.task != "regression":
+                extra["epoch_train_accuracy"] = [float(c / ctx.info.n_train)
+                                                 for c in hooks.correct]
         extra["epoch_train_s"] = train_s / ctx.spec.epochs
         return FitResult(scores, train_s, privacy=privacy,
                          fingerprints=splitnn_fingerprints(state), extra=extra)

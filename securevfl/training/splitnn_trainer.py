@@ -50,6 +50,9 @@ class SplitNNHooks:
         """What the label holder returns instead of the exact gradient w.r.t. the aggregate."""
         return grad
 
+    def observe(self, ctx: RunContext, step: int, outputs: np.ndarray, y: np.ndarray) -> None:
+        """Called at the label holder with each training batch's outputs (e.g. train accuracy)."""
+
 
 @dataclass
 class SplitNNState:
@@ -114,7 +117,9 @@ def train_splitnn(ctx: RunContext, hooks: SplitNNHooks | None = None) -> tuple[S
             back = None
             if rt.here(L):
                 h = torch.as_tensor(agg, dtype=torch.float32).requires_grad_(True)
-                loss = _task_loss(ctx, state.top(h), ctx.views[L].y_train[idx])
+                logits = state.top(h)
+                loss = _task_loss(ctx, logits, ctx.views[L].y_train[idx])
+                hooks.observe(ctx, step, logits.detach().numpy(), ctx.views[L].y_train[idx])
                 top_opt.zero_grad()
                 loss.backward()
                 top_opt.step()
