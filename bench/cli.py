@@ -42,7 +42,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("method", help=f"method or baseline: {', '.join(names('method'))}")
     g = p.add_argument_group("data")
-    g.add_argument("--dataset", default="breast", help="dataset name (see `securevfl datasets`); default breast")
+    g.add_argument("--dataset", default="breast", help="dataset name (see `securevfl datasets`), or csv:P0.csv,P1.csv,... with one "
+                   "CSV per party (header row; party 0's has a 'label' column); default breast")
     g.add_argument("--parties", type=int, default=2, help="number of data parties K >= 2 (party 0 holds the labels); default 2")
     g.add_argument("--partition", default="contiguous", choices=["contiguous", "random"],
                    help="how columns are split across parties (one-hot groups stay together)")

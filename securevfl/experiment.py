@@ -21,6 +21,7 @@ from securevfl.data import (
     schema_norm_bound,
     train_test_split,
 )
+from securevfl.data.custom import CSV_PREFIX, register_csv_parties
 from securevfl.errors import ConfigError, check_int, check_open_unit, check_positive
 from securevfl.evaluation import metrics_for
 from securevfl.methods.base import Method, PartyView, PublicInfo, RunContext, RunSpec
@@ -50,8 +51,14 @@ def validate_spec(spec: RunSpec) -> Method:
         check_positive("epsilon", spec.epsilon)
     if spec.delta is not None:
         check_open_unit("delta", spec.delta)
-    if spec.partition not in ("contiguous", "random"):
-        raise ConfigError(f"partition must be 'contiguous' or 'random', got {spec.partition!r}")
+    if isinstance(spec.dataset, str) and spec.dataset.startswith(CSV_PREFIX):
+        spec.partition = register_csv_parties(spec.dataset)
+        if len(spec.partition) != spec.parties:
+            raise ConfigError(f"parties must equal the number of CSV files "
+                              f"({len(spec.partition)}), got {spec.parties}")
+    if not isinstance(spec.partition, list) and spec.partition not in ("contiguous", "random"):
+        raise ConfigError(f"partition must be 'contiguous', 'random' or a list of column lists, "
+                          f"got {spec.partition!r}")
     method.validate(spec)
     return method
 
