@@ -56,9 +56,10 @@ def _fit_sklearn(ctx: RunContext, X, y, Xt):
 
 def _fit_mlp(ctx: RunContext, X, y, Xt):
     spec = ctx.spec
-    net = seeded_init(pooled_mlp(X.shape[1], _out_dim(ctx), hidden=spec.hidden,
-                                 embedding_dim=spec.embedding_dim),
-                      derive_seed(ctx.shared_seed, purpose="init/pooled"))
+    net = seeded_init(
+        pooled_mlp(X.shape[1], _out_dim(ctx), hidden=spec.hidden, embedding_dim=spec.embedding_dim),
+        derive_seed(ctx.shared_seed, purpose="init/pooled"),
+    )
     opt = torch.optim.Adam(net.parameters(), lr=spec.lr if spec.lr is not None else DEFAULT_MLP_LR)
     Xtr = torch.as_tensor(X, dtype=torch.float32)
     for epoch in range(spec.epochs):

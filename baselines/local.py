@@ -19,10 +19,19 @@ class LocalOnly(Method):
     def fit(self, ctx: RunContext) -> FitResult:
         if not ctx.rt.here(0):
             return FitResult(None, 0.0)
-        info = replace(ctx.info, data_parties=1, n_parties=1,
-                       features_per_party=ctx.info.features_per_party[:1])
-        solo = RunContext(rt=InProcessRuntime(1), spec=ctx.spec, info=info,
-                          views={0: ctx.views[0]}, shared_seed=ctx.shared_seed)
+        info = replace(
+            ctx.info,
+            data_parties=1,
+            n_parties=1,
+            features_per_party=ctx.info.features_per_party[:1],
+        )
+        solo = RunContext(
+            rt=InProcessRuntime(1),
+            spec=ctx.spec,
+            info=info,
+            views={0: ctx.views[0]},
+            shared_seed=ctx.shared_seed,
+        )
         return fit_plain(solo)
 
 

@@ -22,8 +22,9 @@ def fit_plain(ctx: RunContext) -> FitResult:
     hooks = SplitNNHooks()
     hooks.aggregation = ctx.spec.aggregation
     state, train_s = train_splitnn(ctx, hooks)
-    return FitResult(predict_splitnn(ctx, state, hooks), train_s,
-                     fingerprints=splitnn_fingerprints(state))
+    return FitResult(
+        predict_splitnn(ctx, state, hooks), train_s, fingerprints=splitnn_fingerprints(state)
+    )
 
 
 @register_method

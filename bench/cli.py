@@ -42,47 +42,91 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("method", help=f"method or baseline: {', '.join(names('method'))}")
     g = p.add_argument_group("data")
-    g.add_argument("--dataset", default="breast", help="dataset name (see `securevfl datasets`), or csv:P0.csv,P1.csv,... with one "
-                   "CSV per party (header row; party 0's has a 'label' column); default breast")
-    g.add_argument("--parties", type=int, default=2, help="number of data parties K >= 2 (party 0 holds the labels); default 2")
-    g.add_argument("--partition", default="contiguous", choices=["contiguous", "random"],
-                   help="how columns are split across parties (one-hot groups stay together)")
+    g.add_argument(
+        "--dataset",
+        default="breast",
+        help="dataset name (see `securevfl datasets`), or csv:P0.csv,P1.csv,... with one "
+        "CSV per party (header row; party 0's has a 'label' column); default breast",
+    )
+    g.add_argument(
+        "--parties",
+        type=int,
+        default=2,
+        help="number of data parties K >= 2 (party 0 holds the labels); default 2",
+    )
+    g.add_argument(
+        "--partition",
+        default="contiguous",
+        choices=["contiguous", "random"],
+        help="how columns are split across parties (one-hot groups stay together)",
+    )
     g.add_argument("--n", type=int, help="rows, for synthetic datasets")
     g.add_argument("--d", type=int, help="columns, for synthetic datasets")
     g.add_argument("--sparsity", type=float, help="share of nonzeros, for synthetic-sparse")
     g.add_argument("--encoding", choices=["onehot", "compact"], help="categorical encoding (adult)")
     g = p.add_argument_group("training")
-    g.add_argument("--model", default=None, choices=["glm", "mlp"],
-                   help="glm: vertical GLM (logistic/least squares); mlp: split neural network; "
-                   "default: the method's first model (glm where supported)")
-    g.add_argument("--epochs", type=int, default=10, help="passes over the training split; default 10")
+    g.add_argument(
+        "--model",
+        default=None,
+        choices=["glm", "mlp"],
+        help="glm: vertical GLM (logistic/least squares); mlp: split neural network; "
+        "default: the method's first model (glm where supported)",
+    )
+    g.add_argument(
+        "--epochs", type=int, default=10, help="passes over the training split; default 10"
+    )
     g.add_argument("--batch-size", type=int, default=64, help="minibatch size >= 1; default 64")
-    g.add_argument("--lr", type=float, help="learning rate; default 4.0 (GLM SGD) or 0.01 (MLP Adam)")
-    g.add_argument("--loss", help="GLM loss (default: logistic for binary, least-squares for regression)")
+    g.add_argument(
+        "--lr", type=float, help="learning rate; default 4.0 (GLM SGD) or 0.01 (MLP Adam)"
+    )
+    g.add_argument(
+        "--loss", help="GLM loss (default: logistic for binary, least-squares for regression)"
+    )
     g.add_argument("--penalty", default="l2", help="GLM penalty; default l2")
     g.add_argument("--lam", type=float, default=0.0, help="penalty strength >= 0; default 0")
-    g.add_argument("--embedding-dim", type=int, default=8, help="split-NN embedding size per party; default 8")
+    g.add_argument(
+        "--embedding-dim", type=int, default=8, help="split-NN embedding size per party; default 8"
+    )
     g.add_argument("--hidden", type=int, default=32, help="split-NN hidden width; default 32")
-    g.add_argument("--aggregation", default="sum", choices=["sum", "concat"],
-                   help="how the label holder combines embeddings (split-NN); default sum")
-    g.add_argument("--seed", type=int, help="seed for split, batches, initialisation AND DP noise "
-                   "(reproducible; the record then says the noise was seeded). Default: OS entropy")
+    g.add_argument(
+        "--aggregation",
+        default="sum",
+        choices=["sum", "concat"],
+        help="how the label holder combines embeddings (split-NN); default sum",
+    )
+    g.add_argument(
+        "--seed",
+        type=int,
+        help="seed for split, batches, initialisation AND DP noise "
+        "(reproducible; the record then says the noise was seeded). Default: OS entropy",
+    )
     g = p.add_argument_group("privacy")
     g.add_argument("--epsilon", type=float, help="privacy budget ε > 0 (private methods)")
     g.add_argument("--delta", type=float, help="δ in (0, 1) (methods with (ε, δ)-DP)")
     g = p.add_argument_group("runtime")
-    g.add_argument("--timeout", type=float, default=120.0,
-                   help="seconds a party waits for a peer before failing; default 120")
+    g.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        help="seconds a party waits for a peer before failing; default 120",
+    )
     opts = _method_options()
     if opts:
         g = p.add_argument_group("method options (each applies only to the methods named)")
         for name, uses in sorted(opts.items()):
             o = uses[0][1]
-            helps = "; ".join(f"{m}: {u.help}" + (f" (default {u.default})" if u.default is not None else "")
-                              for m, u in uses)
-            g.add_argument(f"--{name.replace('_', '-')}", dest=f"opt__{name}", default=None,
-                           help=helps, metavar=name.upper(),
-                           choices=[str(c) for c in o.choices] if o.choices else None)
+            helps = "; ".join(
+                f"{m}: {u.help}" + (f" (default {u.default})" if u.default is not None else "")
+                for m, u in uses
+            )
+            g.add_argument(
+                f"--{name.replace('_', '-')}",
+                dest=f"opt__{name}",
+                default=None,
+                help=helps,
+                metavar=name.upper(),
+                choices=[str(c) for c in o.choices] if o.choices else None,
+            )
 
 
 def spec_from_args(args: argparse.Namespace):
@@ -97,22 +141,44 @@ def spec_from_args(args: argparse.Namespace):
         if key.startswith("opt__") and value is not None:
             name = key[5:]
             if name not in method.options:
-                raise ConfigError(f"option --{name.replace('_', '-')} does not apply to method "
-                                  f"{args.method!r} (its options: {sorted(method.options) or 'none'})")
+                raise ConfigError(
+                    f"option --{name.replace('_', '-')} does not apply to method "
+                    f"{args.method!r} (its options: {sorted(method.options) or 'none'})"
+                )
             try:
                 options[name] = method.options[name].type(value)
             except (TypeError, ValueError):
-                raise ConfigError(f"--{name.replace('_', '-')} must be "
-                                  f"{getattr(method.options[name].type, '__name__', 'valid')}, "
-                                  f"got {value!r}") from None
-    dso = {k: getattr(args, k) for k in ("n", "d", "sparsity", "encoding") if getattr(args, k) is not None}
+                raise ConfigError(
+                    f"--{name.replace('_', '-')} must be "
+                    f"{getattr(method.options[name].type, '__name__', 'valid')}, "
+                    f"got {value!r}"
+                ) from None
+    dso = {
+        k: getattr(args, k)
+        for k in ("n", "d", "sparsity", "encoding")
+        if getattr(args, k) is not None
+    }
     return RunSpec(
-        method=args.method, dataset=args.dataset, parties=args.parties,
+        method=args.method,
+        dataset=args.dataset,
+        parties=args.parties,
         model=args.model or method.models[0],
-        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
-        epsilon=args.epsilon, delta=args.delta, partition=args.partition, loss=args.loss,
-        penalty=args.penalty, lam=args.lam, embedding_dim=args.embedding_dim, hidden=args.hidden,
-        aggregation=args.aggregation, dataset_options=dso, options=options, timeout=args.timeout,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        seed=args.seed,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        partition=args.partition,
+        loss=args.loss,
+        penalty=args.penalty,
+        lam=args.lam,
+        embedding_dim=args.embedding_dim,
+        hidden=args.hidden,
+        aggregation=args.aggregation,
+        dataset_options=dso,
+        options=options,
+        timeout=args.timeout,
     )
 
 
@@ -121,10 +187,14 @@ def _print_record(record: dict[str, Any], as_json: bool) -> None:
         print(json.dumps(record))
         return
     m = ", ".join(f"{k}={v:.4f}" for k, v in record["metrics"].items())
-    print(f"{record['method']} on {record['dataset']} (K={record['parties']}, "
-          f"{record['runtime']}): {m}")
-    print(f"  train {record['time']['train_s']:.3f} s, total {record['time']['total_s']:.3f} s, "
-          f"{record['comm']['bytes_total']:,} bytes in {record['comm']['messages']} messages")
+    print(
+        f"{record['method']} on {record['dataset']} (K={record['parties']}, "
+        f"{record['runtime']}): {m}"
+    )
+    print(
+        f"  train {record['time']['train_s']:.3f} s, total {record['time']['total_s']:.3f} s, "
+        f"{record['comm']['bytes_total']:,} bytes in {record['comm']['messages']} messages"
+    )
     if record["privacy"]:
         p = record["privacy"]
         print(f"  privacy: ε={p['epsilon']:.4g}, δ={p['delta']:.3g} ({p['accountant']})")
@@ -169,13 +239,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
     errors: list[str] = []
     if not args.render_only:
         ran, skipped, errors = run_suite(suite, out, progress=not args.no_progress)
-        print(f"suite {suite.name}: ran {ran}, skipped {skipped} already in {out / 'results.jsonl'}, "
-              f"failed {len(errors)}")
+        print(
+            f"suite {suite.name}: ran {ran}, skipped {skipped} already in {out / 'results.jsonl'}, "
+            f"failed {len(errors)}"
+        )
     cell_ids = {c.cell_id for c in suite.cells}
-    records = [r for r in read_results(out / "results.jsonl") if r.get("cell_id") in cell_ids
-               or args.render_only]
-    path = render_report(records, out, title=f"securevfl bench: {suite.name}",
-                         extras=suite.extras, errors=errors)
+    records = [
+        r
+        for r in read_results(out / "results.jsonl")
+        if r.get("cell_id") in cell_ids or args.render_only
+    ]
+    path = render_report(
+        records, out, title=f"securevfl bench: {suite.name}", extras=suite.extras, errors=errors
+    )
     print(f"report: {path}")
     return 1 if errors else 0
 
@@ -186,8 +262,10 @@ def cmd_datasets(args: argparse.Namespace) -> int:
     print(f"{'name':18s} {'n':>7s} {'d':>5s} {'task':11s} {'source'}")
     for info in list_datasets():
         flag = " (optional)" if info.optional else ""
-        print(f"{info.name:18s} {info.n:7d} {info.d:5d} {info.task:11s} {info.source}{flag}; "
-              f"licence: {info.licence}")
+        print(
+            f"{info.name:18s} {info.n:7d} {info.d:5d} {info.task:11s} {info.source}{flag}; "
+            f"licence: {info.licence}"
+        )
     return 0
 
 
@@ -217,27 +295,53 @@ def build_parser() -> argparse.ArgumentParser:
     from bench.runner import load_plugins
 
     load_plugins()
-    ap = _Parser(prog="securevfl", description="Privacy-preserving vertical federated learning: "
-                 "DP, MPC and HE methods side by side on one training core.")
+    ap = _Parser(
+        prog="securevfl",
+        description="Privacy-preserving vertical federated learning: "
+        "DP, MPC and HE methods side by side on one training core.",
+    )
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p = sub.add_parser("run", help="train one method on one dataset and print its result record")
     _add_run_args(p)
-    p.add_argument("--processes", action="store_true",
-                   help="one OS process per party over MPyC's networked runtime (default: in-process)")
+    p.add_argument(
+        "--processes",
+        action="store_true",
+        help="one OS process per party over MPyC's networked runtime (default: in-process)",
+    )
     p.add_argument("--json", action="store_true", help="print exactly one JSON result record")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("party", help="run one party of a networked run on this host")
     _add_run_args(p)
     p.add_argument("--index", type=int, required=True, help="this party's index (0 = active party)")
-    p.add_argument("-P", action="append", required=True, metavar="HOST:PORT",
-                   help="address of every party, in index order (repeat once per party)")
-    p.add_argument("--ssl", action="store_true", help="MPyC over TLS (needs MPyC's .config certificates)")
-    p.add_argument("--json", action="store_true", help="print the record as JSON (label holder only)")
+    p.add_argument(
+        "-P",
+        action="append",
+        required=True,
+        metavar="HOST:PORT",
+        help="address of every party, in index order (repeat once per party)",
+    )
+    p.add_argument(
+        "--ssl", action="store_true", help="MPyC over TLS (needs MPyC's .config certificates)"
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print the record as JSON (label holder only)"
+    )
     p.set_defaults(func=cmd_party)
     p = sub.add_parser("bench", help="run a benchmark suite and render its report")
-    p.add_argument("--suite", default="default", help="suite name (see --list) or path to a .toml; default 'default'")
-    p.add_argument("--out", help="output directory for results.jsonl, report.md and plots; default bench-out/SUITE")
-    p.add_argument("--render-only", action="store_true", help="re-render the report from results.jsonl, run nothing")
+    p.add_argument(
+        "--suite",
+        default="default",
+        help="suite name (see --list) or path to a .toml; default 'default'",
+    )
+    p.add_argument(
+        "--out",
+        help="output directory for results.jsonl, report.md and plots; default bench-out/SUITE",
+    )
+    p.add_argument(
+        "--render-only",
+        action="store_true",
+        help="re-render the report from results.jsonl, run nothing",
+    )
     p.add_argument("--list", action="store_true", help="list the suites and their sizes")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_bench)

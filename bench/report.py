@@ -59,9 +59,15 @@ def group_records(records: list[dict[str, Any]]) -> dict[tuple, list[dict[str, A
     for r in records:
         eps = r["config"].get("epsilon")
         groups[(r["dataset"], r["method"], variant(r, keys), r["parties"], eps)].append(r)
-    return dict(sorted(groups.items(), key=lambda kv: tuple(
-        (-1 if x is None else x) if isinstance(x, (int, float)) or x is None else str(x)
-        for x in kv[0])))
+    return dict(
+        sorted(
+            groups.items(),
+            key=lambda kv: tuple(
+                (-1 if x is None else x) if isinstance(x, (int, float)) or x is None else str(x)
+                for x in kv[0]
+            ),
+        )
+    )
 
 
 def summary_table(records: list[dict[str, Any]]) -> str:
@@ -110,8 +116,12 @@ def plot_metric_vs_epsilon(records: list[dict[str, Any]], out: Path) -> list[str
             ss = [np.nanstd(pts[x]) for x in xs]
             ax.errorbar(xs, ms, yerr=ss, marker="o", capsize=3, label=label)
         for i, (label, vals) in enumerate(sorted(flat.items())):
-            ax.axhline(np.nanmean(vals), linestyle="--", color=f"C{(i + len(lines)) % 10}",
-                       label=f"{label} (non-private)")
+            ax.axhline(
+                np.nanmean(vals),
+                linestyle="--",
+                color=f"C{(i + len(lines)) % 10}",
+                label=f"{label} (non-private)",
+            )
         ax.set_xscale("log")
         ax.set_xlabel("ε (target)")
         ax.set_ylabel(f"test {metric}")
@@ -134,7 +144,9 @@ def plot_bars(records: list[dict[str, Any]], out: Path, *, what: str) -> list[st
         for r in records:
             if r["dataset"] != ds:
                 continue
-            label = r["method"] + ("/" + r["config"].get("model", "") if r["config"].get("model") else "")
+            label = r["method"] + (
+                "/" + r["config"].get("model", "") if r["config"].get("model") else ""
+            )
             v = r["time"]["train_s"] if what == "time" else r["comm"]["bytes_total"]
             by[label].append(v)
         labels = sorted(by)
@@ -158,8 +170,14 @@ def plot_bars(records: list[dict[str, Any]], out: Path, *, what: str) -> list[st
     return files
 
 
-def render_report(records: list[dict[str, Any]], out: Path, *, title: str = "securevfl report",
-                  extras: list[str] | None = None, errors: list[str] | None = None) -> Path:
+def render_report(
+    records: list[dict[str, Any]],
+    out: Path,
+    *,
+    title: str = "securevfl report",
+    extras: list[str] | None = None,
+    errors: list[str] | None = None,
+) -> Path:
     """Write out/report.md and its PNG plots from ``records``; return the report path."""
     out.mkdir(parents=True, exist_ok=True)
     md = [f"# {title}", "", f"{len(records)} runs, rendered from results.jsonl.", ""]
@@ -167,10 +185,16 @@ def render_report(records: list[dict[str, Any]], out: Path, *, title: str = "sec
         md.append("No results yet.")
     else:
         md += ["## Summary (mean ± std over seeds)", "", summary_table(records), ""]
-        md += ["ε target is what the run was asked for; ε reported is what the method's accountant "
-               "computed (see each record's `privacy`).", ""]
-        plots = (plot_metric_vs_epsilon(records, out) + plot_bars(records, out, what="time")
-                 + plot_bars(records, out, what="bytes"))
+        md += [
+            "ε target is what the run was asked for; ε reported is what the method's accountant "
+            "computed (see each record's `privacy`).",
+            "",
+        ]
+        plots = (
+            plot_metric_vs_epsilon(records, out)
+            + plot_bars(records, out, what="time")
+            + plot_bars(records, out, what="bytes")
+        )
         if plots:
             md += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
     for name in extras or []:

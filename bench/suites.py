@@ -44,8 +44,9 @@ class Cell:
 
     @property
     def cell_id(self) -> str:
-        blob = json.dumps({"spec": self.spec.__dict__, "processes": self.processes},
-                          sort_keys=True, default=str)
+        blob = json.dumps(
+            {"spec": self.spec.__dict__, "processes": self.processes}, sort_keys=True, default=str
+        )
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -91,13 +92,17 @@ def load_suite(name_or_path: str) -> Suite:
     if not path.suffix:
         path = SUITES_DIR / f"{name_or_path}.toml"
     if not path.exists():
-        raise ConfigError(f"suite must be one of {suite_names()} or a .toml path, got {name_or_path!r}")
+        raise ConfigError(
+            f"suite must be one of {suite_names()} or a .toml path, got {name_or_path!r}"
+        )
     try:
         doc = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"suite file {path} must be valid TOML: {exc}") from None
-    docs = [doc] + [tomllib.loads(p.read_text())
-                    for p in sorted((path.parent / f"{path.stem}.d").glob("*.toml"))]
+    docs = [doc] + [
+        tomllib.loads(p.read_text())
+        for p in sorted((path.parent / f"{path.stem}.d").glob("*.toml"))
+    ]
     seeds = doc.get("seeds", [0])
     defaults = doc.get("defaults", {})
     cells: list[Cell] = []

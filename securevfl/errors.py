@@ -63,11 +63,14 @@ def check_open_unit(name: str, value: Any) -> float:
     return v
 
 
-def check_int(name: str, value: Any, *, minimum: int | None = None,
-              maximum: int | None = None) -> int:
+def check_int(
+    name: str, value: Any, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
     """Return ``value`` as int if it is an integer within [minimum, maximum], else raise."""
-    if isinstance(value, bool) or not isinstance(value, (int,)) and not (
-        isinstance(value, float) and value.is_integer()
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int,))
+        and not (isinstance(value, float) and value.is_integer())
     ):
         try:
             if isinstance(value, str) and value.strip().lstrip("-").isdigit():

@@ -54,16 +54,22 @@ def validate_spec(spec: RunSpec) -> Method:
     if isinstance(spec.dataset, str) and spec.dataset.startswith(CSV_PREFIX):
         spec.partition = register_csv_parties(spec.dataset)
         if len(spec.partition) != spec.parties:
-            raise ConfigError(f"parties must equal the number of CSV files "
-                              f"({len(spec.partition)}), got {spec.parties}")
+            raise ConfigError(
+                f"parties must equal the number of CSV files "
+                f"({len(spec.partition)}), got {spec.parties}"
+            )
     if not isinstance(spec.partition, list) and spec.partition not in ("contiguous", "random"):
-        raise ConfigError(f"partition must be 'contiguous', 'random' or a list of column lists, "
-                          f"got {spec.partition!r}")
+        raise ConfigError(
+            f"partition must be 'contiguous', 'random' or a list of column lists, "
+            f"got {spec.partition!r}"
+        )
     method.validate(spec)
     return method
 
 
-def build_views(spec: RunSpec, method: Method, wanted: list[int]) -> tuple[PublicInfo, dict[int, PartyView], Any]:
+def build_views(
+    spec: RunSpec, method: Method, wanted: list[int]
+) -> tuple[PublicInfo, dict[int, PartyView], Any]:
     """Load, split, partition and bound the data; return the views of the parties in ``wanted``."""
     seed = 0 if spec.seed is None else spec.seed  # the split is public, not private randomness
     ds = load_dataset(spec.dataset, seed=seed, **spec.dataset_options)
@@ -75,16 +81,25 @@ def build_views(spec: RunSpec, method: Method, wanted: list[int]) -> tuple[Publi
     label_party = server if (method.labels_at_server and server is not None) else 0
     n_parties = method.n_parties(spec)
     info = PublicInfo(
-        dataset=ds.name, task=ds.task, n_classes=ds.n_classes,
-        n_train=len(train.y), n_test=len(test.y), n_features=ds.X.shape[1],
-        features_per_party=tuple(len(b) for b in blocks), data_parties=K,
-        n_parties=n_parties, label_party=label_party, server=server, row_norm_bound_sq=bound_sq,
+        dataset=ds.name,
+        task=ds.task,
+        n_classes=ds.n_classes,
+        n_train=len(train.y),
+        n_test=len(test.y),
+        n_features=ds.X.shape[1],
+        features_per_party=tuple(len(b) for b in blocks),
+        data_parties=K,
+        n_parties=n_parties,
+        label_party=label_party,
+        server=server,
+        row_norm_bound_sq=bound_sq,
     )
     views: dict[int, PartyView] = {}
     for k in wanted:
         cols = blocks[k] if k < K else np.arange(0, dtype=int)
         views[k] = PartyView(
-            index=k, columns=cols,
+            index=k,
+            columns=cols,
             X_train=scale_block_to_unit_rows(train.X[:, cols], total_bound_sq=bound_sq),
             X_test=scale_block_to_unit_rows(test.X[:, cols], total_bound_sq=bound_sq),
         )
@@ -120,10 +135,19 @@ def run_experiment(spec: RunSpec, rt: Runtime | None = None) -> dict[str, Any] |
         )
     try:
         info, views, pooled = build_views(spec, method, rt.local_parties)
-        shared_seed = spec.seed if spec.seed is not None else rt.control(
-            secrets.randbits(62) if rt.here(0) else None, src=0)
-        ctx = RunContext(rt=rt, spec=spec, info=info, views=views, shared_seed=int(shared_seed),
-                         pooled=pooled if method.pooled_data else None)
+        shared_seed = (
+            spec.seed
+            if spec.seed is not None
+            else rt.control(secrets.randbits(62) if rt.here(0) else None, src=0)
+        )
+        ctx = RunContext(
+            rt=rt,
+            spec=spec,
+            info=info,
+            views=views,
+            shared_seed=int(shared_seed),
+            pooled=pooled if method.pooled_data else None,
+        )
         fit = method.fit(ctx)
         fingerprints = rt.collect(fit.fingerprints, dst=info.label_party)
         meters = rt.collect(rt.meter.export(), dst=info.label_party)
@@ -131,6 +155,7 @@ def run_experiment(spec: RunSpec, rt: Runtime | None = None) -> dict[str, Any] |
             return None
         if meters is not None and len(rt.local_parties) < rt.n_parties:
             from securevfl.runtime.channel import Meter
+
             merged = Meter()
             for m in {id(v): v for v in meters.values()}.values():
                 merged.merge(m)
@@ -151,8 +176,10 @@ def run_experiment(spec: RunSpec, rt: Runtime | None = None) -> dict[str, Any] |
             "n_features": info.n_features,
             "features_per_party": list(info.features_per_party),
             "metrics": metrics,
-            "time": {"train_s": round(fit.train_s, 6),
-                     "total_s": round(time.perf_counter() - t_start, 6)},
+            "time": {
+                "train_s": round(fit.train_s, 6),
+                "total_s": round(time.perf_counter() - t_start, 6),
+            },
             "comm": comm,
             "privacy": fit.privacy.to_dict() if fit.privacy is not None else None,
             "config": spec.to_config(),
@@ -161,7 +188,7 @@ def run_experiment(spec: RunSpec, rt: Runtime | None = None) -> dict[str, Any] |
             "model_fingerprint": fps,
             "extra": fit.extra,
             "version": __version__,
-            "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         }
     finally:
         if own_rt:

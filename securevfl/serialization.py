@@ -15,8 +15,21 @@ from securevfl.errors import ProtocolError
 
 _ALLOWED = {
     ("builtins", n)
-    for n in ("list", "tuple", "dict", "set", "frozenset", "bytearray", "complex", "slice",
-              "int", "float", "bool", "str", "bytes")
+    for n in (
+        "list",
+        "tuple",
+        "dict",
+        "set",
+        "frozenset",
+        "bytearray",
+        "complex",
+        "slice",
+        "int",
+        "float",
+        "bool",
+        "str",
+        "bytes",
+    )
 }
 _ALLOWED |= {
     ("collections", "OrderedDict"),
@@ -33,9 +46,7 @@ _ALLOWED |= {
 
 class _SafeUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in _ALLOWED or (
-            module == "numpy.dtypes" and name.endswith("DType")
-        ):
+        if (module, name) in _ALLOWED or (module == "numpy.dtypes" and name.endswith("DType")):
             return super().find_class(module, name)
         raise ProtocolError(f"payload type must be numpy/builtin, got {module}.{name}")
 

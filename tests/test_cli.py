@@ -10,29 +10,45 @@ from bench.cli import main
 
 
 def test_run_json_prints_exactly_one_record(capsys):
-    assert main(["run", "vfl", "--dataset", "breast", "--epochs", "2", "--seed", "0", "--json"]) == 0
+    assert (
+        main(["run", "vfl", "--dataset", "breast", "--epochs", "2", "--seed", "0", "--json"]) == 0
+    )
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 1
     rec = json.loads(out[0])
-    for key in ("method", "dataset", "parties", "n_train", "n_test", "n_features", "metrics",
-                "time", "comm", "privacy", "config"):
+    for key in (
+        "method",
+        "dataset",
+        "parties",
+        "n_train",
+        "n_test",
+        "n_features",
+        "metrics",
+        "time",
+        "comm",
+        "privacy",
+        "config",
+    ):
         assert key in rec
     assert set(rec["time"]) >= {"train_s", "total_s"}
     assert set(rec["comm"]) >= {"bytes_total", "bytes_by_party", "messages", "rounds"}
     assert rec["privacy"] is None and 0.5 < rec["metrics"]["accuracy"] <= 1
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["run", "nope"], "unknown method 'nope'"),
-    (["run", "vfl", "--dataset", "nope"], "unknown dataset 'nope'"),
-    (["run", "vfl", "--parties", "1"], "parties must be >= 2, got 1"),
-    (["run", "vfl", "--parties", "99"], "parties must be <="),
-    (["run", "vfl", "--batch-size", "0"], "batch_size must be >= 1, got 0"),
-    (["run", "vfl", "--epsilon", "-1"], "epsilon must be > 0"),
-    (["run", "vfl", "--delta", "1.5"], "delta must be in (0, 1)"),
-    (["run", "vfl", "--epochs", "x"], "invalid int value: 'x'"),
-    (["bench", "--suite", "nope"], "suite must be one of"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["run", "nope"], "unknown method 'nope'"),
+        (["run", "vfl", "--dataset", "nope"], "unknown dataset 'nope'"),
+        (["run", "vfl", "--parties", "1"], "parties must be >= 2, got 1"),
+        (["run", "vfl", "--parties", "99"], "parties must be <="),
+        (["run", "vfl", "--batch-size", "0"], "batch_size must be >= 1, got 0"),
+        (["run", "vfl", "--epsilon", "-1"], "epsilon must be > 0"),
+        (["run", "vfl", "--delta", "1.5"], "delta must be in (0, 1)"),
+        (["run", "vfl", "--epochs", "x"], "invalid int value: 'x'"),
+        (["bench", "--suite", "nope"], "suite must be one of"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(argv, needle, capsys):
     code = main(argv)
     err = capsys.readouterr().err.strip()

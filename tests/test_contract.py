@@ -14,8 +14,9 @@ METHODS = names("method")
 
 def _spec(name: str, **kw) -> RunSpec:
     m = lookup("method", name)
-    base = dict(method=name, dataset="breast", parties=2, epochs=1, batch_size=64, seed=0,
-                model=m.models[0])
+    base = dict(
+        method=name, dataset="breast", parties=2, epochs=1, batch_size=64, seed=0, model=m.models[0]
+    )
     if m.private:
         base.update(epsilon=1.0, delta=1e-5)
     base.update(kw)

@@ -23,7 +23,9 @@ def test_parties_with_different_row_counts_are_rejected():
 def test_nan_and_inf_are_rejected_with_their_place():
     a = np.ones((4, 2))
     a[2, 1] = np.inf
-    with pytest.raises(DataError, match="party 1's data must be finite, got inf at row 2, column 1"):
+    with pytest.raises(
+        DataError, match="party 1's data must be finite, got inf at row 2, column 1"
+    ):
         register_party_arrays("t-inf", [np.ones((4, 1)), a], np.array([0, 1, 0, 1]), task="binary")
 
 

@@ -17,8 +17,9 @@ pytestmark = [pytest.mark.networked, pytest.mark.slow]
 
 
 def test_processes_and_inprocess_give_the_same_model_and_bytes():
-    spec = RunSpec(method="vfl", dataset="breast", parties=3, epochs=3, batch_size=64, seed=7,
-                   timeout=60)
+    spec = RunSpec(
+        method="vfl", dataset="breast", parties=3, epochs=3, batch_size=64, seed=7, timeout=60
+    )
     net = run_in_processes(spec, plugins=PLUGINS)
     local = run_experiment(spec)
     assert net["runtime"] == "processes" and local["runtime"] == "inprocess"
@@ -30,8 +31,17 @@ def test_processes_and_inprocess_give_the_same_model_and_bytes():
 
 
 def _party_cmd(index, addresses, spec):
-    cmd = [sys.executable, "-m", "securevfl.runtime.party", "--index", str(index),
-           "--spec-json", json.dumps(spec.__dict__), "--plugins", "baselines"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "securevfl.runtime.party",
+        "--index",
+        str(index),
+        "--spec-json",
+        json.dumps(spec.__dict__),
+        "--plugins",
+        "baselines",
+    ]
     for a in addresses:
         cmd += ["-P", a]
     return cmd
@@ -42,8 +52,10 @@ def test_a_missing_party_makes_the_others_fail_not_hang():
     addresses = [f"127.0.0.1:{p}" for p in free_ports(3)]
     t0 = time.monotonic()
     # parties 0 and 1 start, party 2 never does
-    procs = [subprocess.Popen(_party_cmd(i, addresses, spec), stderr=subprocess.PIPE, text=True)
-             for i in (0, 1)]
+    procs = [
+        subprocess.Popen(_party_cmd(i, addresses, spec), stderr=subprocess.PIPE, text=True)
+        for i in (0, 1)
+    ]
     try:
         outs = [p.communicate(timeout=60) for p in procs]
     finally:
@@ -56,11 +68,14 @@ def test_a_missing_party_makes_the_others_fail_not_hang():
 
 
 def test_a_party_that_dies_mid_run_is_reported():
-    spec = RunSpec(method="vfl", dataset="breast", parties=3, epochs=400, batch_size=8, seed=0,
-                   timeout=3)
+    spec = RunSpec(
+        method="vfl", dataset="breast", parties=3, epochs=400, batch_size=8, seed=0, timeout=3
+    )
     addresses = [f"127.0.0.1:{p}" for p in free_ports(3)]
-    procs = [subprocess.Popen(_party_cmd(i, addresses, spec), stderr=subprocess.PIPE, text=True)
-             for i in range(3)]
+    procs = [
+        subprocess.Popen(_party_cmd(i, addresses, spec), stderr=subprocess.PIPE, text=True)
+        for i in range(3)
+    ]
     try:
         time.sleep(6)  # connected and training (400 epochs of tiny batches take minutes)
         procs[2].kill()

@@ -18,8 +18,9 @@ def test_minibatches_are_shared_and_cover_every_row():
 
 def test_vertical_glm_equals_pooled_sgd():
     """Split across K parties, vertical SGD computes exactly pooled minibatch SGD."""
-    spec = RunSpec(method="vfl", dataset="breast", parties=3, epochs=2, batch_size=50, seed=1,
-                   lr=0.5)
+    spec = RunSpec(
+        method="vfl", dataset="breast", parties=3, epochs=2, batch_size=50, seed=1, lr=0.5
+    )
     from securevfl.experiment import build_views, validate_spec
     from securevfl.methods.base import RunContext
     from securevfl.runtime import InProcessRuntime
@@ -45,15 +46,25 @@ def test_vertical_glm_equals_pooled_sgd():
 
 @pytest.mark.parametrize("model", ["glm", "mlp"])
 def test_vfl_learns_breast(model):
-    rec = run_experiment(RunSpec(method="vfl", dataset="breast", parties=2, model=model,
-                                 epochs=30, seed=0))
+    rec = run_experiment(
+        RunSpec(method="vfl", dataset="breast", parties=2, model=model, epochs=30, seed=0)
+    )
     assert rec["metrics"]["accuracy"] > 0.9
     assert rec["comm"]["bytes_total"] > 0 and rec["privacy"] is None
 
 
 def test_concat_aggregation_runs():
-    rec = run_experiment(RunSpec(method="vfl", dataset="breast", parties=3, model="mlp",
-                                 aggregation="concat", epochs=10, seed=0))
+    rec = run_experiment(
+        RunSpec(
+            method="vfl",
+            dataset="breast",
+            parties=3,
+            model="mlp",
+            aggregation="concat",
+            epochs=10,
+            seed=0,
+        )
+    )
     assert rec["metrics"]["accuracy"] > 0.9
 
 

@@ -29,7 +29,9 @@ def _check_blocks(blocks: Sequence[np.ndarray], y: np.ndarray) -> list[np.ndarra
     for k, b in enumerate(blocks):
         b = np.asarray(b, dtype=np.float64)
         if b.ndim != 2 or b.shape[1] == 0:
-            raise DataError(f"party {k}'s block must be a 2-D array with >= 1 column, got shape {b.shape}")
+            raise DataError(
+                f"party {k}'s block must be a 2-D array with >= 1 column, got shape {b.shape}"
+            )
         if b.shape[0] != len(y):
             raise DataError(
                 f"every party must hold the same samples: party {k} has {b.shape[0]} rows, "
@@ -38,15 +40,18 @@ def _check_blocks(blocks: Sequence[np.ndarray], y: np.ndarray) -> list[np.ndarra
         bad = ~np.isfinite(b)
         if bad.any():
             r, c = map(int, np.argwhere(bad)[0])
-            raise DataError(f"party {k}'s data must be finite, got {b[r, c]} at row {r}, column {c}")
+            raise DataError(
+                f"party {k}'s data must be finite, got {b[r, c]} at row {r}, column {c}"
+            )
         out.append(b)
     if not np.all(np.isfinite(np.asarray(y, dtype=np.float64))):
         raise DataError("labels must be finite, got NaN/inf")
     return out
 
 
-def register_party_arrays(name: str, blocks: Sequence[np.ndarray], y: np.ndarray, *,
-                          task: str, source: str = "user data") -> list[list[int]]:
+def register_party_arrays(
+    name: str, blocks: Sequence[np.ndarray], y: np.ndarray, *, task: str, source: str = "user data"
+) -> list[list[int]]:
     """Register a dataset from per-party blocks; return the explicit column partition.
 
     Use the returned lists as ``RunSpec.partition`` so each party gets exactly its block.
@@ -55,8 +60,12 @@ def register_party_arrays(name: str, blocks: Sequence[np.ndarray], y: np.ndarray
         raise ConfigError(f"task must be binary, multiclass or regression, got {task!r}")
     y = np.asarray(y)
     blocks = _check_blocks(blocks, y)
-    X = np.hstack([np.column_stack([scale_to_unit_interval(b[:, j]) for j in range(b.shape[1])])
-                   for b in blocks])
+    X = np.hstack(
+        [
+            np.column_stack([scale_to_unit_interval(b[:, j]) for j in range(b.shape[1])])
+            for b in blocks
+        ]
+    )
     if task == "regression":
         y_out = scale_to_unit_interval(y.astype(float))
         n_classes = None
@@ -69,8 +78,13 @@ def register_party_arrays(name: str, blocks: Sequence[np.ndarray], y: np.ndarray
     for b in blocks:
         partition.append(list(range(start, start + b.shape[1])))
         start += b.shape[1]
-    table = Table(X=X, y=y_out, feature_names=[f"x{j}" for j in range(X.shape[1])],
-                  groups=[[j] for j in range(X.shape[1])], n_classes=n_classes)
+    table = Table(
+        X=X,
+        y=y_out,
+        feature_names=[f"x{j}" for j in range(X.shape[1])],
+        groups=[[j] for j in range(X.shape[1])],
+        n_classes=n_classes,
+    )
     info = DatasetInfo(name, X.shape[0], X.shape[1], task, source, "user's own", "user data", False)
     _REGISTRIES.setdefault("dataset", {}).pop(name, None)  # re-registering replaces
     register("dataset", name, _Entry(info, lambda encoding="onehot", _t=table: _t))
@@ -79,7 +93,7 @@ def register_party_arrays(name: str, blocks: Sequence[np.ndarray], y: np.ndarray
 
 def register_csv_parties(spec_name: str) -> list[list[int]]:
     """Register ``csv:a.csv,b.csv,...`` (party order) as a dataset; return its partition."""
-    paths = [Path(p) for p in spec_name[len(CSV_PREFIX):].split(",") if p]
+    paths = [Path(p) for p in spec_name[len(CSV_PREFIX) :].split(",") if p]
     blocks, y = [], None
     for k, p in enumerate(paths):
         if not p.exists():

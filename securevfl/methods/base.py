@@ -64,7 +64,8 @@ class RunSpec:
 
     def to_config(self) -> dict[str, Any]:
         out = {
-            k: v for k, v in self.__dict__.items()
+            k: v
+            for k, v in self.__dict__.items()
             if k not in ("method", "dataset", "parties", "options", "dataset_options")
         }
         out.update(self.dataset_options)
@@ -145,9 +146,9 @@ class Method(ABC):
     family: ClassVar[str] = "plain"  # "plain", "dp", "dp+mpc", "he"
     models: ClassVar[tuple[str, ...]] = ("glm",)
     private: ClassVar[bool] = False
-    uses_server: ClassVar[bool] = False      # a server/coordinator at index K (= data parties)
+    uses_server: ClassVar[bool] = False  # a server/coordinator at index K (= data parties)
     labels_at_server: ClassVar[bool] = False  # the server, not party 0, holds the labels
-    pooled_data: ClassVar[bool] = False       # a non-federated baseline that sees all columns
+    pooled_data: ClassVar[bool] = False  # a non-federated baseline that sees all columns
     options: ClassVar[dict[str, Option]] = {}
 
     def n_parties(self, spec: RunSpec) -> int:

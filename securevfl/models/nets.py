@@ -6,7 +6,9 @@ import torch
 from torch import nn
 
 
-def bottom_mlp(d_in: int, embedding_dim: int, *, hidden: int = 32, bounded: bool = False) -> nn.Module:
+def bottom_mlp(
+    d_in: int, embedding_dim: int, *, hidden: int = 32, bounded: bool = False
+) -> nn.Module:
     """A party's bottom model: d_in -> hidden -> embedding (tanh-bounded to [-1,1] if asked)."""
     layers: list[nn.Module] = [nn.Linear(d_in, hidden), nn.ReLU(), nn.Linear(hidden, embedding_dim)]
     if bounded:
@@ -21,7 +23,9 @@ def top_mlp(d_in: int, n_out: int, *, hidden: int = 32) -> nn.Module:
 
 def pooled_mlp(d_in: int, n_out: int, *, hidden: int = 32, embedding_dim: int = 8) -> nn.Module:
     """The same architecture on pooled data (the centralized twin of the split-NN)."""
-    return nn.Sequential(bottom_mlp(d_in, embedding_dim, hidden=hidden), top_mlp(embedding_dim, n_out, hidden=hidden))
+    return nn.Sequential(
+        bottom_mlp(d_in, embedding_dim, hidden=hidden), top_mlp(embedding_dim, n_out, hidden=hidden)
+    )
 
 
 def seeded_init(module: nn.Module, seed: int) -> nn.Module:

@@ -26,8 +26,13 @@ def classic_gaussian_epsilon(*, sigma: float, delta: float, sensitivity: float) 
 
 
 def gaussian_noise(
-    values: np.ndarray, *, sigma: float, sensitivity: float, rng: np.random.Generator,
-    party: int | None = None, label: str = "",
+    values: np.ndarray,
+    *,
+    sigma: float,
+    sensitivity: float,
+    rng: np.random.Generator,
+    party: int | None = None,
+    label: str = "",
 ) -> tuple[np.ndarray, GaussianEvent]:
     """values + N(0, sigma^2) elementwise, and the event describing the release."""
     check_positive("sigma", sigma, strict=False)
@@ -36,8 +41,13 @@ def gaussian_noise(
 
 
 def laplace_noise(
-    values: np.ndarray, *, scale: float, sensitivity: float, rng: np.random.Generator,
-    party: int | None = None, label: str = "",
+    values: np.ndarray,
+    *,
+    scale: float,
+    sensitivity: float,
+    rng: np.random.Generator,
+    party: int | None = None,
+    label: str = "",
 ) -> tuple[np.ndarray, LaplaceEvent]:
     """values + Laplace(0, scale) elementwise, and the event describing the release."""
     check_positive("scale", scale, strict=False)

@@ -35,7 +35,7 @@ class Runtime(ABC):
 
     @abstractmethod
     def send(self, value: Any, *, src: int, dst: int) -> Any:
-        """Move ``value`` (held by ``src``) to ``dst``; returns it at ``dst``, ``None`` elsewhere."""
+        """Move ``value`` (held by ``src``) to ``dst``; returns it at ``dst``, None elsewhere."""
 
     @abstractmethod
     def broadcast(self, value: Any, *, src: int, dsts: Iterable[int] | None = None) -> Any:
@@ -59,7 +59,7 @@ class Runtime(ABC):
         """Unmetered control-plane gather of each process's ``value`` (keyed by party)."""
         return {k: value for k in self.local_parties} if self.here(dst) else None
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (optional hook: in-process has nothing to release)
         """Release resources (network connections)."""
 
     def __enter__(self) -> Runtime:

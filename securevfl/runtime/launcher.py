@@ -31,16 +31,27 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
-def run_local_processes(spec_dict: dict[str, Any], n_parties: int, *, timeout: float,
-                        plugins: tuple[str, ...] = ()) -> dict[str, Any]:
+def run_local_processes(
+    spec_dict: dict[str, Any], n_parties: int, *, timeout: float, plugins: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """Run a spec with ``n_parties`` local party processes; return the label holder's record."""
     addresses = [f"127.0.0.1:{p}" for p in free_ports(n_parties)]
     with tempfile.TemporaryDirectory(prefix="securevfl-") as tmp:
         procs = []
         for i in range(n_parties):
-            cmd = [sys.executable, "-m", "securevfl.runtime.party", "--index", str(i),
-                   "--spec-json", json.dumps(spec_dict), "--result-file",
-                   os.path.join(tmp, f"party{i}.json"), "--plugins", ",".join(plugins)]
+            cmd = [
+                sys.executable,
+                "-m",
+                "securevfl.runtime.party",
+                "--index",
+                str(i),
+                "--spec-json",
+                json.dumps(spec_dict),
+                "--result-file",
+                os.path.join(tmp, f"party{i}.json"),
+                "--plugins",
+                ",".join(plugins),
+            ]
             for a in addresses:
                 cmd += ["-P", a]
             err = open(os.path.join(tmp, f"party{i}.err"), "w+")
@@ -59,8 +70,9 @@ def run_local_processes(spec_dict: dict[str, Any], n_parties: int, *, timeout: f
                 if all(c == 0 for c in codes):
                     break
                 if time.monotonic() > deadline:
-                    raise PartyTimeoutError(f"the {n_parties} party processes did not finish "
-                                            f"within {timeout:g} s")
+                    raise PartyTimeoutError(
+                        f"the {n_parties} party processes did not finish within {timeout:g} s"
+                    )
                 time.sleep(0.02)
         finally:
             for p, err in procs:

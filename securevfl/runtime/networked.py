@@ -24,7 +24,9 @@ from securevfl.runtime.base import Runtime
 from securevfl.runtime.channel import Meter
 
 
-def start_mpyc(index: int, addresses: Sequence[str], *, ssl: bool = False, threshold: int | None = None):
+def start_mpyc(
+    index: int, addresses: Sequence[str], *, ssl: bool = False, threshold: int | None = None
+):
     """Import and start MPyC as party ``index`` of ``addresses`` (``host:port`` each)."""
     argv = [sys.argv[0], "-I", str(index), "--no-log"]
     for a in addresses:
@@ -46,8 +48,9 @@ def start_mpyc(index: int, addresses: Sequence[str], *, ssl: bool = False, thres
 class NetworkedRuntime(Runtime):
     """This process is party ``index``; the others are reached through MPyC."""
 
-    def __init__(self, index: int, addresses: Sequence[str], *, timeout: float = 120.0,
-                 ssl: bool = False) -> None:
+    def __init__(
+        self, index: int, addresses: Sequence[str], *, timeout: float = 120.0, ssl: bool = False
+    ) -> None:
         if len(addresses) < 2:
             raise ConfigError(f"a networked run needs >= 2 party addresses, got {len(addresses)}")
         if not 0 <= index < len(addresses):
@@ -65,12 +68,14 @@ class NetworkedRuntime(Runtime):
     def _run(self, aw: Any, what: str) -> Any:
         try:
             return self.mpc.run(asyncio.wait_for(aw, self.timeout))
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             raise PartyTimeoutError(
                 f"party {self.index} waited more than {self.timeout:g} s for {what}"
             ) from None
         except (ConnectionError, OSError) as exc:
-            raise ProtocolError(f"party {self.index} lost a connection while {what}: {exc}") from None
+            raise ProtocolError(
+                f"party {self.index} lost a connection while {what}: {exc}"
+            ) from None
 
     def _check_peer(self, k: int) -> None:
         if k != self.index and self.mpc.parties[k].protocol is None:
@@ -117,8 +122,11 @@ class NetworkedRuntime(Runtime):
         if self.index in senders:
             data = serialization.dumps(values[self.index])
             self.meter.message(src=self.index, dst=dst, nbytes=len(data))
-        got = (self._transfer(data, senders, [dst], f"messages from parties {senders} to {dst}")
-               if senders else [])
+        got = (
+            self._transfer(data, senders, [dst], f"messages from parties {senders} to {dst}")
+            if senders
+            else []
+        )
         if not self.here(dst):
             return None
         out = {k: values[k] for k in values if k == dst}
@@ -127,13 +135,17 @@ class NetworkedRuntime(Runtime):
 
     def control(self, value: Any, *, src: int) -> Any:
         # unmetered control plane: every party receives the value from src
-        got = self._run(self.mpc.transfer(value if self.here(src) else None, senders=[src]),
-                        f"control data from party {src}")
+        got = self._run(
+            self.mpc.transfer(value if self.here(src) else None, senders=[src]),
+            f"control data from party {src}",
+        )
         return got[0]
 
     def collect(self, value: Any, *, dst: int) -> dict[int, Any] | None:
-        got = self._run(self.mpc.transfer(value, senders=range(self.n_parties), receivers=[dst]),
-                        f"control data for party {dst}")
+        got = self._run(
+            self.mpc.transfer(value, senders=range(self.n_parties), receivers=[dst]),
+            f"control data for party {dst}",
+        )
         return dict(enumerate(got)) if self.here(dst) else None
 
     def close(self) -> None:

@@ -15,8 +15,9 @@ from typing import Any
 from securevfl.errors import SecureVFLError
 
 
-def run_party(spec_dict: dict[str, Any], index: int, addresses: Sequence[str], *,
-              ssl: bool = False) -> dict[str, Any] | None:
+def run_party(
+    spec_dict: dict[str, Any], index: int, addresses: Sequence[str], *, ssl: bool = False
+) -> dict[str, Any] | None:
     """Run this process's party of ``spec_dict``; the label holder returns the record."""
     from securevfl.experiment import run_experiment, spec_from_dict
     from securevfl.runtime.networked import NetworkedRuntime

@@ -18,7 +18,7 @@ def minibatches(n: int, batch_size: int, *, seed: int, epoch: int) -> Iterator[n
     order = make_rng(seed, purpose=f"minibatch/{epoch}").permutation(n)
     b = min(batch_size, n)
     for start in range(0, n, b):
-        yield order[start:start + b]
+        yield order[start : start + b]
 
 
 def n_batches(n: int, batch_size: int) -> int:

@@ -17,7 +17,6 @@ from securevfl.methods.base import RunContext, fingerprint
 from securevfl.models.glm import GLMLoss, Penalty, default_loss_for, make_loss, make_penalty
 from securevfl.training.batching import minibatches
 
-
 DEFAULT_GLM_LR = 4.0  # safe for logistic with ||x|| <= 1 (smoothness 1/4: stable below 8)
 
 
@@ -54,8 +53,13 @@ def resolve_loss(ctx: RunContext) -> GLMLoss:
     return make_loss(ctx.spec.loss or default_loss_for(ctx.info.task))
 
 
-def train_glm(ctx: RunContext, hooks: GLMHooks | None = None, *, fit_intercept: bool = True,
-              penalty: Penalty | None = None) -> tuple[GLMState, float]:
+def train_glm(
+    ctx: RunContext,
+    hooks: GLMHooks | None = None,
+    *,
+    fit_intercept: bool = True,
+    penalty: Penalty | None = None,
+) -> tuple[GLMState, float]:
     """Run vertical minibatch SGD; return the local state and the training wall time (s)."""
     hooks = hooks or GLMHooks()
     rt, spec, info = ctx.rt, ctx.spec, ctx.info
@@ -64,16 +68,22 @@ def train_glm(ctx: RunContext, hooks: GLMHooks | None = None, *, fit_intercept: 
     penalty = penalty or make_penalty(spec.penalty, spec.lam)
     active = 0
     passives = [k for k in ctx.data_parties if k != active]
-    state = GLMState(w={k: np.zeros(info.features_per_party[k]) for k in rt.local_parties
-                        if k < info.data_parties})
-    y_enc = rt.local(active, loss.encode_labels, ctx.views[active].y_train) if rt.here(active) else None
+    state = GLMState(
+        w={
+            k: np.zeros(info.features_per_party[k])
+            for k in rt.local_parties
+            if k < info.data_parties
+        }
+    )
+    y_enc = (
+        rt.local(active, loss.encode_labels, ctx.views[active].y_train) if rt.here(active) else None
+    )
     step = 0
     t0 = time.perf_counter()
     for epoch in range(spec.epochs):
         for idx in minibatches(info.n_train, spec.batch_size, seed=ctx.shared_seed, epoch=epoch):
             b = len(idx)
-            sent = {k: rt.local(k, lambda k=k: hooks.passive_message(
-                ctx, k, ctx.views[k].X_train[idx] @ state.w[k], step)) for k in passives}
+            sent = {k: rt.local(k, _passive_ir, ctx, hooks, state, k, idx, step) for k in passives}
             received = rt.gather(sent, dst=active)
             back = None
             exact = None
@@ -96,16 +106,24 @@ def train_glm(ctx: RunContext, hooks: GLMHooks | None = None, *, fit_intercept: 
     return state, time.perf_counter() - t0
 
 
+def _passive_ir(
+    ctx: RunContext, hooks: GLMHooks, state: GLMState, k: int, idx: np.ndarray, step: int
+) -> np.ndarray:
+    """Runs at passive party k: its IR_k for the minibatch, as the hooks transform it."""
+    return hooks.passive_message(ctx, k, ctx.views[k].X_train[idx] @ state.w[k], step)
+
+
 def predict_glm(ctx: RunContext, state: GLMState, *, split: str = "test") -> np.ndarray | None:
     """Score a split: passive parties send X_k w_k (metered as phase 'eval') to the active party."""
-    rt, info = ctx.rt, ctx.info
+    rt = ctx.rt
     loss = resolve_loss(ctx)
     active = 0
     passives = [k for k in ctx.data_parties if k != active]
     attr = "X_test" if split == "test" else "X_train"
     with rt.meter.in_phase("eval"):
-        parts = {k: rt.local(k, lambda k=k: getattr(ctx.views[k], attr) @ state.w[k])
-                 for k in passives}
+        parts = {
+            k: rt.local(k, lambda k=k: getattr(ctx.views[k], attr) @ state.w[k]) for k in passives
+        }
         received = rt.gather(parts, dst=active)
     if not rt.here(active):
         return None
@@ -116,5 +134,7 @@ def predict_glm(ctx: RunContext, state: GLMState, *, split: str = "test") -> np.
 
 def glm_fingerprints(state: GLMState) -> dict[int, str]:
     """Per-party fingerprints of the local weights (the active party's includes the bias)."""
-    return {k: fingerprint(w, np.array([state.bias]) if k == 0 else np.zeros(0))
-            for k, w in state.w.items()}
+    return {
+        k: fingerprint(w, np.array([state.bias]) if k == 0 else np.zeros(0))
+        for k, w in state.w.items()
+    }

@@ -30,15 +30,16 @@ DEFAULT_MLP_LR = 0.01
 class SplitNNHooks:
     """Plug points of the split-NN trainer; the defaults give non-private split learning."""
 
-    aggregation = "sum"          # "sum" or "concat"
-    bounded_embeddings = False   # tanh on the bottom output (PBM needs a bound C)
+    aggregation = "sum"  # "sum" or "concat"
+    bounded_embeddings = False  # tanh on the bottom output (PBM needs a bound C)
 
     def party_message(self, ctx: RunContext, k: int, emb: np.ndarray, step: int) -> Any:
         """What data party ``k`` sends for its embedding (default: the embedding itself)."""
         return emb
 
-    def aggregate(self, ctx: RunContext, messages: Mapping[int, Any], *, dst: int,
-                  step: int) -> np.ndarray | None:
+    def aggregate(
+        self, ctx: RunContext, messages: Mapping[int, Any], *, dst: int, step: int
+    ) -> np.ndarray | None:
         """Combine the parties' messages at ``dst`` (default: gather, then sum or concat)."""
         got = ctx.rt.gather(messages, dst=dst)
         if got is None:
@@ -80,16 +81,19 @@ def build_models(ctx: RunContext, hooks: SplitNNHooks) -> SplitNNState:
     spec, info, rt = ctx.spec, ctx.info, ctx.rt
     P, H = spec.embedding_dim, spec.hidden
     bottoms = {
-        k: seeded_init(bottom_mlp(info.features_per_party[k], P, hidden=H,
-                                  bounded=hooks.bounded_embeddings),
-                       derive_seed(ctx.shared_seed, purpose=f"init/bottom/{k}"))
-        for k in rt.local_parties if k < info.data_parties
+        k: seeded_init(
+            bottom_mlp(info.features_per_party[k], P, hidden=H, bounded=hooks.bounded_embeddings),
+            derive_seed(ctx.shared_seed, purpose=f"init/bottom/{k}"),
+        )
+        for k in rt.local_parties
+        if k < info.data_parties
     }
     top = None
     if rt.here(info.label_party):
         d_in = P if hooks.aggregation == "sum" else P * info.data_parties
-        top = seeded_init(top_mlp(d_in, _out_dim(ctx), hidden=H),
-                          derive_seed(ctx.shared_seed, purpose="init/top"))
+        top = seeded_init(
+            top_mlp(d_in, _out_dim(ctx), hidden=H), derive_seed(ctx.shared_seed, purpose="init/top")
+        )
     return SplitNNState(bottoms=bottoms, top=top)
 
 
@@ -111,7 +115,9 @@ def train_splitnn(ctx: RunContext, hooks: SplitNNHooks | None = None) -> tuple[S
             embs: dict[int, torch.Tensor] = {}
             msgs: dict[int, Any] = {}
             for k in state.bottoms:
-                embs[k] = state.bottoms[k](torch.as_tensor(ctx.views[k].X_train[idx], dtype=torch.float32))
+                embs[k] = state.bottoms[k](
+                    torch.as_tensor(ctx.views[k].X_train[idx], dtype=torch.float32)
+                )
                 msgs[k] = hooks.party_message(ctx, k, embs[k].detach().numpy(), step)
             agg = hooks.aggregate(ctx, msgs, dst=L, step=step)
             back = None
@@ -131,7 +137,7 @@ def train_splitnn(ctx: RunContext, hooks: SplitNNHooks | None = None) -> tuple[S
             else:
                 grads = {}
                 for k in senders:
-                    piece = back[:, k * P:(k + 1) * P] if rt.here(L) else None
+                    piece = back[:, k * P : (k + 1) * P] if rt.here(L) else None
                     got = rt.send(piece, src=L, dst=k)
                     if rt.here(k):
                         grads[k] = got
@@ -143,8 +149,9 @@ def train_splitnn(ctx: RunContext, hooks: SplitNNHooks | None = None) -> tuple[S
     return state, time.perf_counter() - t0
 
 
-def predict_splitnn(ctx: RunContext, state: SplitNNState, hooks: SplitNNHooks | None = None,
-                    *, split: str = "test") -> np.ndarray | None:
+def predict_splitnn(
+    ctx: RunContext, state: SplitNNState, hooks: SplitNNHooks | None = None, *, split: str = "test"
+) -> np.ndarray | None:
     """Scores of a split at the label holder; embeddings travel plainly (phase 'eval')."""
     hooks = hooks or SplitNNHooks()
     plain = SplitNNHooks()
@@ -152,8 +159,10 @@ def predict_splitnn(ctx: RunContext, state: SplitNNState, hooks: SplitNNHooks | 
     rt, info = ctx.rt, ctx.info
     attr = "X_test" if split == "test" else "X_train"
     with rt.meter.in_phase("eval"), torch.no_grad():
-        msgs = {k: m(torch.as_tensor(getattr(ctx.views[k], attr), dtype=torch.float32)).numpy()
-                for k, m in state.bottoms.items()}
+        msgs = {
+            k: m(torch.as_tensor(getattr(ctx.views[k], attr), dtype=torch.float32)).numpy()
+            for k, m in state.bottoms.items()
+        }
         agg = plain.aggregate(ctx, msgs, dst=info.label_party, step=-1)
         if not rt.here(info.label_party):
             return None
@@ -165,8 +174,10 @@ def predict_splitnn(ctx: RunContext, state: SplitNNState, hooks: SplitNNHooks | 
 
 def splitnn_fingerprints(state: SplitNNState) -> dict[Any, str]:
     """Per-party fingerprints of local parameters (the label holder's includes the top model)."""
-    out = {k: fingerprint(*[p.detach().numpy() for p in m.parameters()])
-           for k, m in state.bottoms.items()}
+    out = {
+        k: fingerprint(*[p.detach().numpy() for p in m.parameters()])
+        for k, m in state.bottoms.items()
+    }
     if state.top is not None:
         out["top"] = fingerprint(*[p.detach().numpy() for p in state.top.parameters()])
     return out
