@@ -123,6 +123,32 @@ def stream_sensitivities(ctx: RunContext, loss: GLMLoss, *, epochs: int, clip: f
     return d_a, d_b, facts
 
 
+def with_constant_feature(ctx: RunContext) -> RunContext:
+    """The active party's columns plus a constant 1: its weight is the intercept.
+
+    The bias then lives in w_A and is clipped with it (||(w_A, b)|| <= k), which the proofs allow
+    (the constant never differs between neighbouring rows). An unclipped bias, as the shared
+    trainer's would be, grows without bound under θ-noise (the noise flattens the sigmoid, the
+    bias compensates) while w stays clipped, and the model then predicts the majority class.
+    """
+    views = dict(ctx.views)
+    active = 0
+    if active in views:
+        v = views[active]
+        views[active] = dataclasses.replace(
+            v, X_train=np.hstack([v.X_train, np.ones((len(v.X_train), 1))]),
+            X_test=np.hstack([v.X_test, np.ones((len(v.X_test), 1))]))
+    fpp = list(ctx.info.features_per_party)
+    fpp[active] += 1
+    info = dataclasses.replace(ctx.info, features_per_party=tuple(fpp))
+    return dataclasses.replace(ctx, views=views, info=info)
+
+
+def predict_hdp(ctx: RunContext, state: GLMState, intercept: bool) -> np.ndarray | None:
+    """Test scores at the active party (with the constant column when the model has one)."""
+    return predict_glm(with_constant_feature(ctx) if intercept else ctx, state)
+
+
 def balanced_batch_size(n: int, batch_size: int) -> int:
     """The batch size giving the same number of batches r but near-equal sizes.
 
@@ -157,7 +183,9 @@ def train_hdp(ctx: RunContext, *accts: GaussianStreamAccountant, epochs: int, cl
     sigma_a = calibrate(calibration, epsilon=eps, delta=delta, sensitivity=d_a)
     sigma_b = calibrate(calibration, epsilon=eps, delta=delta, sensitivity=d_b)
     hooks = HDPHooks(ctx, sigma_a=sigma_a, sigma_b=sigma_b, clip=clip, tag=tag)
-    state, train_s = train_glm(ctx, hooks, fit_intercept=intercept)
+    if intercept:
+        ctx = with_constant_feature(ctx)
+    state, train_s = train_glm(ctx, hooks, fit_intercept=False)
     events = [GaussianEvent(sigma=sigma_a, sensitivity=d_a, party=0, label=f"{tag}: IR_A")]
     events += [GaussianEvent(sigma=sigma_b, sensitivity=d_b, party=k,
                              label=f"{tag}: IR_B of party {k}")
@@ -205,7 +233,7 @@ def cv_tune(ctx: RunContext, acct: GaussianStreamAccountant, *, calibration: str
                     sub = _fold_context(ctx, tr, parts[f])
                     state, _, _ = train_hdp(sub, acct, epochs=e, clip=k, calibration=calibration,
                                             tag=f"cv/{e}/{k}/{f}", intercept=intercept)
-                    pred = predict_glm(sub, state)
+                    pred = predict_hdp(sub, state, intercept)
                     if ctx.rt.here(label):
                         m = metrics_for(ctx.info.task, sub.views[label].y_test, pred)
                         # higher is better: accuracy, or minus the MSE for regression
@@ -278,5 +306,5 @@ class HDPVFL(Method):
                 "validation scoring traffic is not part of the accounted streams")
         report = acct.report(float(spec.delta), extra=priv_extra)
         extra["sigma_a"], extra["sigma_b"] = facts["sigma_a"], facts["sigma_b"]
-        return FitResult(predict_glm(ctx, state), train_s, privacy=report,
+        return FitResult(predict_hdp(ctx, state, intercept), train_s, privacy=report,
                          fingerprints=glm_fingerprints(state), extra=extra)
