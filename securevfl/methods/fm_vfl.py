@@ -107,6 +107,28 @@ def solve_noisy_quadratic(lam: np.ndarray, U: np.ndarray, *, scale: float,
     return vecs[:, keep] @ (-g / (2.0 * vals[keep]))
 
 
+def assemble_objective(task: str, dims: list[int], singles: dict[int, dict[str, Any]],
+                       cross: dict[tuple[int, int], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The server's noisy objective (λ, U) from the single-party blocks and the opened cross
+    products R_ab = M_aᵀM_b + noise (row 0 of R_0b is v·X_b: the first-order terms of party b)."""
+    alpha, c = factors(task)
+    offs = np.cumsum([0, *dims])
+    d = int(offs[-1])
+    lam, U = np.zeros(d), np.zeros((d, d))
+    for k in range(len(dims)):
+        sl = slice(offs[k], offs[k + 1])
+        U[sl, sl] = singles[k]["U"]
+        if k == 0:
+            lam[sl] = singles[0]["lam"]
+    for (a, b), R in cross.items():
+        sa, sb = slice(offs[a], offs[a + 1]), slice(offs[b], offs[b + 1])
+        if a == 0:
+            lam[sb] = alpha * R[0]
+            R = R[1:]
+        U[sa, sb] = 2 * c * R
+    return lam, U
+
+
 def parse_party_epsilons(text: str, K: int, epsilon: float) -> list[float]:
     """``"1,0.5"`` -> one ε^(k) per data party; empty: every party picks --epsilon."""
     if not str(text).strip():
@@ -217,23 +239,11 @@ class FMVFL(Method):
         mpc_s = time.perf_counter() - t_mpc
 
         def assemble_and_solve():
-            offs = np.cumsum([0, *dims])
-            d = int(offs[-1])
-            lam, U = np.zeros(d), np.zeros((d, d))
-            for k in range(K):
-                sl = slice(offs[k], offs[k + 1])
-                U[sl, sl] = singles[k]["U"]
-                if k == 0:
-                    lam[sl] = singles[0]["lam"]
-            for j, (a, b) in enumerate(pairs):
-                R = opened[j]
-                sa, sb = slice(offs[a], offs[a + 1]), slice(offs[b], offs[b + 1])
-                if a == 0:
-                    lam[sb] = alpha * R[0]
-                    R = R[1:]
-                U[sa, sb] = 2 * c * R
+            cross = {p: opened[j] for j, p in enumerate(pairs)}
+            lam, U = assemble_objective(task, dims, singles, cross)
             w = solve_noisy_quadratic(lam, U, scale=max(scales.values()),
                                       ridge=float(spec.option("ridge", self)))
+            offs = np.cumsum([0, *dims])
             return [w[offs[k]:offs[k + 1]] for k in range(K)]
 
         blocks_w = rt.local(server, assemble_and_solve)
