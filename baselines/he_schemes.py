@@ -18,8 +18,8 @@ from protocols import paillier_he as ph
 from securevfl.errors import ConfigError
 from securevfl.methods import RunContext
 
-U_FRAC_BITS = 32   # Paillier fixed point of intermediate results / residuals
-X_FRAC_BITS = 16   # Paillier fixed point of features (|x| <= 1: quantisation error 2^-17)
+U_FRAC_BITS = 32  # Paillier fixed point of intermediate results / residuals
+X_FRAC_BITS = 16  # Paillier fixed point of features (|x| <= 1: quantisation error 2^-17)
 
 
 def parse_coeff_bits(text: str | Any) -> tuple[int, ...]:
@@ -27,8 +27,9 @@ def parse_coeff_bits(text: str | Any) -> tuple[int, ...]:
     try:
         bits = tuple(int(t) for t in str(text).replace(" ", "").split(",") if t)
     except ValueError:
-        raise ConfigError(f"ckks_coeff_bits must be comma-separated integers, got {text!r}") \
-            from None
+        raise ConfigError(
+            f"ckks_coeff_bits must be comma-separated integers, got {text!r}"
+        ) from None
     return bits
 
 
@@ -54,8 +55,9 @@ class Scheme:
         """At the active party: sum encrypted IRs and add its plaintext part."""
         raise NotImplementedError
 
-    def gradient_message(self, k: int, d_payload: Any, X: np.ndarray,
-                         rng: np.random.Generator) -> tuple[Any, Any]:
+    def gradient_message(
+        self, k: int, d_payload: Any, X: np.ndarray, rng: np.random.Generator
+    ) -> tuple[Any, Any]:
         """(masked encrypted X^T d for the coordinator, the mask state kept by party k)."""
         raise NotImplementedError
 
@@ -67,8 +69,10 @@ class Scheme:
         raise NotImplementedError
 
     def describe(self) -> dict[str, Any]:
-        return {"keys": {f"party {k}": self.data_party_keys for k in range(self.K)}
-                | {f"party {self.K} (coordinator)": self.key_holder_keys}}
+        return {
+            "keys": {f"party {k}": self.data_party_keys for k in range(self.K)}
+            | {f"party {self.K} (coordinator)": self.key_holder_keys}
+        }
 
 
 class PlainScheme(Scheme):
@@ -103,9 +107,11 @@ class CKKSScheme(Scheme):
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
         o = ctx.spec.options
-        self.params = ck.CKKSParams(int(o.get("ckks_degree", 8192)),
-                                    parse_coeff_bits(o.get("ckks_coeff_bits", "60,40,40,60")),
-                                    int(o.get("ckks_scale_bits", 40)))
+        self.params = ck.CKKSParams(
+            int(o.get("ckks_degree", 8192)),
+            parse_coeff_bits(o.get("ckks_coeff_bits", "60,40,40,60")),
+            int(o.get("ckks_scale_bits", 40)),
+        )
         self.mask_bound = 2.0 ** int(o.get("ckks_mask_bits", 20))
         b = min(ctx.spec.batch_size, ctx.info.n_train)
         F = max(f + (1 if k == 0 else 0) for k, f in enumerate(ctx.info.features_per_party))
@@ -146,8 +152,7 @@ class CKKSScheme(Scheme):
     def gradient_message(self, k, d_payload, X, rng):
         c = self.ctxs[k]
         d_cts = [ck.from_bytes(c, x) for x in d_payload]
-        cts, mask_sums = ck.masked_products(d_cts, self.layout, X, rng,
-                                            mask_bound=self.mask_bound)
+        cts, mask_sums = ck.masked_products(d_cts, self.layout, X, rng, mask_bound=self.mask_bound)
         return [ck.to_bytes(x) for x in cts], mask_sums
 
     def open(self, payload, features):
@@ -159,13 +164,19 @@ class CKKSScheme(Scheme):
 
     def describe(self):
         out = super().describe()
-        out.update({"ckks": {"poly_modulus_degree": self.params.poly_modulus_degree,
-                             "coeff_mod_bit_sizes": list(self.params.coeff_mod_bit_sizes),
-                             "scale_bits": self.params.scale_bits,
-                             "rows_per_ciphertext": self.layout.rows_per_ct,
-                             "features_per_ciphertext": self.layout.feats_per_ct,
-                             "mask_bound": self.mask_bound},
-                    "public_context_bytes": self.public_bytes})
+        out.update(
+            {
+                "ckks": {
+                    "poly_modulus_degree": self.params.poly_modulus_degree,
+                    "coeff_mod_bit_sizes": list(self.params.coeff_mod_bit_sizes),
+                    "scale_bits": self.params.scale_bits,
+                    "rows_per_ciphertext": self.layout.rows_per_ct,
+                    "features_per_ciphertext": self.layout.feats_per_ct,
+                    "mask_bound": self.mask_bound,
+                },
+                "public_context_bytes": self.public_bytes,
+            }
+        )
         return out
 
 
@@ -226,9 +237,16 @@ class PaillierScheme(Scheme):
 
     def describe(self):
         out = super().describe()
-        out.update({"paillier": {"key_bits": self.bits, "u_frac_bits": U_FRAC_BITS,
-                                 "x_frac_bits": X_FRAC_BITS},
-                    "public_key_bytes": self.public_bytes})
+        out.update(
+            {
+                "paillier": {
+                    "key_bits": self.bits,
+                    "u_frac_bits": U_FRAC_BITS,
+                    "x_frac_bits": X_FRAC_BITS,
+                },
+                "public_key_bytes": self.public_bytes,
+            }
+        )
         return out
 
 

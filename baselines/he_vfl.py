@@ -40,7 +40,7 @@ from securevfl.training.glm_trainer import DEFAULT_GLM_LR
 
 def taylor_loss(theta: np.ndarray, y: np.ndarray) -> np.ndarray:
     """log 2 - y theta / 2 + theta^2 / 8, y in {-1, +1}."""
-    return np.log(2.0) - 0.5 * y * theta + 0.125 * theta ** 2
+    return np.log(2.0) - 0.5 * y * theta + 0.125 * theta**2
 
 
 def taylor_derivative(theta: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -51,22 +51,32 @@ def taylor_derivative(theta: np.ndarray, y: np.ndarray) -> np.ndarray:
 @register_method
 class HEVFL(Method):
     name = "he-vfl"
-    summary = ("HE-VFL: Taylor logistic regression, CKKS (TenSEAL) / Paillier / plain, key at "
-               "a coordinator, masked gradients")
+    summary = (
+        "HE-VFL: Taylor logistic regression, CKKS (TenSEAL) / Paillier / plain, key at "
+        "a coordinator, masked gradients"
+    )
     family = "he"
     models = ("glm",)
     uses_server = True
     options = {
-        "scheme": Option(str, "ckks", "encryption: ckks, paillier, or plain (same protocol, "
-                         "no encryption)", ("ckks", "paillier", "plain")),
+        "scheme": Option(
+            str,
+            "ckks",
+            "encryption: ckks, paillier, or plain (same protocol, no encryption)",
+            ("ckks", "paillier", "plain"),
+        ),
         "paillier_bits": Option(int, 2048, "Paillier modulus bits (>= 256)"),
         "ckks_degree": Option(int, 8192, "CKKS ring degree N"),
         "ckks_coeff_bits": Option(str, "60,40,40,60", "CKKS coefficient modulus chain, bits"),
         "ckks_scale_bits": Option(int, 40, "CKKS scale 2^bits"),
         "ckks_rows_per_ct": Option(int, 0, "CKKS minibatch rows per ciphertext (0 = auto)"),
         "ckks_mask_bits": Option(int, 20, "CKKS gradient mask range 2^bits"),
-        "timed_batches": Option(int, 0, "encrypted minibatches per epoch actually run (0 = all); "
-                                "epoch time is then extrapolated and the record says so"),
+        "timed_batches": Option(
+            int,
+            0,
+            "encrypted minibatches per epoch actually run (0 = all); "
+            "epoch time is then extrapolated and the record says so",
+        ),
     }
 
     def validate(self, spec) -> None:
@@ -75,16 +85,19 @@ class HEVFL(Method):
         if scheme not in SCHEMES:
             raise ConfigError(f"scheme must be one of {sorted(SCHEMES)}, got {scheme!r}")
         if spec.loss not in (None, "logistic"):
-            raise ConfigError(f"loss for he-vfl must be 'logistic' (Taylor-approximated), "
-                              f"got {spec.loss!r}")
+            raise ConfigError(
+                f"loss for he-vfl must be 'logistic' (Taylor-approximated), got {spec.loss!r}"
+            )
         tb = spec.option("timed_batches", self)
         if not isinstance(tb, int) or tb < 0:
             raise ConfigError(f"timed_batches must be an integer >= 0, got {tb!r}")
         if scheme == "ckks":
             try:
-                ck.CKKSParams(int(spec.option("ckks_degree", self)),
-                              parse_coeff_bits(spec.option("ckks_coeff_bits", self)),
-                              int(spec.option("ckks_scale_bits", self))).validate(depth=1)
+                ck.CKKSParams(
+                    int(spec.option("ckks_degree", self)),
+                    parse_coeff_bits(spec.option("ckks_coeff_bits", self)),
+                    int(spec.option("ckks_scale_bits", self)),
+                ).validate(depth=1)
             except ck.CKKSParameterError as exc:
                 raise ConfigError(str(exc)) from None
             mb = spec.option("ckks_mask_bits", self)
@@ -97,17 +110,22 @@ class HEVFL(Method):
         if scheme == "paillier":
             bits = spec.option("paillier_bits", self)
             if not isinstance(bits, int) or bits < ph.MIN_KEY_BITS or bits % 8:
-                raise ConfigError(f"paillier_bits must be an integer >= {ph.MIN_KEY_BITS} and a "
-                                  f"multiple of 8, got {bits!r}")
+                raise ConfigError(
+                    f"paillier_bits must be an integer >= {ph.MIN_KEY_BITS} and a "
+                    f"multiple of 8, got {bits!r}"
+                )
 
     def fit(self, ctx: RunContext) -> FitResult:
         if ctx.info.task != "binary":
-            raise ConfigError(f"he-vfl trains logistic regression: dataset task must be "
-                              f"'binary', got {ctx.info.task!r} ({ctx.info.dataset})")
+            raise ConfigError(
+                f"he-vfl trains logistic regression: dataset task must be "
+                f"'binary', got {ctx.info.task!r} ({ctx.info.dataset})"
+            )
         scheme = SCHEMES[ctx.spec.option("scheme", self)](ctx)
         scheme.setup()
-        state, train_s, extra = train_taylor_he(ctx, scheme,
-                                                int(ctx.spec.option("timed_batches", self)))
+        state, train_s, extra = train_taylor_he(
+            ctx, scheme, int(ctx.spec.option("timed_batches", self))
+        )
         extra.update(scheme.describe())
         extra["setup_s"] = round(scheme.setup_s, 6)
         fps = glm_fingerprints(state)
@@ -116,25 +134,27 @@ class HEVFL(Method):
             # (TenSEAL cannot seed it): weights differ by ~1e-6 between runs even with --seed,
             # so a bit-exact fingerprint would be a false promise. Keep a coarse one in extra.
             extra["approx_fingerprint"] = {
-                str(k): fingerprint(np.round(w, 3)) for k, w in state.w.items()}
-            extra["fingerprint_note"] = ("none: CKKS weights vary ~1e-6 run to run (unseedable "
-                                         "encryption noise); approx_fingerprint rounds to 1e-3")
+                str(k): fingerprint(np.round(w, 3)) for k, w in state.w.items()
+            }
+            extra["fingerprint_note"] = (
+                "none: CKKS weights vary ~1e-6 run to run (unseedable "
+                "encryption noise); approx_fingerprint rounds to 1e-3"
+            )
             fps = {}
         return FitResult(predict_glm(ctx, state), train_s, fingerprints=fps, extra=extra)
 
 
-def train_taylor_he(ctx: RunContext, scheme, timed_batches: int = 0
-                    ) -> tuple[GLMState, float, dict]:
+def train_taylor_he(
+    ctx: RunContext, scheme, timed_batches: int = 0
+) -> tuple[GLMState, float, dict]:
     """The SPMD training loop of the HE-VFL protocol; returns (state, train seconds, extra)."""
     rt, spec, info = ctx.rt, ctx.spec, ctx.info
     K, active, C = info.data_parties, 0, info.data_parties
     passives = list(range(1, K))
     lr = spec.lr if spec.lr is not None else DEFAULT_GLM_LR
     penalty = make_penalty(spec.penalty, spec.lam)
-    state = GLMState(w={k: np.zeros(info.features_per_party[k]) for k in rt.local_parties
-                        if k < K})
-    y = (make_loss("logistic").encode_labels(ctx.views[active].y_train)
-         if rt.here(active) else None)
+    state = GLMState(w={k: np.zeros(info.features_per_party[k]) for k in rt.local_parties if k < K})
+    y = make_loss("logistic").encode_labels(ctx.views[active].y_train) if rt.here(active) else None
     rngs = {k: ctx.noise_rng(k, "he-vfl/mask") for k in state.w}
     per_epoch = n_batches(info.n_train, spec.batch_size)
     run_batches = min(per_epoch, timed_batches) if timed_batches else per_epoch
@@ -143,8 +163,9 @@ def train_taylor_he(ctx: RunContext, scheme, timed_batches: int = 0
     t0 = time.perf_counter()
     for epoch in range(spec.epochs):
         te = time.perf_counter()
-        for bi, idx in enumerate(minibatches(info.n_train, spec.batch_size,
-                                             seed=ctx.shared_seed, epoch=epoch)):
+        for bi, idx in enumerate(
+            minibatches(info.n_train, spec.batch_size, seed=ctx.shared_seed, epoch=epoch)
+        ):
             if bi >= run_batches:
                 break
             tb = time.perf_counter()
@@ -152,18 +173,27 @@ def train_taylor_he(ctx: RunContext, scheme, timed_batches: int = 0
             batch_s.append(time.perf_counter() - tb)
         epoch_s.append(time.perf_counter() - te)
     train_s = time.perf_counter() - t0
-    extra: dict = {"scheme": scheme.name, "loss": "taylor-2 logistic (log2 - yt/2 + t^2/8)",
-                   "batches_per_epoch": per_epoch, "batches_run_per_epoch": run_batches,
-                   "epoch_s": [round(t, 4) for t in epoch_s],
-                   "epoch_s_mean": round(float(np.mean(epoch_s)), 4)}
+    extra: dict = {
+        "scheme": scheme.name,
+        "loss": "taylor-2 logistic (log2 - yt/2 + t^2/8)",
+        "batches_per_epoch": per_epoch,
+        "batches_run_per_epoch": run_batches,
+        "epoch_s": [round(t, 4) for t in epoch_s],
+        "epoch_s_mean": round(float(np.mean(epoch_s)), 4),
+    }
     if run_batches < per_epoch:
         # only the first batches of each epoch ran: the epoch time is an extrapolation and the
         # model saw fewer updates than a full run (its accuracy is not the scheme's accuracy)
         est = float(np.mean(batch_s)) * per_epoch
-        extra.update({"extrapolated": True, "epoch_s_extrapolated": round(est, 3),
-                      "extrapolation": f"mean of {len(batch_s)} timed minibatches x "
-                                       f"{per_epoch} minibatches per epoch",
-                      "truncated_training": True})
+        extra.update(
+            {
+                "extrapolated": True,
+                "epoch_s_extrapolated": round(est, 3),
+                "extrapolation": f"mean of {len(batch_s)} timed minibatches x "
+                f"{per_epoch} minibatches per epoch",
+                "truncated_training": True,
+            }
+        )
     else:
         extra["extrapolated"] = False
     return state, train_s, extra
@@ -173,9 +203,10 @@ def _step(ctx, scheme, state, idx, y, rngs, lr, penalty, passives, C) -> None:
     """One minibatch of the protocol (all parties, SPMD)."""
     rt, active = ctx.rt, 0
     b = len(idx)
-    sent = {k: rt.local(k, lambda k=k: scheme.encrypt_ir(k, ctx.views[k].X_train[idx]
-                                                           @ state.w[k]))
-            for k in passives}
+    sent = {
+        k: rt.local(k, lambda k=k: scheme.encrypt_ir(k, ctx.views[k].X_train[idx] @ state.w[k]))
+        for k in passives
+    }
     got = rt.gather(sent, dst=active)
     d_msg = None
     if rt.here(active):
@@ -191,8 +222,9 @@ def _step(ctx, scheme, state, idx, y, rngs, lr, penalty, passives, C) -> None:
     got = rt.gather({k: msgs.get(k) for k in range(C)}, dst=C)
     opened = {}
     if rt.here(C):
-        opened = {k: scheme.open(got[k], ctx.info.features_per_party[k] + (k == active))
-                  for k in range(C)}
+        opened = {
+            k: scheme.open(got[k], ctx.info.features_per_party[k] + (k == active)) for k in range(C)
+        }
     for k in range(C):
         back = rt.send(opened.get(k), src=C, dst=k)
         if k in state.w:

@@ -58,39 +58,49 @@ class CKKSParams:
         n = self.poly_modulus_degree
         if n not in MAX_COEFF_BITS_128:
             raise CKKSParameterError(
-                f"poly_modulus_degree must be one of {sorted(MAX_COEFF_BITS_128)}, got {n}")
+                f"poly_modulus_degree must be one of {sorted(MAX_COEFF_BITS_128)}, got {n}"
+            )
         bits = list(self.coeff_mod_bit_sizes)
         if len(bits) < 2 or any(not 20 <= b <= 60 for b in bits):
             raise CKKSParameterError(
-                f"coeff_mod_bit_sizes must hold >= 2 primes of 20..60 bits, got {bits}")
+                f"coeff_mod_bit_sizes must hold >= 2 primes of 20..60 bits, got {bits}"
+            )
         if sum(bits) > MAX_COEFF_BITS_128[n]:
             raise CKKSParameterError(
                 f"coeff_mod_bit_sizes must total <= {MAX_COEFF_BITS_128[n]} bits for 128-bit "
-                f"security at N={n}, got {sum(bits)}")
+                f"security at N={n}, got {sum(bits)}"
+            )
         if not 20 <= self.scale_bits <= min(bits[1:-1] or bits[:1]):
             raise CKKSParameterError(
                 f"scale_bits must be in [20, {min(bits[1:-1] or bits[:1])}] (the middle primes), "
-                f"got {self.scale_bits}")
+                f"got {self.scale_bits}"
+            )
         if depth < 0 or depth > self.depth:
             raise CKKSParameterError(
                 f"multiplicative depth must be <= {self.depth} for coeff_mod_bit_sizes {bits} "
-                f"(one rescaling per middle prime), got {depth}")
+                f"(one rescaling per middle prime), got {depth}"
+            )
         # A value must survive decryption: after `depth` rescalings the first prime (and any
         # unused middle primes) must exceed the scale plus the value's own bits.
         if bits[0] - self.scale_bits < 10:
             raise CKKSParameterError(
                 f"first prime must exceed scale_bits by >= 10 bits of integer precision, "
-                f"got {bits[0]} vs {self.scale_bits}")
+                f"got {bits[0]} vs {self.scale_bits}"
+            )
 
 
-def make_secret_context(params: CKKSParams | None = None, *, depth: int = 1,
-                        galois: bool = False, relin: bool = False) -> ts.Context:
+def make_secret_context(
+    params: CKKSParams | None = None, *, depth: int = 1, galois: bool = False, relin: bool = False
+) -> ts.Context:
     """A context holding the secret key (for the key holder only)."""
     params = params or CKKSParams()
     params.validate(depth)
-    ctx = ts.context(ts.SCHEME_TYPE.CKKS, params.poly_modulus_degree,
-                     coeff_mod_bit_sizes=list(params.coeff_mod_bit_sizes))
-    ctx.global_scale = 2.0 ** params.scale_bits
+    ctx = ts.context(
+        ts.SCHEME_TYPE.CKKS,
+        params.poly_modulus_degree,
+        coeff_mod_bit_sizes=list(params.coeff_mod_bit_sizes),
+    )
+    ctx.global_scale = 2.0**params.scale_bits
     if galois:
         ctx.generate_galois_keys()
     if relin:
@@ -100,9 +110,12 @@ def make_secret_context(params: CKKSParams | None = None, *, depth: int = 1,
 
 def public_context_bytes(ctx: ts.Context, *, galois: bool = False, relin: bool = False) -> bytes:
     """Serialize ``ctx`` WITHOUT its secret key (what data parties receive)."""
-    return ctx.serialize(save_public_key=True, save_secret_key=False,
-                         save_galois_keys=galois and ctx.has_galois_keys(),
-                         save_relin_keys=relin and ctx.has_relin_keys())
+    return ctx.serialize(
+        save_public_key=True,
+        save_secret_key=False,
+        save_galois_keys=galois and ctx.has_galois_keys(),
+        save_relin_keys=relin and ctx.has_relin_keys(),
+    )
 
 
 def load_context(data: bytes) -> ts.Context:
@@ -180,7 +193,7 @@ class PackedLayout:
         P, F = self.rows_per_ct, self.feats_per_ct
         v = np.asarray(v, dtype=np.float64)
         padded = np.zeros(self.n_chunks(len(v)) * P)
-        padded[:len(v)] = v
+        padded[: len(v)] = v
         return [np.tile(chunk, F) for chunk in padded.reshape(-1, P)]
 
     def tile_features(self, X: np.ndarray) -> list[list[np.ndarray]]:
@@ -191,13 +204,17 @@ class PackedLayout:
         padded[:b, :d] = X
         # (chunks, P, groups, F) -> (groups, chunks, F, P): feature-major inside each ciphertext
         blocks = padded.reshape(self.n_chunks(b), P, self.n_groups(d), F).transpose(2, 0, 3, 1)
-        return [[blocks[g, c].ravel() for c in range(blocks.shape[1])]
-                for g in range(blocks.shape[0])]
+        return [
+            [blocks[g, c].ravel() for c in range(blocks.shape[1])] for g in range(blocks.shape[0])
+        ]
 
     def block_sums(self, slots: np.ndarray) -> np.ndarray:
         """Sum each feature block of ``P`` slots: ``S`` values -> ``S // P`` values."""
-        return np.asarray(slots, dtype=np.float64)[: self.slots].reshape(
-            self.feats_per_ct, self.rows_per_ct).sum(axis=1)
+        return (
+            np.asarray(slots, dtype=np.float64)[: self.slots]
+            .reshape(self.feats_per_ct, self.rows_per_ct)
+            .sum(axis=1)
+        )
 
 
 def choose_rows_per_ct(slots: int, batch: int, max_features: int) -> int:
@@ -233,14 +250,16 @@ def add_encrypted(parts: Sequence[Sequence[ts.CKKSVector]]) -> list[ts.CKKSVecto
     for other in parts[1:]:
         if len(other) != len(out):
             raise CKKSParameterError(
-                f"operands must have the same number of chunks, got {len(other)} vs {len(out)}")
+                f"operands must have the same number of chunks, got {len(other)} vs {len(out)}"
+            )
         for acc, ct in zip(out, other, strict=True):
             acc.add_(ct)
     return out
 
 
-def add_plain_tiled(cts: Sequence[ts.CKKSVector], layout: PackedLayout,
-                    v: np.ndarray) -> list[ts.CKKSVector]:
+def add_plain_tiled(
+    cts: Sequence[ts.CKKSVector], layout: PackedLayout, v: np.ndarray
+) -> list[ts.CKKSVector]:
     """Add a plaintext per-row vector to a tiled encrypted one (in place; returns ``cts``)."""
     tiles = layout.tile_rows(v)
     if len(tiles) != len(cts):
@@ -248,9 +267,14 @@ def add_plain_tiled(cts: Sequence[ts.CKKSVector], layout: PackedLayout,
     return [ct.add_(t) for ct, t in zip(cts, tiles, strict=True)]
 
 
-def masked_products(d_cts: Sequence[ts.CKKSVector], layout: PackedLayout, X: np.ndarray,
-                    rng: np.random.Generator, *, mask_bound: float) -> tuple[list[ts.CKKSVector],
-                                                                              np.ndarray]:
+def masked_products(
+    d_cts: Sequence[ts.CKKSVector],
+    layout: PackedLayout,
+    X: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    mask_bound: float,
+) -> tuple[list[ts.CKKSVector], np.ndarray]:
     """Encrypted, masked partial products for ``X^T d``.
 
     Returns one ciphertext per feature group holding ``sum_c X_c * d_c + R`` slot-wise (R uniform
@@ -262,7 +286,8 @@ def masked_products(d_cts: Sequence[ts.CKKSVector], layout: PackedLayout, X: np.
     tiles = layout.tile_features(X)
     if tiles and len(tiles[0]) != len(d_cts):
         raise CKKSParameterError(
-            f"X spans {len(tiles[0])} row chunks but the residual has {len(d_cts)}")
+            f"X spans {len(tiles[0])} row chunks but the residual has {len(d_cts)}"
+        )
     out, mask_sums = [], []
     for group in tiles:
         acc = d_cts[0] * group[0]

@@ -21,14 +21,17 @@ def test_default_parameters_are_valid_and_carry_two_levels():
     assert (p.poly_modulus_degree, p.slots, p.depth) == (8192, 4096, 2)
 
 
-@pytest.mark.parametrize("params, depth, match", [
-    (ck.CKKSParams(), 3, "depth must be <= 2"),
-    (ck.CKKSParams(coeff_mod_bit_sizes=(60, 60)), 1, "depth must be <= 0"),
-    (ck.CKKSParams(coeff_mod_bit_sizes=(60, 40, 40, 40, 40, 60)), 1, "<= 218 bits"),
-    (ck.CKKSParams(poly_modulus_degree=5000), 1, "poly_modulus_degree"),
-    (ck.CKKSParams(scale_bits=50), 1, "scale_bits"),
-    (ck.CKKSParams(coeff_mod_bit_sizes=(60, 40, 70)), 1, "20..60 bits"),
-])
+@pytest.mark.parametrize(
+    "params, depth, match",
+    [
+        (ck.CKKSParams(), 3, "depth must be <= 2"),
+        (ck.CKKSParams(coeff_mod_bit_sizes=(60, 60)), 1, "depth must be <= 0"),
+        (ck.CKKSParams(coeff_mod_bit_sizes=(60, 40, 40, 40, 40, 60)), 1, "<= 218 bits"),
+        (ck.CKKSParams(poly_modulus_degree=5000), 1, "poly_modulus_degree"),
+        (ck.CKKSParams(scale_bits=50), 1, "scale_bits"),
+        (ck.CKKSParams(coeff_mod_bit_sizes=(60, 40, 70)), 1, "20..60 bits"),
+    ],
+)
 def test_bad_parameters_raise_a_clear_error(params, depth, match):
     with pytest.raises(ck.CKKSParameterError, match=match):
         params.validate(depth)
@@ -58,14 +61,15 @@ def test_encrypt_rejects_more_values_than_slots(keys):
 @given(b=st.integers(1, 300), d=st.integers(1, 40), logp=st.integers(0, 9))
 def test_layout_reproduces_xtd_in_the_clear(b, d, logp):
     """Tiling + elementwise products + block sums == X^T d (the packing, without encryption)."""
-    L = ck.PackedLayout(1024, 2 ** logp)
+    L = ck.PackedLayout(1024, 2**logp)
     rng = np.random.default_rng(b * 100 + d)
     X, v = rng.normal(size=(b, d)), rng.normal(size=b)
     rows = L.tile_rows(v)
     feats = L.tile_features(X)
     assert all(len(t) == 1024 for t in rows) and len(feats) == L.n_groups(d)
-    got = np.concatenate([L.block_sums(sum(r * x for r, x in zip(rows, g, strict=True)))
-                          for g in feats])[:d]
+    got = np.concatenate(
+        [L.block_sums(sum(r * x for r, x in zip(rows, g, strict=True))) for g in feats]
+    )[:d]
     np.testing.assert_allclose(got, X.T @ v, atol=1e-9)
 
 
@@ -77,7 +81,7 @@ def test_masked_products_open_to_xtd_after_unmasking(keys, b, d, P):
     P = P or ck.choose_rows_per_ct(4096, b, d)
     L = ck.PackedLayout(4096, P)
     d_cts = ck.encrypt_tiled(pc, L, v)
-    cts, mask_sums = ck.masked_products(d_cts, L, X, rng, mask_bound=2.0 ** 20)
+    cts, mask_sums = ck.masked_products(d_cts, L, X, rng, mask_bound=2.0**20)
     opened = ck.reduce_blocks([ck.from_bytes(sk, ck.to_bytes(c)) for c in cts], L, d)
     truth = X.T @ v
     # what the key holder sees is far from the gradient: every slot carries a 2^20 mask
@@ -89,8 +93,9 @@ def test_sums_and_plain_additions(keys):
     sk, _, pc = keys
     L = ck.PackedLayout(4096, 256)
     a, b, c = (np.random.default_rng(i).normal(size=600) for i in range(3))
-    s = ck.add_plain_tiled(ck.add_encrypted([ck.encrypt_tiled(pc, L, a),
-                                             ck.encrypt_tiled(pc, L, b)]), L, c)
+    s = ck.add_plain_tiled(
+        ck.add_encrypted([ck.encrypt_tiled(pc, L, a), ck.encrypt_tiled(pc, L, b)]), L, c
+    )
     got = np.concatenate([ck.decrypt(ck.from_bytes(sk, ck.to_bytes(x)))[:256] for x in s])
     np.testing.assert_allclose(got[:600], a + b + c, atol=1e-4)
     with pytest.raises(ck.CKKSParameterError, match="same number of chunks"):

@@ -30,14 +30,15 @@ def test_taylor_loss_is_the_second_order_expansion_of_the_logistic_loss():
     t = np.linspace(-0.3, 0.3, 7)
     for y in (-1.0, 1.0):
         exact = np.logaddexp(0.0, -y * t)
-        assert np.max(np.abs(taylor_loss(t, y) - exact)) < 0.3 ** 4 / 100
+        assert np.max(np.abs(taylor_loss(t, y) - exact)) < 0.3**4 / 100
         eps = 1e-6
         num = (taylor_loss(t + eps, y) - taylor_loss(t - eps, y)) / (2 * eps)
         np.testing.assert_allclose(taylor_derivative(t, y), num, atol=1e-8)
 
 
-@pytest.mark.parametrize("scheme, K, tol", [("plain", 3, 1e-10), ("ckks", 2, 1e-4),
-                                            ("paillier", 2, 1e-4)])
+@pytest.mark.parametrize(
+    "scheme, K, tol", [("plain", 3, 1e-10), ("ckks", 2, 1e-4), ("paillier", 2, 1e-4)]
+)
 def test_protocol_matches_a_pooled_numpy_taylor_sgd(scheme, K, tol):
     spec = _spec(parties=K, epochs=2, lr=1.0, options={"scheme": scheme, "paillier_bits": 512})
     ctx = _ctx(spec)
@@ -77,8 +78,9 @@ def test_data_parties_cannot_decrypt_and_coordinator_sees_only_masked_gradients(
     y = np.where(ctx.views[0].y_train[idx] == 1, 1.0, -1.0)
     truth_1 = ctx.views[1].X_train[idx].T @ (0.0 - 2.0 * y)  # first step: w = 0, b = 0
     assert np.median(np.abs(seen[1] - truth_1)) > 1000  # masked by 2^20-range noise
-    paillier = SCHEMES["paillier"](_ctx(_spec(options={"scheme": "paillier",
-                                                       "paillier_bits": 512})))
+    paillier = SCHEMES["paillier"](
+        _ctx(_spec(options={"scheme": "paillier", "paillier_bits": 512}))
+    )
     paillier.setup()
     assert all(not hasattr(paillier.pub[k], "p") for k in (0, 1, 2))
 
@@ -88,21 +90,26 @@ def test_record_reports_keys_setup_traffic_and_accuracy_close_to_plain():
     plain = run_experiment(_spec(epochs=3, options={"scheme": "plain"}))
     ex = ckks["extra"]
     assert ex["scheme"] == "ckks" and not ex["extrapolated"]
-    assert "public key only" in ex["keys"]["party 1"] and "secret" in ex["keys"][
-        "party 2 (coordinator)"]
+    assert (
+        "public key only" in ex["keys"]["party 1"]
+        and "secret" in ex["keys"]["party 2 (coordinator)"]
+    )
     setup = ckks["comm"]["by_phase"]["setup"]
     # the public context reaches both data parties, metered apart from training
     assert setup["messages"] == 2 and setup["bytes"] >= 2 * ex["public_context_bytes"] > 0
     assert "setup" not in plain["comm"]["by_phase"]
-    assert ckks["comm"]["by_phase"]["train"]["bytes"] > 100 * plain["comm"]["by_phase"][
-        "train"]["bytes"]
+    assert (
+        ckks["comm"]["by_phase"]["train"]["bytes"]
+        > 100 * plain["comm"]["by_phase"]["train"]["bytes"]
+    )
     assert abs(ckks["metrics"]["auc"] - plain["metrics"]["auc"]) < 1e-3
     assert ckks["model_fingerprint"] == {} and ex["approx_fingerprint"]
 
 
 def test_paillier_timed_batches_are_extrapolated_and_say_so():
-    rec = run_experiment(_spec(options={"scheme": "paillier", "paillier_bits": 512,
-                                        "timed_batches": 2}))
+    rec = run_experiment(
+        _spec(options={"scheme": "paillier", "paillier_bits": 512, "timed_batches": 2})
+    )
     ex = rec["extra"]
     assert ex["extrapolated"] and ex["truncated_training"]
     assert ex["batches_run_per_epoch"] == 2 and ex["batches_per_epoch"] == 8
@@ -111,17 +118,20 @@ def test_paillier_timed_batches_are_extrapolated_and_say_so():
     assert 2 * 64 <= rec["comm"]["by_phase"]["setup"]["bytes"] < 2 * 64 + 64
 
 
-@pytest.mark.parametrize("kw, match", [
-    (dict(options={"scheme": "rsa"}), "scheme must be one of"),
-    (dict(options={"ckks_coeff_bits": "60,40,40,40,40,60"}), "<= 218 bits"),
-    (dict(options={"ckks_coeff_bits": "60,60"}), "depth must be <= 0"),
-    (dict(options={"ckks_coeff_bits": "sixty"}), "comma-separated"),
-    (dict(options={"ckks_rows_per_ct": 300}), "divide"),
-    (dict(options={"scheme": "paillier", "paillier_bits": 100}), "paillier_bits"),
-    (dict(options={"timed_batches": -1}), "timed_batches"),
-    (dict(loss="least-squares"), "loss for he-vfl"),
-    (dict(dataset="diabetes"), "task must be 'binary'"),
-])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(options={"scheme": "rsa"}), "scheme must be one of"),
+        (dict(options={"ckks_coeff_bits": "60,40,40,40,40,60"}), "<= 218 bits"),
+        (dict(options={"ckks_coeff_bits": "60,60"}), "depth must be <= 0"),
+        (dict(options={"ckks_coeff_bits": "sixty"}), "comma-separated"),
+        (dict(options={"ckks_rows_per_ct": 300}), "divide"),
+        (dict(options={"scheme": "paillier", "paillier_bits": 100}), "paillier_bits"),
+        (dict(options={"timed_batches": -1}), "timed_batches"),
+        (dict(loss="least-squares"), "loss for he-vfl"),
+        (dict(dataset="diabetes"), "task must be 'binary'"),
+    ],
+)
 def test_bad_input_raises_config_error(kw, match):
     with pytest.raises(ConfigError, match=match):
         run_experiment(_spec(**kw))

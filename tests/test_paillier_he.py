@@ -47,9 +47,9 @@ def test_masked_matvec_unmasks_to_xtd_and_hides_it(keys):
     opened = ph.decrypt_vector(priv, cts)
     # the key holder's residues are uniform-looking mod n, nowhere near the fixed-point truth
     truth = ph.encode(pub, X.T @ d, 48)
-    assert all(abs(o - t) > 2 ** 100 for o, t in zip(opened, truth, strict=True))
+    assert all(abs(o - t) > 2**100 for o, t in zip(opened, truth, strict=True))
     got = ph.unmask(pub, opened, masks, 48)
-    np.testing.assert_allclose(got, X.T @ d, atol=30 * 2.0 ** -16)
+    np.testing.assert_allclose(got, X.T @ d, atol=30 * 2.0**-16)
 
 
 def test_operand_checks(keys):

@@ -14,8 +14,12 @@ import numpy as np  # noqa: E402
 
 # Published anchors (not measured here): seconds per epoch and rows
 ANCHORS = [
-    ("VFLAIR, Paillier-256 HE logistic regression, Credit", 6021.0 / 40, 30000,
-     "6,021 s for 40 epochs"),
+    (
+        "VFLAIR, Paillier-256 HE logistic regression, Credit",
+        6021.0 / 40,
+        30000,
+        "6,021 s for 40 epochs",
+    ),
     ("TenSEAL tutorial, encrypted logistic regression (CKKS)", 160.0, 780, "160 s per epoch"),
 ]
 
@@ -45,8 +49,11 @@ def _table(records: list[dict[str, Any]]) -> list[str]:
     groups: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
         groups[_key(r)][label(r)].append(r)
-    lines = ["| dataset | n train | batch | K | method | epochs | s / epoch | vs CKKS | accuracy "
-             "| train MB / epoch | setup bytes |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| dataset | n train | batch | K | method | epochs | s / epoch | vs CKKS | accuracy "
+        "| train MB / epoch | setup bytes |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for key, by in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0]))):
         ckks = [epoch_seconds(r)[0] for r in by.get("he-vfl/ckks", [])]
         ref = float(np.mean(ckks)) if ckks else None
@@ -56,20 +63,32 @@ def _table(records: list[dict[str, Any]]) -> list[str]:
             extrap = any(e for _, e in secs)
             acc = float(np.mean([r["metrics"].get("accuracy", np.nan) for r in rs]))
             trunc = any((r.get("extra") or {}).get("truncated_training") for r in rs)
-            mb = float(np.mean([r["comm"]["by_phase"].get("train", {}).get("bytes", 0)
-                                / max(1, r["config"].get("epochs", 1)) for r in rs])) / 1e6
+            mb = (
+                float(
+                    np.mean(
+                        [
+                            r["comm"]["by_phase"].get("train", {}).get("bytes", 0)
+                            / max(1, r["config"].get("epochs", 1))
+                            for r in rs
+                        ]
+                    )
+                )
+                / 1e6
+            )
             if trunc:  # only the timed minibatches ran: per-epoch bytes scale like the time
                 ex = rs[0]["extra"]
                 mb *= ex["batches_per_epoch"] / max(1, ex["batches_run_per_epoch"])
-            setup = int(np.mean([r["comm"]["by_phase"].get("setup", {}).get("bytes", 0)
-                                 for r in rs]))
+            setup = int(
+                np.mean([r["comm"]["by_phase"].get("setup", {}).get("bytes", 0) for r in rs])
+            )
             epochs = sorted({r["config"].get("epochs") for r in rs})
             lines.append(
                 f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {lab} | "
                 f"{','.join(map(str, epochs))} | {s:.3f}{' (extrapolated)' if extrap else ''} | "
                 f"{'—' if ref is None else f'{s / ref:.3g}x'} | "
                 f"{'n/a (truncated run)' if trunc else f'{acc:.4f}'} | "
-                f"{mb:.2f}{' (extrapolated)' if trunc else ''} | {setup:,} |")
+                f"{mb:.2f}{' (extrapolated)' if trunc else ''} | {setup:,} |"
+            )
     return lines
 
 
@@ -103,7 +122,8 @@ def _runtime_plot(records: list[dict[str, Any]], out: Path) -> list[str]:
         return []
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     series: dict[str, dict[str, dict[float, list[float]]]] = {
-        kind: defaultdict(lambda: defaultdict(list)) for kind in ("epochs", "n")}
+        kind: defaultdict(lambda: defaultdict(list)) for kind in ("epochs", "n")
+    }
     n_min = min(r["n_train"] + r["n_test"] for r in syn)
     for r in syn:
         n = r["n_train"] + r["n_test"]
@@ -113,8 +133,10 @@ def _runtime_plot(records: list[dict[str, Any]], out: Path) -> list[str]:
             series["epochs"][label(r)][ep].append(total)
         if ep == 1:
             series["n"][label(r)][n].append(total)
-    for ax, kind, xl in ((axes[0], "epochs", f"epochs (n = {n_min})"),
-                         (axes[1], "n", "rows n (1 epoch)")):
+    for ax, kind, xl in (
+        (axes[0], "epochs", f"epochs (n = {n_min})"),
+        (axes[1], "n", "rows n (1 epoch)"),
+    ):
         for lab, pts in sorted(series[kind].items()):
             xs = sorted(pts)
             if len(xs) < 2:
@@ -140,12 +162,16 @@ def render(records: list[dict[str, Any]], out: Path) -> str:
         return "## HE-VFL\n\nNo he-vfl records.\n"
     keys = {_key(r) for r in he}
     rel = [r for r in records if _key(r) in keys and r["method"] in ("he-vfl", "vfl")]
-    lines = ["## HE-VFL: CKKS vs Paillier vs the plain Taylor twin", "",
-             "Taylor-approximated logistic regression (log 2 − y·t/2 + t²/8); the coordinator "
-             "(party K) holds the secret key; every gradient reaches it masked. `plain` runs the "
-             "same protocol without encryption (accuracy reference); Paillier rows marked "
-             "*extrapolated* ran only the first minibatches of each epoch "
-             "(`timed_batches`), so their accuracy is not reported.", ""]
+    lines = [
+        "## HE-VFL: CKKS vs Paillier vs the plain Taylor twin",
+        "",
+        "Taylor-approximated logistic regression (log 2 − y·t/2 + t²/8); the coordinator "
+        "(party K) holds the secret key; every gradient reaches it masked. `plain` runs the "
+        "same protocol without encryption (accuracy reference); Paillier rows marked "
+        "*extrapolated* ran only the first minibatches of each epoch "
+        "(`timed_batches`), so their accuracy is not reported.",
+        "",
+    ]
     lines += _table(rel)
     acc = _acceptance(rel)
     if acc:
@@ -153,21 +179,28 @@ def render(records: list[dict[str, Any]], out: Path) -> str:
     ck = next((r for r in he if (r.get("extra") or {}).get("scheme") == "ckks"), None)
     if ck:
         ex = ck["extra"]
-        lines += ["", "**Keys held** (CKKS run): " + "; ".join(
-            f"{who}: {what}" for who, what in ex.get("keys", {}).items()),
+        lines += [
+            "",
+            "**Keys held** (CKKS run): "
+            + "; ".join(f"{who}: {what}" for who, what in ex.get("keys", {}).items()),
             f"Public context shipped once per data party: {ex.get('public_context_bytes', 0):,} "
             "bytes (phase `setup`, metered apart from training; with Galois keys it would be "
             "~35 MB — the protocol needs none: the coordinator sums masked slots instead of "
-            "rotating)."]
+            "rotating).",
+        ]
     lines += ["", "**Published anchors** (not measured here):", ""]
     for name, s, rows, txt in ANCHORS:
-        lines.append(f"- {name}: {txt} on {rows:,} rows = {s:,.1f} s/epoch, "
-                     f"{1e3 * s / rows:.2f} ms per row-epoch")
+        lines.append(
+            f"- {name}: {txt} on {rows:,} rows = {s:,.1f} s/epoch, "
+            f"{1e3 * s / rows:.2f} ms per row-epoch"
+        )
     for r in he:
         if r["dataset"] == "adult" and r["extra"].get("scheme") in ("ckks", "paillier"):
             s, e = epoch_seconds(r)
-            lines.append(f"- this run, he-vfl/{r['extra']['scheme']} on adult: {s:.2f} s/epoch "
-                         f"on {r['n_train']:,} rows = {1e3 * s / r['n_train']:.3f} ms per "
-                         f"row-epoch{' (extrapolated)' if e else ''}")
+            lines.append(
+                f"- this run, he-vfl/{r['extra']['scheme']} on adult: {s:.2f} s/epoch "
+                f"on {r['n_train']:,} rows = {1e3 * s / r['n_train']:.3f} ms per "
+                f"row-epoch{' (extrapolated)' if e else ''}"
+            )
     lines += [""] + _runtime_plot(rel, out)
     return "\n".join(lines) + "\n"
