@@ -20,11 +20,11 @@ from securevfl.privacy.mechanisms import classic_gaussian_sigma
 def test_epsilon_matches_dp_accounting_pld(sigma, sens):
     delta = 1e-5
     ours = analytic_gaussian_epsilon(sigma=sigma, delta=delta, sensitivity=sens)
-    ref = pld.from_gaussian_mechanism(sigma, sensitivity=sens, value_discretization_interval=1e-5)
+    ref = pld.from_gaussian_mechanism(sigma, sensitivity=sens, value_discretization_interval=1e-4)
     theirs = ref.get_epsilon_for_delta(delta)
     # the PLD is a pessimistic discretisation: slightly above the exact value, never below
     assert theirs >= ours - 1e-9
-    assert theirs == pytest.approx(ours, rel=2e-3, abs=1e-4)
+    assert theirs == pytest.approx(ours, rel=5e-3, abs=1e-3)
 
 
 @pytest.mark.parametrize("eps", [0.01, 0.5, 1.0, 10.0, 1000.0])
