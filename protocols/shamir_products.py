@@ -284,7 +284,7 @@ def modmatmul_t(A: np.ndarray, B: np.ndarray, p: int) -> np.ndarray:
 # --------------------------------------------------------------------------- launcher
 
 
-def _free_ports(n: int) -> list[int]:
+def free_ports(n: int) -> list[int]:
     socks, ports = [], []
     for _ in range(n):
         s = socket.socket()
@@ -317,7 +317,7 @@ def run_block_products(
                          f"n_max {n_max} and noise_bound {noise_bound:.3g}, got {frac_bits}")
     shapes = {i: (n, M.shape[1]) for i, M in matrices.items()}
     enc_noise = {j: encode_noise(noises[j], frac_bits, noise_bound) for j in noises}
-    addresses = [f"127.0.0.1:{p}" for p in _free_ports(n_parties)]
+    addresses = [f"127.0.0.1:{p}" for p in free_ports(n_parties)]
     job = {"shapes": {str(k): v for k, v in shapes.items()},
            "pairs": [[p.a, p.b, p.noise_party] for p in pairs], "receiver": receiver,
            "impl": impl, "timeout": timeout}
@@ -330,18 +330,8 @@ def run_block_products(
                    "noises": {j: v for j, v in enc_noise.items() if pairs[j].noise_party == i}}
             with open(os.path.join(tmp, f"in{i}.pkl"), "wb") as fh:
                 pickle.dump(own, fh)
-        procs = []
-        for i in range(n_parties):
-            cmd = [sys.executable, "-m", "protocols.mpyc_party", "--job", tmp, "-I", str(i),
-                   "--no-log"]
-            for a in addresses:
-                cmd += ["-P", a]
-            err = open(os.path.join(tmp, f"err{i}.txt"), "w+")
-            env = dict(os.environ, PYTHONPATH=_project_root() + os.pathsep
-                       + os.environ.get("PYTHONPATH", ""))
-            procs.append((subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env),
-                          err))
-        _wait_all(procs, timeout + 10.0)
+        procs = [spawn_party(tmp, i, addresses) for i in range(n_parties)]
+        wait_all(procs, timeout + 10.0)
         with open(os.path.join(tmp, f"out{receiver}.pkl"), "rb") as fh:
             result = pickle.load(fh)
         stats = PhaseStats(wall_s=time.perf_counter() - t0, frac_bits=frac_bits)
@@ -354,11 +344,23 @@ def run_block_products(
     return result, stats
 
 
+def spawn_party(job_dir: str, index: int, addresses: Sequence[str]):
+    """Start MPyC party ``index`` on ``job_dir``; returns (Popen, its stderr file)."""
+    cmd = [sys.executable, "-m", "protocols.mpyc_party", "--job", job_dir, "-I", str(index),
+           "--no-log"]
+    for a in addresses:
+        cmd += ["-P", a]
+    err = open(os.path.join(job_dir, f"err{index}.txt"), "w+")
+    env = dict(os.environ, PYTHONPATH=_project_root() + os.pathsep
+               + os.environ.get("PYTHONPATH", ""))
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env), err
+
+
 def _project_root() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _wait_all(procs: list[tuple[subprocess.Popen, Any]], timeout: float) -> None:
+def wait_all(procs: list[tuple[subprocess.Popen, Any]], timeout: float) -> None:
     """Wait for every process; on the first failure or the deadline kill the rest and raise."""
     deadline = time.monotonic() + timeout
     try:
