@@ -66,10 +66,10 @@ def modulus_bits(bound: int) -> int:
 
 def pack_bits(values: np.ndarray, bits: int) -> bytes:
     """Pack non-negative integers < 2^bits into ceil(n*bits/8) bytes (little-endian bit order)."""
-    v = np.asarray(values, dtype=np.uint64).ravel()
-    shifts = np.arange(bits, dtype=np.uint64)
-    flat = ((v[:, None] >> shifts) & np.uint64(1)).astype(np.uint8).ravel()
-    return np.packbits(flat, bitorder="little").tobytes()
+    v = np.ascontiguousarray(np.asarray(values).ravel().astype("<u4"))
+    # the low ``bits`` bits of each little-endian uint32, then re-packed densely
+    b = np.unpackbits(v.view(np.uint8).reshape(-1, 4), axis=1, bitorder="little")[:, :bits]
+    return np.packbits(b.ravel(), bitorder="little").tobytes()
 
 
 def unpack_bits(data: bytes, bits: int, count: int) -> np.ndarray:
@@ -79,19 +79,18 @@ def unpack_bits(data: bytes, bits: int, count: int) -> np.ndarray:
         raise SecAggError(f"packed payload must be {need} bytes for {count} values of {bits} bits, "
                           f"got {len(data)}")
     flat = np.unpackbits(np.frombuffer(data, dtype=np.uint8), count=count * bits, bitorder="little")
-    weights = np.left_shift(np.uint64(1), np.arange(bits, dtype=np.uint64))
-    return flat.reshape(count, bits).astype(np.uint64) @ weights
+    weights = np.left_shift(1, np.arange(bits, dtype=np.int64))
+    return (flat.reshape(count, bits) @ weights).astype(np.uint64)
 
 
-def _round_mask(pair_key: bytes, *, round_id: int, batch_id: int, count: int,
-                bits: int) -> np.ndarray:
-    """r-bit masks for one (pair, round, batch): AES-256-CTR keystream under an HKDF-derived key."""
+def _round_mask(pair_key: bytes, *, round_id: int, batch_id: int, count: int) -> np.ndarray:
+    """uint32 masks of one (pair, round, batch): AES-256-CTR keystream, HKDF-derived key."""
     key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
                info=_ROUND_INFO + struct.pack(">QQ", round_id, batch_id)).derive(pair_key)
     enc = Cipher(algorithms.AES(key), modes.CTR(_ZERO_NONCE)).encryptor()
     stream = enc.update(bytes(4 * count)) + enc.finalize()
-    words = np.frombuffer(stream, dtype="<u4").astype(np.uint64)
-    return words & np.uint64((1 << bits) - 1)
+    # full uint32 words: callers add them mod 2^32 and reduce mod 2^r (2^r divides 2^32) once
+    return np.frombuffer(stream, dtype="<u4")
 
 
 class SecAggParty:
@@ -143,12 +142,15 @@ class SecAggParty:
         if bad:
             raise SecAggError(f"values must be integers in [0, 2^{self.bits}), got range "
                               f"[{q.min()}, {q.max()}] of dtype {q.dtype}")
-        mod = np.uint64((1 << self.bits) - 1)
-        y = q.astype(np.uint64)
+        y = q.astype("<u4")
         for j, key in self._pair_keys.items():
-            m = _round_mask(key, round_id=round_id, batch_id=batch_id, count=q.size, bits=self.bits)
-            # i < j adds, i > j subtracts: the two copies of each pair mask cancel in the sum
-            y = (y + m) & mod if self.index < j else (y - m) & mod
+            m = _round_mask(key, round_id=round_id, batch_id=batch_id, count=q.size)
+            # i < j adds, i > j subtracts (uint32 wraps mod 2^32): the pair masks cancel in the sum
+            if self.index < j:
+                y += m
+            else:
+                y -= m
+        y &= np.uint32((1 << self.bits) - 1)
         header = _HEADER.pack(self.session, self.index, round_id, batch_id, q.size)
         return header + pack_bits(y, self.bits)
 

@@ -190,6 +190,12 @@ class _SumSplitNN(Method):
                 extra["epoch_train_accuracy"] = [float(c / ctx.info.n_train)
                                                  for c in hooks.correct]
         extra["epoch_train_s"] = train_s / ctx.spec.epochs
+        if scores is not None and ctx.info.task == "binary":
+            from sklearn.metrics import average_precision_score
+
+            # AUPRC, the metric of the paper's phishing figures
+            y = ctx.views[ctx.info.label_party].y_test
+            extra["auprc"] = float(average_precision_score(y, np.asarray(scores)[:, 1]))
         return FitResult(scores, train_s, privacy=privacy,
                          fingerprints=splitnn_fingerprints(state), extra=extra)
 
