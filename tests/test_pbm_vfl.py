@@ -143,3 +143,15 @@ def test_per_epoch_train_accuracy_is_recorded() -> None:
     acc = rec["extra"]["epoch_train_accuracy"]
     assert len(acc) == 3 and all(0.0 <= a <= 1.0 for a in acc)
     assert acc[-1] > 0.7  # breast is easy: the training forward pass learns within 3 epochs
+
+
+def test_private_eval_goes_through_secure_aggregation() -> None:
+    priv = run_experiment(_spec("pbm-vfl", epochs=1))
+    plain = run_experiment(_spec("pbm-vfl", epochs=1, options={"eval": "plain"}))
+    assert priv["model_fingerprint"] == plain["model_fingerprint"]  # same training
+    # 113 test rows in 2 batches of <= 64, packed at r = bitlength(64*3) = 8 bits, not float32
+    ev = lambda r: r["comm"]["by_phase"]["eval"]["bytes"]  # noqa: E731
+    assert ev(priv) < 0.5 * ev(plain)
+    assert priv["comm"]["by_phase"]["eval"]["messages"] == 3 * 2
+    with pytest.raises(ConfigError, match="eval must be"):
+        run_experiment(_spec("pbm-vfl", options={"eval": "noisy"}))

@@ -12,8 +12,9 @@ party sends and how the server combines it:
 * ``npq``: Algorithm 2 without PBM and secure aggregation (plain embeddings, plain sum).
 * ``ldp-vfl``: every party adds N(0, 2M/(b beta^2)) to each coordinate, no secure aggregation.
 
-Test-time scoring uses the core's plain ``predict_splitnn`` (phase "eval"), as the paper
-evaluates the trained model; only training traffic is protected.
+Test-time scoring (``--eval private``, the default) runs through the same aggregation as
+training, so the server never sees a plain embedding; ``--eval plain`` scores on plain
+embeddings with the core's ``predict_splitnn`` (the model's accuracy without inference noise).
 """
 
 from __future__ import annotations
@@ -49,10 +50,13 @@ from securevfl.training import (
 )
 
 DEFAULT_DELTA = 1e-5
+EVAL_ROUND = 1 << 40  # round id of test-time scoring, apart from every training epoch
 BOUND = 1.0  # tanh bottoms: every embedding coordinate lies in [-1, 1]
 PBM_OPTIONS = {
     "b": Option(int, 64, "PBM trials per coordinate b >= 1"),
     "beta": Option(float, 0.25, "PBM beta in (0, 0.25]"),
+    "eval": Option(str, "private", "test-time scoring through the private aggregation "
+                   "('private') or on plain embeddings ('plain')", ("private", "plain")),
 }
 
 
@@ -72,7 +76,11 @@ class BoundedSumHooks(SplitNNHooks):
             self.correct[step // self.n_batches] += int(np.sum(outputs.argmax(axis=1) == y))
 
     def batch_of(self, ctx: RunContext, step: int) -> tuple[int, int, int]:
-        """(epoch, batch id, batch size) of a training step: the minibatch schedule is public."""
+        """(round id, batch id, batch size) of a step: the minibatch schedule is public."""
+        if step < 0:  # test-time scoring: its own round id, chunks of the test split
+            batch = -step - 1
+            bs = min(ctx.spec.batch_size, ctx.info.n_test)
+            return EVAL_ROUND, batch, min(bs, ctx.info.n_test - batch * bs)
         epoch, batch = divmod(step, self.n_batches)
         bs = min(ctx.spec.batch_size, ctx.info.n_train)
         return epoch, batch, min(bs, ctx.info.n_train - batch * bs)
@@ -156,6 +164,32 @@ class PBMSecAggHooks(BoundedSumHooks):
         return h
 
 
+def predict_private(ctx: RunContext, state: Any, hooks: BoundedSumHooks) -> np.ndarray | None:
+    """Score the test split through the method's own aggregation (PBM + secure aggregation, or
+    noisy embeddings), in batches, metered as phase 'eval': the server never sees plain
+    embeddings, at training or at inference time."""
+    import torch
+
+    rt, info, L = ctx.rt, ctx.info, ctx.info.label_party
+    bs = min(ctx.spec.batch_size, info.n_test)
+    outs = []
+    with rt.meter.in_phase("eval"), torch.no_grad():
+        for chunk, start in enumerate(range(0, info.n_test, bs)):
+            step = -chunk - 1
+            msgs = {k: hooks.party_message(ctx, k, m(torch.as_tensor(
+                ctx.views[k].X_test[start:start + bs], dtype=torch.float32)).numpy(), step)
+                for k, m in state.bottoms.items()}
+            agg = hooks.aggregate(ctx, msgs, dst=L, step=step)
+            if rt.here(L):
+                outs.append(state.top(torch.as_tensor(agg, dtype=torch.float32)))
+    if not rt.here(L):
+        return None
+    out = torch.cat(outs)
+    if info.task == "regression":
+        return out[:, 0].numpy().astype(float)
+    return torch.softmax(out, dim=1).numpy().astype(float)
+
+
 class _SumSplitNN(Method):
     """Shared shape of the three methods: split-NN, server with labels and fusion model."""
 
@@ -175,12 +209,18 @@ class _SumSplitNN(Method):
             check_open_unit("delta", spec.delta)
 
     def pbm_params(self, spec: RunSpec) -> tuple[int, float]:
+        mode = spec.option("eval", self)
+        if mode not in ("private", "plain"):
+            raise ConfigError(f"eval must be 'private' or 'plain', got {mode!r}")
         return check_pbm_params(spec.option("b", self), spec.option("beta", self))
 
     def _finish(self, ctx: RunContext, hooks: BoundedSumHooks, privacy: PrivacyReport | None,
                 extra: dict[str, Any]) -> FitResult:
         state, train_s = train_splitnn(ctx, hooks)
-        scores = predict_splitnn(ctx, state, hooks)
+        if "eval" in self.options and ctx.spec.option("eval", self) == "private":
+            scores = predict_private(ctx, state, hooks)
+        else:
+            scores = predict_splitnn(ctx, state, hooks)
         losses = state.losses
         nb = n_batches(ctx.info.n_train, ctx.spec.batch_size)
         if losses:
