@@ -84,7 +84,8 @@ def test_field_sizing_and_input_checks():
 def test_vectorized_and_naive_open_the_exact_noisy_products():
     rng = np.random.default_rng(0)
     n, f, bound = 200, 16, 1e3
-    X = {0: rng.uniform(-1, 1, (n, 3)), 1: rng.uniform(-1, 1, (n, 2)), 2: rng.uniform(-1, 1, (n, 2))}
+    X = {0: rng.uniform(-1, 1, (n, 3)), 1: rng.uniform(-1, 1, (n, 2)),
+         2: rng.uniform(-1, 1, (n, 2))}
     M = {k: sp.encode_fixed(v, f) for k, v in X.items()}
     pairs = [sp.Pair(0, 1, 0), sp.Pair(0, 2, 0), sp.Pair(1, 2, 1)]
     noises = {j: rng.laplace(0, 5.0, (M[p.a].shape[1], M[p.b].shape[1]))
@@ -140,6 +141,7 @@ def test_crashed_party_raises_instead_of_hanging():
 
 
 @pytest.mark.networked
+@pytest.mark.slow
 def test_missing_party_times_out():
     with tempfile.TemporaryDirectory() as tmp:
         _job(tmp, timeout=2)

@@ -1,0 +1,142 @@
+"""FM-VFL (securevfl/methods/fm_vfl.py): Claim 1 with real MPyC parties, the record's budgets,
+the baselines fm-central and dpsgd-c, and input validation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from baselines.dpsgd_c import dpsgd_epsilon, vector_laplace
+from baselines.fm_central import central_fm
+from protocols import shamir_products as sp
+from securevfl.errors import ConfigError
+from securevfl.experiment import run_experiment, validate_spec
+from securevfl.methods.base import RunSpec
+from securevfl.methods.fm_vfl import (
+    assemble_objective,
+    factors,
+    label_vector,
+    single_coefficients,
+    solve_noisy_quadratic,
+)
+from securevfl.privacy.events import PureDPEvent
+from securevfl.privacy.functional import block_sensitivities, global_sensitivity
+
+
+def _vfl_same_draws(task, X, y, dims, eps, E_U, E_l):
+    """FM-VFL's pipeline (single blocks locally, cross blocks by real MPyC parties) with the
+    noise slices of one global draw."""
+    K = len(dims)
+    offs = np.cumsum([0, *dims])
+    scale = global_sensitivity(block_sensitivities(task, dims)) / eps
+    alpha, c = factors(task)
+    v = label_vector(task, y)
+    Xs = [X[:, offs[k]:offs[k + 1]] for k in range(K)]
+    sl = [slice(offs[k], offs[k + 1]) for k in range(K)]
+    singles = {}
+    for k in range(K):
+        _, lam, U = single_coefficients(task, Xs[k], v if k == 0 else None)
+        singles[k] = {"U": U + scale * E_U[sl[k], sl[k]],
+                      "lam": None if lam is None else lam + scale * E_l[sl[0]]}
+    pairs = [(a, b) for a in range(K) for b in range(a + 1, K)]
+    mats = {k: (np.hstack([v[:, None], Xs[0]]) if k == 0 else Xs[k]) for k in range(K)}
+    noises = {}
+    for j, (a, b) in enumerate(pairs):
+        N = scale * E_U[sl[a], sl[b]] / (2 * c)
+        if a == 0:
+            N = np.vstack([scale * E_l[sl[b]][None, :] / alpha, N])
+        noises[j] = N
+    bound = 45 * scale / min(abs(alpha), 2 * c)
+    f = sp.choose_frac_bits(sp.MAX_ROWS, bound)
+    enc = {k: sp.encode_fixed(M, f) for k, M in mats.items()}
+    opened, _ = sp.run_block_products(enc, noises, [sp.Pair(a, b, a) for a, b in pairs],
+                                      n_parties=K + 1, receiver=K, frac_bits=f,
+                                      noise_bound=bound, timeout=60)
+    dec = sp.decode_products(opened, f)
+    lam, U = assemble_objective(task, dims, singles, {p: dec[j] for j, p in enumerate(pairs)})
+    return solve_noisy_quadratic(lam, U, scale=scale, ridge=1.0), lam, U, f
+
+
+@pytest.mark.networked
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["logistic", "linear"])
+def test_claim_1_vfl_equals_centralized_fm_with_the_same_draws(task):
+    rng = np.random.default_rng(3)
+    n, d, eps = 400, 9, 5.0
+    X = rng.uniform(-1, 1, (n, d))
+    y = (rng.random(n) < 1 / (1 + np.exp(-X @ rng.normal(size=d)))).astype(float) \
+        if task == "logistic" else np.clip(X @ rng.normal(size=d) / d, -1, 1)
+    E_U = np.triu(rng.laplace(0, 1, (d, d)))
+    E_l = rng.laplace(0, 1, d)
+    w_c, scale, *_ = central_fm(task, X, y, epsilon=eps, rng=None,
+                                unit_noise=(E_U, E_l, 0.0))
+    _, lam_c, U_c = single_coefficients(task, X, label_vector(task, y))
+    lam_c, U_c = lam_c + scale * E_l, U_c + scale * E_U
+    for dims in ([4, 5], [3, 3, 3], [2, 2, 2, 3]):
+        w_v, lam_v, U_v, f = _vfl_same_draws(task, X, y, dims, eps, E_U, E_l)
+        # fixed point: inputs rounded to 2^-(f+1), so a product sum moves by <= n 2^-f (times
+        # the coefficient factor <= 2); the noise itself is encoded to 2^-2f
+        tol = 2 * n * 2.0**-f
+        assert np.abs(lam_v - lam_c).max() <= tol and np.abs(U_v - U_c).max() <= tol, dims
+        assert np.allclose(w_v, w_c, rtol=0, atol=1e-4), (dims, np.abs(w_v - w_c).max())
+
+
+@pytest.mark.networked
+def test_contract_run_on_breast_reports_budgets():
+    rec = run_experiment(RunSpec(method="fm-vfl", dataset="breast", parties=2, epochs=1,
+                                 batch_size=64, seed=0, epsilon=1.0, delta=1e-5, model="glm"))
+    pv = rec["privacy"]
+    assert pv["epsilon"] == pytest.approx(1.0)
+    d = rec["extra"]["d"]
+    assert d == 31 and pv["delta_f"] == pytest.approx(d * d / 4 + d)
+    for k in ("0", "1"):
+        assert 0 < pv["per_party"][k]["epsilon"] < 1.0
+    assert rec["comm"]["by_phase"]["mpc"]["bytes"] > 0
+    assert set(rec["extra"]["mpc"]["peak_rss_mb"]) == {"0", "1", "2"} or \
+        set(rec["extra"]["mpc"]["peak_rss_mb"]) == {0, 1, 2}
+    assert 0.0 <= rec["metrics"]["accuracy"] <= 1.0
+
+
+@pytest.mark.networked
+def test_bottom_up_record_respects_party_choices():
+    rec = run_experiment(RunSpec(method="fm-vfl", dataset="diabetes", parties=2, seed=1,
+                                 epsilon=1.0, options={"budget": "bottom-up",
+                                                       "party_epsilons": "0.5,2"}))
+    per = rec["privacy"]["per_party"]
+    assert per["0"]["epsilon"] == pytest.approx(0.5)
+    assert per["1"]["epsilon"] <= 2.0
+    assert rec["privacy"]["epsilon"] < 2.5 and "mse" in rec["metrics"]
+
+
+def test_bad_options_raise_config_errors():
+    with pytest.raises(ConfigError, match="party_epsilons must give 2 values"):
+        validate_spec(RunSpec(method="fm-vfl", epsilon=1.0,
+                              options={"budget": "bottom-up", "party_epsilons": "1"}))
+    with pytest.raises(ConfigError, match="epsilon must be given"):
+        validate_spec(RunSpec(method="fm-vfl"))
+    with pytest.raises(ConfigError, match="ridge must be >= 0"):
+        validate_spec(RunSpec(method="fm-vfl", epsilon=1.0, options={"ridge": -1.0}))
+
+
+def test_solver_trims_an_indefinite_noisy_quadratic():
+    lam = np.array([1.0, -2.0])
+    U = np.array([[1.0, 0.0], [0.0, -5.0]])  # unbounded below without trimming
+    w = solve_noisy_quadratic(lam, U, scale=0.0, ridge=0.0)
+    assert w[1] == 0.0 and w[0] == pytest.approx(-0.5)
+    assert np.isfinite(solve_noisy_quadratic(lam, U, scale=1.0, ridge=1.0)).all()
+
+
+def test_dpsgd_c_noise_and_accountant():
+    rng = np.random.default_rng(0)
+    Z = np.array([np.linalg.norm(vector_laplace(rng, 5, sensitivity=2.0, epsilon=0.5))
+                  for _ in range(4000)])
+    assert Z.mean() == pytest.approx(5 * 2.0 / 0.5, rel=0.05)  # ||Z|| ~ Gamma(d, Δ/ε)
+    ev = [PureDPEvent(0.1, label=f"{e}/{s}") for e in range(3) for s in range(10)]
+    assert dpsgd_epsilon(ev, epochs=3) == pytest.approx(0.3)  # parallel within, sum across
+
+
+def test_fm_central_and_dpsgd_c_run():
+    for m in ("fm-central", "dpsgd-c"):
+        rec = run_experiment(RunSpec(method=m, dataset="breast", epochs=2, seed=0, epsilon=1.0))
+        assert rec["privacy"]["epsilon"] == pytest.approx(1.0)
+        assert 0.0 <= rec["metrics"]["accuracy"] <= 1.0
