@@ -8,6 +8,16 @@ from securevfl.data.custom import register_party_arrays
 from securevfl.errors import DataError
 from securevfl.experiment import run_experiment
 from securevfl.methods import RunSpec
+from securevfl.registry import _REGISTRIES
+
+
+@pytest.fixture(autouse=True)
+def _forget_user_datasets():
+    """User datasets registered here must not leak into the catalogue other tests check."""
+    before = set(_REGISTRIES.get("dataset", {}))
+    yield
+    for name in set(_REGISTRIES.get("dataset", {})) - before:
+        del _REGISTRIES["dataset"][name]
 
 
 def _write(path, header, rows):
