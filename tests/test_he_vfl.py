@@ -145,3 +145,20 @@ def test_runs_with_one_process_per_party():
     assert rec["runtime"] == "processes"
     assert rec["comm"]["by_phase"]["setup"]["messages"] == 2
     assert abs(rec["metrics"]["auc"] - ref["metrics"]["auc"]) < 1e-3
+
+
+def test_report_section_and_demo(tmp_path, capsys):
+    from bench.demos import ckks as demo
+    from bench.reports import he
+
+    recs = [
+        run_experiment(_spec(options={"scheme": s, "paillier_bits": 512, "timed_batches": t}))
+        for s, t in (("ckks", 0), ("plain", 0), ("paillier", 2))
+    ]
+    md = he.render(recs, tmp_path)
+    assert "| breast | 456 | 64 | 2 | he-vfl/paillier | 1 |" in md
+    assert "(extrapolated)" in md and "n/a (truncated run)" in md
+    assert "6,021 s for 40 epochs" in md and "Keys held" in md
+    assert demo.main(["--rows", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "C sees" in out and "ValueError" in out and "public context" in out
