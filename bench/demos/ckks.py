@@ -21,6 +21,11 @@ def main(args: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="securevfl demo ckks", description=HELP)
     ap.add_argument("--rows", type=int, default=8, help="minibatch rows (default 8)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the toy data and masks")
+    ap.add_argument(
+        "--with-galois",
+        action="store_true",
+        help="also generate Galois (rotation) keys and print the size of that public context",
+    )
     a = ap.parse_args(args)
     if a.rows < 1:
         raise ConfigError(f"--rows must be >= 1, got {a.rows}")
@@ -49,6 +54,12 @@ def main(args: list[str]) -> int:
     )
     for k in (0, 1):
         print(f"  party {k} holds keys {ck.keys_held(ctx[k])}")
+    if a.with_galois:
+        g = ck.make_secret_context(galois=True)
+        size = len(ck.public_context_bytes(g, galois=True))
+        print(
+            f"  (for comparison, a public context WITH Galois keys: {_kb(size)}; not needed here)"
+        )
     try:
         ck.decrypt(ck.from_bytes(ctx[1], ck.to_bytes(ck.encrypt(ctx[1], [1.0]))))
     except ValueError as exc:
