@@ -155,3 +155,17 @@ def test_private_eval_goes_through_secure_aggregation() -> None:
     assert priv["comm"]["by_phase"]["eval"]["messages"] == 3 * 2
     with pytest.raises(ConfigError, match="eval must be"):
         run_experiment(_spec("pbm-vfl", options={"eval": "noisy"}))
+
+
+@pytest.mark.slow
+@pytest.mark.networked
+def test_pbm_vfl_over_real_processes_matches_in_process() -> None:
+    from securevfl.experiment import run_in_processes
+
+    spec = _spec("pbm-vfl", parties=2, epochs=1, timeout=30.0)
+    net = run_in_processes(spec)
+    local = run_experiment(spec)
+    assert net["runtime"] == "processes"
+    assert net["model_fingerprint"] == local["model_fingerprint"]
+    assert net["metrics"] == local["metrics"]
+    assert net["comm"]["by_phase"]["train"]["bytes"] == local["comm"]["by_phase"]["train"]["bytes"]

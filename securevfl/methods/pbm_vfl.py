@@ -60,6 +60,12 @@ PBM_OPTIONS = {
 }
 
 
+def _all_senders(ctx: RunContext, messages: Mapping[int, Any]) -> dict[int, Any]:
+    """Every data party as a key (None where it does not live): a networked gather needs the
+    same sender list in every process, and the trainer passes only local parties' messages."""
+    return {k: messages.get(k) for k in ctx.data_parties}
+
+
 class BoundedSumHooks(SplitNNHooks):
     """NPQ: the plain sum of tanh-bounded embeddings."""
 
@@ -69,6 +75,10 @@ class BoundedSumHooks(SplitNNHooks):
     def __init__(self, ctx: RunContext) -> None:
         self.n_batches = n_batches(ctx.info.n_train, ctx.spec.batch_size)
         self.correct = np.zeros(ctx.spec.epochs)
+
+    def aggregate(self, ctx: RunContext, messages: Mapping[int, Any], *, dst: int,
+                  step: int) -> np.ndarray | None:
+        return super().aggregate(ctx, _all_senders(ctx, messages), dst=dst, step=step)
 
     def observe(self, ctx: RunContext, step: int, outputs: np.ndarray, y: np.ndarray) -> None:
         # train accuracy of the forward pass the server actually ran (noisy sums included)
@@ -148,7 +158,7 @@ class PBMSecAggHooks(BoundedSumHooks):
                   step: int) -> np.ndarray | None:
         from protocols.secagg import SecAggError
 
-        got = ctx.rt.gather(messages, dst=dst)
+        got = ctx.rt.gather(_all_senders(ctx, messages), dst=dst)
         if self.server is None:
             return None
         t0 = time.perf_counter()
