@@ -238,6 +238,8 @@ def cv_tune(ctx: RunContext, acct: GaussianStreamAccountant, *, calibration: str
             intercept: bool = True, folds: int = 5) -> tuple[int, float, list[dict[str, float]]]:
     """The paper's tuning: 5-fold CV on the training split over e x k; returns (e, k, table).
 
+    The CV score is the validation AUC for binary tasks (accuracy otherwise, -MSE for regression).
+
     Every CV run is itself a DP run and its events enter ``acct`` (so the reported ε includes
     the cost of tuning). Validation scoring sends plain X_k w_k of validation rows, as ordinary
     VFL inference does; that traffic is outside the accounted streams (noted in the record).
@@ -261,8 +263,9 @@ def cv_tune(ctx: RunContext, acct: GaussianStreamAccountant, *, calibration: str
                     pred = predict_hdp(sub, state, intercept)
                     if ctx.rt.here(label):
                         m = metrics_for(ctx.info.task, sub.views[label].y_test, pred)
-                        # higher is better: accuracy, or minus the MSE for regression
-                        s = m["accuracy"] if "accuracy" in m else -m["mse"]
+                        # higher is better: AUC where defined (accuracy ties at the majority
+                        # class whenever noise flattens the model), else accuracy, else -MSE
+                        s = m.get("auc", m.get("accuracy", -m.get("mse", np.inf)))
                         scores.append(s if np.isfinite(s) else -np.inf)
                 if ctx.rt.here(label):
                     table.append({"epochs": e, "clip_norm": k, "cv_score": float(np.mean(scores))})
