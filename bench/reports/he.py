@@ -34,6 +34,16 @@ def epoch_seconds(r: dict[str, Any]) -> tuple[float, bool]:
     return r["time"]["train_s"] / max(1, int(r["config"].get("epochs", 1))), False
 
 
+def epoch_cpu_seconds(r: dict[str, Any]) -> float | None:
+    """CPU seconds per epoch of the recording process (he-vfl records only); scaled up like the
+    wall time when only the timed minibatches ran."""
+    ex = r.get("extra") or {}
+    if "epoch_cpu_s_mean" not in ex:
+        return None
+    scale = ex["batches_per_epoch"] / max(1, ex["batches_run_per_epoch"])
+    return float(ex["epoch_cpu_s_mean"]) * scale
+
+
 def label(r: dict[str, Any]) -> str:
     if r["method"] == "he-vfl":
         return f"he-vfl/{(r.get('extra') or {}).get('scheme', r['config'].get('scheme', 'ckks'))}"
@@ -50,9 +60,9 @@ def _table(records: list[dict[str, Any]]) -> list[str]:
     for r in records:
         groups[_key(r)][label(r)].append(r)
     lines = [
-        "| dataset | n train | batch | K | method | epochs | s / epoch | vs CKKS | accuracy "
-        "| train MB / epoch | setup bytes |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| dataset | n train | batch | K | method | epochs | s / epoch | CPU s / epoch | vs CKKS "
+        "| accuracy | train MB / epoch | setup bytes |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key, by in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0]))):
         ckks = [epoch_seconds(r)[0] for r in by.get("he-vfl/ckks", [])]
@@ -82,9 +92,12 @@ def _table(records: list[dict[str, Any]]) -> list[str]:
                 np.mean([r["comm"]["by_phase"].get("setup", {}).get("bytes", 0) for r in rs])
             )
             epochs = sorted({r["config"].get("epochs") for r in rs})
+            cpus = [c for c in (epoch_cpu_seconds(r) for r in rs) if c is not None]
+            cpu = f"{np.mean(cpus):.3f}" if cpus else "—"
             lines.append(
                 f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {lab} | "
                 f"{','.join(map(str, epochs))} | {s:.3f}{' (extrapolated)' if extrap else ''} | "
+                f"{cpu} | "
                 f"{'—' if ref is None else f'{s / ref:.3g}x'} | "
                 f"{'n/a (truncated run)' if trunc else f'{acc:.4f}'} | "
                 f"{mb:.2f}{' (extrapolated)' if trunc else ''} | {setup:,} |"
@@ -102,6 +115,9 @@ def _acceptance(records: list[dict[str, Any]]) -> list[str]:
             continue
         ck = float(np.mean([epoch_seconds(r)[0] for r in d["he-vfl/ckks"]]))
         line = f"- {key[0]} (n={key[1]}, batch {key[2]}): CKKS {ck:.2f} s/epoch"
+        cpu = [c for c in (epoch_cpu_seconds(r) for r in d["he-vfl/ckks"]) if c is not None]
+        if cpu:
+            line += f" wall ({np.mean(cpu):.2f} s CPU)"
         full_ck = [r for r in d["he-vfl/ckks"] if not r["extra"].get("truncated_training")]
         full_pl = [r for r in d.get("he-vfl/plain", [])]
         if full_ck and full_pl:
