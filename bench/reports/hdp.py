@@ -128,8 +128,8 @@ def _hyper(records: list[dict[str, Any]], out: Path) -> list[str]:
     tuned = [r for r in records if r["method"] == HDP and _cfg(r, "tune", False)]
     if tuned:
         md += ["### Tuned by 5-fold CV on the training split", "",
-               "| dataset | ε target | chosen (e, k) per seed | accuracy | ε final training | "
-               "ε incl. 45 CV runs |", "|---|---|---|---|---|---|"]
+               "| dataset | ε target | chosen (e, k) per seed | accuracy | AUC | "
+               "ε final training | ε incl. 45 CV runs |", "|---|---|---|---|---|---|---|"]
         by: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
         for r in tuned:
             by[(r["dataset"], float(_cfg(r, "epsilon")))].append(r)
@@ -138,6 +138,7 @@ def _hyper(records: list[dict[str, Any]], out: Path) -> list[str]:
                                f"{r['extra']['tuning']['chosen_clip_norm']:g})" for r in g)
             md.append(f"| {ds} | {eps:g} | {chosen} | "
                       f"{_mean_std([r['metrics']['accuracy'] for r in g])} | "
+                      f"{_mean_std([r['metrics'].get('auc') for r in g])} | "
                       f"{g[0]['privacy'].get('epsilon_final_training_only', float('nan')):.4g} | "
                       f"{g[0]['privacy']['epsilon']:.4g} |")
         md.append("")
