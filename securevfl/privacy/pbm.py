@@ -63,9 +63,23 @@ def pbm_quantize(x: np.ndarray, *, b: int, beta: float, rng: np.random.Generator
         raise ConfigError(f"PBM inputs must lie in [-{bound}, {bound}], got max |x| = "
                           f"{float(np.max(np.abs(x)))}")
     p = 0.5 + (beta / bound) * np.clip(x, -bound, bound)
-    q = rng.binomial(b, p).astype(np.int64)
+    q = _binomial(b, p, rng)
     dim = int(x.shape[-1]) if x.ndim else 1
     return q, PBMEvent(b=b, beta=beta, n_parties=n_parties, dim=dim, bound=bound, party=party)
+
+
+def _binomial(b: int, p: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Binomial(b, p) draws with per-element p, from a torch generator seeded by ``rng``.
+
+    torch's sampler (float64 probabilities) is ~4x faster than numpy's for a per-element p on
+    this machine, which matters: PBM runs on every embedding coordinate at every step.
+    """
+    import torch
+
+    gen = torch.Generator().manual_seed(int(rng.integers(0, 2**63 - 1)))
+    pt = torch.from_numpy(np.ascontiguousarray(p, dtype=np.float64))
+    draws = torch.binomial(torch.full_like(pt, float(b)), pt, generator=gen)
+    return draws.numpy().astype(np.int64)
 
 
 def pbm_estimate_sum(q_sum: np.ndarray, *, b: int, beta: float, n_parties: int,
