@@ -140,3 +140,17 @@ def test_fm_central_and_dpsgd_c_run():
         rec = run_experiment(RunSpec(method=m, dataset="breast", epochs=2, seed=0, epsilon=1.0))
         assert rec["privacy"]["epsilon"] == pytest.approx(1.0)
         assert 0.0 <= rec["metrics"]["accuracy"] <= 1.0
+
+
+@pytest.mark.networked
+@pytest.mark.slow
+def test_processes_runtime_uses_its_own_mpyc_and_gives_the_same_model():
+    from securevfl.experiment import run_in_processes
+
+    spec = RunSpec(method="fm-vfl", dataset="breast", parties=2, seed=4, epsilon=2.0,
+                   timeout=60)
+    a = run_experiment(spec)
+    b = run_in_processes(spec)
+    assert b["runtime"] == "processes"
+    assert a["model_fingerprint"] == b["model_fingerprint"]
+    assert b["comm"]["by_phase"]["mpc"]["bytes"] > 0

@@ -253,8 +253,9 @@ class FMVFL(Method):
             w_k[k] = rt.send(blocks_w[k] if rt.here(server) else None, src=server, dst=k)
         train_s = time.perf_counter() - t0
         with rt.meter.in_phase("predict"):
-            partial = {k: X_t @ w_k[k] for k in range(K) if rt.here(k)
-                       for X_t in [_box(ctx, k, intercept, test=True)]}
+            # every party lists every sender (None where it does not live): SPMD lockstep
+            partial = {k: rt.local(k, lambda k=k: _box(ctx, k, intercept, test=True) @ w_k[k])
+                       for k in range(K)}
             got = rt.gather(partial, dst=0)
         scores = None
         if rt.here(0):
