@@ -78,13 +78,14 @@ class NoiseStream:
         self.pos = 0
 
     def take(self, m: int) -> np.ndarray:
+        """The next ``m`` noise values (a read-only view: callers add it, never modify it)."""
         if self.pos + m > len(self.buf):
-            rest = self.buf[self.pos:]
-            self.buf = np.concatenate([rest, self.rng.standard_normal(max(self.chunk, m))])
+            fresh = self.sigma * self.rng.standard_normal(max(self.chunk, m))
+            self.buf = np.concatenate([self.buf[self.pos:], fresh])
             self.pos = 0
         out = self.buf[self.pos:self.pos + m]
         self.pos += m
-        return self.sigma * out
+        return out
 
 
 class HDPHooks(GLMHooks):
