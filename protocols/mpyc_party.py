@@ -53,12 +53,14 @@ def main() -> int:
     pairs = [Pair(*p) for p in job["pairs"]]
     timeout = float(job["timeout"])
 
+    trace = {} if job.get("trace") else None
+
     async def program():
         await mpc.start()
         t0 = time.perf_counter()
         res = await block_products(mpc, me=me, shapes=shapes, pairs=pairs,
                                    matrix=own["matrix"], noises=own["noises"],
-                                   receiver=job["receiver"], impl=job["impl"])
+                                   receiver=job["receiver"], impl=job["impl"], trace=trace)
         secure_s = time.perf_counter() - t0
         nbytes = {p.pid: p.protocol.nbytes_sent for p in mpc.parties
                   if p.pid != me and p.protocol is not None}
@@ -73,6 +75,9 @@ def main() -> int:
     if res is not None:
         with open(os.path.join(ours.job, f"out{me}.pkl"), "wb") as fh:
             pickle.dump(res, fh)
+    if trace is not None:
+        with open(os.path.join(ours.job, f"trace{me}.pkl"), "wb") as fh:
+            pickle.dump(trace, fh)
     peak_kb = peak_rss_kb()
     with open(os.path.join(ours.job, f"stats{me}.json"), "w") as fh:
         json.dump({"secure_s": secure_s, "peak_rss_mb": peak_kb / 1024.0, "bytes_sent": nbytes},

@@ -80,6 +80,7 @@ class PhaseStats:
     peak_rss_mb: dict[int, float] = field(default_factory=dict)
     bytes_sent: dict[int, dict[int, int]] = field(default_factory=dict)  # [src][dst]
     frac_bits: int = 0
+    trace: dict[int, dict[str, Any]] = field(default_factory=dict)  # demo: each party's shares
 
 
 def choose_frac_bits(n_max: int, noise_bound: float, *, max_frac_bits: int = MAX_FRAC_BITS) -> int:
@@ -162,11 +163,13 @@ def shamir_split(secrets_: np.ndarray, p: int, t: int, m: int) -> np.ndarray:
 async def block_products(mpc: Any, *, me: int, shapes: dict[int, tuple[int, int]],
                          pairs: Sequence[Pair], matrix: np.ndarray | None,
                          noises: dict[int, np.ndarray], receiver: int,
-                         impl: str = "vectorized") -> dict[int, np.ndarray] | None:
+                         impl: str = "vectorized",
+                         trace: dict[str, Any] | None = None) -> dict[int, np.ndarray] | None:
     """Every MPyC party runs this; returns ``{pair index: M_aᵀM_b + N}`` (ints) at ``receiver``.
 
     ``matrix`` is this party's encoded matrix (None if it has none), ``noises[j]`` its encoded
-    noise for pair ``j`` (only for pairs with ``noise_party == me``).
+    noise for pair ``j`` (only for pairs with ``noise_party == me``). If ``trace`` is a dict,
+    the vectorised path records this party's shares in it (for the demo).
     """
     if impl not in IMPLS:
         raise ValueError(f"impl must be one of {list(IMPLS)}, got {impl!r}")
@@ -177,12 +180,14 @@ async def block_products(mpc: Any, *, me: int, shapes: dict[int, tuple[int, int]
     involved = sorted({p.a for p in pairs} | {p.b for p in pairs})
     futures = []
     if impl == "vectorized":
-        fast_input, at_b = _vector_ops(mpc, secfld)
-        sec = {i: fast_input(matrix if me == i else None, i, shapes[i]) for i in involved}
+        fast_input, at_b = _vector_ops(mpc, secfld, trace)
+        sec = {i: fast_input(matrix if me == i else None, i, shapes[i], False, f"M_{i}")
+               for i in involved}
         for j, p in enumerate(pairs):
             shape = (shapes[p.a][1], shapes[p.b][1])
-            noise = fast_input(noises.get(j), p.noise_party, shape, True)
-            block = at_b(sec[p.a], sec[p.b])  # ONE secure product (one resharing) per block
+            noise = fast_input(noises.get(j), p.noise_party, shape, True, f"N_{p.a}{p.b}")
+            # ONE secure product (one resharing) per block
+            block = at_b(sec[p.a], sec[p.b], f"{p.a}{p.b}")
             futures.append(mpc.output(block + noise, receivers=[receiver]))
     else:
         # naive: the seed's per-coefficient scalar products over lists of secure field elements
@@ -209,7 +214,7 @@ async def block_products(mpc: Any, *, me: int, shapes: dict[int, tuple[int, int]
             for j, (o, p) in enumerate(zip(out, pairs, strict=True))}
 
 
-def _vector_ops(mpc: Any, secfld: Any):
+def _vector_ops(mpc: Any, secfld: Any, trace: dict[str, Any] | None = None):
     """Two MPyC coroutines over secure field arrays.
 
     ``fast_input(M, sender, shape)``: like ``mpc.input`` for one array, but the sender splits
@@ -227,7 +232,7 @@ def _vector_ops(mpc: Any, secfld: Any):
     p = int(field.order)
 
     @mpc_coro
-    async def fast_input(M, sender, shape, as_object=False):
+    async def fast_input(M, sender, shape, as_object=False, name=""):
         await mpc.returnType((secfld.array, tuple(shape)))
         me, m = mpc.pid, len(mpc.parties)
         if me == sender:
@@ -243,13 +248,17 @@ def _vector_ops(mpc: Any, secfld: Any):
             mine = np.frombuffer(msg, dtype=np.int64)
         # int64 values are only ever read by at_b; anything MPyC itself computes on gets objects
         mine = mine.reshape(shape)
+        if trace is not None:
+            trace.setdefault("shares", {})[name] = {"sender": sender, "share": mine.copy()}
         return field.array(mine.astype(object) if as_object else mine, check=False)
 
     @mpc_coro
-    async def at_b(A, B):
+    async def at_b(A, B, name=""):
         await mpc.returnType((type(A), (A.shape[1], B.shape[1])))
         A, B = await mpc.gather(A, B)  # this party's shares, as finite-field arrays
         C = field.array(modmatmul_t(A.value, B.value, p), check=False)
+        if trace is not None:
+            trace.setdefault("product_shares", {})[name] = np.asarray(C.value, dtype=object)
         return mpc._reshare(C)  # degree 2t -> t; MPyC 0.11's own resharing step
 
     return fast_input, at_b
@@ -300,6 +309,7 @@ def run_block_products(
     matrices: dict[int, np.ndarray], noises: dict[int, np.ndarray], pairs: Sequence[Pair], *,
     n_parties: int, receiver: int, frac_bits: int, noise_bound: float,
     impl: str = "vectorized", timeout: float = 120.0, n_max: int = MAX_ROWS,
+    trace: bool = False,
 ) -> tuple[dict[int, np.ndarray], PhaseStats]:
     """Spawn ``n_parties`` MPyC processes, run :func:`block_products`, return the opened blocks.
 
@@ -320,7 +330,7 @@ def run_block_products(
     addresses = [f"127.0.0.1:{p}" for p in free_ports(n_parties)]
     job = {"shapes": {str(k): v for k, v in shapes.items()},
            "pairs": [[p.a, p.b, p.noise_party] for p in pairs], "receiver": receiver,
-           "impl": impl, "timeout": timeout}
+           "impl": impl, "timeout": timeout, "trace": trace}
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="shamir-") as tmp:
         with open(os.path.join(tmp, "job.json"), "w") as fh:
@@ -341,6 +351,9 @@ def run_block_products(
             stats.secure_s[i] = s["secure_s"]
             stats.peak_rss_mb[i] = s["peak_rss_mb"]
             stats.bytes_sent[i] = {int(k): int(v) for k, v in s["bytes_sent"].items()}
+            if trace:
+                with open(os.path.join(tmp, f"trace{i}.pkl"), "rb") as fh:
+                    stats.trace[i] = pickle.load(fh)
     return result, stats
 
 

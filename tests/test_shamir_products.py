@@ -153,3 +153,13 @@ def test_missing_party_times_out():
             _job(tmp, timeout=60)
             procs = [sp.spawn_party(tmp, 0, addrs)]
             sp.wait_all(procs, 1.5)
+
+
+@pytest.mark.networked
+def test_demo_prints_shares_opened_value_and_bytes(capsys):
+    from bench.demos import shamir
+
+    assert shamir.main(["--rows", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "MPyC party 2 (server) holds shares" in out
+    assert "opened to the server ONLY" in out and "party 0 -> 1:" in out
