@@ -8,10 +8,15 @@ honest-but-curious server must learn sum_m q_m and nothing else.
   same X25519 shared secret, stretched by HKDF-SHA256 (session id and pair ids bound in) into a
   pair key.
 * Per aggregation (round id, batch id): the pair key is expanded by HKDF (round and batch bound
-  in) into an AES-256-CTR key whose keystream gives one r-bit mask per value. Party i adds the
-  masks it shares with every j > i and subtracts those it shares with j < i, modulo 2^r, so all
-  masks cancel in the server's sum. r is the smallest number of bits holding the largest
-  possible sum, ``bound = b*M``; masked values are sent bit-packed at r bits each (not int64).
+  in) into an AES-256-CTR key whose keystream gives one r-bit mask per value. For many small
+  batches per round (a training epoch) a party may instead ``prepare_round``: one HKDF key per
+  (pair, round) and one keystream for the whole round, each batch taking the disjoint segment at
+  its ``offset``; the batch id and offset travel in the header, the server checks both, and a
+  party refuses to reuse a segment (far fewer key derivations per batch).
+* Party i adds the masks it shares with every j > i and subtracts those it shares with j < i,
+  modulo 2^r, so all masks cancel in the server's sum. r is the smallest number of bits
+  holding the largest possible sum, ``bound = b*M``; masked values are sent bit-packed at r bits
+  each (not int64).
 * Protocol 0 has no dropout recovery: if any party's masked vector is missing (or is for another
   round, batch or session), the masks cannot cancel, so the server aborts the round with an
   error naming the party instead of returning a wrong sum.
@@ -32,9 +37,12 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 MAX_BITS = 32  # masks are drawn as uint32 words; 2^r divides 2^32, so they stay uniform
-_HEADER = struct.Struct(">16sIQQI")  # session, party, round, batch, count
+_HEADER = struct.Struct(">16sIQQQI")  # session, party, round, batch, offset, count
+HEADER_BYTES = _HEADER.size
 _PAIR_INFO = b"securevfl/secagg/v1/pair"
 _ROUND_INFO = b"securevfl/secagg/v1/round"
+_STREAM_INFO = b"securevfl/secagg/v1/round-stream"
+NO_OFFSET = (1 << 64) - 1  # header offset of a batch keyed on its own (round, batch) ids
 _ZERO_NONCE = bytes(16)  # every (pair, round, batch) gets its own AES key, so a fixed nonce is safe
 
 
@@ -85,8 +93,12 @@ def unpack_bits(data: bytes, bits: int, count: int) -> np.ndarray:
 
 def _round_mask(pair_key: bytes, *, round_id: int, batch_id: int, count: int) -> np.ndarray:
     """uint32 masks of one (pair, round, batch): AES-256-CTR keystream, HKDF-derived key."""
-    key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
-               info=_ROUND_INFO + struct.pack(">QQ", round_id, batch_id)).derive(pair_key)
+    return _keystream(pair_key, _ROUND_INFO + struct.pack(">QQ", round_id, batch_id), count)
+
+
+def _keystream(pair_key: bytes, info: bytes, count: int) -> np.ndarray:
+    """``count`` uint32 words of AES-256-CTR keystream under HKDF(pair_key, info)."""
+    key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(pair_key)
     enc = Cipher(algorithms.AES(key), modes.CTR(_ZERO_NONCE)).encryptor()
     stream = enc.update(bytes(4 * count)) + enc.finalize()
     # full uint32 words: callers add them mod 2^32 and reduce mod 2^r (2^r divides 2^32) once
@@ -132,8 +144,25 @@ class SecAggParty:
             self._pair_keys[j] = HKDF(algorithm=hashes.SHA256(), length=32, salt=self.session,
                                       info=_PAIR_INFO + struct.pack(">II", lo, hi)).derive(shared)
 
-    def mask(self, values: np.ndarray, *, round_id: int, batch_id: int) -> bytes:
-        """Header + the masked values (q + sum of signed pair masks mod 2^r) packed at r bits."""
+    def prepare_round(self, round_id: int, total: int) -> None:
+        """Precompute the net signed mask of a round for ``total`` values (all its batches)."""
+        if self.session is None:
+            raise SecAggError(f"party {self.index} must run key agreement before masking")
+        net = np.zeros(total, dtype="<u4")
+        for j, key in self._pair_keys.items():
+            m = _keystream(key, _STREAM_INFO + struct.pack(">Q", round_id), total)
+            if self.index < j:
+                net += m
+            else:
+                net -= m
+        self._round = (round_id, net, [])
+
+    def mask(self, values: np.ndarray, *, round_id: int, batch_id: int,
+             offset: int | None = None) -> bytes:
+        """Header + the masked values (q + sum of signed pair masks mod 2^r) packed at r bits.
+
+        ``offset`` given: use segment [offset, offset + n) of the prepared round's keystream.
+        """
         if self.session is None:
             raise SecAggError(f"party {self.index} must run key agreement before masking")
         q = np.asarray(values).ravel()
@@ -143,16 +172,36 @@ class SecAggParty:
             raise SecAggError(f"values must be integers in [0, 2^{self.bits}), got range "
                               f"[{q.min()}, {q.max()}] of dtype {q.dtype}")
         y = q.astype("<u4")
-        for j, key in self._pair_keys.items():
-            m = _round_mask(key, round_id=round_id, batch_id=batch_id, count=q.size)
-            # i < j adds, i > j subtracts (uint32 wraps mod 2^32): the pair masks cancel in the sum
-            if self.index < j:
-                y += m
-            else:
-                y -= m
+        if offset is None:
+            for j, key in self._pair_keys.items():
+                m = _round_mask(key, round_id=round_id, batch_id=batch_id, count=q.size)
+                # i < j adds, i > j subtracts (uint32 wraps mod 2^32): pair masks cancel in the sum
+                if self.index < j:
+                    y += m
+                else:
+                    y -= m
+        else:
+            y += self._segment(round_id, offset, q.size)
         y &= np.uint32((1 << self.bits) - 1)
-        header = _HEADER.pack(self.session, self.index, round_id, batch_id, q.size)
+        header = _HEADER.pack(self.session, self.index, round_id, batch_id,
+                              NO_OFFSET if offset is None else offset, q.size)
         return header + pack_bits(y, self.bits)
+
+    def _segment(self, round_id: int, offset: int, n: int) -> np.ndarray:
+        rnd = getattr(self, "_round", None)
+        if rnd is None or rnd[0] != round_id:
+            raise SecAggError(f"party {self.index} must prepare round {round_id} before masking "
+                              "at an offset")
+        _, net, used = rnd
+        if offset < 0 or offset + n > len(net):
+            raise SecAggError(f"offset range [{offset}, {offset + n}) must lie in the prepared "
+                              f"round of {len(net)} values")
+        for a, b in used:  # a reused segment would let the server subtract two masked vectors
+            if offset < b and a < offset + n:
+                raise SecAggError(f"mask segment [{offset}, {offset + n}) of round {round_id} "
+                                  f"overlaps one already used, [{a}, {b})")
+        used.append((offset, offset + n))
+        return net[offset:offset + n]
 
 
 class SecAggServer:
@@ -180,8 +229,10 @@ class SecAggServer:
         return out
 
     def unmask(self, messages: Mapping[int, bytes | None], *, round_id: int, batch_id: int,
-               count: int, expected: Iterable[int] | None = None) -> np.ndarray:
+               count: int, offset: int | None = None,
+               expected: Iterable[int] | None = None) -> np.ndarray:
         """The sum over all parties (uint64, length ``count``), or SecAggAbort naming a party."""
+        want = (self.session, round_id, batch_id, NO_OFFSET if offset is None else offset, count)
         total = np.zeros(count, dtype=np.uint64)
         for k in (range(self.n_parties) if expected is None else expected):
             msg = messages.get(k)
@@ -191,9 +242,10 @@ class SecAggServer:
                                   "dropout recovery, the masks cannot cancel)", k)
             if len(msg) < _HEADER.size:
                 raise SecAggAbort(f"{where}: party {k}'s message is truncated", k)
-            session, party, r, b, n = _HEADER.unpack_from(msg)
-            if (session, party, r, b, n) != (self.session, k, round_id, batch_id, count):
+            session, party, r, b, off, n = _HEADER.unpack_from(msg)
+            if party != k or (session, r, b, off, n) != want:
                 raise SecAggAbort(f"{where}: party {k}'s message is for session/party/round/"
-                                  f"batch/count {session.hex()[:8]}/{party}/{r}/{b}/{n}", k)
+                                  f"batch/offset/count {session.hex()[:8]}/{party}/{r}/{b}/"
+                                  f"{off}/{n}", k)
             total += unpack_bits(msg[_HEADER.size:], self.bits, count)
         return total & np.uint64((1 << self.bits) - 1)

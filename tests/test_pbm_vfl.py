@@ -47,8 +47,8 @@ def test_packed_uplink_matches_r_bits_per_value() -> None:
     npq = run_experiment(_spec("npq", **spec))
     assert pbm["extra"]["bits_per_value"] == 8  # bitlength(b*M) = bitlength(192)
     sizes = [100] * 4 + [56]  # 456 training rows in batches of 100
-    # uplink per party and step: 36-byte header + B*P*r bits (plus the pickle framing)
-    packed = sum(3 * (36 + b * 16 * 8 // 8) for b in sizes)
+    # uplink per party and step: 44-byte header + B*P*r bits (plus the pickle framing)
+    packed = sum(3 * (44 + b * 16 * 8 // 8) for b in sizes)
     floats = sum(3 * b * 16 * 4 for b in sizes)
     train = lambda r: r["comm"]["by_phase"]["train"]["bytes"]  # noqa: E731
     saved = train(npq) - train(pbm)

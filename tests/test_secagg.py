@@ -111,3 +111,33 @@ def test_pack_roundtrip(bits: int, n: int, seed: int) -> None:
     data = pack_bits(v, bits)
     assert len(data) == (n * bits + 7) // 8
     assert np.array_equal(unpack_bits(data, bits, n), v)
+
+
+def test_prepared_round_segments_sum_exactly_and_are_never_reused() -> None:
+    M, b, B = 4, 16, 25
+    bits = modulus_bits(b * M)
+    srv, parties = _setup(M, bits)
+    for p in parties:
+        p.prepare_round(5, 4 * B)
+    rng = np.random.default_rng(1)
+    for batch in range(4):
+        q = rng.integers(0, b + 1, size=(M, B))
+        msgs = {p.index: p.mask(q[p.index], round_id=5, batch_id=batch, offset=batch * B)
+                for p in parties}
+        total = srv.unmask(msgs, round_id=5, batch_id=batch, count=B, offset=batch * B)
+        assert np.array_equal(total, q.sum(axis=0))
+    with pytest.raises(SecAggError, match="overlaps"):
+        parties[0].mask(np.zeros(B, dtype=np.int64), round_id=5, batch_id=9, offset=10)
+    with pytest.raises(SecAggError, match="prepare round 6"):
+        parties[0].mask(np.zeros(B, dtype=np.int64), round_id=6, batch_id=0, offset=0)
+
+
+def test_offset_mismatch_aborts_naming_the_party() -> None:
+    srv, parties = _setup(3, modulus_bits(3 * 8))
+    for p in parties:
+        p.prepare_round(0, 40)
+    q = np.ones(10, dtype=np.int64)
+    msgs = {p.index: p.mask(q, round_id=0, batch_id=1, offset=10 if p.index != 1 else 20)
+            for p in parties}
+    with pytest.raises(SecAggAbort, match="party 1"):
+        srv.unmask(msgs, round_id=0, batch_id=1, count=10, offset=10)

@@ -10,7 +10,13 @@ import argparse
 
 import numpy as np
 
-from protocols.secagg import SecAggParty, SecAggServer, modulus_bits, unpack_bits
+from protocols.secagg import (
+    HEADER_BYTES,
+    SecAggParty,
+    SecAggServer,
+    modulus_bits,
+    unpack_bits,
+)
 from securevfl.errors import check_int
 from securevfl.privacy.pbm import check_pbm_params, pbm_estimate_sum, pbm_quantize
 
@@ -52,7 +58,8 @@ def main(args: list[str]) -> int:
         masked = unpack_bits(msgs[m][len(msgs[m]) - nbytes:], bits, P)
         print(f"party {m}: embedding {np.array2string(x[m], precision=3)}")
         print(f"         PBM q       {q}")
-        print(f"         sends       {masked}  ({len(msgs[m])} bytes incl. 36-byte header)")
+        print(f"         sends       {masked}  "
+              f"({len(msgs[m])} bytes incl. {HEADER_BYTES}-byte header)")
     q_hat = server.unmask(msgs, round_id=0, batch_id=0, count=P)
     est = pbm_estimate_sum(q_hat, b=b, beta=beta, n_parties=M)
     print(f"\nserver recovers q_hat = {q_hat}  (sum of the masked values mod 2^{bits})")

@@ -85,15 +85,16 @@ class BoundedSumHooks(SplitNNHooks):
         if ctx.info.task != "regression":
             self.correct[step // self.n_batches] += int(np.sum(outputs.argmax(axis=1) == y))
 
-    def batch_of(self, ctx: RunContext, step: int) -> tuple[int, int, int]:
-        """(round id, batch id, batch size) of a step: the minibatch schedule is public."""
+    def batch_of(self, ctx: RunContext, step: int) -> tuple[int, int, int, int, int]:
+        """(round id, batch id, batch size, first row, rows in the round) of a step: the
+        minibatch schedule is public, so every party and the server derive the same values."""
         if step < 0:  # test-time scoring: its own round id, chunks of the test split
-            batch = -step - 1
-            bs = min(ctx.spec.batch_size, ctx.info.n_test)
-            return EVAL_ROUND, batch, min(bs, ctx.info.n_test - batch * bs)
-        epoch, batch = divmod(step, self.n_batches)
-        bs = min(ctx.spec.batch_size, ctx.info.n_train)
-        return epoch, batch, min(bs, ctx.info.n_train - batch * bs)
+            n, rnd, batch = ctx.info.n_test, EVAL_ROUND, -step - 1
+        else:
+            n = ctx.info.n_train
+            rnd, batch = divmod(step, self.n_batches)
+        bs = min(ctx.spec.batch_size, n)
+        return rnd, batch, min(bs, n - batch * bs), batch * bs, n
 
 
 class LDPHooks(BoundedSumHooks):
@@ -147,10 +148,13 @@ class PBMSecAggHooks(BoundedSumHooks):
 
     def party_message(self, ctx: RunContext, k: int, emb: np.ndarray, step: int) -> Any:
         t0 = time.perf_counter()
-        epoch, batch, _ = self.batch_of(ctx, step)
+        rnd, batch, _, row, n = self.batch_of(ctx, step)
+        P = ctx.spec.embedding_dim
         q, _ = pbm_quantize(emb, b=self.b, beta=self.beta, rng=self.rngs[k], bound=BOUND, party=k,
                             n_parties=ctx.info.data_parties)
-        msg = self.clients[k].mask(q, round_id=epoch, batch_id=batch)
+        if batch == 0:  # one keystream per pair and round (epoch), a disjoint segment per batch
+            self.clients[k].prepare_round(rnd, n * P)
+        msg = self.clients[k].mask(q, round_id=rnd, batch_id=batch, offset=row * P)
         self.party_s.append(time.perf_counter() - t0)
         return msg
 
@@ -162,10 +166,11 @@ class PBMSecAggHooks(BoundedSumHooks):
         if self.server is None:
             return None
         t0 = time.perf_counter()
-        epoch, batch, B = self.batch_of(ctx, step)
+        rnd, batch, B, row, _ = self.batch_of(ctx, step)
         P = ctx.spec.embedding_dim
         try:
-            q_hat = self.server.unmask(got, round_id=epoch, batch_id=batch, count=B * P)
+            q_hat = self.server.unmask(got, round_id=rnd, batch_id=batch, count=B * P,
+                                       offset=row * P)
         except SecAggError as exc:
             raise ProtocolError(str(exc)) from exc
         h = pbm_estimate_sum(q_hat.reshape(B, P), b=self.b, beta=self.beta,
