@@ -5,13 +5,15 @@ import pytest
 from scipy.optimize import minimize_scalar
 
 from securevfl.errors import ConfigError
-from securevfl.models import make_loss, make_penalty
-from securevfl.models import glm_family  # noqa: F401  (registers the family)
+from securevfl.models import glm_family, make_loss, make_penalty
 
-FAMILY = ["logistic", "svm", "poisson", "gamma"]
+assert glm_family  # importing it registers the family
+
+FAMILY = ["logistic", "svm", "least-squares-bounded", "poisson", "gamma"]
 LABELS = {
     "logistic": np.array([-1.0, 1.0]),
     "svm": np.array([-1.0, 1.0]),
+    "least-squares-bounded": np.linspace(-1.0, 1.0, 9),
     "poisson": np.arange(0.0, 11.0),
     "gamma": np.linspace(0.05, 5.0, 12),
 }
@@ -49,6 +51,7 @@ def test_svm_constants_are_tight():
 
 
 @pytest.mark.parametrize("name,bad", [("svm", [0, 2]), ("poisson", [1.5, 2]),
+                                      ("least-squares-bounded", [0.5, 1.5]),
                                       ("poisson", [-1, 2]), ("gamma", [0.0, 1.0])])
 def test_wrong_label_domain_is_a_config_error(name, bad):
     with pytest.raises(ConfigError, match=f"labels for loss '{name}'"):
@@ -66,7 +69,7 @@ def test_prox_is_the_argmin(name):
     w = np.array([-2.0, -0.05, 0.0, 0.1, 1.7])
     step = 0.5
     got = pen.prox(w, step)
-    for wi, gi in zip(w, got):
+    for wi, gi in zip(w, got, strict=True):
         obj = lambda u, wi=wi: 0.5 * (u - wi) ** 2 + step * pen.value(np.array([u]))  # noqa: E731
         ref = minimize_scalar(obj, bounds=(-5, 5), method="bounded", options={"xatol": 1e-10}).x
         assert gi == pytest.approx(ref, abs=1e-6)

@@ -96,6 +96,12 @@ def test_analytic_sigma_not_larger_than_classic_in_a_run():
     assert a["sigma_a"] < c["sigma_a"] and a["sigma_b"] < c["sigma_b"]
 
 
+def test_regression_uses_the_bounded_least_squares():
+    rec = run_experiment(_spec(dataset="diabetes", epochs=3, batch_size=1000, epsilon=100.0))
+    assert rec["privacy"]["stream"]["loss"] == "least-squares-bounded"
+    assert np.isfinite(rec["metrics"]["mse"]) and rec["metrics"]["mse"] < 1.0
+
+
 def test_noise_is_seeded_per_run_and_changes_the_model():
     fp = [run_experiment(_spec(seed=s, epsilon=e))["model_fingerprint"]
           for s, e in ((0, 1.0), (0, 1.0), (0, 2.0))]
@@ -110,6 +116,7 @@ def test_noise_is_seeded_per_run_and_changes_the_model():
     (dict(options={"tune": "maybe"}), "must be true or false"),
     (dict(model="mlp"), "model for method 'hdp-vfl'"),
     (dict(lr=5.0), "lr must be <="),
+    (dict(dataset="diabetes", loss="least-squares"), "must have a bounded derivative"),
 ])
 def test_bad_input_is_a_one_line_config_error(kw, match):
     with pytest.raises(ConfigError, match=match):

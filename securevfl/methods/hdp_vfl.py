@@ -114,6 +114,22 @@ class HDPHooks(GLMHooks):
         return w if norm <= self.clip else w * (self.clip / norm)
 
 
+# losses whose derivative is not bounded for every θ: their constants fail under θ-noise
+UNBOUNDED_LOSSES = {"least-squares": "least-squares-bounded"}
+
+
+def with_bounded_loss(ctx: RunContext) -> RunContext:
+    """Use a loss whose constants hold for any θ (regression default: least-squares-bounded)."""
+    name = ctx.spec.loss
+    if name in UNBOUNDED_LOSSES:
+        raise ConfigError(f"loss for hdp-vfl must have a bounded derivative (use "
+                          f"{UNBOUNDED_LOSSES[name]!r}), got {name!r}")
+    if name is None and ctx.info.task == "regression":
+        return dataclasses.replace(ctx, spec=dataclasses.replace(
+            ctx.spec, loss="least-squares-bounded"))
+    return ctx
+
+
 def loss_constants(loss: GLMLoss) -> tuple[float, float, float, float]:
     """(L, β_θ, β_y, k_y) of a loss; ConfigError if the loss does not declare them."""
     consts = (loss.L, loss.beta_theta, loss.beta_y, loss.k_y)
@@ -144,8 +160,8 @@ def stream_sensitivities(ctx: RunContext, loss: GLMLoss, *, epochs: int, clip: f
                   min_batch=b_min, rows_per_epoch=n, feature_norm=feature_norm)
     d_b = passive_sensitivity(**common)
     d_a = active_sensitivity(**common, beta_theta=beta_theta, beta_y=beta_y, k_y=k_y)
-    facts = {"T": T, "b": b, "b_min": b_min, "e": epochs, "k": clip, "lr": lr, "L": L,
-             "beta_theta": beta_theta, "beta_y": beta_y, "k_y": k_y, "feature_norm": feature_norm}
+    facts = {"loss": loss.name, "T": T, "b": b, "b_min": b_min, "e": epochs, "k": clip,
+             "lr": lr, "L": L, "beta_theta": beta_theta, "beta_y": beta_y, "k_y": k_y, "feature_norm": feature_norm}
     return d_a, d_b, facts
 
 
@@ -312,6 +328,7 @@ class HDPVFL(Method):
                               f"got {spec.penalty!r}")
 
     def fit(self, ctx: RunContext) -> FitResult:
+        ctx = with_bounded_loss(ctx)
         spec = ctx.spec
         calibration = spec.option("calibration", self)
         clip = float(spec.option("clip_norm", self))

@@ -111,7 +111,7 @@ def max_stable_lr(*, beta_theta: float, lam: float, feature_norm: float = 1.0) -
 def check_lr(lr: float, *, beta_theta: float, lam: float, feature_norm: float = 1.0) -> None:
     """Raise ConfigError when η exceeds 2/(β_θ·c² + λ) (the sensitivity bound would not hold)."""
     bound = max_stable_lr(beta_theta=beta_theta, lam=lam, feature_norm=feature_norm)
-    if lr > bound:
+    if lr > bound * (1.0 + 1e-12):  # c = sqrt(2) squares to 2 only up to rounding
         raise ConfigError(
             f"lr must be <= 2/(beta_theta*c^2 + lam) = {bound:.4g} for HDP-VFL's sensitivity "
             f"bound (Lemma 2, c = {feature_norm:.4g}), got {lr}"
