@@ -59,19 +59,54 @@ class NetworkedRuntime(Runtime):
         self.index = index
         self.timeout = timeout
         self.meter = Meter()
+        self._dead: asyncio.Future | None = None
         self.mpc = start_mpyc(index, addresses, ssl=ssl)
+        self.mpc._loop.set_exception_handler(self._on_loop_error)
         self._run(self.mpc.start(), "connecting to all parties")
 
     def here(self, k: int) -> bool:
         return k == self.index
 
+    def _on_loop_error(self, loop: Any, context: dict[str, Any]) -> None:
+        """A peer's connection died: remember who, so waits fail now with a clear error.
+
+        MPyC raises the socket error inside a transport callback, where asyncio would only log
+        it (with a traceback) while this party goes on waiting for the dead peer's messages.
+        """
+        exc = context.get("exception")
+        handle = context.get("handle")
+        proto = getattr(
+            getattr(getattr(handle, "_callback", None), "__self__", None), "_protocol", None
+        )
+        peer = getattr(proto, "peer_pid", None)
+        who = f"party {peer}" if peer is not None else "a peer"
+        reason = f"{who} disconnected ({type(exc).__name__ if exc else context.get('message')})"
+        if self._dead is not None and not self._dead.done():
+            self._dead.set_result(reason)
+
     def _run(self, aw: Any, what: str) -> Any:
-        try:
-            return self.mpc.run(asyncio.wait_for(aw, self.timeout))
-        except TimeoutError:
+        async def guarded() -> Any:
+            task = asyncio.ensure_future(aw)
+            if self._dead is None:
+                self._dead = asyncio.get_running_loop().create_future()
+            done, _ = await asyncio.wait(
+                {task, self._dead}, timeout=self.timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+            if task in done:
+                return task.result()
+            task.cancel()
+            if self._dead in done:
+                raise ProtocolError(
+                    f"party {self.index} stopped while {what}: {self._dead.result()}"
+                )
             raise PartyTimeoutError(
                 f"party {self.index} waited more than {self.timeout:g} s for {what}"
-            ) from None
+            )
+
+        try:
+            return self.mpc.run(guarded())
+        except ProtocolError:
+            raise
         except (ConnectionError, OSError) as exc:
             raise ProtocolError(
                 f"party {self.index} lost a connection while {what}: {exc}"
