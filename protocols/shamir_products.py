@@ -197,6 +197,9 @@ async def block_products(mpc: Any, *, me: int, shapes: dict[int, tuple[int, int]
             flat = ([secfld(int(v)) for v in np.asarray(matrix).T.reshape(-1)] if me == i
                     else [secfld(None)] * (n * c))
             flat = mpc.input(flat, senders=[i])[0]
+            # wait for the shares first: in_prod over still-pending secure objects costs MPyC
+            # two asyncio callbacks per element and per coefficient (~40 s at n = 1000, d = 20+20)
+            await mpc.gather(flat)
             cols[i] = [flat[k * n:(k + 1) * n] for k in range(c)]
         for j, p in enumerate(pairs):
             ca, cb = shapes[p.a][1], shapes[p.b][1]
