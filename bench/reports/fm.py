@@ -54,22 +54,29 @@ def _runtime(records: list[dict[str, Any]]) -> list[str]:
     rs = [r for r in records if r["method"] in ("fm-vfl", "fm-central")]
     if not rs:
         return []
-    md = ["### Runtime by K (Table IV) and the cross-party phase", "",
-          "| dataset | method | impl | K | n_train | d | total s | train s | cross-party s "
-          "(wall, incl. spawn) | secure s (max party) | peak MB per MPyC party | MPC bytes |",
-          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in sorted(rs, key=lambda r: (r["dataset"], r["method"], r["parties"])):
-        ex = r.get("extra") or {}
-        mpc = ex.get("mpc") or {}
-        sec = mpc.get("secure_s") or {}
-        peak = mpc.get("peak_rss_mb") or {}
+    by: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for r in rs:
         K = r["parties"] if r["method"] == "fm-vfl" else 1
-        mb = (r["comm"].get("by_phase", {}).get("mpc", {}) or {}).get("bytes", 0)
-        cells = [r["dataset"], r["method"], _cfg(r, "mpc_impl", "") if sec else "", K,
-                 r["n_train"], ex.get("d", r["n_features"]), f"{r['time']['total_s']:.2f}",
-                 f"{r['time']['train_s']:.2f}", ex.get("mpc_s", ""),
-                 f"{max(sec.values()):.2f}" if sec else "",
-                 ", ".join(f"{k}: {v:.0f}" for k, v in sorted(peak.items())), mb]
+        impl = _cfg(r, "mpc_impl", "vectorized") if r["method"] == "fm-vfl" else ""
+        by[(r["dataset"], r["method"], impl, K, r["n_train"],
+            (r.get("extra") or {}).get("d", r["n_features"]))].append(r)
+    md = ["### Runtime by K (Table IV) and the cross-party phase (mean ± std over runs)", "",
+          "| dataset | method | impl | K | n_train | d | total s | cross-party s (wall, incl. "
+          "spawn) | secure s (slowest party) | peak MB per MPyC party (max) | MPC bytes | runs |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for key, g in sorted(by.items(), key=lambda kv: str(kv[0])):
+        ex = [r.get("extra") or {} for r in g]
+        sec = [max(e["mpc"]["secure_s"].values()) for e in ex if e.get("mpc")]
+        peaks: dict[str, float] = defaultdict(float)
+        for e in ex:
+            for k, v in ((e.get("mpc") or {}).get("peak_rss_mb") or {}).items():
+                peaks[str(k)] = max(peaks[str(k)], v)
+        mb = [((r["comm"].get("by_phase") or {}).get("mpc") or {}).get("bytes", 0) for r in g]
+        cells = [*key, _ms([r["time"]["total_s"] for r in g]),
+                 _ms([e["mpc_s"] for e in ex if "mpc_s" in e]) if sec else "",
+                 _ms(sec) if sec else "",
+                 ", ".join(f"{k}: {v:.0f}" for k, v in sorted(peaks.items())),
+                 int(np.mean(mb)), len(g)]
         md.append("| " + " | ".join(str(c) for c in cells) + " |")
     return md + [""]
 
