@@ -38,6 +38,8 @@ def test_pbm_vfl_record_carries_both_notions_and_config() -> None:
                         dim=cfg["embedding_dim"], uses=cfg["epochs"], delta=1e-5)
     assert again.epsilon == p["feature"]["epsilon"]
     assert rec["comm"]["by_phase"]["setup"]["bytes"] > 3 * 32  # X25519 keys, metered apart
+    # the strict whole-column reading composes over every training row: far larger
+    assert p["feature_all_rows"]["epsilon"] > 10 * p["feature"]["epsilon"]
     assert 0.0 <= rec["metrics"]["accuracy"] <= 1.0
 
 
