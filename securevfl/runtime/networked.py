@@ -74,13 +74,16 @@ class NetworkedRuntime(Runtime):
         it (with a traceback) while this party goes on waiting for the dead peer's messages.
         """
         exc = context.get("exception")
-        handle = context.get("handle")
-        proto = getattr(
-            getattr(getattr(handle, "_callback", None), "__self__", None), "_protocol", None
-        )
-        peer = getattr(proto, "peer_pid", None)
+        if not isinstance(exc, (ConnectionError, OSError, EOFError)):
+            return  # e.g. futures of a cancelled wait completing late: a consequence, not a cause
+        transport = getattr(getattr(context.get("handle"), "_callback", None), "__self__", None)
+        transport = context.get("transport", transport)
+        peer = None
+        for party in self.mpc.parties:  # which peer's connection was this transport?
+            if party.pid != self.index and getattr(party.protocol, "transport", None) is transport:
+                peer = party.pid
         who = f"party {peer}" if peer is not None else "a peer"
-        reason = f"{who} disconnected ({type(exc).__name__ if exc else context.get('message')})"
+        reason = f"{who} disconnected ({type(exc).__name__})"
         if self._dead is not None and not self._dead.done():
             self._dead.set_result(reason)
 
