@@ -14,6 +14,11 @@ Inputs follow the paper's range: each party multiplies its block back by sqrt(T)
 row-norm bound of the partition) so every feature lies in [-1, 1], labels in {0, 1} / [-1, 1];
 Lemma 1 then holds with B_k = d_k. Option ``intercept`` adds a constant-1 column at the label
 party (counted in d). Solving: see :func:`solve_noisy_quadratic`.
+
+Δ_f grows as d², so the encoding matters: on adult, ``--encoding compact`` (the paper's 41
+columns, d = 42 with the intercept) against the default one-hot (108 columns, d = 109). The
+record reports d, Δ_f, the global ε and every party's ε^(k); ``extra.mpc`` has each MPyC
+party's secure-phase seconds and peak memory (VmHWM of its own process).
 """
 
 from __future__ import annotations
