@@ -77,7 +77,10 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--batch-size", type=int, default=64, help="minibatch size >= 1; default 64")
     g.add_argument(
-        "--lr", type=float, help="learning rate; default 4.0 (GLM SGD) or 0.01 (MLP Adam)"
+        "--lr",
+        type=float,
+        help="learning rate; default: GLM 1/beta_theta of the loss (logistic 4.0, least "
+        "squares 1.0), MLP 0.01 (Adam)",
     )
     g.add_argument(
         "--loss", help="GLM loss (default: logistic for binary, least-squares for regression)"

@@ -20,6 +20,17 @@ from securevfl.training.batching import minibatches
 DEFAULT_GLM_LR = 4.0  # safe for logistic with ||x|| <= 1 (smoothness 1/4: stable below 8)
 
 
+def default_lr(loss: GLMLoss) -> float:
+    """1/beta_theta (the inverse smoothness of the loss with ||x|| <= 1), at most 4.
+
+    Gradient descent is stable below 2/beta_theta; half of that leaves room for the penalty.
+    Logistic: 4.0; least squares: 1.0.
+    """
+    if loss.beta_theta:
+        return min(DEFAULT_GLM_LR, 1.0 / loss.beta_theta)
+    return 0.5
+
+
 class GLMHooks:
     """Plug points of the GLM trainer; the defaults give non-private VFL."""
 
@@ -63,8 +74,8 @@ def train_glm(
     """Run vertical minibatch SGD; return the local state and the training wall time (s)."""
     hooks = hooks or GLMHooks()
     rt, spec, info = ctx.rt, ctx.spec, ctx.info
-    lr = spec.lr if spec.lr is not None else DEFAULT_GLM_LR
     loss = resolve_loss(ctx)
+    lr = spec.lr if spec.lr is not None else default_lr(loss)
     penalty = penalty or make_penalty(spec.penalty, spec.lam)
     active = 0
     passives = [k for k in ctx.data_parties if k != active]
