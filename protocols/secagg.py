@@ -12,7 +12,7 @@ honest-but-curious server must learn sum_m q_m and nothing else.
   batches per round (a training epoch) a party may instead ``prepare_round``: one HKDF key per
   (pair, round) and one keystream for the whole round, each batch taking the disjoint segment at
   its ``offset``; the batch id and offset travel in the header, the server checks both, and a
-  party refuses to reuse a segment (far fewer key derivations per batch).
+  party refuses to reuse a segment (segments must come in increasing order).
 * Party i adds the masks it shares with every j > i and subtracts those it shares with j < i,
   modulo 2^r, so all masks cancel in the server's sum. r is the smallest number of bits
   holding the largest possible sum, ``bound = b*M``; masked values are sent bit-packed at r bits
@@ -155,7 +155,7 @@ class SecAggParty:
                 net += m
             else:
                 net -= m
-        self._round = (round_id, net, [])
+        self._round = (round_id, net, [0])  # [next free offset]
 
     def mask(self, values: np.ndarray, *, round_id: int, batch_id: int,
              offset: int | None = None) -> bytes:
@@ -196,11 +196,12 @@ class SecAggParty:
         if offset < 0 or offset + n > len(net):
             raise SecAggError(f"offset range [{offset}, {offset + n}) must lie in the prepared "
                               f"round of {len(net)} values")
-        for a, b in used:  # a reused segment would let the server subtract two masked vectors
-            if offset < b and a < offset + n:
-                raise SecAggError(f"mask segment [{offset}, {offset + n}) of round {round_id} "
-                                  f"overlaps one already used, [{a}, {b})")
-        used.append((offset, offset + n))
+        # segments must come in increasing order: a reused segment would let the server subtract
+        # two masked vectors, and the monotone rule excludes that in O(1) per batch
+        if offset < used[0]:
+            raise SecAggError(f"mask segment [{offset}, {offset + n}) of round {round_id} "
+                              f"overlaps one already used (next free offset is {used[0]})")
+        used[0] = offset + n
         return net[offset:offset + n]
 
 

@@ -205,17 +205,18 @@ def test_gaussian_epsilon_against_dp_accounting() -> None:
     assert gaussian_epsilon(60.0, 1e-5) > 1000  # large budgets stay finite, no overflow
 
 
-def test_quantizer_draws_follow_the_binomial_pmf() -> None:
+@pytest.mark.parametrize("b", [16, 64])  # numpy's sampler, then torch's
+def test_quantizer_draws_follow_the_binomial_pmf(b: int) -> None:
     from scipy.stats import binom, chisquare
 
     rng = np.random.default_rng(3)
     x = np.full(100_000, 0.6)
-    q, _ = pbm_quantize(x, b=16, beta=0.25, rng=rng)
+    q, _ = pbm_quantize(x, b=b, beta=0.25, rng=rng)
     p = 0.5 + 0.25 * 0.6
-    obs = np.bincount(q, minlength=17)
-    exp = binom.pmf(np.arange(17), 16, p) * len(q)
+    obs = np.bincount(q, minlength=b + 1)
+    exp = binom.pmf(np.arange(b + 1), b, p) * len(q)
     keep = exp > 5
     stat = chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum())
     assert stat.pvalue > 1e-4
-    again, _ = pbm_quantize(x, b=16, beta=0.25, rng=np.random.default_rng(3))
+    again, _ = pbm_quantize(x, b=b, beta=0.25, rng=np.random.default_rng(3))
     assert np.array_equal(q, again)  # the explicit rng makes it reproducible
