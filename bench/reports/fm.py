@@ -37,14 +37,15 @@ def _utility(records: list[dict[str, Any]]) -> list[str]:
         eps = _cfg(r, "epsilon")
         by[(r["dataset"], _cfg(r, "encoding", "onehot"), _cfg(r, "sparsity"), r["method"],
             r["parties"] if r["method"] == "fm-vfl" else 1,
-            -1.0 if eps is None else float(eps))].append(r)
+            -1.0 if eps is None or r["method"] == "centralized" else float(eps),
+            _cfg(r, "ridge", 1.0) if r["method"].startswith("fm") else "")].append(r)
     md = ["### Utility (Tables I-III)", "",
-          "| dataset | encoding | s | method | K | ε | d | accuracy | MSE | seeds |",
-          "|---|---|---|---|---|---|---|---|---|---|"]
-    for (ds, enc, s, m, K, eps), g in sorted(by.items(), key=lambda kv: str(kv[0])):
+          "| dataset | encoding | s | method | K | ε | ridge | d | accuracy | MSE | seeds |",
+          "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (ds, enc, s, m, K, eps, ridge), g in sorted(by.items(), key=lambda kv: str(kv[0])):
         d = g[0]["extra"].get("d", g[0]["n_features"]) if g[0]["extra"] else g[0]["n_features"]
         md.append(f"| {ds} | {enc} | {'' if s is None else s} | {m} | {K} | "
-                  f"{'—' if eps < 0 else f'{eps:g}'} | {d} | "
+                  f"{'—' if eps < 0 else f'{eps:g}'} | {ridge} | {d} | "
                   f"{_ms([x['metrics'].get('accuracy') for x in g])} | "
                   f"{_ms([x['metrics'].get('mse') for x in g])} | {len(g)} |")
     return md + [""]
