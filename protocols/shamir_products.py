@@ -9,9 +9,10 @@ even ``a``, ``b`` or ``p``, sees the exact product.
 Two implementations:
 
 - ``vectorized``: each block is ONE secure matrix product of MPyC secure arrays
-  (``secint.array`` ``@``), i.e. one resharing per block;
+  (``mpc.SecFld(P).array``; MPyC's np_matmul algorithm, one resharing per block, see
+  :func:`_vector_ops` for the two hot spots done in numpy);
 - ``naive``: the seed paper's approach, one ``mpc.in_prod`` of two length-n lists of secure
-  integers per coefficient (the benchmark peer).
+  field elements per coefficient (the benchmark peer).
 
 Why a prime field with the fixed-point encoding done in the clear: the product of two encoded
 values carries 2f fractional bits and is never truncated inside the MPC (the receiver divides by
