@@ -49,22 +49,27 @@ def _eps(r: dict[str, Any], notion: str) -> float | None:
 
 def _main_table(groups: dict[tuple, list[dict[str, Any]]]) -> list[str]:
     lines = ["| dataset | M | method | b | β | accuracy | AUPRC | feature ε | sample ε | "
-             "s / epoch | × npq | secagg server ms (median) | seeds |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "s / epoch | × npq | CPU s / epoch | × npq | secagg server ms (median) | seeds |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     npq_t = {(k[0], k[1]): _ms([r["extra"].get("epoch_train_s") for r in rs])[0]
+             for k, rs in groups.items() if k[2] == "npq"}
+    npq_c = {(k[0], k[1]): _ms([r["extra"].get("epoch_train_cpu_s") for r in rs])[0]
              for k, rs in groups.items() if k[2] == "npq"}
     for (ds, M, method, b, beta), rs in groups.items():
         acc = _ms([r["metrics"].get("accuracy") for r in rs])
         pr = _ms([r["extra"].get("auprc") for r in rs])
         t = _ms([r["extra"].get("epoch_train_s") for r in rs])[0]
         ratio = t / npq_t[(ds, M)] if (ds, M) in npq_t else math.nan
+        c = _ms([r["extra"].get("epoch_train_cpu_s") for r in rs])[0]
+        c_ratio = c / npq_c[(ds, M)] if (ds, M) in npq_c else math.nan
         fe, se = _eps(rs[0], "feature"), _eps(rs[0], "sample")
         sa = [r["extra"]["secagg_server_ms"]["median"] for r in rs
               if "secagg_server_ms" in r["extra"]]
         lines.append(
             f"| {ds} | {M} | {method} | {b or '—'} | {beta or '—'} | {acc[0]:.4f} ± {acc[1]:.4f} | "
             f"{pr[0]:.4f} | {'—' if fe is None else f'{fe:.4g}'} | "
-            f"{'—' if se is None else f'{se:.4g}'} | {t:.3f} | {ratio:.2f} | "
+            f"{'—' if se is None else f'{se:.4g}'} | {t:.3f} | {ratio:.2f} | {c:.3f} | "
+            f"{c_ratio:.2f} | "
             f"{f'{np.median(sa):.3f}' if sa else '—'} | {len(rs)} |")
     return lines
 

@@ -231,7 +231,10 @@ class _SumSplitNN(Method):
 
     def _finish(self, ctx: RunContext, hooks: BoundedSumHooks, privacy: PrivacyReport | None,
                 extra: dict[str, Any]) -> FitResult:
+        cpu0 = time.process_time()
         state, train_s = train_splitnn(ctx, hooks)
+        # CPU seconds as well: wall time on a shared 2-core machine grows with others' load
+        extra["epoch_train_cpu_s"] = (time.process_time() - cpu0) / ctx.spec.epochs
         if "eval" in self.options and ctx.spec.option("eval", self) == "private":
             scores = predict_private(ctx, state, hooks)
         else:
