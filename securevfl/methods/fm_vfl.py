@@ -24,7 +24,6 @@ party's secure-phase seconds and peak memory (VmHWM of its own process).
 from __future__ import annotations
 
 import math
-import resource
 import time
 from typing import Any
 
@@ -320,7 +319,9 @@ def _secure_cross(ctx: RunContext, pairs, dims, mats, noises, frac: int, bound: 
                     if p.pid != me:
                         rt.meter.message(src=me, dst=p.pid,
                                          nbytes=p.protocol.nbytes_sent - before[p.pid])
-            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+            from protocols.mpyc_party import peak_rss_kb  # noqa: PLC0415
+
+            peak = peak_rss_kb() / 1024.0  # VmHWM of this party process
             mine = {"secure_s": time.perf_counter() - t, "peak_rss_mb": peak}
             got = rt.collect(mine, dst=info.label_party) or {}
             stats = {key: {k: s[key] for k, s in got.items()} for key in mine}
