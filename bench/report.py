@@ -21,6 +21,13 @@ def main_metric(record: dict[str, Any]) -> str:
     return "mse" if "mse" in record["metrics"] else "accuracy"
 
 
+def metric_value(record: dict[str, Any], metric: str) -> float | None:
+    """The record's metric, or None for runs that were timed only (truncated training)."""
+    if record.get("extra", {}).get("truncated_training"):
+        return None
+    return record["metrics"].get(metric)
+
+
 def mean_std(values: list[float]) -> tuple[float, float]:
     arr = np.array([v for v in values if v is not None], dtype=float)
     if arr.size == 0:
@@ -78,7 +85,7 @@ def summary_table(records: list[dict[str, Any]]) -> str:
     ]
     for (ds, method, var, K, eps), rs in group_records(records).items():
         metric = main_metric(rs[0])
-        m, s = mean_std([r["metrics"].get(metric) for r in rs])
+        m, s = mean_std([metric_value(r, metric) for r in rs])
         t, _ = mean_std([r["time"]["train_s"] for r in rs])
         b, _ = mean_std([r["comm"]["bytes_total"] for r in rs])
         priv = rs[0].get("privacy")
@@ -96,20 +103,21 @@ def plot_metric_vs_epsilon(records: list[dict[str, Any]], out: Path) -> list[str
     keys = varying_keys(records)
     for ds in sorted({r["dataset"] for r in records}):
         rs = [r for r in records if r["dataset"] == ds]
-        if not any(r["config"].get("epsilon") is not None for r in rs):
+        if not any(r.get("privacy") for r in rs):
             continue
         metric = main_metric(rs[0])
-        fig, ax = plt.subplots(figsize=(7, 4.5))
+        fig, ax = plt.subplots(figsize=(10, 5))
         lines: dict[str, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
         flat: dict[str, list[float]] = defaultdict(list)
         for r in rs:
             label = r["method"] + (f" ({variant(r, keys)})" if variant(r, keys) else "")
-            eps = r["config"].get("epsilon")
-            val = r["metrics"].get(metric)
-            if eps is None or r.get("privacy") is None:
+            val = metric_value(r, metric)
+            if val is None:
+                continue
+            if r.get("privacy") is None:
                 flat[label].append(val)
-            else:
-                lines[label][float(eps)].append(val)
+            else:  # the accountant's ε, so methods with other knobs (PBM's b, β) share the axis
+                lines[label][float(r["privacy"]["epsilon"])].append(val)
         for label, pts in sorted(lines.items()):
             xs = sorted(pts)
             ms = [np.nanmean(pts[x]) for x in xs]
@@ -123,11 +131,11 @@ def plot_metric_vs_epsilon(records: list[dict[str, Any]], out: Path) -> list[str
                 label=f"{label} (non-private)",
             )
         ax.set_xscale("log")
-        ax.set_xlabel("ε (target)")
+        ax.set_xlabel("ε reported by the method's accountant (δ as in each record)")
         ax.set_ylabel(f"test {metric}")
         ax.set_title(f"{ds}: {metric} vs privacy budget")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="best")
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
         name = f"{ds}_{metric}_vs_epsilon.png"
         fig.tight_layout()
         fig.savefig(out / name, dpi=110)
