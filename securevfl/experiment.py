@@ -75,7 +75,10 @@ def build_views(
     ds = load_dataset(spec.dataset, seed=seed, **spec.dataset_options)
     train, test = train_test_split(ds, seed=seed)
     K = spec.parties
-    blocks = partition_columns(ds.groups, K, scheme=spec.partition, seed=seed)
+    if K == 1:  # a pooled baseline run with one party: it holds every column
+        blocks = [np.arange(ds.X.shape[1])]
+    else:
+        blocks = partition_columns(ds.groups, K, scheme=spec.partition, seed=seed)
     bound_sq = sum(schema_norm_bound(ds.groups, b) for b in blocks)
     server = K if method.uses_server else None
     label_party = server if (method.labels_at_server and server is not None) else 0

@@ -30,6 +30,24 @@ def test_processes_and_inprocess_give_the_same_model_and_bytes():
         assert net["comm"][key] == local["comm"][key]
 
 
+def test_split_nn_is_identical_in_both_runtimes():
+    spec = RunSpec(
+        method="vfl",
+        dataset="breast",
+        parties=3,
+        model="mlp",
+        aggregation="concat",
+        epochs=2,
+        seed=3,
+        timeout=60,
+    )
+    net = run_in_processes(spec, plugins=PLUGINS)
+    local = run_experiment(spec)
+    assert net["model_fingerprint"] == local["model_fingerprint"]
+    assert set(net["model_fingerprint"]) == {"0", "1", "2", "top"}
+    assert net["comm"]["bytes_total"] == local["comm"]["bytes_total"]
+
+
 def _party_cmd(index, addresses, spec):
     cmd = [
         sys.executable,

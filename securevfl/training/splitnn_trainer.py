@@ -113,7 +113,9 @@ def train_splitnn(ctx: RunContext, hooks: SplitNNHooks | None = None) -> tuple[S
     for epoch in range(spec.epochs):
         for idx in minibatches(info.n_train, spec.batch_size, seed=ctx.shared_seed, epoch=epoch):
             embs: dict[int, torch.Tensor] = {}
-            msgs: dict[int, Any] = {}
+            # every data party has a key (None where it does not live): in a networked run all
+            # processes must agree on the senders of a gather
+            msgs: dict[int, Any] = dict.fromkeys(senders)
             for k in state.bottoms:
                 embs[k] = state.bottoms[k](
                     torch.as_tensor(ctx.views[k].X_train[idx], dtype=torch.float32)
@@ -159,10 +161,9 @@ def predict_splitnn(
     rt, info = ctx.rt, ctx.info
     attr = "X_test" if split == "test" else "X_train"
     with rt.meter.in_phase("eval"), torch.no_grad():
-        msgs = {
-            k: m(torch.as_tensor(getattr(ctx.views[k], attr), dtype=torch.float32)).numpy()
-            for k, m in state.bottoms.items()
-        }
+        msgs: dict[int, Any] = dict.fromkeys(ctx.data_parties)
+        for k, m in state.bottoms.items():
+            msgs[k] = m(torch.as_tensor(getattr(ctx.views[k], attr), dtype=torch.float32)).numpy()
         agg = plain.aggregate(ctx, msgs, dst=info.label_party, step=-1)
         if not rt.here(info.label_party):
             return None
