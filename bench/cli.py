@@ -63,6 +63,12 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--n", type=int, help="rows, for synthetic datasets")
     g.add_argument("--d", type=int, help="columns, for synthetic datasets")
     g.add_argument("--sparsity", type=float, help="share of nonzeros, for synthetic-sparse")
+    g.add_argument(
+        "--center",
+        action="store_true",
+        help="centre numeric columns on their training mean, each party on its own columns "
+        "(helps norm-bounded GLMs without an intercept)",
+    )
     g.add_argument("--encoding", choices=["onehot", "compact"], help="categorical encoding (adult)")
     g = p.add_argument_group("training")
     g.add_argument(
@@ -179,6 +185,7 @@ def spec_from_args(args: argparse.Namespace):
         embedding_dim=args.embedding_dim,
         hidden=args.hidden,
         aggregation=args.aggregation,
+        center=args.center,
         dataset_options=dso,
         options=options,
         timeout=args.timeout,

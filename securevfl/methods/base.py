@@ -54,6 +54,7 @@ class RunSpec:
     embedding_dim: int = 8
     hidden: int = 32
     aggregation: str = "sum"
+    center: bool = False  # centre numeric columns on their training mean (see experiment.py)
     dataset_options: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
     timeout: float = 120.0

@@ -1,0 +1,35 @@
+"""--center: numeric columns centred per party, row-norm bound kept."""
+
+import numpy as np
+
+from securevfl.experiment import build_views, validate_spec
+from securevfl.methods import RunSpec
+
+
+def _views(dataset: str, center: bool):
+    spec = RunSpec(method="vfl", dataset=dataset, parties=3, seed=0, center=center)
+    method = validate_spec(spec)
+    return build_views(spec, method, [0, 1, 2])
+
+
+def test_centering_keeps_the_row_norm_bound_and_zero_means():
+    for dataset in ("breast", "adult"):
+        info, views, _ = _views(dataset, True)
+        for split in ("X_train", "X_test"):
+            X = np.hstack([getattr(views[k], split) for k in range(3)])
+            assert np.linalg.norm(X, axis=1).max() <= 1 + 1e-12
+        if dataset == "breast":  # all numeric: every training column has mean 0
+            X = np.hstack([views[k].X_train for k in range(3)])
+            np.testing.assert_allclose(X.mean(axis=0), 0, atol=1e-12)
+
+
+def test_one_hot_columns_are_left_alone():
+    info, plain, _ = _views("adult", False)
+    _, cent, _ = _views("adult", True)
+    X0 = np.hstack([plain[k].X_train for k in range(3)])
+    X1 = np.hstack([cent[k].X_train for k in range(3)])
+    unscaled = np.round(X0 * np.sqrt(info.row_norm_bound_sq), 12)
+    binary = np.all(np.isin(unscaled, [0.0, 1.0]), axis=0)  # the one-hot columns
+    changed = ~np.all(np.isclose(X0, X1), axis=0)
+    assert binary.sum() > 50 and changed.any()
+    assert not (changed & binary).any()
