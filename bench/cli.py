@@ -377,6 +377,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = EXIT_PROTOCOL if isinstance(exc, RuntimeError) else EXIT_BAD_INPUT
         print(f"securevfl: error: {exc}", file=sys.stderr)
         return code
+    except BrokenPipeError:  # `securevfl run ... | head -1`: the reader left, nothing is wrong
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("securevfl: interrupted", file=sys.stderr)
         return 130
