@@ -32,7 +32,6 @@ import json
 import math
 import os
 import pickle
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from protocols.ports import free_ports
 
 IMPLS = ("vectorized", "naive")
 MAX_FRAC_BITS = 16
@@ -295,18 +296,6 @@ def modmatmul_t(A: np.ndarray, B: np.ndarray, p: int) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- launcher
-
-
-def free_ports(n: int) -> list[int]:
-    socks, ports = [], []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
-    return ports
 
 
 def run_block_products(

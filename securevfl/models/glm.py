@@ -47,6 +47,19 @@ class GLMLoss(ABC):
         """Score used for evaluation: P(y=1) for binary tasks, the mean response otherwise."""
 
 
+def plus_minus_one_labels(y: np.ndarray, loss_name: str) -> np.ndarray:
+    """Binary labels as ±1 floats: {0, 1} is mapped (1 -> +1), {-1, +1} kept; else ConfigError."""
+    y = np.asarray(y)
+    values = set(np.unique(y).tolist())
+    if values <= {0, 1}:
+        return np.where(y == 1, 1.0, -1.0)
+    if values <= {-1, 1}:
+        return y.astype(float)
+    raise ConfigError(
+        f"labels for loss {loss_name!r} must be in {{0,1}} or {{-1,+1}}, got {sorted(values)[:5]}"
+    )
+
+
 class LogisticLoss(GLMLoss):
     """log(1 + exp(-y theta)) with y in {-1, +1} (dataset labels {0, 1} are mapped)."""
 
@@ -59,15 +72,7 @@ class LogisticLoss(GLMLoss):
     k_y = 1.0
 
     def encode_labels(self, y: np.ndarray) -> np.ndarray:
-        y = np.asarray(y)
-        values = set(np.unique(y).tolist())
-        if values <= {0, 1}:
-            return np.where(y == 1, 1.0, -1.0)
-        if values <= {-1, 1}:
-            return y.astype(float)
-        raise ConfigError(
-            f"labels for loss 'logistic' must be in {{0,1}} or {{-1,+1}}, got {sorted(values)[:5]}"
-        )
+        return plus_minus_one_labels(y, self.name)
 
     def value(self, theta, y):
         return np.logaddexp(0.0, -y * theta)

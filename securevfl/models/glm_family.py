@@ -28,7 +28,13 @@ import math
 import numpy as np
 
 from securevfl.errors import ConfigError
-from securevfl.models.glm import GLMLoss, Penalty, register_loss, register_penalty
+from securevfl.models.glm import (
+    GLMLoss,
+    Penalty,
+    plus_minus_one_labels,
+    register_loss,
+    register_penalty,
+)
 
 
 def _soft_threshold(w: np.ndarray, t: float) -> np.ndarray:
@@ -69,14 +75,7 @@ class SquaredHingeLoss(ClippedGLMLoss):
     k_y = 1.0
 
     def encode_labels(self, y: np.ndarray) -> np.ndarray:
-        y = np.asarray(y)
-        values = set(np.unique(y).tolist())
-        if values <= {0, 1}:
-            return np.where(y == 1, 1.0, -1.0)
-        if values <= {-1, 1}:
-            return y.astype(float)
-        raise ConfigError(f"labels for loss 'svm' must be in {{0,1}} or {{-1,+1}}, "
-                          f"got {sorted(values)[:5]}")
+        return plus_minus_one_labels(y, self.name)
 
     def _inner_value(self, t, y):
         return np.maximum(0.0, 1.0 - y * t) ** 2

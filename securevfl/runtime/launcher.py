@@ -8,27 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from typing import Any
 
+from protocols.ports import free_ports
 from securevfl.errors import PartyTimeoutError, ProtocolError
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` currently free TCP ports on the loopback interface."""
-    socks, ports = [], []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
-    return ports
 
 
 def run_local_processes(
