@@ -124,10 +124,11 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
         g = p.add_argument_group("method options (each applies only to the methods named)")
         for name, uses in sorted(opts.items()):
             o = uses[0][1]
-            helps = "; ".join(
-                f"{m}: {u.help}" + (f" (default {u.default})" if u.default is not None else "")
-                for m, u in uses
-            )
+            texts: dict[str, list[str]] = {}  # methods sharing a text are named together
+            for m, u in uses:
+                text = u.help + (f" (default {u.default})" if u.default not in (None, "") else "")
+                texts.setdefault(text, []).append(m)
+            helps = "; ".join(f"{', '.join(ms)}: {text}" for text, ms in texts.items())
             g.add_argument(
                 f"--{name.replace('_', '-')}",
                 dest=f"opt__{name}",
