@@ -147,3 +147,72 @@ def test_processes_k3_give_the_inprocess_model():
     assert net["model_fingerprint"] == local["model_fingerprint"]
     assert len(net["model_fingerprint"]) == 3
     assert net["privacy"]["epsilon"] == local["privacy"]["epsilon"]
+
+
+def test_free_intercept_keeps_the_clipped_bias_sensitivities_hand_computed():
+    # full batch b = n = 456, e = 3, eta = 1, k = 1, c = sqrt(2): drift 2·e·η·c·L/b
+    kw = dict(epochs=3, batch_size=1000, lr=1.0, epsilon=0.5)
+    free = run_experiment(_spec(**kw, options={"calibration": "classic", "intercept": "free"}))
+    clipped = run_experiment(_spec(**kw, options={"calibration": "classic", "intercept": True}))
+    c, n, e = math.sqrt(2.0), 456, 3
+    dw = 2 * e * 1.0 * c * 1.0 / n
+    d_b = math.sqrt(n * e * dw**2 + e * (4 * dw + 4))
+    bw, jump = 0.25 * c, 2 * (0.25 + 0.5)
+    d_a = math.sqrt(n * e * (bw * dw) ** 2 + e * (2 * jump * bw * dw + jump**2))
+    for rec in (free, clipped):
+        pp = rec["privacy"]["per_party"]
+        assert pp["1"]["sensitivity"] == pytest.approx(d_b, rel=1e-12)
+        assert pp["0"]["sensitivity"] == pytest.approx(d_a, rel=1e-12)
+    assert free["extra"]["sigma_b"] == clipped["extra"]["sigma_b"]
+
+
+def test_free_intercept_is_an_unclipped_bias_of_the_active_party():
+    spec = _spec(epochs=3, batch_size=100, seed=2, epsilon=1000.0, lr=2.0)
+    method = validate_spec(spec)
+    info, views, _ = build_views(spec, method, [0, 1])
+    ctx = RunContext(InProcessRuntime(2), spec, info, views, shared_seed=2)
+    state, _, facts = train_hdp(ctx, GaussianStreamAccountant(), epochs=3, clip=0.05,
+                                calibration="analytic", tag="final", intercept="free")
+    assert facts["feature_norm"] == pytest.approx(math.sqrt(2.0))
+    assert len(state.w[0]) == info.features_per_party[0]  # no constant column
+    assert abs(state.bias) > 0.05  # breast's prior logit: the bias is not held to k
+    assert np.linalg.norm(state.w[0]) <= 0.05 + 1e-12
+
+
+def test_theta_is_recovered_from_the_logistic_derivative():
+    from securevfl.methods.hdp_vfl import theta_from_logistic_derivative
+    from securevfl.models.glm import LogisticLoss
+
+    theta = np.linspace(-20, 20, 41)
+    y = np.where(np.arange(41) % 2 == 0, 1.0, -1.0)
+    th, y01 = theta_from_logistic_derivative(LogisticLoss().derivative(theta, y))
+    np.testing.assert_allclose(th, theta, atol=1e-6)
+    np.testing.assert_array_equal(y01, (y > 0).astype(float))
+
+
+def test_deconvolved_threshold_recovers_the_noise_free_crossing():
+    from securevfl.methods.hdp_vfl import deconvolved_threshold, logistic_fit_1d
+
+    rng = np.random.default_rng(0)
+    s = rng.normal(0.0, 1.0, 200_000)
+    y01 = (rng.random(len(s)) < 1 / (1 + np.exp(-(3.0 * s - 2.0)))).astype(float)
+    noisy = s + rng.normal(0.0, 2.0, len(s))
+    a, c, _ = logistic_fit_1d(noisy, y01)
+    assert -c / a > 2.0  # the naive crossing on noisy scores lies far in the tail
+    t, info = deconvolved_threshold(noisy, y01, noise_var=4.0)
+    assert info["reliability"] == pytest.approx(0.2, abs=0.01)
+    assert t == pytest.approx(2.0 / 3.0, abs=0.08)
+    # no signal: no threshold (the bias stays as trained)
+    t0, _ = deconvolved_threshold(rng.normal(0.0, 2.0, 5000), y01[:5000], noise_var=4.0)
+    assert t0 is None
+
+
+def test_deconvolved_threshold_needs_logistic_and_an_unclipped_bias():
+    with pytest.raises(ConfigError, match="needs intercept 'free' or 'none'"):
+        run_experiment(_spec(options={"threshold": "deconvolved"}))
+    with pytest.raises(ConfigError, match="threshold must be one of"):
+        run_experiment(_spec(options={"threshold": "median"}))
+    rec = run_experiment(_spec(epsilon=100.0, options={"threshold": "deconvolved",
+                                                       "intercept": "free"}))
+    assert "threshold" in rec["privacy"]["stream"]
+    assert rec["privacy"]["epsilon"] == pytest.approx(100.0, rel=1e-8)

@@ -38,6 +38,22 @@ def _plain_key(r: dict[str, Any]) -> tuple:
     return (r["dataset"], r["parties"], _cfg(r, "epochs"), _cfg(r, "batch_size"), _cfg(r, "n"))
 
 
+def _variant(r: dict[str, Any]) -> str:
+    """The training setting of a record: e, b, η, centring, and hdp-vfl's bias/threshold."""
+    parts = [f"e={_cfg(r, 'epochs')}", f"b={_cfg(r, 'batch_size')}"]
+    if _cfg(r, "lr") is not None:
+        parts.append(f"lr={_cfg(r, 'lr'):g}")
+    if _cfg(r, "center"):
+        parts.append("centred")
+    if r["method"] == HDP:
+        icpt = _cfg(r, "intercept", "clipped")
+        icpt = {True: "clipped", False: "none"}.get(icpt, icpt)
+        parts.append(f"bias {icpt}")
+        if _cfg(r, "threshold", "trained") != "trained":
+            parts.append(f"threshold {_cfg(r, 'threshold')}")
+    return ", ".join(parts)
+
+
 def _privacy_accuracy(records: list[dict[str, Any]], out: Path) -> list[str]:
     hdp = [r for r in records if r["method"] == HDP and not _cfg(r, "tune", False)
            and _cfg(r, "clip_norm", 1.0) == 1.0 and not _cfg(r, "n")]
@@ -48,10 +64,11 @@ def _privacy_accuracy(records: list[dict[str, Any]], out: Path) -> list[str]:
         rs = [r for r in hdp if r["dataset"] == ds]
         by: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
         for r in rs:
-            key = (_cfg(r, "calibration", "analytic"), _cfg(r, "epochs"), float(_cfg(r, "epsilon")))
+            key = (_cfg(r, "calibration", "analytic"), _variant(r), float(_cfg(r, "epsilon")))
             by[key].append(r)
         md += [f"**{ds}**", "",
-               "| calibration | e | ε target | ε reported | accuracy | AUC | σ_A | σ_B | seeds |",
+               "| calibration | setting | ε target | ε reported | accuracy | AUC | σ_A | σ_B "
+               "| seeds |",
                "|---|---|---|---|---|---|---|---|---|"]
         for (cal, e, eps), g in sorted(by.items()):
             md.append(
@@ -64,7 +81,9 @@ def _privacy_accuracy(records: list[dict[str, Any]], out: Path) -> list[str]:
                 and r.get("privacy") is None]
         bm: dict[str, list[float]] = defaultdict(list)
         for r in base:
-            bm[r["method"]].append(r["metrics"].get("accuracy"))
+            name = r["method"] if len({_variant(x) for x in base}) == 1 else \
+                f"{r['method']} ({_variant(r)})"
+            bm[name].append(r["metrics"].get("accuracy"))
         if bm:
             md += ["", "baselines (same data): " + ", ".join(
                 f"{m} {_mean_std(v)}" for m, v in sorted(bm.items()))]
@@ -73,7 +92,7 @@ def _privacy_accuracy(records: list[dict[str, Any]], out: Path) -> list[str]:
             for e in sorted({k[1] for k in by if k[0] == cal}):
                 xs = sorted(k[2] for k in by if k[0] == cal and k[1] == e)
                 ys = [np.nanmean([x["metrics"]["accuracy"] for x in by[(cal, e, v)]]) for v in xs]
-                ax.plot(xs, ys, marker="o", label=f"hdp-vfl ({cal}, e={e})")
+                ax.plot(xs, ys, marker="o", label=f"hdp-vfl ({cal}, {e})")
         for i, (m, v) in enumerate(sorted(bm.items())):
             ax.axhline(np.nanmean(v), ls="--", color=f"C{i + 3}", label=m)
         ax.set_xscale("log")

@@ -7,11 +7,17 @@ from the L2 sensitivities of the whole streams (Lemmas 3 and 4, ``privacy/hdp_se
 with the classic or the analytic Gaussian mechanism; the record reports each stream's (ε, δ)
 (Theorem 1) and the joint-DP view on the weights (Theorem 2).
 
-Intercept (option ``intercept``, default on): Algorithm 1 has none, but our features are min-max
-scaled to [-1, 1], not centred, and without a bias the model barely learns. The bias is a weight
-on a constant feature 1 at the active party; ``privacy/hdp_sensitivity.py`` re-derives the bounds
-with the augmented row norm c = sqrt(2) (larger drift, smaller admissible η). ``intercept=false``
-runs Algorithm 1 exactly, with the paper's formulas (c = 1).
+Intercept (option ``intercept``): Algorithm 1 has none, but our features are min-max scaled to
+[-1, 1], not centred, and without a bias the model barely learns. ``clipped`` (default, = true):
+the bias is a weight on a constant feature 1 at the active party, clipped with w_A; ``free``: the
+bias is its own parameter of the active party, updated with the exact derivative and never
+clipped; ``none`` (= false) runs Algorithm 1 exactly, with the paper's formulas (c = 1). Both
+bias variants use the same re-derived bounds (row norm c = sqrt(2); derivation in
+``privacy/hdp_sensitivity.py``).
+
+Threshold (option ``threshold``): ``trained`` predicts sign(x·w + b) as fitted; ``deconvolved``
+lets the active party refit the decision threshold from the noisy scores it already received and
+its own labels (``deconvolved_threshold``): post-processing under Theorems 1-2, no extra release.
 """
 
 from __future__ import annotations
@@ -94,6 +100,8 @@ class HDPHooks(GLMHooks):
     def __init__(self, ctx: RunContext, *, sigma_a: float, sigma_b: float, clip: float,
                  tag: str) -> None:
         self.sigma_a, self.sigma_b, self.clip = sigma_a, sigma_b, clip
+        self.recorded: list[tuple[int, np.ndarray]] = []
+        self.mean_deriv: list[float] = []
         chunk = ctx.info.n_train  # about one epoch of draws per refill
         # one generator per party living here: party k's noise never depends on another's draws
         self.noise = {k: NoiseStream(ctx.noise_rng(k, f"hdp/{tag}"),
@@ -103,7 +111,13 @@ class HDPHooks(GLMHooks):
     def passive_message(self, ctx: RunContext, k: int, ir: np.ndarray, step: int) -> np.ndarray:
         return ir + self.noise[k].take(len(ir))
 
+    record_from: int | None = None  # steps >= this keep the exact derivative (threshold)
+
     def active_message(self, ctx: RunContext, deriv: np.ndarray, step: int) -> np.ndarray:
+        if self.record_from is not None:
+            self.mean_deriv.append(float(np.mean(deriv)))  # replays a free bias's trajectory
+            if step >= self.record_from:
+                self.recorded.append((step, np.array(deriv, dtype=float)))
         return deriv + self.noise[0].take(len(deriv))
 
     def active_uses_exact(self) -> bool:
@@ -161,7 +175,8 @@ def stream_sensitivities(ctx: RunContext, loss: GLMLoss, *, epochs: int, clip: f
     d_b = passive_sensitivity(**common)
     d_a = active_sensitivity(**common, beta_theta=beta_theta, beta_y=beta_y, k_y=k_y)
     facts = {"loss": loss.name, "T": T, "b": b, "b_min": b_min, "e": epochs, "k": clip,
-             "lr": lr, "L": L, "beta_theta": beta_theta, "beta_y": beta_y, "k_y": k_y, "feature_norm": feature_norm}
+             "lr": lr, "L": L, "beta_theta": beta_theta, "beta_y": beta_y, "k_y": k_y,
+             "feature_norm": feature_norm}
     return d_a, d_b, facts
 
 
@@ -186,9 +201,79 @@ def with_constant_feature(ctx: RunContext) -> RunContext:
     return dataclasses.replace(ctx, views=views, info=info)
 
 
-def predict_hdp(ctx: RunContext, state: GLMState, intercept: bool) -> np.ndarray | None:
+INTERCEPTS = ("clipped", "free", "none")
+
+
+def parse_intercept(value: Any) -> str:
+    """'clipped' (true), 'free' or 'none' (false): how the active party's bias is treated."""
+    if isinstance(value, str) and value.strip().lower() in INTERCEPTS:
+        return value.strip().lower()
+    try:
+        return "clipped" if parse_bool(value) else "none"
+    except ConfigError:
+        raise ConfigError(f"intercept must be one of {list(INTERCEPTS)} (or true/false), "
+                          f"got {value!r}") from None
+
+
+def predict_hdp(ctx: RunContext, state: GLMState, intercept: str) -> np.ndarray | None:
     """Test scores at the active party (with the constant column when the model has one)."""
-    return predict_glm(with_constant_feature(ctx) if intercept else ctx, state)
+    return predict_glm(with_constant_feature(ctx) if intercept == "clipped" else ctx, state)
+
+
+THRESHOLDS = ("trained", "deconvolved")
+RECORD_SHARE = 8  # the threshold uses the last 1/RECORD_SHARE of the final epoch's steps
+
+
+def logistic_fit_1d(x: np.ndarray, y01: np.ndarray, iters: int = 50) -> tuple[float, float, float]:
+    """Maximum-likelihood (slope, intercept, z-score of the slope) of y ~ sigmoid(a·x + c)."""
+    m, sd = float(np.mean(x)), float(np.std(x)) or 1.0
+    Z = np.column_stack([(x - m) / sd, np.ones_like(x)])
+    beta = np.zeros(2)
+    H = np.eye(2)
+    for _ in range(iters):
+        p = 1.0 / (1.0 + np.exp(-np.clip(Z @ beta, -50.0, 50.0)))
+        H = (Z * (p * (1.0 - p))[:, None]).T @ Z + 1e-9 * np.eye(2)
+        step = np.linalg.solve(H, Z.T @ (y01 - p))
+        beta += step
+        if float(np.max(np.abs(step))) < 1e-10:
+            break
+    se = math.sqrt(max(float(np.linalg.inv(H)[0, 0]), 1e-300))
+    return float(beta[0] / sd), float(beta[1] - beta[0] * m / sd), float(beta[0] / se)
+
+
+def deconvolved_threshold(scores: np.ndarray, y01: np.ndarray, noise_var: float,
+                          min_z: float = 3.0) -> tuple[float | None, dict[str, float]]:
+    """Decision threshold on the noise-free score s = x·w from the noisy s~ = s + Z of training.
+
+    Why a threshold at all: with ||w_k|| <= k the fitted bias and the (too small) slope of the
+    scores are miscalibrated, so sign(x·w + b) puts every row on the majority side even with
+    little noise; refitting the 1-d model y ~ sigmoid(α·s + β) on the fixed direction w frees
+    the slope. The active party only has s~ = s + Z, Z ~ N(0, s²), s² = Σ_k σ_B² (public).
+    Fitting y ~ sigmoid(a·s~ + c) gives the 0.5-crossing t~ = -c/a. With s Gaussian,
+    E[s | s~] = μ + λ(s~ - μ), λ = 1 - s²/Var(s~) (reliability), and the probit approximation
+    P(y=1 | s~) = sigmoid((α·E[s|s~] + β)/D) for a constant D; matching the two forms gives
+    -β/α = μ + λ(t~ - μ) (D cancels; regression calibration). Kept only when the slope is
+    significantly positive (z > ``min_z``) and λ > 0; otherwise None (the bias as trained).
+    Inputs: the active party's own labels and the s~ it already received (Sec[IR_B]):
+    post-processing, no extra release, no extra privacy cost (Theorems 1 and 2 unchanged).
+    """
+    mu, var = float(np.mean(scores)), float(np.var(scores))
+    lam = max(0.0, 1.0 - noise_var / var) if var > 0 else 0.0
+    a, c, z = logistic_fit_1d(scores, y01)
+    info = {"mu": mu, "reliability": lam, "slope": a, "slope_z": z, "rows": float(len(y01))}
+    if lam <= 0.0 or a <= 0.0 or z < min_z:
+        return None, info
+    t_naive = -c / a
+    t = mu + lam * (t_naive - mu)
+    info.update(naive_threshold=t_naive, threshold=t)
+    return t, info
+
+
+def theta_from_logistic_derivative(deriv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(θ, y in {0,1}) from h = -y·sigmoid(-yθ), y = ±1: the active party's own θ~ and labels."""
+    y = np.where(deriv < 0, 1.0, -1.0)
+    mag = np.clip(np.abs(deriv), 1e-15, 1.0 - 1e-15)
+    return y * np.log(1.0 / mag - 1.0), (y > 0).astype(float)
 
 
 def balanced_batch_size(n: int, batch_size: int) -> int:
@@ -203,14 +288,15 @@ def balanced_batch_size(n: int, batch_size: int) -> int:
 
 
 def train_hdp(ctx: RunContext, *accts: GaussianStreamAccountant, epochs: int, clip: float,
-              calibration: str, tag: str, intercept: bool = True
-              ) -> tuple[GLMState, float, dict[str, Any]]:
+              calibration: str, tag: str, intercept: str = "clipped",
+              threshold: str = "trained") -> tuple[GLMState, float, dict[str, Any]]:
     """One run of Algorithm 1 at the spec's (ε, δ); its stream events go into each of ``accts``."""
     b = balanced_batch_size(ctx.info.n_train, ctx.spec.batch_size)
     spec = dataclasses.replace(ctx.spec, epochs=epochs, batch_size=b)
     ctx = dataclasses.replace(ctx, spec=spec)
     loss = resolve_loss(ctx)
-    c = math.sqrt(2.0) if intercept else 1.0
+    intercept = parse_intercept(intercept)
+    c = 1.0 if intercept == "none" else math.sqrt(2.0)
     beta_theta = float(loss_constants(loss)[1])
     if spec.lr is None:
         # the trainer's default, lowered to Lemma 2's bound where it exceeds it
@@ -225,9 +311,37 @@ def train_hdp(ctx: RunContext, *accts: GaussianStreamAccountant, epochs: int, cl
     sigma_a = calibrate(calibration, epsilon=eps, delta=delta, sensitivity=d_a)
     sigma_b = calibrate(calibration, epsilon=eps, delta=delta, sensitivity=d_b)
     hooks = HDPHooks(ctx, sigma_a=sigma_a, sigma_b=sigma_b, clip=clip, tag=tag)
-    if intercept:
+    if threshold == "deconvolved":
+        if loss.name != "logistic":
+            raise ConfigError(f"threshold 'deconvolved' needs the logistic loss, got {loss.name!r}")
+        if intercept == "clipped":
+            raise ConfigError("threshold 'deconvolved' needs intercept 'free' or 'none', "
+                              "got 'clipped'")
+        r = facts["T"] // epochs
+        # the last eighth of the final epoch (>= 1 step): the weights are still moving after a
+        # short run, and earlier scores understate the final ones (measured on adult: 1/2 of the
+        # epoch or all of it put the threshold too low)
+        hooks.record_from = facts["T"] - max(1, -(-r // RECORD_SHARE))
+    if intercept == "clipped":
         ctx = with_constant_feature(ctx)
-    state, train_s = train_glm(ctx, hooks, fit_intercept=False)
+    state, train_s = train_glm(ctx, hooks, fit_intercept=intercept == "free")
+    if threshold == "deconvolved" and ctx.rt.here(0):
+        # the free bias's value at each step, b_t = -η·Σ_{s<t} mean(h_s) (no penalty on it),
+        # so the recorded θ~ - b_t are scores of the weights alone
+        bias_at = np.concatenate([[0.0], -lr * np.cumsum(hooks.mean_deriv)])
+        if intercept == "none":
+            bias_at[:] = 0.0
+        scores, labels = [], []
+        for step, deriv in hooks.recorded:
+            th, y01 = theta_from_logistic_derivative(deriv)
+            scores.append(th - bias_at[step])
+            labels.append(y01)
+        noise_var = (ctx.info.data_parties - 1) * sigma_b**2
+        t, info = deconvolved_threshold(np.concatenate(scores), np.concatenate(labels), noise_var)
+        info["trained_bias"] = float(state.bias)
+        if t is not None:
+            state.bias = -t  # decide x·w >= t: predict_glm adds state.bias to every score
+        facts["threshold"] = {"applied": t is not None, **info}
     events = [GaussianEvent(sigma=sigma_a, sensitivity=d_a, party=0, label=f"{tag}: IR_A")]
     events += [GaussianEvent(sigma=sigma_b, sensitivity=d_b, party=k,
                              label=f"{tag}: IR_B of party {k}")
@@ -252,7 +366,8 @@ def _fold_context(ctx: RunContext, tr: np.ndarray, va: np.ndarray) -> RunContext
 
 
 def cv_tune(ctx: RunContext, acct: GaussianStreamAccountant, *, calibration: str,
-            intercept: bool = True, folds: int = 5) -> tuple[int, float, list[dict[str, float]]]:
+            intercept: str = "clipped", threshold: str = "trained", folds: int = 5
+            ) -> tuple[int, float, list[dict[str, float]]]:
     """The paper's tuning: 5-fold CV on the training split over e x k; returns (e, k, table).
 
     The CV score is the validation AUC for binary tasks (accuracy otherwise, -MSE for regression).
@@ -276,7 +391,8 @@ def cv_tune(ctx: RunContext, acct: GaussianStreamAccountant, *, calibration: str
                     tr = np.concatenate([parts[j] for j in range(folds) if j != f])
                     sub = _fold_context(ctx, tr, parts[f])
                     state, _, _ = train_hdp(sub, acct, epochs=e, clip=k, calibration=calibration,
-                                            tag=f"cv/{e}/{k}/{f}", intercept=intercept)
+                                            tag=f"cv/{e}/{k}/{f}", intercept=intercept,
+                                            threshold=threshold)
                     pred = predict_hdp(sub, state, intercept)
                     if ctx.rt.here(label):
                         m = metrics_for(ctx.info.task, sub.views[label].y_test, pred)
@@ -306,8 +422,14 @@ class HDPVFL(Method):
         "calibration": Option(str, "analytic", "noise calibration: classic (paper, eps<1) or "
                               "analytic (Balle & Wang 2018)", CALIBRATIONS),
         "clip_norm": Option(float, 1.0, "weight-norm bound k of each party's block"),
-        "intercept": Option(parse_bool, True, "fit a bias at the active party (the sensitivity "
-                            "bounds then use row norm sqrt(2)); false: Algorithm 1 exactly"),
+        "intercept": Option(parse_intercept, "clipped", "bias at the active party: clipped "
+                            "(true; a constant column clipped with w_A), free (its own unclipped "
+                            "parameter); both use row norm sqrt(2) in the bounds; none (false): "
+                            "Algorithm 1 exactly"),
+        "threshold": Option(str, "trained", "decision threshold: trained (the bias as fitted) or "
+                            "deconvolved (the active party corrects its threshold for the known "
+                            "noise in its received theta; logistic only; post-processing)",
+                            THRESHOLDS),
         "tune": Option(parse_bool, False, "5-fold CV on the training split over epochs "
                        f"{list(TUNE_EPOCHS)} x clip_norm {list(TUNE_CLIP)} (overrides both)"),
     }
@@ -322,7 +444,10 @@ class HDPVFL(Method):
             raise ConfigError(f"calibration must be one of {list(CALIBRATIONS)}, got {cal!r}")
         check_positive("clip_norm", spec.option("clip_norm", self))
         parse_bool(spec.option("tune", self))
-        parse_bool(spec.option("intercept", self))
+        parse_intercept(spec.option("intercept", self))
+        if spec.option("threshold", self) not in THRESHOLDS:
+            raise ConfigError(f"threshold must be one of {list(THRESHOLDS)}, "
+                              f"got {spec.option('threshold', self)!r}")
         if spec.penalty not in ("l2", "none", "l1", "elastic-net"):
             raise ConfigError(f"penalty for hdp-vfl must be l2, l1, elastic-net or none, "
                               f"got {spec.penalty!r}")
@@ -333,17 +458,19 @@ class HDPVFL(Method):
         calibration = spec.option("calibration", self)
         clip = float(spec.option("clip_norm", self))
         epochs = spec.epochs
-        intercept = parse_bool(spec.option("intercept", self))
+        intercept = parse_intercept(spec.option("intercept", self))
+        threshold = spec.option("threshold", self)
         acct = GaussianStreamAccountant(calibration)
         extra: dict[str, Any] = {}
         if parse_bool(spec.option("tune", self)):
-            epochs, clip, table = cv_tune(ctx, acct, calibration=calibration, intercept=intercept)
+            epochs, clip, table = cv_tune(ctx, acct, calibration=calibration, intercept=intercept,
+                                          threshold=threshold)
             extra["tuning"] = {"chosen_epochs": epochs, "chosen_clip_norm": clip,
                                "cv": table, "runs": len(TUNE_EPOCHS) * len(TUNE_CLIP) * 5}
         final = GaussianStreamAccountant(calibration)
         state, train_s, facts = train_hdp(ctx, acct, final, epochs=epochs, clip=clip,
                                           calibration=calibration, tag="final",
-                                          intercept=intercept)
+                                          intercept=intercept, threshold=threshold)
         priv_extra: dict[str, Any] = {"stream": facts}
         if "tuning" in extra:
             priv_extra["epsilon_final_training_only"] = final.get_epsilon(float(spec.delta))

@@ -29,6 +29,26 @@ weights differ (β_w = cβ_θ); and the changed-row terms are unchanged because 
 is the same on both rows and IR_B does not contain the bias. ``feature_norm`` = c (1: no
 intercept, which gives the paper's formulas).
 
+A free bias (option ``intercept=free``: the active party's own scalar b, updated with the exact
+mean derivative and never clipped) keeps exactly the same constants. Checked step by step against
+Appendix B, with the parameter z = (w, b) and the augmented row x~ = (x, 1), ||x~|| <= c = sqrt(2):
+* B.1 (Lemma 2). Case 1 uses co-coercivity of ∇ℓ in z (smoothness β_θ·c², hence η <= 2/(β_θc²+λ))
+  and then a projection; clipping only w is the Euclidean projection onto the convex set
+  {||w|| <= k} x R (b unconstrained), and the L2 prox on w alone is a prox of a convex function
+  of z: both non-expansive, so Case 1 still gives Δz_{t+1} <= Δz_t. Case 2 adds two per-sample
+  gradients of norm |ℓ'|·||x~|| <= c·L, so Δz_T <= 2eηcL/b: the same drift as the clipped
+  constant column. No bound on |b| is needed anywhere (|ℓ'| <= L holds for every θ for the
+  logistic loss; for the other losses the bounded-θ constants are what ``ClippedGLMLoss``
+  enforces by clipping θ, whatever the bias).
+* B.2 (Lemma 3). IR_B = X_B w_B contains no bias: Case 1 |x_B·(w_B - w'_B)| <= ||Δz||, Case 2
+  |w x - w' x'| <= Δz + 2k needs only ||w_B|| <= k. Δ_B as for the clipped bias.
+* B.3 (Lemma 4). θ = x·w + b, so |h(z) - h(z')| <= β_θ·|x~·(z - z')| <= β_θ·c·Δz (β_w = cβ_θ);
+  the changed-row term |h(x, y) - h(x', y')| at equal z involves (x - x')·w_A with the bias
+  cancelling (it is the same on both rows), so β_x = β_θ·k with ||w_A|| <= k. Δ_A as for the
+  clipped bias.
+So the unclipped bias costs no extra noise; what clipping the bias with w_A bought (the bias
+cannot run away under θ-noise) is an accuracy matter, not a privacy one.
+
 Two generalisations the paper does not need but our batching does: a trailing batch smaller than
 ``b`` (the changed row may sit in it every epoch, so Δw_T uses the smallest batch ``b_min``), and
 the number of row-visits ``T·b`` which becomes ``n·e`` when the last batch is short. With equal
