@@ -43,6 +43,7 @@ _PAIR_INFO = b"securevfl/secagg/v1/pair"
 _ROUND_INFO = b"securevfl/secagg/v1/round"
 _STREAM_INFO = b"securevfl/secagg/v1/round-stream"
 NO_OFFSET = (1 << 64) - 1  # header offset of a batch keyed on its own (round, batch) ids
+_WEIGHTS = np.ldexp(1.0, np.arange(MAX_BITS))  # 2^j, j < 32, exact in float64
 _ZERO_NONCE = bytes(16)  # every (pair, round, batch) gets its own AES key, so a fixed nonce is safe
 
 
@@ -74,21 +75,39 @@ def modulus_bits(bound: int) -> int:
 
 def pack_bits(values: np.ndarray, bits: int) -> bytes:
     """Pack non-negative integers < 2^bits into ceil(n*bits/8) bytes (little-endian bit order)."""
-    v = np.ascontiguousarray(np.asarray(values).ravel().astype("<u4"))
-    # the low ``bits`` bits of each little-endian uint32, then re-packed densely
-    b = np.unpackbits(v.view(np.uint8).reshape(-1, 4), axis=1, bitorder="little")[:, :bits]
-    return np.packbits(b.ravel(), bitorder="little").tobytes()
+    wide = bits > 16
+    v = np.ascontiguousarray(np.asarray(values).ravel(), dtype="<u4" if wide else "<u2")
+    # the low ``bits`` bits of each little-endian word, then re-packed densely
+    b = np.unpackbits(v.view(np.uint8).reshape(-1, 4 if wide else 2), axis=1, count=bits,
+                      bitorder="little")
+    return np.packbits(b, bitorder="little").tobytes()
 
 
 def unpack_bits(data: bytes, bits: int, count: int) -> np.ndarray:
     """Inverse of :func:`pack_bits`: ``count`` integers as uint64."""
+    return unpack_sum([data], bits, count)
+
+
+def unpack_sum(payloads: list[bytes], bits: int, count: int) -> np.ndarray:
+    """The elementwise sum (uint64, not reduced) of several :func:`pack_bits` payloads.
+
+    Bit planes are summed across payloads first and weighted by 2^j once: exact in float64,
+    whose sums stay below len(payloads) * 2^bits <= 2^53.
+    """
     need = -(-count * bits // 8)
-    if len(data) != need:
-        raise SecAggError(f"packed payload must be {need} bytes for {count} values of {bits} bits, "
-                          f"got {len(data)}")
-    flat = np.unpackbits(np.frombuffer(data, dtype=np.uint8), count=count * bits, bitorder="little")
-    weights = np.left_shift(1, np.arange(bits, dtype=np.int64))
-    return (flat.reshape(count, bits) @ weights).astype(np.uint64)
+    for data in payloads:
+        if len(data) != need:
+            raise SecAggError(f"packed payload must be {need} bytes for {count} values of {bits} "
+                              f"bits, got {len(data)}")
+    if not payloads or count == 0:
+        return np.zeros(count, dtype=np.uint64)
+    if len(payloads) << bits > 1 << 53:  # float64 would round: one payload at a time
+        return sum((unpack_sum([d], bits, count) for d in payloads[1:]),
+                   unpack_sum(payloads[:1], bits, count))
+    raw = np.frombuffer(b"".join(payloads), dtype=np.uint8).reshape(len(payloads), need)
+    planes = np.unpackbits(raw, axis=1, count=count * bits, bitorder="little")
+    ones = planes.reshape(len(payloads), count, bits).sum(axis=0, dtype=np.uint32)
+    return (ones @ _WEIGHTS[:bits]).astype(np.uint64)
 
 
 def _round_mask(pair_key: bytes, *, round_id: int, batch_id: int, count: int) -> np.ndarray:
@@ -117,6 +136,7 @@ class SecAggParty:
         if not 1 <= bits <= MAX_BITS:
             raise ValueError(f"bits must be in [1, {MAX_BITS}], got {bits}")
         self.index, self.n_parties, self.bits = index, n_parties, bits
+        self._word = np.dtype("<u2" if bits <= 16 else "<u4")
         self._sk = private_key or X25519PrivateKey.generate()
         self._pair_keys: dict[int, bytes] = {}
         self.session: bytes | None = None
@@ -155,7 +175,10 @@ class SecAggParty:
                 net += m
             else:
                 net -= m
-        self._round = (round_id, net, [0])  # [next free offset]
+        # only the sum mod 2^r matters: keep r bits, in uint16 when r <= 16 (masking and packing
+        # then work on 2-byte words; 2^r divides 2^16, so uint16 wrap-around is harmless)
+        net &= np.uint32((1 << self.bits) - 1)
+        self._round = (round_id, net.astype(self._word), [0])  # [next free offset]
 
     def mask(self, values: np.ndarray, *, round_id: int, batch_id: int,
              offset: int | None = None) -> bytes:
@@ -166,13 +189,13 @@ class SecAggParty:
         if self.session is None:
             raise SecAggError(f"party {self.index} must run key agreement before masking")
         q = np.asarray(values).ravel()
-        bad = q.size and (not np.issubdtype(q.dtype, np.integer) or q.min() < 0
-                          or q.max() >> self.bits)
-        if bad:
+        # one reduction: read as unsigned, a negative value is huge, so max >> r catches it too
+        if q.size and (q.dtype.kind not in "iu"
+                       or q.view(f"u{q.dtype.itemsize}").max() >> self.bits):
             raise SecAggError(f"values must be integers in [0, 2^{self.bits}), got range "
                               f"[{q.min()}, {q.max()}] of dtype {q.dtype}")
-        y = q.astype("<u4")
         if offset is None:
+            y = q.astype("<u4")
             for j, key in self._pair_keys.items():
                 m = _round_mask(key, round_id=round_id, batch_id=batch_id, count=q.size)
                 # i < j adds, i > j subtracts (uint32 wraps mod 2^32): pair masks cancel in the sum
@@ -181,8 +204,9 @@ class SecAggParty:
                 else:
                     y -= m
         else:
+            y = q.astype(self._word)
             y += self._segment(round_id, offset, q.size)
-        y &= np.uint32((1 << self.bits) - 1)
+        # y mod 2^r: packing keeps each word's low r bits (2^r divides the word's modulus)
         header = _HEADER.pack(self.session, self.index, round_id, batch_id,
                               NO_OFFSET if offset is None else offset, q.size)
         return header + pack_bits(y, self.bits)
@@ -234,7 +258,7 @@ class SecAggServer:
                expected: Iterable[int] | None = None) -> np.ndarray:
         """The sum over all parties (uint64, length ``count``), or SecAggAbort naming a party."""
         want = (self.session, round_id, batch_id, NO_OFFSET if offset is None else offset, count)
-        total = np.zeros(count, dtype=np.uint64)
+        bodies = []
         for k in (range(self.n_parties) if expected is None else expected):
             msg = messages.get(k)
             where = f"secure aggregation round {round_id} batch {batch_id} aborted"
@@ -248,5 +272,6 @@ class SecAggServer:
                 raise SecAggAbort(f"{where}: party {k}'s message is for session/party/round/"
                                   f"batch/offset/count {session.hex()[:8]}/{party}/{r}/{b}/"
                                   f"{off}/{n}", k)
-            total += unpack_bits(msg[_HEADER.size:], self.bits, count)
+            bodies.append(msg[_HEADER.size:])
+        total = unpack_sum(bodies, self.bits, count)
         return total & np.uint64((1 << self.bits) - 1)

@@ -205,18 +205,90 @@ def test_gaussian_epsilon_against_dp_accounting() -> None:
     assert gaussian_epsilon(60.0, 1e-5) > 1000  # large budgets stay finite, no overflow
 
 
-@pytest.mark.parametrize("b", [16, 64])  # numpy's sampler, then torch's
+@pytest.mark.parametrize("b", [1, 16, 64, 200])  # table sampler (b < 128), then torch's
 def test_quantizer_draws_follow_the_binomial_pmf(b: int) -> None:
     from scipy.stats import binom, chisquare
 
     rng = np.random.default_rng(3)
+    for xv in (0.6, 1.0, -1.0, 0.0, 0.3337):
+        x = np.full(100_000, xv)
+        q, _ = pbm_quantize(x, b=b, beta=0.25, rng=rng)
+        assert q.dtype == np.int64 and q.shape == x.shape and q.min() >= 0 and q.max() <= b
+        p = 0.5 + 0.25 * xv
+        obs = np.bincount(q, minlength=b + 1)
+        exp = binom.pmf(np.arange(b + 1), b, p) * len(q)
+        keep = exp > 5
+        stat = chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum())
+        assert stat.pvalue > 1e-4, (b, xv)
     x = np.full(100_000, 0.6)
-    q, _ = pbm_quantize(x, b=b, beta=0.25, rng=rng)
-    p = 0.5 + 0.25 * 0.6
-    obs = np.bincount(q, minlength=b + 1)
-    exp = binom.pmf(np.arange(b + 1), b, p) * len(q)
-    keep = exp > 5
-    stat = chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum())
-    assert stat.pvalue > 1e-4
+    q, _ = pbm_quantize(x, b=b, beta=0.25, rng=np.random.default_rng(3))
     again, _ = pbm_quantize(x, b=b, beta=0.25, rng=np.random.default_rng(3))
     assert np.array_equal(q, again)  # the explicit rng makes it reproducible
+
+
+def test_table_sampler_with_per_element_p_is_unbiased_with_binomial_variance() -> None:
+    rng = np.random.default_rng(8)
+    b, beta = 64, 0.25
+    x = np.tanh(rng.normal(size=(2000, 16)))
+    p = 0.5 + beta * x
+    q = np.stack([pbm_quantize(x, b=b, beta=beta, rng=rng)[0] for _ in range(40)])
+    resid = q - b * p
+    var = b * p * (1 - p)
+    assert abs(resid.sum()) < 5 * math.sqrt(40 * var.sum())  # E q = b p for every element
+    assert np.mean(resid**2) / np.mean(var) == pytest.approx(1.0, abs=0.01)
+
+
+def _alias_pmfs(table: np.ndarray, rows: list[int]) -> np.ndarray:
+    """Exact outcome probabilities (in units of 2^-62) of the given rows of an alias table."""
+    from securevfl.privacy import pbm as P
+
+    out = np.zeros((len(rows), 1 << P._COL_BITS), dtype=object)
+    out[:] = 0
+    for i, r in enumerate(rows):
+        for c in range(1 << P._COL_BITS):
+            e = int(table[(r << P._COL_BITS) + c])
+            thr, alias = e >> P._SHIFT, e & ((1 << P._SHIFT) - 1)
+            out[i, c] += thr
+            out[i, alias] += (1 << P._UNIT_BITS) - thr
+    return out
+
+
+@pytest.mark.parametrize("b", [1, 3, 64, 127])
+def test_table_sampler_composes_to_the_exact_binomial(b: int) -> None:
+    """The sampler's stages, read off its tables, give Binomial(b, p) to float precision:
+    K ~ Binomial(b, p_lo) (alias), a candidate among the b - K others or not (threshold),
+    N | N >= 1 (alias), then Binomial(N, t / W) successes (exact pmf here)."""
+    from scipy.stats import binom
+
+    from securevfl.privacy import pbm as P
+
+    grid, no_cand, cond = P._binomial_tables(b)
+    G = 1 << P._GRID_BITS
+    ps = [0.25, 0.75, 0.5, 0.6, 0.3337, 0.25 + 1e-9, 0.75 - 1e-9, 0.5 + 3.5 / G]
+    rows = sorted({int(p * G) for p in ps})
+    grid_pmf = dict(zip(rows, _alias_pmfs(grid, rows), strict=True))
+    cond_pmf = _alias_pmfs(cond, list(range(b + 1)))
+    for r in list(grid_pmf.values()) + list(cond_pmf):
+        assert sum(r) == 1 << 62 and not any(r[b + 1:])  # exact integer pmfs on 0..b
+    for p in ps:
+        s = p * G
+        j = int(s)
+        ratio = (s - j) / (4 - j / (G / 4))
+        assert 0 <= ratio < 1
+        dist = np.zeros(b + 1)
+        for k in range(b + 1):
+            pk = float(grid_pmf[j][k]) / 2.0**62
+            none = (int(no_cand[k]) + 1) / 2.0**64  # P(no candidate among b - k trials)
+            dist[k] += pk * none
+            if none == 1.0:
+                continue
+            for n in range(1, b - k + 1):
+                pn = pk * (1 - none) * float(cond_pmf[b - k][n]) / 2.0**62
+                dist[k:k + n + 1] += pn * binom.pmf(np.arange(n + 1), n, ratio)
+            assert not any(cond_pmf[b - k][b - k + 1:])  # never more candidates than trials
+        assert np.abs(dist - binom.pmf(np.arange(b + 1), b, p)).max() < 1e-14, (b, p)
+
+
+def test_quantizer_rejects_nan() -> None:
+    with pytest.raises(ConfigError, match=r"\[-1.0, 1.0\]"):
+        pbm_quantize(np.array([0.1, np.nan]), b=4, beta=0.1, rng=np.random.default_rng(0))

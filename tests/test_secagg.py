@@ -15,6 +15,7 @@ from protocols.secagg import (
     modulus_bits,
     pack_bits,
     unpack_bits,
+    unpack_sum,
 )
 
 
@@ -94,6 +95,12 @@ def test_out_of_range_values_rejected() -> None:
         parties[0].mask(np.array([16]), round_id=0, batch_id=0)
     with pytest.raises(SecAggError, match="integers in"):
         parties[0].mask(np.array([0.5]), round_id=0, batch_id=0)
+    with pytest.raises(SecAggError, match="integers in"):  # negative: caught by the same check
+        parties[0].mask(np.array([3, -1]), round_id=0, batch_id=0)
+    for p in parties:
+        p.prepare_round(0, 4)
+    with pytest.raises(SecAggError, match="integers in"):  # also on the prepared-round path
+        parties[0].mask(np.array([-2, 0]), round_id=0, batch_id=0, offset=0)
 
 
 def test_modulus_bits_rules() -> None:
@@ -111,6 +118,18 @@ def test_pack_roundtrip(bits: int, n: int, seed: int) -> None:
     data = pack_bits(v, bits)
     assert len(data) == (n * bits + 7) // 8
     assert np.array_equal(unpack_bits(data, bits, n), v)
+
+
+@settings(max_examples=30, deadline=None)
+@given(bits=st.integers(1, 32), n=st.integers(0, 40), m=st.integers(1, 6),
+       seed=st.integers(0, 2**32 - 1))
+def test_unpack_sum_is_the_sum_of_unpacks(bits: int, n: int, m: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    vs = [rng.integers(0, 1 << bits, size=n, dtype=np.uint64) for _ in range(m)]
+    got = unpack_sum([pack_bits(v, bits) for v in vs], bits, n)
+    assert got.dtype == np.uint64 and np.array_equal(got, sum(vs, np.zeros(n, dtype=np.uint64)))
+    with pytest.raises(SecAggError, match="packed payload"):
+        unpack_sum([pack_bits(vs[0], bits) + b"x"], bits, n)
 
 
 def test_prepared_round_segments_sum_exactly_and_are_never_reused() -> None:

@@ -34,6 +34,7 @@ from securevfl.privacy.pbm import (
     ldp_sigma,
     pbm_estimate_sum,
     pbm_quantize,
+    prepare_binomial,
 )
 from securevfl.privacy.pbm_accountant import (
     ACCOUNTANT_NAME,
@@ -118,6 +119,7 @@ class PBMSecAggHooks(BoundedSumHooks):
 
         super().__init__(ctx)
         self.b, self.beta = b, beta
+        prepare_binomial(b)  # the sampler's tables: setup, like the keys (cached per process)
         M = ctx.info.data_parties
         self.bits = modulus_bits(b * M)
         local = [k for k in ctx.rt.local_parties if k < M]
