@@ -115,13 +115,16 @@ def _round_mask(pair_key: bytes, *, round_id: int, batch_id: int, count: int) ->
     return _keystream(pair_key, _ROUND_INFO + struct.pack(">QQ", round_id, batch_id), count)
 
 
-def _keystream(pair_key: bytes, info: bytes, count: int) -> np.ndarray:
-    """``count`` uint32 words of AES-256-CTR keystream under HKDF(pair_key, info)."""
+def _keystream(pair_key: bytes, info: bytes, count: int,
+               word: np.dtype | str = "<u4") -> np.ndarray:
+    """``count`` words (uint32, or uint16 if ``word`` says so) of AES-256-CTR keystream under
+    HKDF(pair_key, info)."""
     key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(pair_key)
     enc = Cipher(algorithms.AES(key), modes.CTR(_ZERO_NONCE)).encryptor()
-    stream = enc.update(bytes(4 * count)) + enc.finalize()
-    # full uint32 words: callers add them mod 2^32 and reduce mod 2^r (2^r divides 2^32) once
-    return np.frombuffer(stream, dtype="<u4")
+    dtype = np.dtype(word)
+    stream = enc.update(bytes(dtype.itemsize * count)) + enc.finalize()
+    # full words: callers add them mod 2^32 (2^16) and reduce mod 2^r (2^r divides it) once
+    return np.frombuffer(stream, dtype=dtype)
 
 
 class SecAggParty:
@@ -168,17 +171,16 @@ class SecAggParty:
         """Precompute the net signed mask of a round for ``total`` values (all its batches)."""
         if self.session is None:
             raise SecAggError(f"party {self.index} must run key agreement before masking")
-        net = np.zeros(total, dtype="<u4")
+        # words of the masked values' width (uint16 when r <= 16, both ends of every pair agree
+        # as r is common): uniform mod 2^16, hence mod 2^r
+        net = np.zeros(total, dtype=self._word)
         for j, key in self._pair_keys.items():
-            m = _keystream(key, _STREAM_INFO + struct.pack(">Q", round_id), total)
+            m = _keystream(key, _STREAM_INFO + struct.pack(">Q", round_id), total, self._word)
             if self.index < j:
                 net += m
             else:
                 net -= m
-        # only the sum mod 2^r matters: keep r bits, in uint16 when r <= 16 (masking and packing
-        # then work on 2-byte words; 2^r divides 2^16, so uint16 wrap-around is harmless)
-        net &= np.uint32((1 << self.bits) - 1)
-        self._round = (round_id, net.astype(self._word), [0])  # [next free offset]
+        self._round = (round_id, net, [0])  # [next free offset]
 
     def mask(self, values: np.ndarray, *, round_id: int, batch_id: int,
              offset: int | None = None) -> bytes:
