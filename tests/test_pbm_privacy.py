@@ -29,8 +29,35 @@ from securevfl.privacy.pbm_accountant import (
     renyi_divergence,
 )
 
-
 # ---------------------------------------------------------------- mechanism and estimator
+GRID = 1 << 12  # pbm_quantize rounds p toward 1/2 onto multiples of 1/GRID (b < 128)
+
+
+def _p_grid(x: np.ndarray, beta: float, bound: float = 1.0) -> np.ndarray:
+    """The p pbm_quantize draws with: 1/2 + trunc(beta x / C * GRID) / GRID, |.| <= beta."""
+    level = np.trunc(np.asarray(x, dtype=np.float64) * (beta / bound * GRID))
+    top = math.floor(beta * GRID)
+    return 0.5 + np.clip(level, -top, top) / GRID
+
+
+def test_p_is_rounded_toward_one_half_inside_the_privacy_range(monkeypatch) -> None:
+    from securevfl.privacy import pbm as pbm_mod
+
+    rng = np.random.default_rng(4)
+    seen: list[np.ndarray] = []
+    monkeypatch.setattr(pbm_mod, "_binomial_grid",
+                        lambda b, j, rng: seen.append(j.copy()) or np.zeros_like(j))
+    for beta in (0.25, 0.2, 0.1, 0.013):
+        x = np.concatenate([rng.uniform(-1, 1, 10_000), [-1.0, 1.0, 0.0, 1 + 1e-7, -1 - 1e-7]])
+        p, pq = 0.5 + beta * np.clip(x, -1, 1), _p_grid(x, beta)
+        assert np.all(np.abs(pq - 0.5) <= np.abs(p - 0.5) + 1e-15)  # toward 1/2 ...
+        assert np.all(np.abs(pq - 0.5) <= beta) and np.all(np.abs(p - pq) < 1 / GRID)  # < 2^-12
+        seen.clear()  # and it is what pbm_quantize draws with
+        pbm_quantize(x.reshape(-1, 5), b=8, beta=beta, rng=rng)
+        assert np.array_equal(seen[0].ravel(), np.rint(pq * GRID).astype(np.int64))
+    assert _p_grid(np.array([-1.0, 1.0]), 0.25).tolist() == [0.25, 0.75]  # extremes kept exactly
+
+
 def test_quantize_range_and_unbiased_sum() -> None:
     rng = np.random.default_rng(0)
     M, b, beta, n = 4, 16, 0.2, 200_000
@@ -39,9 +66,12 @@ def test_quantize_range_and_unbiased_sum() -> None:
     assert q.min() >= 0 and q.max() <= b and q.dtype == np.int64
     est = pbm_estimate_sum(q.sum(axis=0), b=b, beta=beta, n_parties=M)
     var = pbm_sum_variance_bound(b=b, beta=beta, n_parties=M)
-    assert abs(est.mean() - x.sum()) < 5 * math.sqrt(var / n)
+    # unbiased for the sum of the grid-rounded inputs, within M C 2^-12 / beta of the true sum
+    x_grid = (_p_grid(x, beta) - 0.5) / beta
+    assert abs(x_grid.sum() - x.sum()) < M / (GRID * beta)
+    assert abs(est.mean() - x_grid.sum()) < 5 * math.sqrt(var / n)
     # exact variance C^2/(beta b)^2 * sum b p(1-p) <= the Theorem 2.3 bound
-    p = 0.5 + beta * x
+    p = _p_grid(x, beta)
     exact = np.sum(b * p * (1 - p)) / (beta * b) ** 2
     assert est.var() == pytest.approx(exact, rel=0.02)
     assert exact <= var
@@ -214,7 +244,7 @@ def test_quantizer_draws_follow_the_binomial_pmf(b: int) -> None:
         x = np.full(100_000, xv)
         q, _ = pbm_quantize(x, b=b, beta=0.25, rng=rng)
         assert q.dtype == np.int64 and q.shape == x.shape and q.min() >= 0 and q.max() <= b
-        p = 0.5 + 0.25 * xv
+        p = float(_p_grid(xv, 0.25)) if b < 128 else 0.5 + 0.25 * xv  # torch: p unrounded
         obs = np.bincount(q, minlength=b + 1)
         exp = binom.pmf(np.arange(b + 1), b, p) * len(q)
         keep = exp > 5
@@ -226,12 +256,19 @@ def test_quantizer_draws_follow_the_binomial_pmf(b: int) -> None:
     assert np.array_equal(q, again)  # the explicit rng makes it reproducible
 
 
-def test_table_sampler_with_per_element_p_is_unbiased_with_binomial_variance() -> None:
+@pytest.mark.parametrize("exact", [False, True])
+def test_table_samplers_with_per_element_p_are_unbiased_with_binomial_variance(
+        exact: bool) -> None:
+    from securevfl.privacy.pbm import _binomial
+
     rng = np.random.default_rng(8)
     b, beta = 64, 0.25
     x = np.tanh(rng.normal(size=(2000, 16)))
-    p = 0.5 + beta * x
-    q = np.stack([pbm_quantize(x, b=b, beta=beta, rng=rng)[0] for _ in range(40)])
+    # the exact sampler at the unrounded p, or pbm_quantize at its grid-rounded p
+    p = 0.5 + beta * x if exact else _p_grid(x, beta)
+    draw = (lambda: _binomial(b, p, rng)) if exact else (
+        lambda: pbm_quantize(x, b=b, beta=beta, rng=rng)[0])
+    q = np.stack([draw() for _ in range(40)])
     resid = q - b * p
     var = b * p * (1 - p)
     assert abs(resid.sum()) < 5 * math.sqrt(40 * var.sum())  # E q = b p for every element

@@ -13,6 +13,11 @@ E[q_m] = b/2 + b*beta*x_m/C, E[q_hat] = bM/2 + (b*beta/C)*s, so the unbiased est
 with Var[s_tilde] = C^2/(beta^2 b^2) * sum_m b p_m (1 - p_m) <= C^2 M / (4 beta^2 b), exactly the
 variance Theorem 2.3 states. (Algorithm 2, line 10 of the paper writes 1/(beta b): the same form
 with C = 1, which is what tanh-bounded embeddings give.) We use the C/(beta b) form.
+
+Speed: ``pbm_quantize`` rounds p toward 1/2 onto a grid of 2^-12 before drawing (for b < 128), so
+each draw is one lookup in a precomputed integer alias table; the privacy accounting is
+unchanged (see the comment there), the estimate's shrinkage toward 0 is below C 2^-12 / beta.
+``_binomial`` is the exact sampler at an unrounded p (tables plus a correction stage).
 """
 
 from __future__ import annotations
@@ -56,7 +61,9 @@ def pbm_quantize(x: np.ndarray, *, b: int, beta: float, rng: np.random.Generator
                  n_parties: int = 1) -> tuple[np.ndarray, PBMEvent]:
     """Algorithm 1 elementwise: integers q in [0, b] and the event of this release.
 
-    Raises ConfigError if some |x| > bound (the privacy analysis assumes x in [-C, C]).
+    For b < 128, p is first rounded toward 1/2 onto the grid 2^-12 (same privacy accounting,
+    shrinkage < C 2^-12 / beta; see below); for larger b it is used as is (torch's sampler).
+    Raises ConfigError if some |x| > bound or is NaN (the analysis assumes x in [-C, C]).
     """
     b, beta = check_pbm_params(b, beta)
     x = np.asarray(x)
@@ -65,21 +72,37 @@ def pbm_quantize(x: np.ndarray, *, b: int, beta: float, rng: np.random.Generator
         raise ConfigError(f"PBM inputs must lie in [-{bound}, {bound}], got max |x| = {top}")
     if top > bound:  # within the tolerance: clip onto [-C, C]
         x = np.clip(np.asarray(x, dtype=np.float64), -bound, bound)
-    # p 2^k = x (beta/C) 2^k + 2^(k-1): scaling by 2^k is exact, so this is exactly 2^k times
-    # the float64 p = 1/2 + (beta/C) x of Algorithm 1 (the sampler's input); |x| <= C and
-    # beta <= 1/4 keep p in [1/4, 3/4] up to rounding, the table sampler's range
-    p_scaled = np.multiply(x, beta / bound * (1 << _GRID_BITS), dtype=np.float64)
-    p_scaled += 1 << (_GRID_BITS - 1)
-    q = _binomial_scaled(b, p_scaled, rng, in_range=True)
+    if b < 1 << _COL_BITS:
+        # p rounded toward 1/2 onto the grid of 2^-k (k = 12): p_q = 1/2 + trunc((p - 1/2) 2^k)
+        # / 2^k, clipped to |p_q - 1/2| <= floor(beta 2^k) / 2^k <= beta, then q ~ Binomial(b,
+        # p_q) exactly (one alias-table draw per coordinate). This is Algorithm 1 applied to
+        # x_q = C (p_q - 1/2) / beta, a deterministic function of the party's own x with
+        # |x_q| <= |x| <= C, so p_q stays inside [1/2 - beta, 1/2 + beta]. The accountant's
+        # epsilon(delta) is a worst case over inputs anywhere in [-C, C] (its neighbour pairs sit
+        # at the extremes x = +-C, i.e. p = 1/2 +- beta, which the rounding keeps exactly when
+        # beta 2^k is an integer, as for beta = 1/4, and moves inward otherwise); restricting the
+        # reachable p to a subset of that interval cannot make any release less private, so the
+        # same epsilon(delta) holds. Cost: the estimate of each coordinate is shrunk toward 0 by
+        # less than C 2^-k / beta (1e-3 C at beta = 1/4), far below its noise, C / (2 beta sqrt b).
+        level = np.multiply(x, beta / bound * (1 << _GRID_BITS), dtype=np.float64).astype(np.int64)
+        top_level = int(beta * (1 << _GRID_BITS))  # floor(beta 2^k)
+        np.clip(level, -top_level, top_level, out=level)
+        level += 1 << (_GRID_BITS - 1)  # j = p_q 2^k
+        q = _binomial_grid(b, level, rng)
+    else:  # torch's exact sampler at the unrounded p
+        p_scaled = np.multiply(x, beta / bound * (1 << _GRID_BITS), dtype=np.float64)
+        p_scaled += 1 << (_GRID_BITS - 1)
+        q = _binomial_scaled(b, p_scaled, rng, in_range=True)
     dim = int(x.shape[-1]) if x.ndim else 1
     return q, PBMEvent(b=b, beta=beta, n_parties=n_parties, dim=dim, bound=bound, party=party)
 
 
 # ---------------------------------------------------------------- the sampler
 # PBM draws Binomial(b, p) for every embedding coordinate at every step, so the sampler is on the
-# hot path. For b < 128 and p in [1/4, 3/4] (every PBM p, as beta <= 1/4) we use an exact split
-# of each Bernoulli(p) trial and precomputed integer alias tables; see _binomial.
-_GRID_BITS = 11  # k: p_lo = floor(p 2^k) / 2^k
+# hot path. For b < 128 and p in [1/4, 3/4] (every PBM p, as beta <= 1/4): p on the 2^-k grid
+# (pbm_quantize) is one alias-table draw (_binomial_grid); any other p is an exact split of each
+# Bernoulli(p) trial at the grid point below it (_binomial_scaled).
+_GRID_BITS = 12  # k: p_lo = floor(p 2^k) / 2^k
 _J0 = (1 << (_GRID_BITS - 2)) - 1  # table rows j = _J0 .. _J1 cover p in [1/4 - 2^-k, 3/4 + 2^-k)
 _J1 = 3 << (_GRID_BITS - 2)
 _W = 4.0 / (1 << _GRID_BITS)  # candidate probability: > (p - p_lo) / (1 - p_lo) as p_lo <= 3/4
@@ -172,6 +195,15 @@ def _alias_draw(table: np.ndarray, row: np.ndarray, u: np.ndarray) -> np.ndarray
     col = u >> np.uint64(64 - _COL_BITS)
     entry = table[row | col]
     return np.where(((u << np.uint64(_SHIFT)) | _LOW) < entry, col, entry & _LOW)
+
+
+def _binomial_grid(b: int, j: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Binomial(b, j / 2^k) draws (int64), b < 128, integer j in [_J0, _J1]: one alias draw each
+    (exact up to the 2^-62 rounding of the pmf, see _alias_table)."""
+    grid = _binomial_tables(b)[0]
+    k = _alias_draw(grid, j.ravel().view(np.uint64) << np.uint64(_COL_BITS),
+                    rng.bit_generator.random_raw(j.size))
+    return k.view(np.int64).reshape(j.shape)
 
 
 def _binomial(b: int, p: np.ndarray, rng: np.random.Generator) -> np.ndarray:
