@@ -24,8 +24,9 @@ from securevfl.training import minibatches
 DEFAULT_LR = 0.5
 
 
-def vector_laplace(rng: np.random.Generator, d: int, *, sensitivity: float,
-                   epsilon: float) -> np.ndarray:
+def vector_laplace(
+    rng: np.random.Generator, d: int, *, sensitivity: float, epsilon: float
+) -> np.ndarray:
     """Z with density ∝ exp(-(ε/Δ)||z||₂): radius Gamma(d, Δ/ε), uniform direction."""
     u = rng.normal(size=d)
     u /= max(np.linalg.norm(u), 1e-300)
@@ -50,10 +51,15 @@ class DPSGDCentral(Method):
     private = True
     pooled_data = True
     options = {
-        "clip": Option(float, 1.0, "per-example gradient norm bound C (scaled by sqrt(2) with the "
-                       "intercept: rows have norm <= 1, plus the constant 1)"),
-        "intercept": Option(lambda s: str(s).lower() in ("1", "true", "yes", "on"), True,
-                            "a constant-1 feature"),
+        "clip": Option(
+            float,
+            1.0,
+            "per-example gradient norm bound C (scaled by sqrt(2) with the "
+            "intercept: rows have norm <= 1, plus the constant 1)",
+        ),
+        "intercept": Option(
+            lambda s: str(s).lower() in ("1", "true", "yes", "on"), True, "a constant-1 feature"
+        ),
     }
 
     def fit(self, ctx: RunContext) -> FitResult:
@@ -65,8 +71,9 @@ class DPSGDCentral(Method):
         if spec.option("intercept", self):
             X = np.hstack([np.ones((len(X), 1)), X])
             Xt = np.hstack([np.ones((len(Xt), 1)), Xt])
-        C = float(spec.option("clip", self)) * (math.sqrt(2) if spec.option("intercept", self)
-                                                 else 1.0)
+        C = float(spec.option("clip", self)) * (
+            math.sqrt(2) if spec.option("intercept", self) else 1.0
+        )
         eps_step = spec.epsilon / spec.epochs
         lr = spec.lr if spec.lr is not None else DEFAULT_LR
         rng = ctx.noise_rng(0, "dpsgd-c")
@@ -83,8 +90,9 @@ class DPSGDCentral(Method):
                 norms = np.linalg.norm(G, axis=1, keepdims=True)
                 G = G * np.minimum(1.0, C / np.maximum(norms, 1e-300))
                 sens = 2.0 * C / len(idx)
-                g = G.mean(axis=0) + vector_laplace(rng, X.shape[1], sensitivity=sens,
-                                                    epsilon=eps_step)
+                g = G.mean(axis=0) + vector_laplace(
+                    rng, X.shape[1], sensitivity=sens, epsilon=eps_step
+                )
                 step += 1
                 w -= lr / math.sqrt(step) * g
                 events.append(PureDPEvent(eps_step, label=f"{epoch}/{step}"))
@@ -92,7 +100,14 @@ class DPSGDCentral(Method):
         eps = dpsgd_epsilon(events, epochs=spec.epochs)
         zt = Xt @ w
         scores = 1.0 / (1.0 + np.exp(-zt)) if task == "logistic" else zt
-        return FitResult(scores, train_s,
-                         privacy=PrivacyReport(eps, 0.0, "pure-dp-parallel-per-epoch",
-                                               extra={"epsilon_step": eps_step, "steps": step}),
-                         fingerprints={0: fingerprint(w)})
+        return FitResult(
+            scores,
+            train_s,
+            privacy=PrivacyReport(
+                eps,
+                0.0,
+                "pure-dp-parallel-per-epoch",
+                extra={"epsilon_step": eps_step, "steps": step},
+            ),
+            fingerprints={0: fingerprint(w)},
+        )

@@ -21,9 +21,16 @@ from securevfl.privacy.events import PrivacyReport
 from securevfl.privacy.functional import block_events, block_sensitivities, fm_epsilons
 
 
-def central_fm(task: str, X: np.ndarray, y: np.ndarray, *, epsilon: float,
-               rng: np.random.Generator | None, ridge: float = 1.0,
-               unit_noise: tuple[np.ndarray, np.ndarray, float] | None = None):
+def central_fm(
+    task: str,
+    X: np.ndarray,
+    y: np.ndarray,
+    *,
+    epsilon: float,
+    rng: np.random.Generator | None,
+    ridge: float = 1.0,
+    unit_noise: tuple[np.ndarray, np.ndarray, float] | None = None,
+):
     """FM on pooled box-bounded data; returns (w, scale, Δ_f, events).
 
     ``unit_noise`` = (upper-triangular Lap(1) matrix, Lap(1) vector, Lap(1) scalar) replaces the
@@ -49,8 +56,11 @@ class CentralFM(Method):
     private = True
     pooled_data = True
     options = {
-        "intercept": Option(lambda s: str(s).lower() in ("1", "true", "yes", "on"), True,
-                            "a constant-1 feature (counted in d)"),
+        "intercept": Option(
+            lambda s: str(s).lower() in ("1", "true", "yes", "on"),
+            True,
+            "a constant-1 feature (counted in d)",
+        ),
         "ridge": Option(float, 1.0, "regularisation rho = ridge * sqrt(2d) * Laplace scale"),
     }
 
@@ -65,14 +75,28 @@ class CentralFM(Method):
             X = np.hstack([np.ones((len(X), 1)), X])
             Xt = np.hstack([np.ones((len(Xt), 1)), Xt])
         t0 = time.perf_counter()
-        w, scale, delta_f, events = central_fm(task, X, y, epsilon=ctx.spec.epsilon,
-                                               rng=ctx.noise_rng(0, "fm"),
-                                               ridge=float(ctx.spec.option("ridge", self)))
+        w, scale, delta_f, events = central_fm(
+            task,
+            X,
+            y,
+            epsilon=ctx.spec.epsilon,
+            rng=ctx.noise_rng(0, "fm"),
+            ridge=float(ctx.spec.option("ridge", self)),
+        )
         train_s = time.perf_counter() - t0
         eps, _ = fm_epsilons(events)
         z = Xt @ w
         scores = 1.0 / (1.0 + np.exp(-z)) if task == "logistic" else z
-        privacy = PrivacyReport(eps, 0.0, "fm-laplace-composition",
-                                extra={"delta_f": delta_f, "d": X.shape[1], "scale": scale})
-        return FitResult(scores, train_s, privacy=privacy, fingerprints={0: fingerprint(w)},
-                         extra={"d": X.shape[1]})
+        privacy = PrivacyReport(
+            eps,
+            0.0,
+            "fm-laplace-composition",
+            extra={"delta_f": delta_f, "d": X.shape[1], "scale": scale},
+        )
+        return FitResult(
+            scores,
+            train_s,
+            privacy=privacy,
+            fingerprints={0: fingerprint(w)},
+            extra={"d": X.shape[1]},
+        )

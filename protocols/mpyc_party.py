@@ -58,12 +58,23 @@ def main() -> int:
     async def program():
         await mpc.start()
         t0 = time.perf_counter()
-        res = await block_products(mpc, me=me, shapes=shapes, pairs=pairs,
-                                   matrix=own["matrix"], noises=own["noises"],
-                                   receiver=job["receiver"], impl=job["impl"], trace=trace)
+        res = await block_products(
+            mpc,
+            me=me,
+            shapes=shapes,
+            pairs=pairs,
+            matrix=own["matrix"],
+            noises=own["noises"],
+            receiver=job["receiver"],
+            impl=job["impl"],
+            trace=trace,
+        )
         secure_s = time.perf_counter() - t0
-        nbytes = {p.pid: p.protocol.nbytes_sent for p in mpc.parties
-                  if p.pid != me and p.protocol is not None}
+        nbytes = {
+            p.pid: p.protocol.nbytes_sent
+            for p in mpc.parties
+            if p.pid != me and p.protocol is not None
+        }
         await mpc.shutdown()
         return res, secure_s, nbytes
 
@@ -80,14 +91,14 @@ def main() -> int:
             pickle.dump(trace, fh)
     peak_kb = peak_rss_kb()
     with open(os.path.join(ours.job, f"stats{me}.json"), "w") as fh:
-        json.dump({"secure_s": secure_s, "peak_rss_mb": peak_kb / 1024.0, "bytes_sent": nbytes},
-                  fh)
+        json.dump({"secure_s": secure_s, "peak_rss_mb": peak_kb / 1024.0, "bytes_sent": nbytes}, fh)
     return 0
 
 
 if __name__ == "__main__":
     if os.environ.get("SHAMIR_PROFILE"):
         import cProfile
+
         cProfile.run("rc = main()", os.environ["SHAMIR_PROFILE"] + str(os.getpid()))
         sys.exit(0)
     sys.exit(main())

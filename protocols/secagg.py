@@ -78,8 +78,9 @@ def pack_bits(values: np.ndarray, bits: int) -> bytes:
     wide = bits > 16
     v = np.ascontiguousarray(np.asarray(values).ravel(), dtype="<u4" if wide else "<u2")
     # the low ``bits`` bits of each little-endian word, then re-packed densely
-    b = np.unpackbits(v.view(np.uint8).reshape(-1, 4 if wide else 2), axis=1, count=bits,
-                      bitorder="little")
+    b = np.unpackbits(
+        v.view(np.uint8).reshape(-1, 4 if wide else 2), axis=1, count=bits, bitorder="little"
+    )
     return np.packbits(b, bitorder="little").tobytes()
 
 
@@ -97,13 +98,17 @@ def unpack_sum(payloads: list[bytes], bits: int, count: int) -> np.ndarray:
     need = -(-count * bits // 8)
     for data in payloads:
         if len(data) != need:
-            raise SecAggError(f"packed payload must be {need} bytes for {count} values of {bits} "
-                              f"bits, got {len(data)}")
+            raise SecAggError(
+                f"packed payload must be {need} bytes for {count} values of {bits} "
+                f"bits, got {len(data)}"
+            )
     if not payloads or count == 0:
         return np.zeros(count, dtype=np.uint64)
     if len(payloads) << bits > 1 << 53:  # float64 would round: one payload at a time
-        return sum((unpack_sum([d], bits, count) for d in payloads[1:]),
-                   unpack_sum(payloads[:1], bits, count))
+        return sum(
+            (unpack_sum([d], bits, count) for d in payloads[1:]),
+            unpack_sum(payloads[:1], bits, count),
+        )
     raw = np.frombuffer(b"".join(payloads), dtype=np.uint8).reshape(len(payloads), need)
     planes = np.unpackbits(raw, axis=1, count=count * bits, bitorder="little")
     ones = planes.reshape(len(payloads), count, bits).sum(axis=0, dtype=np.uint32)
@@ -115,8 +120,9 @@ def _round_mask(pair_key: bytes, *, round_id: int, batch_id: int, count: int) ->
     return _keystream(pair_key, _ROUND_INFO + struct.pack(">QQ", round_id, batch_id), count)
 
 
-def _keystream(pair_key: bytes, info: bytes, count: int,
-               word: np.dtype | str = "<u4") -> np.ndarray:
+def _keystream(
+    pair_key: bytes, info: bytes, count: int, word: np.dtype | str = "<u4"
+) -> np.ndarray:
     """``count`` words (uint32, or uint16 if ``word`` says so) of AES-256-CTR keystream under
     HKDF(pair_key, info)."""
     key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(pair_key)
@@ -130,8 +136,9 @@ def _keystream(pair_key: bytes, info: bytes, count: int,
 class SecAggParty:
     """One client of protocol 0: key agreement, then masking of one integer vector per round."""
 
-    def __init__(self, index: int, n_parties: int, *, bits: int,
-                 private_key: X25519PrivateKey | None = None) -> None:
+    def __init__(
+        self, index: int, n_parties: int, *, bits: int, private_key: X25519PrivateKey | None = None
+    ) -> None:
         if n_parties < 2:
             raise ValueError(f"n_parties must be >= 2 for secure aggregation, got {n_parties}")
         if not 0 <= index < n_parties:
@@ -147,15 +154,17 @@ class SecAggParty:
     @property
     def public_key(self) -> bytes:
         """The 32-byte X25519 public key this party publishes through the server."""
-        return self._sk.public_key().public_bytes(serialization.Encoding.Raw,
-                                                  serialization.PublicFormat.Raw)
+        return self._sk.public_key().public_bytes(
+            serialization.Encoding.Raw, serialization.PublicFormat.Raw
+        )
 
     def agree(self, public_keys: Mapping[int, bytes], session: bytes) -> None:
         """Derive a pair key with every other party from the relayed public keys."""
         missing = [j for j in range(self.n_parties) if j != self.index and j not in public_keys]
         if missing:
-            raise SecAggAbort(f"key agreement aborted: no public key from party {missing[0]}",
-                              missing[0])
+            raise SecAggAbort(
+                f"key agreement aborted: no public key from party {missing[0]}", missing[0]
+            )
         if len(session) != 16:
             raise SecAggError(f"session id must be 16 bytes, got {len(session)}")
         self.session = bytes(session)
@@ -164,8 +173,12 @@ class SecAggParty:
                 continue
             shared = self._sk.exchange(X25519PublicKey.from_public_bytes(bytes(public_keys[j])))
             lo, hi = min(self.index, j), max(self.index, j)
-            self._pair_keys[j] = HKDF(algorithm=hashes.SHA256(), length=32, salt=self.session,
-                                      info=_PAIR_INFO + struct.pack(">II", lo, hi)).derive(shared)
+            self._pair_keys[j] = HKDF(
+                algorithm=hashes.SHA256(),
+                length=32,
+                salt=self.session,
+                info=_PAIR_INFO + struct.pack(">II", lo, hi),
+            ).derive(shared)
 
     def prepare_round(self, round_id: int, total: int) -> None:
         """Precompute the net signed mask of a round for ``total`` values (all its batches)."""
@@ -182,8 +195,9 @@ class SecAggParty:
                 net -= m
         self._round = (round_id, net, [0])  # [next free offset]
 
-    def mask(self, values: np.ndarray, *, round_id: int, batch_id: int,
-             offset: int | None = None) -> bytes:
+    def mask(
+        self, values: np.ndarray, *, round_id: int, batch_id: int, offset: int | None = None
+    ) -> bytes:
         """Header + the masked values (q + sum of signed pair masks mod 2^r) packed at r bits.
 
         ``offset`` given: use segment [offset, offset + n) of the prepared round's keystream.
@@ -192,10 +206,13 @@ class SecAggParty:
             raise SecAggError(f"party {self.index} must run key agreement before masking")
         q = np.asarray(values).ravel()
         # one reduction: read as unsigned, a negative value is huge, so max >> r catches it too
-        if q.size and (q.dtype.kind not in "iu"
-                       or q.view(f"u{q.dtype.itemsize}").max() >> self.bits):
-            raise SecAggError(f"values must be integers in [0, 2^{self.bits}), got range "
-                              f"[{q.min()}, {q.max()}] of dtype {q.dtype}")
+        if q.size and (
+            q.dtype.kind not in "iu" or q.view(f"u{q.dtype.itemsize}").max() >> self.bits
+        ):
+            raise SecAggError(
+                f"values must be integers in [0, 2^{self.bits}), got range "
+                f"[{q.min()}, {q.max()}] of dtype {q.dtype}"
+            )
         if offset is None:
             y = q.astype("<u4")
             for j, key in self._pair_keys.items():
@@ -209,26 +226,37 @@ class SecAggParty:
             y = q.astype(self._word)
             y += self._segment(round_id, offset, q.size)
         # y mod 2^r: packing keeps each word's low r bits (2^r divides the word's modulus)
-        header = _HEADER.pack(self.session, self.index, round_id, batch_id,
-                              NO_OFFSET if offset is None else offset, q.size)
+        header = _HEADER.pack(
+            self.session,
+            self.index,
+            round_id,
+            batch_id,
+            NO_OFFSET if offset is None else offset,
+            q.size,
+        )
         return header + pack_bits(y, self.bits)
 
     def _segment(self, round_id: int, offset: int, n: int) -> np.ndarray:
         rnd = getattr(self, "_round", None)
         if rnd is None or rnd[0] != round_id:
-            raise SecAggError(f"party {self.index} must prepare round {round_id} before masking "
-                              "at an offset")
+            raise SecAggError(
+                f"party {self.index} must prepare round {round_id} before masking at an offset"
+            )
         _, net, used = rnd
         if offset < 0 or offset + n > len(net):
-            raise SecAggError(f"offset range [{offset}, {offset + n}) must lie in the prepared "
-                              f"round of {len(net)} values")
+            raise SecAggError(
+                f"offset range [{offset}, {offset + n}) must lie in the prepared "
+                f"round of {len(net)} values"
+            )
         # segments must come in increasing order: a reused segment would let the server subtract
         # two masked vectors, and the monotone rule excludes that in O(1) per batch
         if offset < used[0]:
-            raise SecAggError(f"mask segment [{offset}, {offset + n}) of round {round_id} "
-                              f"overlaps one already used (next free offset is {used[0]})")
+            raise SecAggError(
+                f"mask segment [{offset}, {offset + n}) of round {round_id} "
+                f"overlaps one already used (next free offset is {used[0]})"
+            )
         used[0] = offset + n
-        return net[offset:offset + n]
+        return net[offset : offset + n]
 
 
 class SecAggServer:
@@ -250,30 +278,46 @@ class SecAggServer:
             if pk is None:
                 raise SecAggAbort(f"key agreement aborted: party {k} published no public key", k)
             if len(pk) != 32:
-                raise SecAggAbort(f"key agreement aborted: party {k}'s public key must be 32 "
-                                  f"bytes, got {len(pk)}", k)
+                raise SecAggAbort(
+                    f"key agreement aborted: party {k}'s public key must be 32 "
+                    f"bytes, got {len(pk)}",
+                    k,
+                )
             out[k] = bytes(pk)
         return out
 
-    def unmask(self, messages: Mapping[int, bytes | None], *, round_id: int, batch_id: int,
-               count: int, offset: int | None = None,
-               expected: Iterable[int] | None = None) -> np.ndarray:
+    def unmask(
+        self,
+        messages: Mapping[int, bytes | None],
+        *,
+        round_id: int,
+        batch_id: int,
+        count: int,
+        offset: int | None = None,
+        expected: Iterable[int] | None = None,
+    ) -> np.ndarray:
         """The sum over all parties (uint64, length ``count``), or SecAggAbort naming a party."""
         want = (self.session, round_id, batch_id, NO_OFFSET if offset is None else offset, count)
         bodies = []
-        for k in (range(self.n_parties) if expected is None else expected):
+        for k in range(self.n_parties) if expected is None else expected:
             msg = messages.get(k)
             where = f"secure aggregation round {round_id} batch {batch_id} aborted"
             if msg is None:
-                raise SecAggAbort(f"{where}: party {k} sent no masked values (protocol 0 has no "
-                                  "dropout recovery, the masks cannot cancel)", k)
+                raise SecAggAbort(
+                    f"{where}: party {k} sent no masked values (protocol 0 has no "
+                    "dropout recovery, the masks cannot cancel)",
+                    k,
+                )
             if len(msg) < _HEADER.size:
                 raise SecAggAbort(f"{where}: party {k}'s message is truncated", k)
             session, party, r, b, off, n = _HEADER.unpack_from(msg)
             if party != k or (session, r, b, off, n) != want:
-                raise SecAggAbort(f"{where}: party {k}'s message is for session/party/round/"
-                                  f"batch/offset/count {session.hex()[:8]}/{party}/{r}/{b}/"
-                                  f"{off}/{n}", k)
-            bodies.append(msg[_HEADER.size:])
+                raise SecAggAbort(
+                    f"{where}: party {k}'s message is for session/party/round/"
+                    f"batch/offset/count {session.hex()[:8]}/{party}/{r}/{b}/"
+                    f"{off}/{n}",
+                    k,
+                )
+            bodies.append(msg[_HEADER.size :])
         total = unpack_sum(bodies, self.bits, count)
         return total & np.uint64((1 << self.bits) - 1)

@@ -90,16 +90,20 @@ def choose_frac_bits(n_max: int, noise_bound: float, *, max_frac_bits: int = MAX
     for f in range(max_frac_bits, 3, -1):
         if 2 * (n_max + math.ceil(noise_bound)) * 4**f < FIELD_PRIME:
             return f
-    raise ValueError(f"noise_bound {noise_bound:.3g} with n_max {n_max} leaves < 4 fractional "
-                     f"bits in the {FIELD_PRIME.bit_length()}-bit field")
+    raise ValueError(
+        f"noise_bound {noise_bound:.3g} with n_max {n_max} leaves < 4 fractional "
+        f"bits in the {FIELD_PRIME.bit_length()}-bit field"
+    )
 
 
 def encode_fixed(x: np.ndarray, frac_bits: int) -> np.ndarray:
     """``round(x * 2**f)`` as int64; entries must lie in [-1, 1] (the encoding's range)."""
     x = np.asarray(x, dtype=np.float64)
     if x.size and (not np.isfinite(x).all() or np.abs(x).max() > 1.0):
-        raise ValueError(f"fixed-point inputs must be finite and in [-1, 1], got max |x| = "
-                         f"{float(np.abs(x).max())}")
+        raise ValueError(
+            f"fixed-point inputs must be finite and in [-1, 1], got max |x| = "
+            f"{float(np.abs(x).max())}"
+        )
     return np.rint(x * float(2**frac_bits)).astype(np.int64)
 
 
@@ -107,8 +111,10 @@ def encode_noise(noise: np.ndarray, frac_bits: int, noise_bound: float) -> np.nd
     """Noise at the product's scale ``2**(2f)`` as int64; raises if it exceeds the public bound."""
     noise = np.asarray(noise, dtype=np.float64)
     if noise.size and not np.abs(noise).max() <= noise_bound:
-        raise ShamirProtocolError(f"noise magnitude {float(np.abs(noise).max()):.4g} exceeds the "
-                                  f"public bound {noise_bound:.4g} the field was sized for")
+        raise ShamirProtocolError(
+            f"noise magnitude {float(np.abs(noise).max()):.4g} exceeds the "
+            f"public bound {noise_bound:.4g} the field was sized for"
+        )
     return np.rint(noise * float(4**frac_bits)).astype(np.int64)
 
 
@@ -122,8 +128,10 @@ def check_inputs(matrices: dict[int, np.ndarray], frac_bits: int, n_max: int) ->
         raise ValueError(f"rows must be <= {n_max} (the range the field was sized for), got {n}")
     for i, M in matrices.items():
         if M.size and np.abs(M).max() > 2**frac_bits:
-            raise ValueError(f"party {i}: encoded entries must lie in [-2**{frac_bits}, "
-                             f"2**{frac_bits}], got {int(np.abs(M).max())}")
+            raise ValueError(
+                f"party {i}: encoded entries must lie in [-2**{frac_bits}, "
+                f"2**{frac_bits}], got {int(np.abs(M).max())}"
+            )
     return n
 
 
@@ -153,7 +161,7 @@ def shamir_split(secrets_: np.ndarray, p: int, t: int, m: int) -> np.ndarray:
     for j in range(m):
         x = j + 1
         acc = coeffs[t - 1] if t else s
-        for c in ([*coeffs[:t - 1][::-1], s] if t else []):
+        for c in [*coeffs[: t - 1][::-1], s] if t else []:
             acc = (acc * x + c) % p  # < 31 * 2**57 + 2**57 < 2**63: no overflow
         shares[j] = acc
     return shares
@@ -162,11 +170,18 @@ def shamir_split(secrets_: np.ndarray, p: int, t: int, m: int) -> np.ndarray:
 # --------------------------------------------------------------------------- SPMD MPC program
 
 
-async def block_products(mpc: Any, *, me: int, shapes: dict[int, tuple[int, int]],
-                         pairs: Sequence[Pair], matrix: np.ndarray | None,
-                         noises: dict[int, np.ndarray], receiver: int,
-                         impl: str = "vectorized",
-                         trace: dict[str, Any] | None = None) -> dict[int, np.ndarray] | None:
+async def block_products(
+    mpc: Any,
+    *,
+    me: int,
+    shapes: dict[int, tuple[int, int]],
+    pairs: Sequence[Pair],
+    matrix: np.ndarray | None,
+    noises: dict[int, np.ndarray],
+    receiver: int,
+    impl: str = "vectorized",
+    trace: dict[str, Any] | None = None,
+) -> dict[int, np.ndarray] | None:
     """Every MPyC party runs this; returns ``{pair index: M_aᵀM_b + N}`` (ints) at ``receiver``.
 
     ``matrix`` is this party's encoded matrix (None if it has none), ``noises[j]`` its encoded
@@ -176,15 +191,19 @@ async def block_products(mpc: Any, *, me: int, shapes: dict[int, tuple[int, int]
     if impl not in IMPLS:
         raise ValueError(f"impl must be one of {list(IMPLS)}, got {impl!r}")
     if len(mpc.parties) < 3 or mpc.threshold < 1:
-        raise ShamirProtocolError(f"Shamir sharing needs >= 3 parties and threshold >= 1, got "
-                                  f"{len(mpc.parties)} parties, t = {mpc.threshold}")
+        raise ShamirProtocolError(
+            f"Shamir sharing needs >= 3 parties and threshold >= 1, got "
+            f"{len(mpc.parties)} parties, t = {mpc.threshold}"
+        )
     secfld = mpc.SecFld(order=FIELD_PRIME, signed=True)  # opened values come out as signed ints
     involved = sorted({p.a for p in pairs} | {p.b for p in pairs})
     futures = []
     if impl == "vectorized":
         fast_input, at_b = _vector_ops(mpc, secfld, trace)
-        sec = {i: fast_input(matrix if me == i else None, i, shapes[i], False, f"M_{i}")
-               for i in involved}
+        sec = {
+            i: fast_input(matrix if me == i else None, i, shapes[i], False, f"M_{i}")
+            for i in involved
+        }
         for j, p in enumerate(pairs):
             shape = (shapes[p.a][1], shapes[p.b][1])
             noise = fast_input(noises.get(j), p.noise_party, shape, True, f"N_{p.a}{p.b}")
@@ -196,27 +215,39 @@ async def block_products(mpc: Any, *, me: int, shapes: dict[int, tuple[int, int]
         cols: dict[int, list[list[Any]]] = {}
         for i in involved:
             n, c = shapes[i]
-            flat = ([secfld(int(v)) for v in np.asarray(matrix).T.reshape(-1)] if me == i
-                    else [secfld(None)] * (n * c))
+            flat = (
+                [secfld(int(v)) for v in np.asarray(matrix).T.reshape(-1)]
+                if me == i
+                else [secfld(None)] * (n * c)
+            )
             flat = mpc.input(flat, senders=[i])[0]
             # wait for the shares first: in_prod over still-pending secure objects costs MPyC
             # two asyncio callbacks per element and per coefficient (~40 s at n = 1000, d = 20+20)
             await mpc.gather(flat)
-            cols[i] = [flat[k * n:(k + 1) * n] for k in range(c)]
+            cols[i] = [flat[k * n : (k + 1) * n] for k in range(c)]
         for j, p in enumerate(pairs):
             ca, cb = shapes[p.a][1], shapes[p.b][1]
-            nz = ([secfld(int(v)) for v in np.asarray(noises[j]).reshape(-1)]
-                  if me == p.noise_party else [secfld(None)] * (ca * cb))
+            nz = (
+                [secfld(int(v)) for v in np.asarray(noises[j]).reshape(-1)]
+                if me == p.noise_party
+                else [secfld(None)] * (ca * cb)
+            )
             noise = mpc.input(nz, senders=[p.noise_party])[0]
-            coeffs = [mpc.in_prod(cols[p.a][r], cols[p.b][s]) + noise[r * cb + s]
-                      for r in range(ca) for s in range(cb)]
+            coeffs = [
+                mpc.in_prod(cols[p.a][r], cols[p.b][s]) + noise[r * cb + s]
+                for r in range(ca)
+                for s in range(cb)
+            ]
             futures.append(mpc.output(coeffs, receivers=[receiver]))
     out = [await f for f in futures]
     if me != receiver:
         return None
-    return {j: np.asarray([int(v) for v in np.asarray(o, dtype=object).reshape(-1)],
-                          dtype=np.int64).reshape(shapes[p.a][1], shapes[p.b][1])
-            for j, (o, p) in enumerate(zip(out, pairs, strict=True))}
+    return {
+        j: np.asarray(
+            [int(v) for v in np.asarray(o, dtype=object).reshape(-1)], dtype=np.int64
+        ).reshape(shapes[p.a][1], shapes[p.b][1])
+        for j, (o, p) in enumerate(zip(out, pairs, strict=True))
+    }
 
 
 def _vector_ops(mpc: Any, secfld: Any, trace: dict[str, Any] | None = None):
@@ -299,9 +330,17 @@ def modmatmul_t(A: np.ndarray, B: np.ndarray, p: int) -> np.ndarray:
 
 
 def run_block_products(
-    matrices: dict[int, np.ndarray], noises: dict[int, np.ndarray], pairs: Sequence[Pair], *,
-    n_parties: int, receiver: int, frac_bits: int, noise_bound: float,
-    impl: str = "vectorized", timeout: float = 120.0, n_max: int = MAX_ROWS,
+    matrices: dict[int, np.ndarray],
+    noises: dict[int, np.ndarray],
+    pairs: Sequence[Pair],
+    *,
+    n_parties: int,
+    receiver: int,
+    frac_bits: int,
+    noise_bound: float,
+    impl: str = "vectorized",
+    timeout: float = 120.0,
+    n_max: int = MAX_ROWS,
     trace: bool = False,
 ) -> tuple[dict[int, np.ndarray], PhaseStats]:
     """Spawn ``n_parties`` MPyC processes, run :func:`block_products`, return the opened blocks.
@@ -316,21 +355,30 @@ def run_block_products(
         raise ValueError(f"impl must be one of {list(IMPLS)}, got {impl!r}")
     n = check_inputs(matrices, frac_bits, n_max)
     if frac_bits > choose_frac_bits(n_max, noise_bound):
-        raise ValueError(f"frac_bits must be <= {choose_frac_bits(n_max, noise_bound)} for "
-                         f"n_max {n_max} and noise_bound {noise_bound:.3g}, got {frac_bits}")
+        raise ValueError(
+            f"frac_bits must be <= {choose_frac_bits(n_max, noise_bound)} for "
+            f"n_max {n_max} and noise_bound {noise_bound:.3g}, got {frac_bits}"
+        )
     shapes = {i: (n, M.shape[1]) for i, M in matrices.items()}
     enc_noise = {j: encode_noise(noises[j], frac_bits, noise_bound) for j in noises}
     addresses = [f"127.0.0.1:{p}" for p in free_ports(n_parties)]
-    job = {"shapes": {str(k): v for k, v in shapes.items()},
-           "pairs": [[p.a, p.b, p.noise_party] for p in pairs], "receiver": receiver,
-           "impl": impl, "timeout": timeout, "trace": trace}
+    job = {
+        "shapes": {str(k): v for k, v in shapes.items()},
+        "pairs": [[p.a, p.b, p.noise_party] for p in pairs],
+        "receiver": receiver,
+        "impl": impl,
+        "timeout": timeout,
+        "trace": trace,
+    }
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="shamir-") as tmp:
         with open(os.path.join(tmp, "job.json"), "w") as fh:
             json.dump(job, fh)
         for i in range(n_parties):  # a party's file holds only its own inputs
-            own = {"matrix": matrices.get(i),
-                   "noises": {j: v for j, v in enc_noise.items() if pairs[j].noise_party == i}}
+            own = {
+                "matrix": matrices.get(i),
+                "noises": {j: v for j, v in enc_noise.items() if pairs[j].noise_party == i},
+            }
             with open(os.path.join(tmp, f"in{i}.pkl"), "wb") as fh:
                 pickle.dump(own, fh)
         procs = [spawn_party(tmp, i, addresses) for i in range(n_parties)]
@@ -352,13 +400,22 @@ def run_block_products(
 
 def spawn_party(job_dir: str, index: int, addresses: Sequence[str]):
     """Start MPyC party ``index`` on ``job_dir``; returns (Popen, its stderr file)."""
-    cmd = [sys.executable, "-m", "protocols.mpyc_party", "--job", job_dir, "-I", str(index),
-           "--no-log"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "protocols.mpyc_party",
+        "--job",
+        job_dir,
+        "-I",
+        str(index),
+        "--no-log",
+    ]
     for a in addresses:
         cmd += ["-P", a]
     err = open(os.path.join(job_dir, f"err{index}.txt"), "w+")
-    env = dict(os.environ, PYTHONPATH=_project_root() + os.pathsep
-               + os.environ.get("PYTHONPATH", ""))
+    env = dict(
+        os.environ, PYTHONPATH=_project_root() + os.pathsep + os.environ.get("PYTHONPATH", "")
+    )
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env), err
 
 
@@ -380,12 +437,14 @@ def wait_all(procs: list[tuple[subprocess.Popen, Any]], timeout: float) -> None:
                 if os.environ.get("SHAMIR_DEBUG"):
                     print("\n".join(lines), file=sys.stderr)
                 raise ShamirProtocolError(
-                    f"MPyC party {i} failed: {lines[-1] if lines else f'exit code {codes[i]}'}")
+                    f"MPyC party {i} failed: {lines[-1] if lines else f'exit code {codes[i]}'}"
+                )
             if all(c == 0 for c in codes):
                 return
             if time.monotonic() > deadline:
-                raise ShamirTimeoutError(f"the {len(procs)} MPyC parties did not finish within "
-                                         f"{timeout:g} s")
+                raise ShamirTimeoutError(
+                    f"the {len(procs)} MPyC parties did not finish within {timeout:g} s"
+                )
             time.sleep(0.01)
     finally:
         for p, err in procs:
@@ -397,5 +456,7 @@ def wait_all(procs: list[tuple[subprocess.Popen, Any]], timeout: float) -> None:
 
 def decode_products(blocks: dict[int, np.ndarray], frac_bits: int) -> dict[int, np.ndarray]:
     """Opened integers -> floats: divide by ``2**(2f)`` (exact ints until this division)."""
-    return {j: np.asarray(B, dtype=np.int64).astype(np.float64) / float(4**frac_bits)
-            for j, B in blocks.items()}
+    return {
+        j: np.asarray(B, dtype=np.int64).astype(np.float64) / float(4**frac_bits)
+        for j, B in blocks.items()
+    }

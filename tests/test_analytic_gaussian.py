@@ -35,15 +35,18 @@ def test_sigma_is_the_smallest_satisfying_the_exact_condition(eps):
     assert analytic_gaussian_delta(sigma=s * (1 - 1e-6), epsilon=eps, sensitivity=2.0) > delta
     # and the inverse gives back eps
     assert analytic_gaussian_epsilon(sigma=s, delta=delta, sensitivity=2.0) == pytest.approx(
-        eps, rel=1e-8)
+        eps, rel=1e-8
+    )
 
 
 def test_known_value_balle_wang():
     # eps = 1, delta = 1e-5, sensitivity 1: classic needs 4.84; analytic about 3.73
     assert classic_gaussian_sigma(epsilon=1.0, delta=1e-5, sensitivity=1.0) == pytest.approx(
-        math.sqrt(2 * math.log(1.25e5)), rel=1e-12)
+        math.sqrt(2 * math.log(1.25e5)), rel=1e-12
+    )
     assert analytic_gaussian_sigma(epsilon=1.0, delta=1e-5, sensitivity=1.0) == pytest.approx(
-        3.7306, abs=1e-3)
+        3.7306, abs=1e-3
+    )
 
 
 @settings(max_examples=60, deadline=None)

@@ -26,7 +26,8 @@ from securevfl.privacy.functional import (
 def test_global_sensitivity_is_the_papers_closed_form(task, dims):
     d = sum(dims)
     assert global_sensitivity(block_sensitivities(task, dims)) == pytest.approx(
-        paper_delta_f(task, d))
+        paper_delta_f(task, d)
+    )
     assert paper_delta_f("linear", d) == 2 * (1 + 2 * d + d * d)
     assert paper_delta_f("logistic", d) == d * d / 4 + d
 
@@ -79,8 +80,7 @@ def test_block_sensitivities_by_brute_force_over_the_corners(task):
     for k in range(len(dims)):
         keys = [key for key in coeffs[0] if touches(key, k)]
         lemma = 2 * max(sum(abs(c[key]) for key in keys) for c in coeffs)  # Eq. 6/7
-        worst = max(sum(abs(c1[key] - c2[key]) for key in keys)
-                    for c1 in coeffs for c2 in coeffs)
+        worst = max(sum(abs(c1[key] - c2[key]) for key in keys) for c1 in coeffs for c2 in coeffs)
         assert party_sensitivity(s, k) == pytest.approx(lemma)
         assert worst <= lemma + 1e-9  # the Lemma's bound is valid (not always tight)
     lemma_all = 2 * max(sum(abs(v) for v in c.values()) for c in coeffs)

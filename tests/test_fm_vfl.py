@@ -31,13 +31,15 @@ def _vfl_same_draws(task, X, y, dims, eps, E_U, E_l):
     scale = global_sensitivity(block_sensitivities(task, dims)) / eps
     alpha, c = factors(task)
     v = label_vector(task, y)
-    Xs = [X[:, offs[k]:offs[k + 1]] for k in range(K)]
+    Xs = [X[:, offs[k] : offs[k + 1]] for k in range(K)]
     sl = [slice(offs[k], offs[k + 1]) for k in range(K)]
     singles = {}
     for k in range(K):
         _, lam, U = single_coefficients(task, Xs[k], v if k == 0 else None)
-        singles[k] = {"U": U + scale * E_U[sl[k], sl[k]],
-                      "lam": None if lam is None else lam + scale * E_l[sl[0]]}
+        singles[k] = {
+            "U": U + scale * E_U[sl[k], sl[k]],
+            "lam": None if lam is None else lam + scale * E_l[sl[0]],
+        }
     pairs = [(a, b) for a in range(K) for b in range(a + 1, K)]
     mats = {k: (np.hstack([v[:, None], Xs[0]]) if k == 0 else Xs[k]) for k in range(K)}
     noises = {}
@@ -49,9 +51,16 @@ def _vfl_same_draws(task, X, y, dims, eps, E_U, E_l):
     bound = 45 * scale / min(abs(alpha), 2 * c)
     f = sp.choose_frac_bits(sp.MAX_ROWS, bound)
     enc = {k: sp.encode_fixed(M, f) for k, M in mats.items()}
-    opened, _ = sp.run_block_products(enc, noises, [sp.Pair(a, b, a) for a, b in pairs],
-                                      n_parties=K + 1, receiver=K, frac_bits=f,
-                                      noise_bound=bound, timeout=60)
+    opened, _ = sp.run_block_products(
+        enc,
+        noises,
+        [sp.Pair(a, b, a) for a, b in pairs],
+        n_parties=K + 1,
+        receiver=K,
+        frac_bits=f,
+        noise_bound=bound,
+        timeout=60,
+    )
     dec = sp.decode_products(opened, f)
     lam, U = assemble_objective(task, dims, singles, {p: dec[j] for j, p in enumerate(pairs)})
     return solve_noisy_quadratic(lam, U, scale=scale, ridge=1.0), lam, U, f
@@ -64,12 +73,14 @@ def test_claim_1_vfl_equals_centralized_fm_with_the_same_draws(task):
     rng = np.random.default_rng(3)
     n, d, eps = 400, 9, 5.0
     X = rng.uniform(-1, 1, (n, d))
-    y = (rng.random(n) < 1 / (1 + np.exp(-X @ rng.normal(size=d)))).astype(float) \
-        if task == "logistic" else np.clip(X @ rng.normal(size=d) / d, -1, 1)
+    y = (
+        (rng.random(n) < 1 / (1 + np.exp(-X @ rng.normal(size=d)))).astype(float)
+        if task == "logistic"
+        else np.clip(X @ rng.normal(size=d) / d, -1, 1)
+    )
     E_U = np.triu(rng.laplace(0, 1, (d, d)))
     E_l = rng.laplace(0, 1, d)
-    w_c, scale, *_ = central_fm(task, X, y, epsilon=eps, rng=None,
-                                unit_noise=(E_U, E_l, 0.0))
+    w_c, scale, *_ = central_fm(task, X, y, epsilon=eps, rng=None, unit_noise=(E_U, E_l, 0.0))
     _, lam_c, U_c = single_coefficients(task, X, label_vector(task, y))
     lam_c, U_c = lam_c + scale * E_l, U_c + scale * E_U
     for dims in ([4, 5], [3, 3, 3], [2, 2, 2, 3]):
@@ -83,8 +94,19 @@ def test_claim_1_vfl_equals_centralized_fm_with_the_same_draws(task):
 
 @pytest.mark.networked
 def test_contract_run_on_breast_reports_budgets():
-    rec = run_experiment(RunSpec(method="fm-vfl", dataset="breast", parties=2, epochs=1,
-                                 batch_size=64, seed=0, epsilon=1.0, delta=1e-5, model="glm"))
+    rec = run_experiment(
+        RunSpec(
+            method="fm-vfl",
+            dataset="breast",
+            parties=2,
+            epochs=1,
+            batch_size=64,
+            seed=0,
+            epsilon=1.0,
+            delta=1e-5,
+            model="glm",
+        )
+    )
     pv = rec["privacy"]
     assert pv["epsilon"] == pytest.approx(1.0)
     d = rec["extra"]["d"]
@@ -92,16 +114,24 @@ def test_contract_run_on_breast_reports_budgets():
     for k in ("0", "1"):
         assert 0 < pv["per_party"][k]["epsilon"] < 1.0
     assert rec["comm"]["by_phase"]["mpc"]["bytes"] > 0
-    assert set(rec["extra"]["mpc"]["peak_rss_mb"]) == {"0", "1", "2"} or \
-        set(rec["extra"]["mpc"]["peak_rss_mb"]) == {0, 1, 2}
+    assert set(rec["extra"]["mpc"]["peak_rss_mb"]) == {"0", "1", "2"} or set(
+        rec["extra"]["mpc"]["peak_rss_mb"]
+    ) == {0, 1, 2}
     assert 0.0 <= rec["metrics"]["accuracy"] <= 1.0
 
 
 @pytest.mark.networked
 def test_bottom_up_record_respects_party_choices():
-    rec = run_experiment(RunSpec(method="fm-vfl", dataset="diabetes", parties=2, seed=1,
-                                 epsilon=1.0, options={"budget": "bottom-up",
-                                                       "party_epsilons": "0.5,2"}))
+    rec = run_experiment(
+        RunSpec(
+            method="fm-vfl",
+            dataset="diabetes",
+            parties=2,
+            seed=1,
+            epsilon=1.0,
+            options={"budget": "bottom-up", "party_epsilons": "0.5,2"},
+        )
+    )
     per = rec["privacy"]["per_party"]
     assert per["0"]["epsilon"] == pytest.approx(0.5)
     assert per["1"]["epsilon"] <= 2.0
@@ -110,8 +140,11 @@ def test_bottom_up_record_respects_party_choices():
 
 def test_bad_options_raise_config_errors():
     with pytest.raises(ConfigError, match="party_epsilons must give 2 values"):
-        validate_spec(RunSpec(method="fm-vfl", epsilon=1.0,
-                              options={"budget": "bottom-up", "party_epsilons": "1"}))
+        validate_spec(
+            RunSpec(
+                method="fm-vfl", epsilon=1.0, options={"budget": "bottom-up", "party_epsilons": "1"}
+            )
+        )
     with pytest.raises(ConfigError, match="epsilon must be given"):
         validate_spec(RunSpec(method="fm-vfl"))
     with pytest.raises(ConfigError, match="ridge must be >= 0"):
@@ -128,8 +161,9 @@ def test_solver_trims_an_indefinite_noisy_quadratic():
 
 def test_dpsgd_c_noise_and_accountant():
     rng = np.random.default_rng(0)
-    Z = np.array([np.linalg.norm(vector_laplace(rng, 5, sensitivity=2.0, epsilon=0.5))
-                  for _ in range(4000)])
+    Z = np.array(
+        [np.linalg.norm(vector_laplace(rng, 5, sensitivity=2.0, epsilon=0.5)) for _ in range(4000)]
+    )
     assert Z.mean() == pytest.approx(5 * 2.0 / 0.5, rel=0.05)  # ||Z|| ~ Gamma(d, Δ/ε)
     ev = [PureDPEvent(0.1, label=f"{e}/{s}") for e in range(3) for s in range(10)]
     assert dpsgd_epsilon(ev, epochs=3) == pytest.approx(0.3)  # parallel within, sum across
@@ -147,8 +181,7 @@ def test_fm_central_and_dpsgd_c_run():
 def test_processes_runtime_uses_its_own_mpyc_and_gives_the_same_model():
     from securevfl.experiment import run_in_processes
 
-    spec = RunSpec(method="fm-vfl", dataset="breast", parties=2, seed=4, epsilon=2.0,
-                   timeout=60)
+    spec = RunSpec(method="fm-vfl", dataset="breast", parties=2, seed=4, epsilon=2.0, timeout=60)
     a = run_experiment(spec)
     b = run_in_processes(spec)
     assert b["runtime"] == "processes"

@@ -36,11 +36,11 @@ def test_declared_constants_hold_on_every_theta(name):
     loss = make_loss(name)
     ys = LABELS[name]
     d = np.array([loss.derivative(THETA, np.full_like(THETA, y)) for y in ys])
-    assert np.max(np.abs(d)) <= loss.L + 1e-9                         # |h| <= L
+    assert np.max(np.abs(d)) <= loss.L + 1e-9  # |h| <= L
     slope = np.max(np.abs(np.diff(d, axis=1)) / np.diff(THETA))
-    assert slope <= loss.beta_theta + 1e-6                              # h is β_θ-Lipschitz in θ
+    assert slope <= loss.beta_theta + 1e-6  # h is β_θ-Lipschitz in θ
     jump = np.max(d, axis=0) - np.min(d, axis=0)
-    assert np.max(jump) <= 2 * loss.beta_y * loss.k_y + 1e-9           # label change term
+    assert np.max(jump) <= 2 * loss.beta_y * loss.k_y + 1e-9  # label change term
     # the derivative is non-decreasing in θ: the (continued) loss is convex
     assert np.all(np.diff(d, axis=1) >= -1e-12)
 
@@ -50,9 +50,16 @@ def test_svm_constants_are_tight():
     assert abs(loss.derivative(np.array([-1.0]), np.array([1.0]))[0]) == pytest.approx(4.0)
 
 
-@pytest.mark.parametrize("name,bad", [("svm", [0, 2]), ("poisson", [1.5, 2]),
-                                      ("least-squares-bounded", [0.5, 1.5]),
-                                      ("poisson", [-1, 2]), ("gamma", [0.0, 1.0])])
+@pytest.mark.parametrize(
+    "name,bad",
+    [
+        ("svm", [0, 2]),
+        ("poisson", [1.5, 2]),
+        ("least-squares-bounded", [0.5, 1.5]),
+        ("poisson", [-1, 2]),
+        ("gamma", [0.0, 1.0]),
+    ],
+)
 def test_wrong_label_domain_is_a_config_error(name, bad):
     with pytest.raises(ConfigError, match=f"labels for loss '{name}'"):
         make_loss(name).encode_labels(np.array(bad))
@@ -82,6 +89,16 @@ def test_svm_loss_trains_through_the_core():
     from securevfl.methods import RunSpec
 
     load_plugins()
-    rec = run_experiment(RunSpec(method="vfl", dataset="breast", loss="svm", penalty="l1",
-                                 lam=1e-4, epochs=5, lr=0.2, seed=0))
+    rec = run_experiment(
+        RunSpec(
+            method="vfl",
+            dataset="breast",
+            loss="svm",
+            penalty="l1",
+            lam=1e-4,
+            epochs=5,
+            lr=0.2,
+            seed=0,
+        )
+    )
     assert rec["metrics"]["accuracy"] > 0.85

@@ -20,8 +20,16 @@ load_plugins()
 
 
 def _spec(**kw):
-    base = dict(method="hdp-vfl", dataset="breast", parties=2, epochs=1, batch_size=64, seed=0,
-                epsilon=1.0, delta=1e-5)
+    base = dict(
+        method="hdp-vfl",
+        dataset="breast",
+        parties=2,
+        epochs=1,
+        batch_size=64,
+        seed=0,
+        epsilon=1.0,
+        delta=1e-5,
+    )
     base.update(kw)
     return RunSpec(**base)
 
@@ -41,8 +49,15 @@ def test_algorithm_1_matches_a_numpy_reference_with_the_same_noise():
     method = validate_spec(spec)
     info, views, _ = build_views(spec, method, [0, 1, 2])
     ctx = RunContext(InProcessRuntime(3), spec, info, views, shared_seed=3)
-    state, _, facts = train_hdp(ctx, GaussianStreamAccountant(), epochs=2, clip=0.5,
-                                calibration="analytic", tag="final", intercept=True)
+    state, _, facts = train_hdp(
+        ctx,
+        GaussianStreamAccountant(),
+        epochs=2,
+        clip=0.5,
+        calibration="analytic",
+        tag="final",
+        intercept=True,
+    )
     # reference: Algorithm 1 written out (balanced batches, noise from the same party streams);
     # the intercept is a constant column of the active party, clipped with its block
     n, b = info.n_train, balanced_batch_size(info.n_train, 100)
@@ -57,8 +72,9 @@ def test_algorithm_1_matches_a_numpy_reference_with_the_same_noise():
 
     for epoch in range(2):
         for idx in minibatches(n, b, seed=3, epoch=epoch):
-            sec_b = [X[k][idx] @ w[k] + rng[k].normal(0, facts["sigma_b"], len(idx))
-                     for k in (1, 2)]
+            sec_b = [
+                X[k][idx] @ w[k] + rng[k].normal(0, facts["sigma_b"], len(idx)) for k in (1, 2)
+            ]
             theta = X[0][idx] @ w[0] + sum(sec_b)
             ir_a = -y[idx] / (1.0 + np.exp(y[idx] * theta))
             sec_a = ir_a + rng[0].normal(0, facts["sigma_a"], len(idx))
@@ -74,12 +90,21 @@ def test_algorithm_1_matches_a_numpy_reference_with_the_same_noise():
 def test_classic_epsilon_is_the_closed_form_of_the_hand_computed_sensitivity():
     # full batch: b = n = 456, e = 3, T = 3, eta = 1, L = 1, k = 1, no intercept (paper's formulas)
     delta = 1e-5
-    rec = run_experiment(_spec(epochs=3, batch_size=1000, lr=1.0, epsilon=0.5, delta=delta,
-                               options={"calibration": "classic", "intercept": False}))
+    rec = run_experiment(
+        _spec(
+            epochs=3,
+            batch_size=1000,
+            lr=1.0,
+            epsilon=0.5,
+            delta=delta,
+            options={"calibration": "classic", "intercept": False},
+        )
+    )
     priv = rec["privacy"]
     d_b = math.sqrt(4 * 3 * 9 * 1 / 456 + 8 * 1 * 9 * 1 / 456 + 4 * 1 * 3)
-    d_a = math.sqrt(4 * 0.25**2 * 3 * 9 / 456 + 8 * (0.25 + 0.5) * 0.25 * 9 / 456
-                    + 4 * (0.25 + 0.5) ** 2 * 3)
+    d_a = math.sqrt(
+        4 * 0.25**2 * 3 * 9 / 456 + 8 * (0.25 + 0.5) * 0.25 * 9 / 456 + 4 * (0.25 + 0.5) ** 2 * 3
+    )
     for party, d in (("1", d_b), ("0", d_a)):
         pp = priv["per_party"][party]
         assert pp["sensitivity"] == pytest.approx(d, rel=1e-12)
@@ -103,21 +128,26 @@ def test_regression_uses_the_bounded_least_squares():
 
 
 def test_noise_is_seeded_per_run_and_changes_the_model():
-    fp = [run_experiment(_spec(seed=s, epsilon=e))["model_fingerprint"]
-          for s, e in ((0, 1.0), (0, 1.0), (0, 2.0))]
+    fp = [
+        run_experiment(_spec(seed=s, epsilon=e))["model_fingerprint"]
+        for s, e in ((0, 1.0), (0, 1.0), (0, 2.0))
+    ]
     assert fp[0] == fp[1] and fp[0] != fp[2]
 
 
-@pytest.mark.parametrize("kw,match", [
-    (dict(options={"calibration": "laplace"}), "calibration must be one of"),
-    (dict(delta=None), "delta must be given"),
-    (dict(epsilon=None), "epsilon must be given"),
-    (dict(options={"clip_norm": 0.0}), "clip_norm must be > 0"),
-    (dict(options={"tune": "maybe"}), "must be true or false"),
-    (dict(model="mlp"), "model for method 'hdp-vfl'"),
-    (dict(lr=5.0), "lr must be <="),
-    (dict(dataset="diabetes", loss="least-squares"), "must have a bounded derivative"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(options={"calibration": "laplace"}), "calibration must be one of"),
+        (dict(delta=None), "delta must be given"),
+        (dict(epsilon=None), "epsilon must be given"),
+        (dict(options={"clip_norm": 0.0}), "clip_norm must be > 0"),
+        (dict(options={"tune": "maybe"}), "must be true or false"),
+        (dict(model="mlp"), "model for method 'hdp-vfl'"),
+        (dict(lr=5.0), "lr must be <="),
+        (dict(dataset="diabetes", loss="least-squares"), "must have a bounded derivative"),
+    ],
+)
 def test_bad_input_is_a_one_line_config_error(kw, match):
     with pytest.raises(ConfigError, match=match):
         run_experiment(_spec(**kw))
@@ -171,8 +201,15 @@ def test_free_intercept_is_an_unclipped_bias_of_the_active_party():
     method = validate_spec(spec)
     info, views, _ = build_views(spec, method, [0, 1])
     ctx = RunContext(InProcessRuntime(2), spec, info, views, shared_seed=2)
-    state, _, facts = train_hdp(ctx, GaussianStreamAccountant(), epochs=3, clip=0.05,
-                                calibration="analytic", tag="final", intercept="free")
+    state, _, facts = train_hdp(
+        ctx,
+        GaussianStreamAccountant(),
+        epochs=3,
+        clip=0.05,
+        calibration="analytic",
+        tag="final",
+        intercept="free",
+    )
     assert facts["feature_norm"] == pytest.approx(math.sqrt(2.0))
     assert len(state.w[0]) == info.features_per_party[0]  # no constant column
     assert abs(state.bias) > 0.05  # breast's prior logit: the bias is not held to k
@@ -212,7 +249,8 @@ def test_deconvolved_threshold_needs_logistic_and_an_unclipped_bias():
         run_experiment(_spec(options={"threshold": "deconvolved"}))
     with pytest.raises(ConfigError, match="threshold must be one of"):
         run_experiment(_spec(options={"threshold": "median"}))
-    rec = run_experiment(_spec(epsilon=100.0, options={"threshold": "deconvolved",
-                                                       "intercept": "free"}))
+    rec = run_experiment(
+        _spec(epsilon=100.0, options={"threshold": "deconvolved", "intercept": "free"})
+    )
     assert "threshold" in rec["privacy"]["stream"]
     assert rec["privacy"]["epsilon"] == pytest.approx(100.0, rel=1e-8)

@@ -45,8 +45,9 @@ def test_p_is_rounded_toward_one_half_inside_the_privacy_range(monkeypatch) -> N
 
     rng = np.random.default_rng(4)
     seen: list[np.ndarray] = []
-    monkeypatch.setattr(pbm_mod, "_binomial_grid",
-                        lambda b, j, rng: seen.append(j.copy()) or np.zeros_like(j))
+    monkeypatch.setattr(
+        pbm_mod, "_binomial_grid", lambda b, j, rng: seen.append(j.copy()) or np.zeros_like(j)
+    )
     for beta in (0.25, 0.2, 0.1, 0.013):
         x = np.concatenate([rng.uniform(-1, 1, 10_000), [-1.0, 1.0, 0.0, 1 + 1e-7, -1 - 1e-7]])
         p, pq = 0.5 + beta * np.clip(x, -1, 1), _p_grid(x, beta)
@@ -172,7 +173,8 @@ def test_pld_agrees_with_dp_accounting_composition_of_same_pmfs() -> None:
     d_below = float(np.sum(np.maximum(0, P3 - math.exp(res.epsilon - 0.02) * Q3)))
     assert d_below > 1e-3
     pld = pld_lib.from_two_probability_mass_functions(
-        dict(enumerate(q)), dict(enumerate(p)), value_discretization_interval=1e-4).self_compose(3)
+        dict(enumerate(q)), dict(enumerate(p)), value_discretization_interval=1e-4
+    ).self_compose(3)
     assert res.epsilon == pytest.approx(pld.get_epsilon_for_delta(1e-3), abs=0.02)
 
 
@@ -180,7 +182,7 @@ def test_pld_agrees_with_dp_accounting_composition_of_same_pmfs() -> None:
 def test_feature_rdp_scales_with_b_beta_squared_over_m() -> None:
     r = lambda b, beta, M: rdp_per_release("feature", b=b, beta=beta, n_parties=M, orders=(2.0,))[0]  # noqa: E731
     base = r(64, 0.05, 4)
-    assert r(16, 0.1, 4) == pytest.approx(base, rel=0.1)   # same b*beta^2
+    assert r(16, 0.1, 4) == pytest.approx(base, rel=0.1)  # same b*beta^2
     assert r(128, 0.05, 4) / base == pytest.approx(2.0, rel=0.1)  # linear in b
     assert r(64, 0.05 * math.sqrt(2), 4) / base == pytest.approx(2.0, rel=0.1)  # in beta^2
     assert base / r(64, 0.05, 8) == pytest.approx(2.0, rel=0.15)  # 1/M
@@ -207,8 +209,9 @@ def test_sample_privacy_against_remark_6_3_and_mironov_corollary_4() -> None:
     R = poisson_binomial_logpmf([0.5 - beta, 0.5 + beta], b)
     for a in (2.0, 3.0, 5.0):
         lhs = renyi_divergence(P, Q, a)
-        rhs = ((a - 0.5) / (a - 1) * renyi_divergence(P, R, 2 * a)
-               + renyi_divergence(R, Q, 2 * a - 1))
+        rhs = (a - 0.5) / (a - 1) * renyi_divergence(P, R, 2 * a) + renyi_divergence(
+            R, Q, 2 * a - 1
+        )
         assert lhs <= rhs
 
 
@@ -257,8 +260,7 @@ def test_quantizer_draws_follow_the_binomial_pmf(b: int) -> None:
 
 
 @pytest.mark.parametrize("exact", [False, True])
-def test_table_samplers_with_per_element_p_are_unbiased_with_binomial_variance(
-        exact: bool) -> None:
+def test_table_samplers_with_per_element_p_are_unbiased_with_binomial_variance(exact: bool) -> None:
     from securevfl.privacy.pbm import _binomial
 
     rng = np.random.default_rng(8)
@@ -266,8 +268,11 @@ def test_table_samplers_with_per_element_p_are_unbiased_with_binomial_variance(
     x = np.tanh(rng.normal(size=(2000, 16)))
     # the exact sampler at the unrounded p, or pbm_quantize at its grid-rounded p
     p = 0.5 + beta * x if exact else _p_grid(x, beta)
-    draw = (lambda: _binomial(b, p, rng)) if exact else (
-        lambda: pbm_quantize(x, b=b, beta=beta, rng=rng)[0])
+    draw = (
+        (lambda: _binomial(b, p, rng))
+        if exact
+        else (lambda: pbm_quantize(x, b=b, beta=beta, rng=rng)[0])
+    )
     q = np.stack([draw() for _ in range(40)])
     resid = q - b * p
     var = b * p * (1 - p)
@@ -306,7 +311,7 @@ def test_table_sampler_composes_to_the_exact_binomial(b: int) -> None:
     grid_pmf = dict(zip(rows, _alias_pmfs(grid, rows), strict=True))
     cond_pmf = _alias_pmfs(cond, list(range(b + 1)))
     for r in list(grid_pmf.values()) + list(cond_pmf):
-        assert sum(r) == 1 << 62 and not any(r[b + 1:])  # exact integer pmfs on 0..b
+        assert sum(r) == 1 << 62 and not any(r[b + 1 :])  # exact integer pmfs on 0..b
     for p in ps:
         s = p * G
         j = int(s)
@@ -321,8 +326,8 @@ def test_table_sampler_composes_to_the_exact_binomial(b: int) -> None:
                 continue
             for n in range(1, b - k + 1):
                 pn = pk * (1 - none) * float(cond_pmf[b - k][n]) / 2.0**62
-                dist[k:k + n + 1] += pn * binom.pmf(np.arange(n + 1), n, ratio)
-            assert not any(cond_pmf[b - k][b - k + 1:])  # never more candidates than trials
+                dist[k : k + n + 1] += pn * binom.pmf(np.arange(n + 1), n, ratio)
+            assert not any(cond_pmf[b - k][b - k + 1 :])  # never more candidates than trials
         assert np.abs(dist - binom.pmf(np.arange(b + 1), b, p)).max() < 1e-14, (b, p)
 
 

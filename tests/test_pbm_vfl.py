@@ -14,8 +14,16 @@ from securevfl.methods import pbm_vfl as mod
 
 
 def _spec(method: str, **kw) -> RunSpec:
-    base = dict(method=method, dataset="breast", parties=3, model="mlp", epochs=2,
-                batch_size=64, seed=0, embedding_dim=4)
+    base = dict(
+        method=method,
+        dataset="breast",
+        parties=3,
+        model="mlp",
+        epochs=2,
+        batch_size=64,
+        seed=0,
+        embedding_dim=4,
+    )
     base.update(kw)
     return RunSpec(**base)
 
@@ -31,11 +39,24 @@ def test_pbm_vfl_record_carries_both_notions_and_config() -> None:
     assert p["epsilon"] == p["feature"]["epsilon"]
     cfg = rec["config"]
     assert (cfg["b"], cfg["beta"], cfg["embedding_dim"], cfg["epochs"], cfg["batch_size"]) == (
-        16, 0.1, 4, 2, 64)
+        16,
+        0.1,
+        4,
+        2,
+        64,
+    )
     # the accountant can be re-run from the record alone
     from securevfl.privacy.pbm_accountant import pbm_privacy
-    again = pbm_privacy("feature", b=cfg["b"], beta=cfg["beta"], n_parties=rec["parties"],
-                        dim=cfg["embedding_dim"], uses=cfg["epochs"], delta=1e-5)
+
+    again = pbm_privacy(
+        "feature",
+        b=cfg["b"],
+        beta=cfg["beta"],
+        n_parties=rec["parties"],
+        dim=cfg["embedding_dim"],
+        uses=cfg["epochs"],
+        delta=1e-5,
+    )
     assert again.epsilon == p["feature"]["epsilon"]
     assert rec["comm"]["by_phase"]["setup"]["bytes"] > 3 * 32  # X25519 keys, metered apart
     # the strict whole-column reading composes over every training row: far larger
@@ -109,15 +130,18 @@ def test_ldp_vfl_noise_and_privacy() -> None:
     assert rec["comm"]["by_phase"].get("setup") is None  # no secure aggregation
 
 
-@pytest.mark.parametrize("kw,match", [
-    (dict(epsilon=1.0), "epsilon does not apply"),
-    (dict(options={"beta": 0.3}), "beta must be in"),
-    (dict(options={"b": 0}), "b must be >= 1"),
-    (dict(aggregation="concat"), "aggregation for method"),
-    (dict(model="glm"), "model for method"),
-    (dict(options={"b": 2**31}), "b \\* parties"),
-    (dict(delta=2.0), "delta must be in"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(epsilon=1.0), "epsilon does not apply"),
+        (dict(options={"beta": 0.3}), "beta must be in"),
+        (dict(options={"b": 0}), "b must be >= 1"),
+        (dict(aggregation="concat"), "aggregation for method"),
+        (dict(model="glm"), "model for method"),
+        (dict(options={"b": 2**31}), "b \\* parties"),
+        (dict(delta=2.0), "delta must be in"),
+    ],
+)
 def test_bad_input_raises_config_error(kw, match) -> None:
     with pytest.raises(ConfigError, match=match):
         run_experiment(_spec("pbm-vfl", **kw))

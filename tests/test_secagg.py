@@ -48,14 +48,14 @@ def test_masked_values_hide_inputs_and_are_packed() -> None:
     srv, parties = _setup(M, bits)
     q = np.zeros((M, n), dtype=np.int64)
     msg = parties[0].mask(q[0], round_id=0, batch_id=0)
-    body = msg[len(msg) - (n * bits + 7) // 8:]
+    body = msg[len(msg) - (n * bits + 7) // 8 :]
     assert len(body) == n * bits // 8  # r bits per value, not 8 bytes
     y = unpack_bits(body, bits, n)
     # all-zero input: what travels is the mask, spread over the whole ring
     assert y.std() > (1 << bits) / 4
     assert len(np.unique(y)) > 300
     # a fresh round gives fresh masks
-    y2 = unpack_bits(parties[0].mask(q[0], round_id=1, batch_id=0)[len(msg) - len(body):], bits, n)
+    y2 = unpack_bits(parties[0].mask(q[0], round_id=1, batch_id=0)[len(msg) - len(body) :], bits, n)
     assert np.mean(y == y2) < 0.05
 
 
@@ -121,8 +121,12 @@ def test_pack_roundtrip(bits: int, n: int, seed: int) -> None:
 
 
 @settings(max_examples=30, deadline=None)
-@given(bits=st.integers(1, 32), n=st.integers(0, 40), m=st.integers(1, 6),
-       seed=st.integers(0, 2**32 - 1))
+@given(
+    bits=st.integers(1, 32),
+    n=st.integers(0, 40),
+    m=st.integers(1, 6),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_unpack_sum_is_the_sum_of_unpacks(bits: int, n: int, m: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     vs = [rng.integers(0, 1 << bits, size=n, dtype=np.uint64) for _ in range(m)]
@@ -141,8 +145,10 @@ def test_prepared_round_segments_sum_exactly_and_are_never_reused() -> None:
     rng = np.random.default_rng(1)
     for batch in range(4):
         q = rng.integers(0, b + 1, size=(M, B))
-        msgs = {p.index: p.mask(q[p.index], round_id=5, batch_id=batch, offset=batch * B)
-                for p in parties}
+        msgs = {
+            p.index: p.mask(q[p.index], round_id=5, batch_id=batch, offset=batch * B)
+            for p in parties
+        }
         total = srv.unmask(msgs, round_id=5, batch_id=batch, count=B, offset=batch * B)
         assert np.array_equal(total, q.sum(axis=0))
     with pytest.raises(SecAggError, match="overlaps"):
@@ -156,7 +162,9 @@ def test_offset_mismatch_aborts_naming_the_party() -> None:
     for p in parties:
         p.prepare_round(0, 40)
     q = np.ones(10, dtype=np.int64)
-    msgs = {p.index: p.mask(q, round_id=0, batch_id=1, offset=10 if p.index != 1 else 20)
-            for p in parties}
+    msgs = {
+        p.index: p.mask(q, round_id=0, batch_id=1, offset=10 if p.index != 1 else 20)
+        for p in parties
+    }
     with pytest.raises(SecAggAbort, match="party 1"):
         srv.unmask(msgs, round_id=0, batch_id=1, count=10, offset=10)

@@ -75,8 +75,15 @@ def test_field_sizing_and_input_checks():
     with pytest.raises(ValueError, match="rows must be <= 10"):
         sp.check_inputs({0: np.zeros((11, 1), np.int64)}, 16, 10)
     with pytest.raises(ValueError, match="n_parties must be >= 3"):
-        sp.run_block_products({0: np.zeros((2, 1), np.int64)}, {}, [], n_parties=2, receiver=1,
-                              frac_bits=16, noise_bound=1.0)
+        sp.run_block_products(
+            {0: np.zeros((2, 1), np.int64)},
+            {},
+            [],
+            n_parties=2,
+            receiver=1,
+            frac_bits=16,
+            noise_bound=1.0,
+        )
 
 
 @pytest.mark.networked
@@ -84,17 +91,33 @@ def test_field_sizing_and_input_checks():
 def test_vectorized_and_naive_open_the_exact_noisy_products():
     rng = np.random.default_rng(0)
     n, f, bound = 200, 16, 1e3
-    X = {0: rng.uniform(-1, 1, (n, 3)), 1: rng.uniform(-1, 1, (n, 2)),
-         2: rng.uniform(-1, 1, (n, 2))}
+    X = {
+        0: rng.uniform(-1, 1, (n, 3)),
+        1: rng.uniform(-1, 1, (n, 2)),
+        2: rng.uniform(-1, 1, (n, 2)),
+    }
     M = {k: sp.encode_fixed(v, f) for k, v in X.items()}
     pairs = [sp.Pair(0, 1, 0), sp.Pair(0, 2, 0), sp.Pair(1, 2, 1)]
-    noises = {j: rng.laplace(0, 5.0, (M[p.a].shape[1], M[p.b].shape[1]))
-              for j, p in enumerate(pairs)}
-    want = {j: M[p.a].astype(object).T @ M[p.b].astype(object)
-            + sp.encode_noise(noises[j], f, bound).astype(object) for j, p in enumerate(pairs)}
+    noises = {
+        j: rng.laplace(0, 5.0, (M[p.a].shape[1], M[p.b].shape[1])) for j, p in enumerate(pairs)
+    }
+    want = {
+        j: M[p.a].astype(object).T @ M[p.b].astype(object)
+        + sp.encode_noise(noises[j], f, bound).astype(object)
+        for j, p in enumerate(pairs)
+    }
     for impl in ("vectorized", "naive"):
-        got, stats = sp.run_block_products(M, noises, pairs, n_parties=4, receiver=3,
-                                           frac_bits=f, noise_bound=bound, impl=impl, timeout=60)
+        got, stats = sp.run_block_products(
+            M,
+            noises,
+            pairs,
+            n_parties=4,
+            receiver=3,
+            frac_bits=f,
+            noise_bound=bound,
+            impl=impl,
+            timeout=60,
+        )
         for j in want:
             assert (got[j].astype(object) == want[j]).all(), impl
         assert set(stats.bytes_sent) == {0, 1, 2, 3} and stats.bytes_sent[0][1] > 0
@@ -110,20 +133,41 @@ def test_edge_of_range_n_100k_all_ones_does_not_overflow():
     f = sp.choose_frac_bits(n, bound)
     M = {0: sp.encode_fixed(np.ones((n, 1)), f), 1: sp.encode_fixed(-np.ones((n, 1)), f)}
     noise = {0: np.array([[-bound]])}  # the worst case: every term and the noise push one way
-    got, _ = sp.run_block_products(M, noise, [sp.Pair(0, 1, 0)], n_parties=3, receiver=2,
-                                   frac_bits=f, noise_bound=bound, timeout=60)
+    got, _ = sp.run_block_products(
+        M,
+        noise,
+        [sp.Pair(0, 1, 0)],
+        n_parties=3,
+        receiver=2,
+        frac_bits=f,
+        noise_bound=bound,
+        timeout=60,
+    )
     assert int(got[0][0, 0]) == -(n + int(bound)) * 4**f
     assert sp.decode_products(got, f)[0][0, 0] == -(n + bound)
 
 
 def _job(tmp: str, timeout: float) -> None:
     with open(os.path.join(tmp, "job.json"), "w") as fh:
-        json.dump({"shapes": {"0": [4, 1], "1": [4, 1]}, "pairs": [[0, 1, 0]], "receiver": 2,
-                   "impl": "vectorized", "timeout": timeout}, fh)
+        json.dump(
+            {
+                "shapes": {"0": [4, 1], "1": [4, 1]},
+                "pairs": [[0, 1, 0]],
+                "receiver": 2,
+                "impl": "vectorized",
+                "timeout": timeout,
+            },
+            fh,
+        )
     for i in range(3):
         with open(os.path.join(tmp, f"in{i}.pkl"), "wb") as fh:
-            pickle.dump({"matrix": np.ones((4, 1), np.int64) if i < 2 else None,
-                         "noises": {0: np.zeros((1, 1), np.int64)} if i == 0 else {}}, fh)
+            pickle.dump(
+                {
+                    "matrix": np.ones((4, 1), np.int64) if i < 2 else None,
+                    "noises": {0: np.zeros((1, 1), np.int64)} if i == 0 else {},
+                },
+                fh,
+            )
 
 
 @pytest.mark.networked

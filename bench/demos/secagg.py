@@ -38,8 +38,10 @@ def main(args: list[str]) -> int:
     check_pbm_params(b, beta)
     rng = np.random.default_rng(a.seed)
     bits = modulus_bits(b * M)
-    print(f"M={M} parties, b={b}, beta={beta}, P={P}: sums lie in [0, {b * M}], "
-          f"so arithmetic is mod 2^{bits} and each value travels as {bits} bits\n")
+    print(
+        f"M={M} parties, b={b}, beta={beta}, P={P}: sums lie in [0, {b * M}], "
+        f"so arithmetic is mod 2^{bits} and each value travels as {bits} bits\n"
+    )
 
     server = SecAggServer(M, bits=bits)
     parties = [SecAggParty(m, M, bits=bits) for m in range(M)]
@@ -55,11 +57,13 @@ def main(args: list[str]) -> int:
         q, _ = pbm_quantize(x[m], b=b, beta=beta, rng=rng)
         msgs[m] = p.mask(q, round_id=0, batch_id=0)
         nbytes = (P * bits + 7) // 8
-        masked = unpack_bits(msgs[m][len(msgs[m]) - nbytes:], bits, P)
+        masked = unpack_bits(msgs[m][len(msgs[m]) - nbytes :], bits, P)
         print(f"party {m}: embedding {np.array2string(x[m], precision=3)}")
         print(f"         PBM q       {q}")
-        print(f"         sends       {masked}  "
-              f"({len(msgs[m])} bytes incl. {HEADER_BYTES}-byte header)")
+        print(
+            f"         sends       {masked}  "
+            f"({len(msgs[m])} bytes incl. {HEADER_BYTES}-byte header)"
+        )
     q_hat = server.unmask(msgs, round_id=0, batch_id=0, count=P)
     est = pbm_estimate_sum(q_hat, b=b, beta=beta, n_parties=M)
     print(f"\nserver recovers q_hat = {q_hat}  (sum of the masked values mod 2^{bits})")

@@ -40,16 +40,28 @@ def main(args: list[str]) -> int:
     M = {k: encode_fixed(x, f) for k, x in X.items()}
     pairs = [Pair(a_, b, a_) for a_ in range(K) for b in range(a_ + 1, K)]
     noises = {j: np.round(rng.laplace(0, a.noise, (1, 1)), 3) for j in range(len(pairs))}
-    print(f"K = {K} data parties + server (MPyC party {K}): m = {K + 1} parties, threshold t = "
-          f"{K // 2}; field GF(p), p = {FIELD_PRIME} ({FIELD_PRIME.bit_length()} bits); "
-          f"fixed point: x -> round(x * 2^{f})\n")
+    print(
+        f"K = {K} data parties + server (MPyC party {K}): m = {K + 1} parties, threshold t = "
+        f"{K // 2}; field GF(p), p = {FIELD_PRIME} ({FIELD_PRIME.bit_length()} bits); "
+        f"fixed point: x -> round(x * 2^{f})\n"
+    )
     for k in range(K):
-        print(f"party {k} holds x_{k} = {X[k].ravel().tolist()}"
-              f"  -> encoded {M[k].ravel().tolist()}")
+        print(
+            f"party {k} holds x_{k} = {X[k].ravel().tolist()}  -> encoded {M[k].ravel().tolist()}"
+        )
     print()
-    opened, st = run_block_products(M, noises, pairs, n_parties=K + 1, receiver=K,
-                                    frac_bits=f, noise_bound=bound, timeout=60, n_max=1000,
-                                    trace=True)
+    opened, st = run_block_products(
+        M,
+        noises,
+        pairs,
+        n_parties=K + 1,
+        receiver=K,
+        frac_bits=f,
+        noise_bound=bound,
+        timeout=60,
+        n_max=1000,
+        trace=True,
+    )
     for i in range(K + 1):
         tr = st.trace[i]
         who = "server" if i == K else f"party {i}"
@@ -60,17 +72,21 @@ def main(args: list[str]) -> int:
             print(f"  [{lab}] from party {sh['sender']}: {sh['share'].ravel().tolist()}")
         for p in pairs:
             C = tr["product_shares"][f"{p.a}{p.b}"]
-            print(f"  local share of x_{p.a}ᵀx_{p.b} (degree 2t, resharing follows): "
-                  f"{C.ravel().tolist()}")
+            print(
+                f"  local share of x_{p.a}ᵀx_{p.b} (degree 2t, resharing follows): "
+                f"{C.ravel().tolist()}"
+            )
     print()
     dec = decode_products(opened, f)
     for j, p in enumerate(pairs):
         exact = float((X[p.a].T @ X[p.b]).item())
         fixed = float((M[p.a].T @ M[p.b]).item()) / 4**f
-        print(f"opened to the server ONLY: x_{p.a}ᵀx_{p.b} + noise = {dec[j].item():.4f} "
-              f"(noise {noises[j].item():+.3f} shared in by party {p.noise_party}; the exact "
-              f"{exact:.4f}, {fixed:.4f} in fixed point, is never opened); the data parties "
-              f"receive nothing")
+        print(
+            f"opened to the server ONLY: x_{p.a}ᵀx_{p.b} + noise = {dec[j].item():.4f} "
+            f"(noise {noises[j].item():+.3f} shared in by party {p.noise_party}; the exact "
+            f"{exact:.4f}, {fixed:.4f} in fixed point, is never opened); the data parties "
+            f"receive nothing"
+        )
     print("\nbytes sent (MPyC, incl. message headers):")
     for i, row in sorted(st.bytes_sent.items()):
         print(f"  party {i} -> " + ", ".join(f"{j}: {b}" for j, b in sorted(row.items())))

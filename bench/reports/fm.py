@@ -28,26 +28,41 @@ def _cfg(r: dict[str, Any], k: str, default: Any = None) -> Any:
 
 
 def _utility(records: list[dict[str, Any]]) -> list[str]:
-    rs = [r for r in records if r["method"] in FM and _cfg(r, "mpc_impl", "vectorized")
-          == "vectorized"]
+    rs = [
+        r
+        for r in records
+        if r["method"] in FM and _cfg(r, "mpc_impl", "vectorized") == "vectorized"
+    ]
     if not rs:
         return []
     by: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for r in rs:
         eps = _cfg(r, "epsilon")
-        by[(r["dataset"], _cfg(r, "encoding", "onehot"), _cfg(r, "sparsity"), r["method"],
-            r["parties"] if r["method"] == "fm-vfl" else 1,
-            -1.0 if eps is None or r["method"] == "centralized" else float(eps),
-            _cfg(r, "ridge", 1.0) if r["method"].startswith("fm") else "")].append(r)
-    md = ["### Utility (Tables I-III)", "",
-          "| dataset | encoding | s | method | K | ε | ridge | d | accuracy | MSE | seeds |",
-          "|---|---|---|---|---|---|---|---|---|---|---|"]
+        by[
+            (
+                r["dataset"],
+                _cfg(r, "encoding", "onehot"),
+                _cfg(r, "sparsity"),
+                r["method"],
+                r["parties"] if r["method"] == "fm-vfl" else 1,
+                -1.0 if eps is None or r["method"] == "centralized" else float(eps),
+                _cfg(r, "ridge", 1.0) if r["method"].startswith("fm") else "",
+            )
+        ].append(r)
+    md = [
+        "### Utility (Tables I-III)",
+        "",
+        "| dataset | encoding | s | method | K | ε | ridge | d | accuracy | MSE | seeds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for (ds, enc, s, m, K, eps, ridge), g in sorted(by.items(), key=lambda kv: str(kv[0])):
         d = g[0]["extra"].get("d", g[0]["n_features"]) if g[0]["extra"] else g[0]["n_features"]
-        md.append(f"| {ds} | {enc} | {'' if s is None else s} | {m} | {K} | "
-                  f"{'—' if eps < 0 else f'{eps:g}'} | {ridge} | {d} | "
-                  f"{_ms([x['metrics'].get('accuracy') for x in g])} | "
-                  f"{_ms([x['metrics'].get('mse') for x in g])} | {len(g)} |")
+        md.append(
+            f"| {ds} | {enc} | {'' if s is None else s} | {m} | {K} | "
+            f"{'—' if eps < 0 else f'{eps:g}'} | {ridge} | {d} | "
+            f"{_ms([x['metrics'].get('accuracy') for x in g])} | "
+            f"{_ms([x['metrics'].get('mse') for x in g])} | {len(g)} |"
+        )
     return md + [""]
 
 
@@ -59,12 +74,23 @@ def _runtime(records: list[dict[str, Any]]) -> list[str]:
     for r in rs:
         K = r["parties"] if r["method"] == "fm-vfl" else 1
         impl = _cfg(r, "mpc_impl", "vectorized") if r["method"] == "fm-vfl" else ""
-        by[(r["dataset"], r["method"], impl, K, r["n_train"],
-            (r.get("extra") or {}).get("d", r["n_features"]))].append(r)
-    md = ["### Runtime by K (Table IV) and the cross-party phase (mean ± std over runs)", "",
-          "| dataset | method | impl | K | n_train | d | total s | cross-party s (wall, incl. "
-          "spawn) | secure s (slowest party) | peak MB per MPyC party (max) | MPC bytes | runs |",
-          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        by[
+            (
+                r["dataset"],
+                r["method"],
+                impl,
+                K,
+                r["n_train"],
+                (r.get("extra") or {}).get("d", r["n_features"]),
+            )
+        ].append(r)
+    md = [
+        "### Runtime by K (Table IV) and the cross-party phase (mean ± std over runs)",
+        "",
+        "| dataset | method | impl | K | n_train | d | total s | cross-party s (wall, incl. "
+        "spawn) | secure s (slowest party) | peak MB per MPyC party (max) | MPC bytes | runs |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for key, g in sorted(by.items(), key=lambda kv: str(kv[0])):
         ex = [r.get("extra") or {} for r in g]
         sec = [max(e["mpc"]["secure_s"].values()) for e in ex if e.get("mpc")]
@@ -73,11 +99,15 @@ def _runtime(records: list[dict[str, Any]]) -> list[str]:
             for k, v in ((e.get("mpc") or {}).get("peak_rss_mb") or {}).items():
                 peaks[str(k)] = max(peaks[str(k)], v)
         mb = [((r["comm"].get("by_phase") or {}).get("mpc") or {}).get("bytes", 0) for r in g]
-        cells = [*key, _ms([r["time"]["total_s"] for r in g]),
-                 _ms([e["mpc_s"] for e in ex if "mpc_s" in e]) if sec else "",
-                 _ms(sec) if sec else "",
-                 ", ".join(f"{k}: {v:.0f}" for k, v in sorted(peaks.items())),
-                 int(np.mean(mb)), len(g)]
+        cells = [
+            *key,
+            _ms([r["time"]["total_s"] for r in g]),
+            _ms([e["mpc_s"] for e in ex if "mpc_s" in e]) if sec else "",
+            _ms(sec) if sec else "",
+            ", ".join(f"{k}: {v:.0f}" for k, v in sorted(peaks.items())),
+            int(np.mean(mb)),
+            len(g),
+        ]
         md.append("| " + " | ".join(str(c) for c in cells) + " |")
     return md + [""]
 
@@ -87,32 +117,45 @@ def _impl_ratio(records: list[dict[str, Any]]) -> list[str]:
     by: dict[tuple, dict[str, dict[str, Any]]] = defaultdict(dict)
     for r in rs:
         by[(r["dataset"], r["n_train"], tuple(r["features_per_party"]), r["parties"])][
-            _cfg(r, "mpc_impl", "vectorized")] = r
+            _cfg(r, "mpc_impl", "vectorized")
+        ] = r
     md = []
     for key, g in sorted(by.items(), key=lambda kv: str(kv[0])):
         if "naive" in g and "vectorized" in g:
             sv = max(g["vectorized"]["extra"]["mpc"]["secure_s"].values())
             sn = max(g["naive"]["extra"]["mpc"]["secure_s"].values())
             wv, wn = g["vectorized"]["extra"]["mpc_s"], g["naive"]["extra"]["mpc_s"]
-            md.append(f"| {key[0]} | {key[1]} | {'+'.join(map(str, key[2]))} | {key[3]} | "
-                      f"{sv:.2f} | {sn:.2f} | {sn / sv:.1f}x | {wv:.2f} | {wn:.2f} | "
-                      f"{wn / wv:.1f}x |")
+            md.append(
+                f"| {key[0]} | {key[1]} | {'+'.join(map(str, key[2]))} | {key[3]} | "
+                f"{sv:.2f} | {sn:.2f} | {sn / sv:.1f}x | {wv:.2f} | {wn:.2f} | "
+                f"{wn / wv:.1f}x |"
+            )
     if not md:
         return []
-    return ["### Vectorised vs naive (per-coefficient in_prod) cross-party phase", "",
-            "| dataset | n_train | d per party | K | vectorised secure s | naive secure s | ratio "
-            "| vectorised wall s | naive wall s | ratio |",
-            "|---|---|---|---|---|---|---|---|---|---|",
-            *md, ""]
+    return [
+        "### Vectorised vs naive (per-coefficient in_prod) cross-party phase",
+        "",
+        "| dataset | n_train | d per party | K | vectorised secure s | naive secure s | ratio "
+        "| vectorised wall s | naive wall s | ratio |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        *md,
+        "",
+    ]
 
 
 def _budgets(records: list[dict[str, Any]]) -> list[str]:
     rs = [r for r in records if r["method"] == "fm-vfl" and r.get("privacy")]
     if not rs:
         return []
-    seen, md = set(), ["### Budgets (Theorems 1, 2; Corollary 1)", "",
-                       "| dataset | K | budget | d | Δ_f | ε | ε^(k) per party | accountant |",
-                       "|---|---|---|---|---|---|---|---|"]
+    seen, md = (
+        set(),
+        [
+            "### Budgets (Theorems 1, 2; Corollary 1)",
+            "",
+            "| dataset | K | budget | d | Δ_f | ε | ε^(k) per party | accountant |",
+            "|---|---|---|---|---|---|---|---|",
+        ],
+    )
     for r in rs:
         p = r["privacy"]
         key = (r["dataset"], r["parties"], p.get("budget"), p.get("d"), p["epsilon"])
@@ -120,8 +163,10 @@ def _budgets(records: list[dict[str, Any]]) -> list[str]:
             continue
         seen.add(key)
         per = ", ".join(f"{k}: {v['epsilon']:.4g}" for k, v in sorted(p["per_party"].items()))
-        md.append(f"| {r['dataset']} | {r['parties']} | {p.get('budget')} | {p.get('d')} | "
-                  f"{p.get('delta_f', 0):.4g} | {p['epsilon']:.4g} | {per} | {p['accountant']} |")
+        md.append(
+            f"| {r['dataset']} | {r['parties']} | {p.get('budget')} | {p.get('d')} | "
+            f"{p.get('delta_f', 0):.4g} | {p['epsilon']:.4g} | {per} | {p['accountant']} |"
+        )
     return md + [""]
 
 

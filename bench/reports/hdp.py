@@ -55,8 +55,14 @@ def _variant(r: dict[str, Any]) -> str:
 
 
 def _privacy_accuracy(records: list[dict[str, Any]], out: Path) -> list[str]:
-    hdp = [r for r in records if r["method"] == HDP and not _cfg(r, "tune", False)
-           and _cfg(r, "clip_norm", 1.0) == 1.0 and not _cfg(r, "n")]
+    hdp = [
+        r
+        for r in records
+        if r["method"] == HDP
+        and not _cfg(r, "tune", False)
+        and _cfg(r, "clip_norm", 1.0) == 1.0
+        and not _cfg(r, "n")
+    ]
     if not hdp:
         return []
     md = ["### Privacy-accuracy trade-off (Fig. 1, Fig. 4)", ""]
@@ -66,27 +72,40 @@ def _privacy_accuracy(records: list[dict[str, Any]], out: Path) -> list[str]:
         for r in rs:
             key = (_cfg(r, "calibration", "analytic"), _variant(r), float(_cfg(r, "epsilon")))
             by[key].append(r)
-        md += [f"**{ds}**", "",
-               "| calibration | setting | ε target | ε reported | accuracy | AUC | σ_A | σ_B "
-               "| seeds |",
-               "|---|---|---|---|---|---|---|---|---|"]
+        md += [
+            f"**{ds}**",
+            "",
+            "| calibration | setting | ε target | ε reported | accuracy | AUC | σ_A | σ_B "
+            "| seeds |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for (cal, e, eps), g in sorted(by.items()):
             md.append(
                 f"| {cal} | {e} | {eps:g} | {g[0]['privacy']['epsilon']:.4g} | "
                 f"{_mean_std([x['metrics'].get('accuracy') for x in g])} | "
                 f"{_mean_std([x['metrics'].get('auc') for x in g])} | "
                 f"{g[0]['extra'].get('sigma_a', float('nan')):.3g} | "
-                f"{g[0]['extra'].get('sigma_b', float('nan')):.3g} | {len(g)} |")
-        base = [r for r in records if r["dataset"] == ds and r["method"] != HDP
-                and r.get("privacy") is None]
+                f"{g[0]['extra'].get('sigma_b', float('nan')):.3g} | {len(g)} |"
+            )
+        base = [
+            r
+            for r in records
+            if r["dataset"] == ds and r["method"] != HDP and r.get("privacy") is None
+        ]
         bm: dict[str, list[float]] = defaultdict(list)
         for r in base:
-            name = r["method"] if len({_variant(x) for x in base}) == 1 else \
-                f"{r['method']} ({_variant(r)})"
+            name = (
+                r["method"]
+                if len({_variant(x) for x in base}) == 1
+                else f"{r['method']} ({_variant(r)})"
+            )
             bm[name].append(r["metrics"].get("accuracy"))
         if bm:
-            md += ["", "baselines (same data): " + ", ".join(
-                f"{m} {_mean_std(v)}" for m, v in sorted(bm.items()))]
+            md += [
+                "",
+                "baselines (same data): "
+                + ", ".join(f"{m} {_mean_std(v)}" for m, v in sorted(bm.items())),
+            ]
         fig, ax = plt.subplots(figsize=(6.5, 4))
         for cal in sorted({k[0] for k in by}):
             for e in sorted({k[1] for k in by if k[0] == cal}):
@@ -109,18 +128,25 @@ def _privacy_accuracy(records: list[dict[str, Any]], out: Path) -> list[str]:
 
 
 def _hyper(records: list[dict[str, Any]], out: Path) -> list[str]:
-    hdp = [r for r in records if r["method"] == HDP and not _cfg(r, "tune", False)
-           and not _cfg(r, "n")]  # runtime cells (synthetic n) have their own section
+    hdp = [
+        r for r in records if r["method"] == HDP and not _cfg(r, "tune", False) and not _cfg(r, "n")
+    ]  # runtime cells (synthetic n) have their own section
     md: list[str] = []
     epochs = sorted({_cfg(r, "epochs") for r in hdp})
     clips = sorted({_cfg(r, "clip_norm", 1.0) for r in hdp})
     if len(epochs) > 1 or len(clips) > 1:
         md += ["### Hyper-parameters (Fig. 2)", ""]
         fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-        for ax, key, fixed_key, fixed in ((axes[0], "epochs", "clip_norm", 1.0),
-                                          (axes[1], "clip_norm", "epochs", 10)):
-            md += [f"accuracy by {key} ({fixed_key} = {fixed}):", "",
-                   f"| {key} | ε | accuracy | AUC | seeds |", "|---|---|---|---|---|"]
+        for ax, key, fixed_key, fixed in (
+            (axes[0], "epochs", "clip_norm", 1.0),
+            (axes[1], "clip_norm", "epochs", 10),
+        ):
+            md += [
+                f"accuracy by {key} ({fixed_key} = {fixed}):",
+                "",
+                f"| {key} | ε | accuracy | AUC | seeds |",
+                "|---|---|---|---|---|",
+            ]
             sel = [r for r in hdp if _cfg(r, fixed_key, 1.0) == fixed]
             for v in sorted({_cfg(r, key, 1.0) for r in sel}):
                 g = [r for r in sel if _cfg(r, key, 1.0) == v]
@@ -130,8 +156,10 @@ def _hyper(records: list[dict[str, Any]], out: Path) -> list[str]:
                     ge = [r for r in g if float(_cfg(r, "epsilon")) == eps]
                     acc = [r["metrics"]["accuracy"] for r in ge]
                     ys.append(np.nanmean(acc))
-                    md.append(f"| {v} | {eps:g} | {_mean_std(acc)} | "
-                              f"{_mean_std([r['metrics'].get('auc') for r in ge])} | {len(ge)} |")
+                    md.append(
+                        f"| {v} | {eps:g} | {_mean_std(acc)} | "
+                        f"{_mean_std([r['metrics'].get('auc') for r in ge])} | {len(ge)} |"
+                    )
                 ax.plot(xs, ys, marker="o", label=f"{key}={v}")
             md.append("")
             ax.set_xscale("log")
@@ -146,20 +174,29 @@ def _hyper(records: list[dict[str, Any]], out: Path) -> list[str]:
         md += [f"![{name}]({name})", ""]
     tuned = [r for r in records if r["method"] == HDP and _cfg(r, "tune", False)]
     if tuned:
-        md += ["### Tuned by 5-fold CV on the training split", "",
-               "| dataset | ε target | chosen (e, k) per seed | accuracy | AUC | "
-               "ε final training | ε incl. 45 CV runs |", "|---|---|---|---|---|---|---|"]
+        md += [
+            "### Tuned by 5-fold CV on the training split",
+            "",
+            "| dataset | ε target | chosen (e, k) per seed | accuracy | AUC | "
+            "ε final training | ε incl. 45 CV runs |",
+            "|---|---|---|---|---|---|---|",
+        ]
         by: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
         for r in tuned:
             by[(r["dataset"], float(_cfg(r, "epsilon")))].append(r)
         for (ds, eps), g in sorted(by.items()):
-            chosen = ", ".join(f"({r['extra']['tuning']['chosen_epochs']}, "
-                               f"{r['extra']['tuning']['chosen_clip_norm']:g})" for r in g)
-            md.append(f"| {ds} | {eps:g} | {chosen} | "
-                      f"{_mean_std([r['metrics']['accuracy'] for r in g])} | "
-                      f"{_mean_std([r['metrics'].get('auc') for r in g])} | "
-                      f"{g[0]['privacy'].get('epsilon_final_training_only', float('nan')):.4g} | "
-                      f"{g[0]['privacy']['epsilon']:.4g} |")
+            chosen = ", ".join(
+                f"({r['extra']['tuning']['chosen_epochs']}, "
+                f"{r['extra']['tuning']['chosen_clip_norm']:g})"
+                for r in g
+            )
+            md.append(
+                f"| {ds} | {eps:g} | {chosen} | "
+                f"{_mean_std([r['metrics']['accuracy'] for r in g])} | "
+                f"{_mean_std([r['metrics'].get('auc') for r in g])} | "
+                f"{g[0]['privacy'].get('epsilon_final_training_only', float('nan')):.4g} | "
+                f"{g[0]['privacy']['epsilon']:.4g} |"
+            )
         md.append("")
     return md
 
@@ -168,10 +205,13 @@ def _runtime(records: list[dict[str, Any]], out: Path) -> list[str]:
     rs = [r for r in records if r["method"] in ("vfl", HDP, "he-vfl") and _cfg(r, "n")]
     if not rs:
         return []
-    md = ["### Runtime (Fig. 3)", "",
-          "| n | epochs | vfl train s | hdp-vfl train s | ratio hdp/vfl | he-vfl train s "
-          "(extrapolated) |",
-          "|---|---|---|---|---|---|"]
+    md = [
+        "### Runtime (Fig. 3)",
+        "",
+        "| n | epochs | vfl train s | hdp-vfl train s | ratio hdp/vfl | he-vfl train s "
+        "(extrapolated) |",
+        "|---|---|---|---|---|---|",
+    ]
     t: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rs:
         secs = r["time"]["train_s"]
@@ -188,8 +228,11 @@ def _runtime(records: list[dict[str, Any]], out: Path) -> list[str]:
     ratios = [np.mean(d[HDP]) / np.mean(d["vfl"]) for d in both]
     if ratios:
         tot = sum(np.mean(d[HDP]) for d in both) / sum(np.mean(d["vfl"]) for d in both)
-        md += ["", f"hdp-vfl / vfl training time over {len(ratios)} cells: median ratio "
-               f"{np.median(ratios):.3f}, total-time ratio {tot:.3f}, max {max(ratios):.3f}."]
+        md += [
+            "",
+            f"hdp-vfl / vfl training time over {len(ratios)} cells: median ratio "
+            f"{np.median(ratios):.3f}, total-time ratio {tot:.3f}, max {max(ratios):.3f}.",
+        ]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     n0 = min(k[0] for k in t)
     for m in ("vfl", HDP, "he-vfl"):
@@ -215,10 +258,14 @@ def render(records: list[dict[str, Any]], out: Path) -> str:
     out.mkdir(parents=True, exist_ok=True)
     md = ["## HDP-VFL", ""]
     body = _privacy_accuracy(records, out) + _hyper(records, out) + _runtime(records, out)
-    accts = sorted({r["privacy"]["accountant"] for r in records
-                    if r["method"] == HDP and r.get("privacy")})
+    accts = sorted(
+        {r["privacy"]["accountant"] for r in records if r["method"] == HDP and r.get("privacy")}
+    )
     if accts:
-        body += [f"ε of hdp-vfl records comes from: {', '.join(accts)} "
-                 "(per party stream, Theorem 1; the JDP ε on the weights is in "
-                 "`privacy.jdp_weights`, Theorem 2).", ""]
+        body += [
+            f"ε of hdp-vfl records comes from: {', '.join(accts)} "
+            "(per party stream, Theorem 1; the JDP ε on the weights is in "
+            "`privacy.jdp_weights`, Theorem 2).",
+            "",
+        ]
     return "\n".join(md + (body or ["No hdp-vfl records in this run."]))

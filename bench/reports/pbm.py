@@ -48,13 +48,21 @@ def _eps(r: dict[str, Any], notion: str) -> float | None:
 
 
 def _main_table(groups: dict[tuple, list[dict[str, Any]]]) -> list[str]:
-    lines = ["| dataset | M | method | b | β | accuracy | AUPRC | feature ε | sample ε | "
-             "s / epoch | × npq | CPU s / epoch | × npq | secagg server ms (median) | seeds |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    npq_t = {(k[0], k[1]): _ms([r["extra"].get("epoch_train_s") for r in rs])[0]
-             for k, rs in groups.items() if k[2] == "npq"}
-    npq_c = {(k[0], k[1]): _ms([r["extra"].get("epoch_train_cpu_s") for r in rs])[0]
-             for k, rs in groups.items() if k[2] == "npq"}
+    lines = [
+        "| dataset | M | method | b | β | accuracy | AUPRC | feature ε | sample ε | "
+        "s / epoch | × npq | CPU s / epoch | × npq | secagg server ms (median) | seeds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    npq_t = {
+        (k[0], k[1]): _ms([r["extra"].get("epoch_train_s") for r in rs])[0]
+        for k, rs in groups.items()
+        if k[2] == "npq"
+    }
+    npq_c = {
+        (k[0], k[1]): _ms([r["extra"].get("epoch_train_cpu_s") for r in rs])[0]
+        for k, rs in groups.items()
+        if k[2] == "npq"
+    }
     for (ds, M, method, b, beta), rs in groups.items():
         acc = _ms([r["metrics"].get("accuracy") for r in rs])
         pr = _ms([r["extra"].get("auprc") for r in rs])
@@ -63,21 +71,26 @@ def _main_table(groups: dict[tuple, list[dict[str, Any]]]) -> list[str]:
         c = _ms([r["extra"].get("epoch_train_cpu_s") for r in rs])[0]
         c_ratio = c / npq_c[(ds, M)] if (ds, M) in npq_c else math.nan
         fe, se = _eps(rs[0], "feature"), _eps(rs[0], "sample")
-        sa = [r["extra"]["secagg_server_ms"]["median"] for r in rs
-              if "secagg_server_ms" in r["extra"]]
+        sa = [
+            r["extra"]["secagg_server_ms"]["median"] for r in rs if "secagg_server_ms" in r["extra"]
+        ]
         lines.append(
             f"| {ds} | {M} | {method} | {b or '—'} | {beta or '—'} | {acc[0]:.4f} ± {acc[1]:.4f} | "
             f"{pr[0]:.4f} | {'—' if fe is None else f'{fe:.4g}'} | "
             f"{'—' if se is None else f'{se:.4g}'} | {t:.3f} | {ratio:.2f} | {c:.3f} | "
             f"{c_ratio:.2f} | "
-            f"{f'{np.median(sa):.3f}' if sa else '—'} | {len(rs)} |")
+            f"{f'{np.median(sa):.3f}' if sa else '—'} | {len(rs)} |"
+        )
     return lines
 
 
 def _budget_table(groups: dict[tuple, list[dict[str, Any]]]) -> list[str]:
-    lines = ["| dataset | M | method | " + " | ".join(f"best acc at feature ε ≤ {e:g}"
-                                                 for e in BUDGETS) + " |",
-             "|---|---|---|" + "---|" * len(BUDGETS)]
+    lines = [
+        "| dataset | M | method | "
+        + " | ".join(f"best acc at feature ε ≤ {e:g}" for e in BUDGETS)
+        + " |",
+        "|---|---|---|" + "---|" * len(BUDGETS),
+    ]
     best: dict[tuple, dict[float, tuple[float, str]]] = defaultdict(dict)
     for (ds, M, method, b, beta), rs in groups.items():
         fe = _eps(rs[0], "feature")
@@ -94,28 +107,36 @@ def _budget_table(groups: dict[tuple, list[dict[str, Any]]]) -> list[str]:
 
 
 def _comm_table(groups: dict[tuple, list[dict[str, Any]]]) -> list[str]:
-    lines = ["| dataset | M | method | b | β | B | P | measured bytes / iteration | "
-             "paper B·M·P(⌈log2 bM⌉+F)/8 | measured / paper | setup bytes |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| dataset | M | method | b | β | B | P | measured bytes / iteration | "
+        "paper B·M·P(⌈log2 bM⌉+F)/8 | measured / paper | setup bytes |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for (ds, M, method, b, beta), rs in groups.items():
         r = rs[0]
         c = r["config"]
         B, P, E = c["batch_size"], c["embedding_dim"], c["epochs"]
         iters = E * math.ceil(r["n_train"] / B)
         per_iter = r["comm"]["by_phase"]["train"]["bytes"] / iters
-        bits = r["extra"].get("bits_per_value") or (F_BITS if b is None else
-                                                     max(1, math.ceil(math.log2(b * M))))
+        bits = r["extra"].get("bits_per_value") or (
+            F_BITS if b is None else max(1, math.ceil(math.log2(b * M)))
+        )
         up_bits = bits if method == "pbm-vfl" else F_BITS
         paper = B * M * P * (up_bits + F_BITS) / 8
         setup = r["comm"]["by_phase"].get("setup", {}).get("bytes", 0)
-        lines.append(f"| {ds} | {M} | {method} | {b or '—'} | {beta or '—'} | {B} | {P} | "
-                     f"{per_iter:,.0f} | {paper:,.0f} | {per_iter / paper:.2f} | {setup:,} |")
+        lines.append(
+            f"| {ds} | {M} | {method} | {b or '—'} | {beta or '—'} | {B} | {P} | "
+            f"{per_iter:,.0f} | {paper:,.0f} | {per_iter / paper:.2f} | {setup:,} |"
+        )
     return lines
 
 
 def _target_table(groups: dict[tuple, list[dict[str, Any]]]) -> list[str]:
-    lines = ["| dataset | M | method | b | β | target train acc | epochs to target | "
-             "MB to target (measured) |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| dataset | M | method | b | β | target train acc | epochs to target | "
+        "MB to target (measured) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for (ds, M, method, b, beta), rs in groups.items():
         target = TARGETS.get(ds)
         if target is None or method == "ldp-vfl":
@@ -131,13 +152,20 @@ def _target_table(groups: dict[tuple, list[dict[str, Any]]]) -> list[str]:
             setup = r["comm"]["by_phase"].get("setup", {}).get("bytes", 0)
             epochs.append(hit)
             mbs.append((hit * per_epoch + setup) / 1e6)
-        ep = "∞ (not reached)" if all(math.isinf(e) for e in epochs) else \
-            f"{np.mean([e for e in epochs if math.isfinite(e)]):.1f}" + (
-                f" ({sum(math.isinf(e) for e in epochs)} seeds never)" if any(
-                    math.isinf(e) for e in epochs) else "")
+        ep = (
+            "∞ (not reached)"
+            if all(math.isinf(e) for e in epochs)
+            else f"{np.mean([e for e in epochs if math.isfinite(e)]):.1f}"
+            + (
+                f" ({sum(math.isinf(e) for e in epochs)} seeds never)"
+                if any(math.isinf(e) for e in epochs)
+                else ""
+            )
+        )
         mb = f"{np.mean(mbs):.2f}" if mbs else "∞"
-        lines.append(f"| {ds} | {M} | {method} | {b or '—'} | {beta or '—'} | {target} | {ep} | "
-                     f"{mb} |")
+        lines.append(
+            f"| {ds} | {M} | {method} | {b or '—'} | {beta or '—'} | {target} | {ep} | {mb} |"
+        )
     return lines
 
 
@@ -147,17 +175,25 @@ def _plots(groups: dict[tuple, list[dict[str, Any]]], out: Path) -> list[str]:
         sub = {k: v for k, v in groups.items() if k[:2] == (ds, M)}
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
         for method, marker in (("pbm-vfl", "o"), ("ldp-vfl", "s")):
-            pts = [(_eps(rs[0], "feature"), _ms([r["metrics"]["accuracy"] for r in rs])[0])
-                   for k, rs in sub.items() if k[2] == method and _eps(rs[0], "feature")]
+            pts = [
+                (_eps(rs[0], "feature"), _ms([r["metrics"]["accuracy"] for r in rs])[0])
+                for k, rs in sub.items()
+                if k[2] == method and _eps(rs[0], "feature")
+            ]
             if pts:
                 xs, ys = zip(*sorted(pts), strict=True)
                 ax1.scatter(xs, ys, marker=marker, label=f"{method} (each b, β)")
         for k, rs in sub.items():
             if k[2] == "npq":
-                ax1.axhline(_ms([r["metrics"]["accuracy"] for r in rs])[0], ls="--", c="k",
-                            label="npq (no privacy)")
-                ax2.axhline(_ms([r["metrics"]["accuracy"] for r in rs])[0], ls="--", c="k",
-                            label="npq")
+                ax1.axhline(
+                    _ms([r["metrics"]["accuracy"] for r in rs])[0],
+                    ls="--",
+                    c="k",
+                    label="npq (no privacy)",
+                )
+                ax2.axhline(
+                    _ms([r["metrics"]["accuracy"] for r in rs])[0], ls="--", c="k", label="npq"
+                )
         ax1.set_xscale("log")
         ax1.set_xlabel("exact feature ε (δ = 1e-5)")
         ax1.set_ylabel("test accuracy")
@@ -189,22 +225,35 @@ def render(records: list[dict[str, Any]], out: Path) -> str:
     groups = _groups(records)
     if not groups:
         return "## PBM-VFL\n\nNo pbm-vfl / npq / ldp-vfl records."
-    md = ["## PBM-VFL (issue 5)", "",
-          "Feature ε and sample ε are the exact values of `securevfl.privacy.pbm_accountant` "
-          "(dp_accounting PLD of the Poisson-binomial secure sum, worst-case neighbours, composed "
-          "over P coordinates × epochs uses of each sample), δ = 1e-5; LDP-VFL's come from the "
-          "composed Gaussian closed form. They are reported as computed, however large.", "",
-          *_main_table(groups), "",
-          "### Best accuracy reachable within a feature-privacy budget", "",
-          *_budget_table(groups), "",
-          "### Communication per training iteration", "",
-          "Measured: the channel's serialized train-phase bytes / iterations (uplink + the "
-          "gradient broadcast). Paper model: B·M·P(log(bM) + F) bits with F = 32 (NPQ and LDP "
-          "send floats both ways).", "",
-          *_comm_table(groups), "",
-          "### Epochs and MB to reach a target train accuracy (Table 1 style)", "",
-          "Train accuracy is that of the server's forward pass during each epoch (noisy sums "
-          "included).", "",
-          *_target_table(groups), ""]
+    md = [
+        "## PBM-VFL (issue 5)",
+        "",
+        "Feature ε and sample ε are the exact values of `securevfl.privacy.pbm_accountant` "
+        "(dp_accounting PLD of the Poisson-binomial secure sum, worst-case neighbours, composed "
+        "over P coordinates × epochs uses of each sample), δ = 1e-5; LDP-VFL's come from the "
+        "composed Gaussian closed form. They are reported as computed, however large.",
+        "",
+        *_main_table(groups),
+        "",
+        "### Best accuracy reachable within a feature-privacy budget",
+        "",
+        *_budget_table(groups),
+        "",
+        "### Communication per training iteration",
+        "",
+        "Measured: the channel's serialized train-phase bytes / iterations (uplink + the "
+        "gradient broadcast). Paper model: B·M·P(log(bM) + F) bits with F = 32 (NPQ and LDP "
+        "send floats both ways).",
+        "",
+        *_comm_table(groups),
+        "",
+        "### Epochs and MB to reach a target train accuracy (Table 1 style)",
+        "",
+        "Train accuracy is that of the server's forward pass during each epoch (noisy sums "
+        "included).",
+        "",
+        *_target_table(groups),
+        "",
+    ]
     md += [f"![{f}]({f})" for f in _plots(groups, out)]
     return "\n".join(md)

@@ -90,8 +90,9 @@ def laplace_upper(rng: np.random.Generator, d: int, scale: float) -> np.ndarray:
     return np.triu(rng.laplace(0.0, scale, size=(d, d)))
 
 
-def solve_noisy_quadratic(lam: np.ndarray, U: np.ndarray, *, scale: float,
-                          ridge: float) -> np.ndarray:
+def solve_noisy_quadratic(
+    lam: np.ndarray, U: np.ndarray, *, scale: float, ridge: float
+) -> np.ndarray:
     """argmin λᵀw + wᵀSw for S = (U + Uᵀ)/2 (the noisy monomial coefficients, symmetrised).
 
     A noisy S can be indefinite and the objective unbounded below. As in Zhang et al. 2012
@@ -111,8 +112,12 @@ def solve_noisy_quadratic(lam: np.ndarray, U: np.ndarray, *, scale: float,
     return vecs[:, keep] @ (-g / (2.0 * vals[keep]))
 
 
-def assemble_objective(task: str, dims: list[int], singles: dict[int, dict[str, Any]],
-                       cross: dict[tuple[int, int], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def assemble_objective(
+    task: str,
+    dims: list[int],
+    singles: dict[int, dict[str, Any]],
+    cross: dict[tuple[int, int], np.ndarray],
+) -> tuple[np.ndarray, np.ndarray]:
     """The server's noisy objective (λ, U) from the single-party blocks and the opened cross
     products R_ab = M_aᵀM_b + noise (row 0 of R_0b is v·X_b: the first-order terms of party b)."""
     alpha, c = factors(task)
@@ -164,26 +169,42 @@ class FMVFL(Method):
     private = True
     uses_server = True
     options = {
-        "mpc_impl": Option(str, "vectorized", "cross-party products: one secure matrix product "
-                           "per block, or the seed's per-coefficient in_prod",
-                           ("vectorized", "naive")),
-        "budget": Option(str, "top-down", "the server picks epsilon (top-down) or each party "
-                         "picks its own (bottom-up)", BUDGETS),
-        "party_epsilons": Option(str, "", "bottom-up: comma-separated epsilon^(k) per data party "
-                                 "(default: --epsilon for each)"),
-        "intercept": Option(lambda s: str(s).lower() in ("1", "true", "yes", "on"), True,
-                            "a constant-1 feature at the label party (counted in d)"),
+        "mpc_impl": Option(
+            str,
+            "vectorized",
+            "cross-party products: one secure matrix product "
+            "per block, or the seed's per-coefficient in_prod",
+            ("vectorized", "naive"),
+        ),
+        "budget": Option(
+            str,
+            "top-down",
+            "the server picks epsilon (top-down) or each party picks its own (bottom-up)",
+            BUDGETS,
+        ),
+        "party_epsilons": Option(
+            str,
+            "",
+            "bottom-up: comma-separated epsilon^(k) per data party (default: --epsilon for each)",
+        ),
+        "intercept": Option(
+            lambda s: str(s).lower() in ("1", "true", "yes", "on"),
+            True,
+            "a constant-1 feature at the label party (counted in d)",
+        ),
         "ridge": Option(float, 1.0, "regularisation rho = ridge * sqrt(2d) * Laplace scale"),
     }
 
     def validate(self, spec: RunSpec) -> None:
         super().validate(spec)
         if spec.option("budget", self) not in BUDGETS:
-            raise ConfigError(f"budget must be one of {list(BUDGETS)}, "
-                              f"got {spec.option('budget', self)!r}")
+            raise ConfigError(
+                f"budget must be one of {list(BUDGETS)}, got {spec.option('budget', self)!r}"
+            )
         if spec.option("mpc_impl", self) not in ("vectorized", "naive"):
-            raise ConfigError(f"mpc_impl must be 'vectorized' or 'naive', "
-                              f"got {spec.option('mpc_impl', self)!r}")
+            raise ConfigError(
+                f"mpc_impl must be 'vectorized' or 'naive', got {spec.option('mpc_impl', self)!r}"
+            )
         check_positive("ridge", spec.option("ridge", self), strict=False)
         parse_party_epsilons(spec.option("party_epsilons", self), spec.parties, spec.epsilon)
 
@@ -208,6 +229,7 @@ class FMVFL(Method):
         # single-party blocks: computed and perturbed by their owner, sent to the server
         singles: dict[int, Any] = {}
         for k in range(K):
+
             def single(k=k):
                 lam0, lam, U = single_coefficients(task, X[k], v if k == 0 else None)
                 s = scales[(k, k)]
@@ -216,6 +238,7 @@ class FMVFL(Method):
                     lam = lam + rngs[k].laplace(0.0, s, size=lam.shape)
                     lam0 = lam0 + (rngs[k].laplace(0.0, s) if task == "linear" else 0.0)
                 return {"lam0": lam0, "lam": lam, "U": U}
+
             singles[k] = rt.send(rt.local(k, single), src=k, dst=server)
 
         # cross-party blocks: one secure product each, party a's noise shared in, opened at server
@@ -223,9 +246,12 @@ class FMVFL(Method):
         # noise in the MPC's units: λ = factor * R, so R-noise = Lap(scale) / factor per row
         bound = NOISE_TAIL * max(scales[p] for p in pairs) / min(abs(alpha), 2 * c)
         from protocols.shamir_products import MAX_ROWS, choose_frac_bits  # noqa: PLC0415
+
         if info.n_train > MAX_ROWS:
-            raise ConfigError(f"fm-vfl's fixed-point field is sized for n <= {MAX_ROWS} rows, "
-                              f"got n_train = {info.n_train}")
+            raise ConfigError(
+                f"fm-vfl's fixed-point field is sized for n <= {MAX_ROWS} rows, "
+                f"got n_train = {info.n_train}"
+            )
         frac = choose_frac_bits(MAX_ROWS, bound)
         mats, noises = {}, {}
         for k in X:
@@ -238,17 +264,19 @@ class FMVFL(Method):
                     div[0] = alpha
                 noises[j] = rngs[a].laplace(0.0, scales[(a, b)], size=(rows, dims[b])) / div
         t_mpc = time.perf_counter()
-        opened, mpc_stats = _secure_cross(ctx, pairs, dims, mats, noises, frac, bound,
-                                          spec.option("mpc_impl", self))
+        opened, mpc_stats = _secure_cross(
+            ctx, pairs, dims, mats, noises, frac, bound, spec.option("mpc_impl", self)
+        )
         mpc_s = time.perf_counter() - t_mpc
 
         def assemble_and_solve():
             cross = {p: opened[j] for j, p in enumerate(pairs)}
             lam, U = assemble_objective(task, dims, singles, cross)
-            w = solve_noisy_quadratic(lam, U, scale=max(scales.values()),
-                                      ridge=float(spec.option("ridge", self)))
+            w = solve_noisy_quadratic(
+                lam, U, scale=max(scales.values()), ridge=float(spec.option("ridge", self))
+            )
             offs = np.cumsum([0, *dims])
-            return [w[offs[k]:offs[k + 1]] for k in range(K)]
+            return [w[offs[k] : offs[k + 1]] for k in range(K)]
 
         blocks_w = rt.local(server, assemble_and_solve)
         # release: the (differentially private) model goes to every data party
@@ -258,8 +286,10 @@ class FMVFL(Method):
         train_s = time.perf_counter() - t0
         with rt.meter.in_phase("predict"):
             # every party lists every sender (None where it does not live): SPMD lockstep
-            partial = {k: rt.local(k, lambda k=k: _box(ctx, k, intercept, test=True) @ w_k[k])
-                       for k in range(K)}
+            partial = {
+                k: rt.local(k, lambda k=k: _box(ctx, k, intercept, test=True) @ w_k[k])
+                for k in range(K)
+            }
             got = rt.gather(partial, dst=0)
         scores = None
         if rt.here(0):
@@ -269,21 +299,35 @@ class FMVFL(Method):
         eps, per_party = fm_epsilons(events)
         delta_f = global_sensitivity(sens)
         privacy = PrivacyReport(
-            epsilon=eps, delta=0.0, accountant="fm-laplace-composition",
-            per_party={k: {"epsilon": per_party[k], "sensitivity": party_sensitivity(sens, k)}
-                       for k in range(K)},
-            extra={"delta_f": delta_f, "budget": spec.option("budget", self), "d": int(sum(dims)),
-                   "blocks": {f"{a},{b}": {"sensitivity": sens[(a, b)], "scale": scales[(a, b)]}
-                              for (a, b) in sens}},
+            epsilon=eps,
+            delta=0.0,
+            accountant="fm-laplace-composition",
+            per_party={
+                k: {"epsilon": per_party[k], "sensitivity": party_sensitivity(sens, k)}
+                for k in range(K)
+            },
+            extra={
+                "delta_f": delta_f,
+                "budget": spec.option("budget", self),
+                "d": int(sum(dims)),
+                "blocks": {
+                    f"{a},{b}": {"sensitivity": sens[(a, b)], "scale": scales[(a, b)]}
+                    for (a, b) in sens
+                },
+            },
         )
         fps = {k: fingerprint(w_k[k]) for k in range(K) if rt.here(k)}
-        extra = {"d": int(sum(dims)), "mpc_s": round(mpc_s, 4), "frac_bits": frac,
-                 "mpc_impl": spec.option("mpc_impl", self), "mpc": mpc_stats}
+        extra = {
+            "d": int(sum(dims)),
+            "mpc_s": round(mpc_s, 4),
+            "frac_bits": frac,
+            "mpc_impl": spec.option("mpc_impl", self),
+            "mpc": mpc_stats,
+        }
         return FitResult(scores, train_s, privacy=privacy, fingerprints=fps, extra=extra)
 
 
-def _secure_cross(ctx: RunContext, pairs, dims, mats, noises, frac: int, bound: float,
-                  impl: str):
+def _secure_cross(ctx: RunContext, pairs, dims, mats, noises, frac: int, bound: float, impl: str):
     """Run the cross-party products; returns ({j: opened int block} at the server, stats)."""
     from protocols import shamir_products as sp  # noqa: PLC0415
 
@@ -294,10 +338,17 @@ def _secure_cross(ctx: RunContext, pairs, dims, mats, noises, frac: int, bound: 
     mpc = getattr(rt, "mpc", None)
     try:
         if mpc is None:  # in-process runtime: spawn K + 1 real MPyC party processes
-            opened, st = sp.run_block_products(enc, noises, plan, n_parties=K + 1,
-                                               receiver=server, frac_bits=frac,
-                                               noise_bound=bound, impl=impl,
-                                               timeout=ctx.spec.timeout)
+            opened, st = sp.run_block_products(
+                enc,
+                noises,
+                plan,
+                n_parties=K + 1,
+                receiver=server,
+                frac_bits=frac,
+                noise_bound=bound,
+                impl=impl,
+                timeout=ctx.spec.timeout,
+            )
             with rt.meter.in_phase("mpc"):
                 for src, row in st.bytes_sent.items():
                     for dst, nb in row.items():
@@ -310,15 +361,26 @@ def _secure_cross(ctx: RunContext, pairs, dims, mats, noises, frac: int, bound: 
             shapes = {k: (info.n_train, dims[k] + (1 if k == 0 else 0)) for k in range(K)}
             enc_noise = {j: sp.encode_noise(N, frac, bound) for j, N in noises.items()}
             t = time.perf_counter()
-            res = rt._run(sp.block_products(mpc, me=me, shapes=shapes, pairs=plan,
-                                            matrix=enc.get(me), noises=enc_noise,
-                                            receiver=server, impl=impl), "the secure products")
+            res = rt._run(
+                sp.block_products(
+                    mpc,
+                    me=me,
+                    shapes=shapes,
+                    pairs=plan,
+                    matrix=enc.get(me),
+                    noises=enc_noise,
+                    receiver=server,
+                    impl=impl,
+                ),
+                "the secure products",
+            )
             opened = res
             with rt.meter.in_phase("mpc"):
                 for p in mpc.parties:
                     if p.pid != me:
-                        rt.meter.message(src=me, dst=p.pid,
-                                         nbytes=p.protocol.nbytes_sent - before[p.pid])
+                        rt.meter.message(
+                            src=me, dst=p.pid, nbytes=p.protocol.nbytes_sent - before[p.pid]
+                        )
             from protocols.mpyc_party import peak_rss_kb  # noqa: PLC0415
 
             peak = peak_rss_kb() / 1024.0  # VmHWM of this party process

@@ -87,9 +87,9 @@ class NoiseStream:
         """The next ``m`` noise values (a read-only view: callers add it, never modify it)."""
         if self.pos + m > len(self.buf):
             fresh = self.sigma * self.rng.standard_normal(max(self.chunk, m))
-            self.buf = np.concatenate([self.buf[self.pos:], fresh])
+            self.buf = np.concatenate([self.buf[self.pos :], fresh])
             self.pos = 0
-        out = self.buf[self.pos:self.pos + m]
+        out = self.buf[self.pos : self.pos + m]
         self.pos += m
         return out
 
@@ -97,16 +97,18 @@ class NoiseStream:
 class HDPHooks(GLMHooks):
     """Algorithm 1's plug points: noisy IR_B, noisy derivative back, weight-norm clipping."""
 
-    def __init__(self, ctx: RunContext, *, sigma_a: float, sigma_b: float, clip: float,
-                 tag: str) -> None:
+    def __init__(
+        self, ctx: RunContext, *, sigma_a: float, sigma_b: float, clip: float, tag: str
+    ) -> None:
         self.sigma_a, self.sigma_b, self.clip = sigma_a, sigma_b, clip
         self.recorded: list[tuple[int, np.ndarray]] = []
         self.mean_deriv: list[float] = []
         chunk = ctx.info.n_train  # about one epoch of draws per refill
         # one generator per party living here: party k's noise never depends on another's draws
-        self.noise = {k: NoiseStream(ctx.noise_rng(k, f"hdp/{tag}"),
-                                     sigma_a if k == 0 else sigma_b, chunk)
-                      for k in ctx.rt.local_parties}
+        self.noise = {
+            k: NoiseStream(ctx.noise_rng(k, f"hdp/{tag}"), sigma_a if k == 0 else sigma_b, chunk)
+            for k in ctx.rt.local_parties
+        }
 
     def passive_message(self, ctx: RunContext, k: int, ir: np.ndarray, step: int) -> np.ndarray:
         return ir + self.noise[k].take(len(ir))
@@ -136,11 +138,14 @@ def with_bounded_loss(ctx: RunContext) -> RunContext:
     """Use a loss whose constants hold for any θ (regression default: least-squares-bounded)."""
     name = ctx.spec.loss
     if name in UNBOUNDED_LOSSES:
-        raise ConfigError(f"loss for hdp-vfl must have a bounded derivative (use "
-                          f"{UNBOUNDED_LOSSES[name]!r}), got {name!r}")
+        raise ConfigError(
+            f"loss for hdp-vfl must have a bounded derivative (use "
+            f"{UNBOUNDED_LOSSES[name]!r}), got {name!r}"
+        )
     if name is None and ctx.info.task == "regression":
-        return dataclasses.replace(ctx, spec=dataclasses.replace(
-            ctx.spec, loss="least-squares-bounded"))
+        return dataclasses.replace(
+            ctx, spec=dataclasses.replace(ctx.spec, loss="least-squares-bounded")
+        )
     return ctx
 
 
@@ -148,8 +153,10 @@ def loss_constants(loss: GLMLoss) -> tuple[float, float, float, float]:
     """(L, β_θ, β_y, k_y) of a loss; ConfigError if the loss does not declare them."""
     consts = (loss.L, loss.beta_theta, loss.beta_y, loss.k_y)
     if any(c is None for c in consts):
-        raise ConfigError(f"loss for hdp-vfl must declare L, beta_theta, beta_y, k_y, "
-                          f"got {loss.name!r} without them")
+        raise ConfigError(
+            f"loss for hdp-vfl must declare L, beta_theta, beta_y, k_y, "
+            f"got {loss.name!r} without them"
+        )
     return tuple(float(c) for c in consts)  # type: ignore[return-value]
 
 
@@ -160,9 +167,15 @@ def calibrate(calibration: str, *, epsilon: float, delta: float, sensitivity: fl
     return analytic_gaussian_sigma(epsilon=epsilon, delta=delta, sensitivity=sensitivity)
 
 
-def stream_sensitivities(ctx: RunContext, loss: GLMLoss, *, epochs: int, clip: float,
-                         lr: float, feature_norm: float = 1.0
-                         ) -> tuple[float, float, dict[str, float]]:
+def stream_sensitivities(
+    ctx: RunContext,
+    loss: GLMLoss,
+    *,
+    epochs: int,
+    clip: float,
+    lr: float,
+    feature_norm: float = 1.0,
+) -> tuple[float, float, dict[str, float]]:
     """(Δ_A, Δ_B, the public quantities they were computed from) for this run's batching."""
     L, beta_theta, beta_y, k_y = loss_constants(loss)
     n = ctx.info.n_train
@@ -170,13 +183,33 @@ def stream_sensitivities(ctx: RunContext, loss: GLMLoss, *, epochs: int, clip: f
     r = n_batches(n, b)
     b_min = n - (r - 1) * b  # the trailing batch (== b when b divides n)
     T = epochs * r
-    common = dict(iterations=T, epochs=epochs, batch_size=b, lr=lr, L=L, k=clip,
-                  min_batch=b_min, rows_per_epoch=n, feature_norm=feature_norm)
+    common = dict(
+        iterations=T,
+        epochs=epochs,
+        batch_size=b,
+        lr=lr,
+        L=L,
+        k=clip,
+        min_batch=b_min,
+        rows_per_epoch=n,
+        feature_norm=feature_norm,
+    )
     d_b = passive_sensitivity(**common)
     d_a = active_sensitivity(**common, beta_theta=beta_theta, beta_y=beta_y, k_y=k_y)
-    facts = {"loss": loss.name, "T": T, "b": b, "b_min": b_min, "e": epochs, "k": clip,
-             "lr": lr, "L": L, "beta_theta": beta_theta, "beta_y": beta_y, "k_y": k_y,
-             "feature_norm": feature_norm}
+    facts = {
+        "loss": loss.name,
+        "T": T,
+        "b": b,
+        "b_min": b_min,
+        "e": epochs,
+        "k": clip,
+        "lr": lr,
+        "L": L,
+        "beta_theta": beta_theta,
+        "beta_y": beta_y,
+        "k_y": k_y,
+        "feature_norm": feature_norm,
+    }
     return d_a, d_b, facts
 
 
@@ -193,8 +226,10 @@ def with_constant_feature(ctx: RunContext) -> RunContext:
     if active in views:
         v = views[active]
         views[active] = dataclasses.replace(
-            v, X_train=np.hstack([v.X_train, np.ones((len(v.X_train), 1))]),
-            X_test=np.hstack([v.X_test, np.ones((len(v.X_test), 1))]))
+            v,
+            X_train=np.hstack([v.X_train, np.ones((len(v.X_train), 1))]),
+            X_test=np.hstack([v.X_test, np.ones((len(v.X_test), 1))]),
+        )
     fpp = list(ctx.info.features_per_party)
     fpp[active] += 1
     info = dataclasses.replace(ctx.info, features_per_party=tuple(fpp))
@@ -211,8 +246,9 @@ def parse_intercept(value: Any) -> str:
     try:
         return "clipped" if parse_bool(value) else "none"
     except ConfigError:
-        raise ConfigError(f"intercept must be one of {list(INTERCEPTS)} (or true/false), "
-                          f"got {value!r}") from None
+        raise ConfigError(
+            f"intercept must be one of {list(INTERCEPTS)} (or true/false), got {value!r}"
+        ) from None
 
 
 def predict_hdp(ctx: RunContext, state: GLMState, intercept: str) -> np.ndarray | None:
@@ -241,8 +277,9 @@ def logistic_fit_1d(x: np.ndarray, y01: np.ndarray, iters: int = 50) -> tuple[fl
     return float(beta[0] / sd), float(beta[1] - beta[0] * m / sd), float(beta[0] / se)
 
 
-def deconvolved_threshold(scores: np.ndarray, y01: np.ndarray, noise_var: float,
-                          min_z: float = 3.0) -> tuple[float | None, dict[str, float]]:
+def deconvolved_threshold(
+    scores: np.ndarray, y01: np.ndarray, noise_var: float, min_z: float = 3.0
+) -> tuple[float | None, dict[str, float]]:
     """Decision threshold on the noise-free score s = x·w from the noisy s~ = s + Z of training.
 
     Why a threshold at all: with ||w_k|| <= k the fitted bias and the (too small) slope of the
@@ -287,9 +324,16 @@ def balanced_batch_size(n: int, batch_size: int) -> int:
     return -(-n // r)
 
 
-def train_hdp(ctx: RunContext, *accts: GaussianStreamAccountant, epochs: int, clip: float,
-              calibration: str, tag: str, intercept: str = "clipped",
-              threshold: str = "trained") -> tuple[GLMState, float, dict[str, Any]]:
+def train_hdp(
+    ctx: RunContext,
+    *accts: GaussianStreamAccountant,
+    epochs: int,
+    clip: float,
+    calibration: str,
+    tag: str,
+    intercept: str = "clipped",
+    threshold: str = "trained",
+) -> tuple[GLMState, float, dict[str, Any]]:
     """One run of Algorithm 1 at the spec's (ε, δ); its stream events go into each of ``accts``."""
     b = balanced_batch_size(ctx.info.n_train, ctx.spec.batch_size)
     spec = dataclasses.replace(ctx.spec, epochs=epochs, batch_size=b)
@@ -305,8 +349,9 @@ def train_hdp(ctx: RunContext, *accts: GaussianStreamAccountant, epochs: int, cl
         ctx = dataclasses.replace(ctx, spec=spec)
     lr = float(spec.lr)
     check_lr(lr, beta_theta=beta_theta, lam=spec.lam, feature_norm=c)
-    d_a, d_b, facts = stream_sensitivities(ctx, loss, epochs=epochs, clip=clip, lr=lr,
-                                           feature_norm=c)
+    d_a, d_b, facts = stream_sensitivities(
+        ctx, loss, epochs=epochs, clip=clip, lr=lr, feature_norm=c
+    )
     eps, delta = float(spec.epsilon), float(spec.delta)
     sigma_a = calibrate(calibration, epsilon=eps, delta=delta, sensitivity=d_a)
     sigma_b = calibrate(calibration, epsilon=eps, delta=delta, sensitivity=d_b)
@@ -315,8 +360,9 @@ def train_hdp(ctx: RunContext, *accts: GaussianStreamAccountant, epochs: int, cl
         if loss.name != "logistic":
             raise ConfigError(f"threshold 'deconvolved' needs the logistic loss, got {loss.name!r}")
         if intercept == "clipped":
-            raise ConfigError("threshold 'deconvolved' needs intercept 'free' or 'none', "
-                              "got 'clipped'")
+            raise ConfigError(
+                "threshold 'deconvolved' needs intercept 'free' or 'none', got 'clipped'"
+            )
         r = facts["T"] // epochs
         # the last eighth of the final epoch (>= 1 step): the weights are still moving after a
         # short run, and earlier scores understate the final ones (measured on adult: 1/2 of the
@@ -343,9 +389,10 @@ def train_hdp(ctx: RunContext, *accts: GaussianStreamAccountant, epochs: int, cl
             state.bias = -t  # decide x·w >= t: predict_glm adds state.bias to every score
         facts["threshold"] = {"applied": t is not None, **info}
     events = [GaussianEvent(sigma=sigma_a, sensitivity=d_a, party=0, label=f"{tag}: IR_A")]
-    events += [GaussianEvent(sigma=sigma_b, sensitivity=d_b, party=k,
-                             label=f"{tag}: IR_B of party {k}")
-               for k in range(1, ctx.info.data_parties)]
+    events += [
+        GaussianEvent(sigma=sigma_b, sensitivity=d_b, party=k, label=f"{tag}: IR_B of party {k}")
+        for k in range(1, ctx.info.data_parties)
+    ]
     for acct in accts:
         for ev in events:
             acct.compose(ev)
@@ -357,17 +404,24 @@ def _fold_context(ctx: RunContext, tr: np.ndarray, va: np.ndarray) -> RunContext
     """The training split restricted to fold rows: ``tr`` trains, ``va`` plays the test split."""
     views = {}
     for k, v in ctx.views.items():
-        views[k] = PartyView(index=v.index, columns=v.columns, X_train=v.X_train[tr],
-                             X_test=v.X_train[va])
+        views[k] = PartyView(
+            index=v.index, columns=v.columns, X_train=v.X_train[tr], X_test=v.X_train[va]
+        )
         if v.y_train is not None:
             views[k].y_train, views[k].y_test = v.y_train[tr], v.y_train[va]
     info = dataclasses.replace(ctx.info, n_train=len(tr), n_test=len(va))
     return dataclasses.replace(ctx, views=views, info=info)
 
 
-def cv_tune(ctx: RunContext, acct: GaussianStreamAccountant, *, calibration: str,
-            intercept: str = "clipped", threshold: str = "trained", folds: int = 5
-            ) -> tuple[int, float, list[dict[str, float]]]:
+def cv_tune(
+    ctx: RunContext,
+    acct: GaussianStreamAccountant,
+    *,
+    calibration: str,
+    intercept: str = "clipped",
+    threshold: str = "trained",
+    folds: int = 5,
+) -> tuple[int, float, list[dict[str, float]]]:
     """The paper's tuning: 5-fold CV on the training split over e x k; returns (e, k, table).
 
     The CV score is the validation AUC for binary tasks (accuracy otherwise, -MSE for regression).
@@ -390,9 +444,16 @@ def cv_tune(ctx: RunContext, acct: GaussianStreamAccountant, *, calibration: str
                 for f in range(folds):
                     tr = np.concatenate([parts[j] for j in range(folds) if j != f])
                     sub = _fold_context(ctx, tr, parts[f])
-                    state, _, _ = train_hdp(sub, acct, epochs=e, clip=k, calibration=calibration,
-                                            tag=f"cv/{e}/{k}/{f}", intercept=intercept,
-                                            threshold=threshold)
+                    state, _, _ = train_hdp(
+                        sub,
+                        acct,
+                        epochs=e,
+                        clip=k,
+                        calibration=calibration,
+                        tag=f"cv/{e}/{k}/{f}",
+                        intercept=intercept,
+                        threshold=threshold,
+                    )
                     pred = predict_hdp(sub, state, intercept)
                     if ctx.rt.here(label):
                         m = metrics_for(ctx.info.task, sub.views[label].y_test, pred)
@@ -406,8 +467,7 @@ def cv_tune(ctx: RunContext, acct: GaussianStreamAccountant, *, calibration: str
         if ctx.rt.here(label):
             top = max(table, key=lambda row: row["cv_score"])  # first best on ties: smaller e, k
             best = np.array([top["epochs"], top["clip_norm"]], dtype=float)
-        best = ctx.rt.broadcast(best, src=label,
-                                dsts=[p for p in ctx.data_parties if p != label])
+        best = ctx.rt.broadcast(best, src=label, dsts=[p for p in ctx.data_parties if p != label])
     return int(best[0]), float(best[1]), table
 
 
@@ -419,26 +479,43 @@ class HDPVFL(Method):
     models = ("glm",)
     private = True
     options = {
-        "calibration": Option(str, "analytic", "noise calibration: classic (paper, eps<1) or "
-                              "analytic (Balle & Wang 2018)", CALIBRATIONS),
+        "calibration": Option(
+            str,
+            "analytic",
+            "noise calibration: classic (paper, eps<1) or analytic (Balle & Wang 2018)",
+            CALIBRATIONS,
+        ),
         "clip_norm": Option(float, 1.0, "weight-norm bound k of each party's block"),
-        "intercept": Option(parse_intercept, "clipped", "bias at the active party: clipped "
-                            "(true; a constant column clipped with w_A), free (its own unclipped "
-                            "parameter); both use row norm sqrt(2) in the bounds; none (false): "
-                            "Algorithm 1 exactly"),
-        "threshold": Option(str, "trained", "decision threshold: trained (the bias as fitted) or "
-                            "deconvolved (the active party corrects its threshold for the known "
-                            "noise in its received theta; logistic only; post-processing)",
-                            THRESHOLDS),
-        "tune": Option(parse_bool, False, "5-fold CV on the training split over epochs "
-                       f"{list(TUNE_EPOCHS)} x clip_norm {list(TUNE_CLIP)} (overrides both)"),
+        "intercept": Option(
+            parse_intercept,
+            "clipped",
+            "bias at the active party: clipped "
+            "(true; a constant column clipped with w_A), free (its own unclipped "
+            "parameter); both use row norm sqrt(2) in the bounds; none (false): "
+            "Algorithm 1 exactly",
+        ),
+        "threshold": Option(
+            str,
+            "trained",
+            "decision threshold: trained (the bias as fitted) or "
+            "deconvolved (the active party corrects its threshold for the known "
+            "noise in its received theta; logistic only; post-processing)",
+            THRESHOLDS,
+        ),
+        "tune": Option(
+            parse_bool,
+            False,
+            "5-fold CV on the training split over epochs "
+            f"{list(TUNE_EPOCHS)} x clip_norm {list(TUNE_CLIP)} (overrides both)",
+        ),
     }
 
     def validate(self, spec: RunSpec) -> None:
         super().validate(spec)
         if spec.delta is None:
-            raise ConfigError("delta must be given for method 'hdp-vfl' (Gaussian mechanism), "
-                              "got None")
+            raise ConfigError(
+                "delta must be given for method 'hdp-vfl' (Gaussian mechanism), got None"
+            )
         cal = spec.option("calibration", self)
         if cal not in CALIBRATIONS:
             raise ConfigError(f"calibration must be one of {list(CALIBRATIONS)}, got {cal!r}")
@@ -446,11 +523,14 @@ class HDPVFL(Method):
         parse_bool(spec.option("tune", self))
         parse_intercept(spec.option("intercept", self))
         if spec.option("threshold", self) not in THRESHOLDS:
-            raise ConfigError(f"threshold must be one of {list(THRESHOLDS)}, "
-                              f"got {spec.option('threshold', self)!r}")
+            raise ConfigError(
+                f"threshold must be one of {list(THRESHOLDS)}, "
+                f"got {spec.option('threshold', self)!r}"
+            )
         if spec.penalty not in ("l2", "none", "l1", "elastic-net"):
-            raise ConfigError(f"penalty for hdp-vfl must be l2, l1, elastic-net or none, "
-                              f"got {spec.penalty!r}")
+            raise ConfigError(
+                f"penalty for hdp-vfl must be l2, l1, elastic-net or none, got {spec.penalty!r}"
+            )
 
     def fit(self, ctx: RunContext) -> FitResult:
         ctx = with_bounded_loss(ctx)
@@ -463,21 +543,40 @@ class HDPVFL(Method):
         acct = GaussianStreamAccountant(calibration)
         extra: dict[str, Any] = {}
         if parse_bool(spec.option("tune", self)):
-            epochs, clip, table = cv_tune(ctx, acct, calibration=calibration, intercept=intercept,
-                                          threshold=threshold)
-            extra["tuning"] = {"chosen_epochs": epochs, "chosen_clip_norm": clip,
-                               "cv": table, "runs": len(TUNE_EPOCHS) * len(TUNE_CLIP) * 5}
+            epochs, clip, table = cv_tune(
+                ctx, acct, calibration=calibration, intercept=intercept, threshold=threshold
+            )
+            extra["tuning"] = {
+                "chosen_epochs": epochs,
+                "chosen_clip_norm": clip,
+                "cv": table,
+                "runs": len(TUNE_EPOCHS) * len(TUNE_CLIP) * 5,
+            }
         final = GaussianStreamAccountant(calibration)
-        state, train_s, facts = train_hdp(ctx, acct, final, epochs=epochs, clip=clip,
-                                          calibration=calibration, tag="final",
-                                          intercept=intercept, threshold=threshold)
+        state, train_s, facts = train_hdp(
+            ctx,
+            acct,
+            final,
+            epochs=epochs,
+            clip=clip,
+            calibration=calibration,
+            tag="final",
+            intercept=intercept,
+            threshold=threshold,
+        )
         priv_extra: dict[str, Any] = {"stream": facts}
         if "tuning" in extra:
             priv_extra["epsilon_final_training_only"] = final.get_epsilon(float(spec.delta))
             priv_extra["tuning_note"] = (
                 "epsilon includes the 45 cross-validation runs (Gaussian composition); "
-                "validation scoring traffic is not part of the accounted streams")
+                "validation scoring traffic is not part of the accounted streams"
+            )
         report = acct.report(float(spec.delta), extra=priv_extra)
         extra["sigma_a"], extra["sigma_b"] = facts["sigma_a"], facts["sigma_b"]
-        return FitResult(predict_hdp(ctx, state, intercept), train_s, privacy=report,
-                         fingerprints=glm_fingerprints(state), extra=extra)
+        return FitResult(
+            predict_hdp(ctx, state, intercept),
+            train_s,
+            privacy=report,
+            fingerprints=glm_fingerprints(state),
+            extra=extra,
+        )

@@ -56,8 +56,13 @@ BOUND = 1.0  # tanh bottoms: every embedding coordinate lies in [-1, 1]
 PBM_OPTIONS = {
     "b": Option(int, 64, "PBM trials per coordinate b >= 1"),
     "beta": Option(float, 0.25, "PBM beta in (0, 0.25]"),
-    "eval": Option(str, "private", "test-time scoring through the private aggregation "
-                   "('private') or on plain embeddings ('plain')", ("private", "plain")),
+    "eval": Option(
+        str,
+        "private",
+        "test-time scoring through the private aggregation "
+        "('private') or on plain embeddings ('plain')",
+        ("private", "plain"),
+    ),
 }
 
 
@@ -77,8 +82,9 @@ class BoundedSumHooks(SplitNNHooks):
         self.n_batches = n_batches(ctx.info.n_train, ctx.spec.batch_size)
         self.correct = np.zeros(ctx.spec.epochs)
 
-    def aggregate(self, ctx: RunContext, messages: Mapping[int, Any], *, dst: int,
-                  step: int) -> np.ndarray | None:
+    def aggregate(
+        self, ctx: RunContext, messages: Mapping[int, Any], *, dst: int, step: int
+    ) -> np.ndarray | None:
         return super().aggregate(ctx, _all_senders(ctx, messages), dst=dst, step=step)
 
     def observe(self, ctx: RunContext, step: int, outputs: np.ndarray, y: np.ndarray) -> None:
@@ -104,8 +110,11 @@ class LDPHooks(BoundedSumHooks):
     def __init__(self, ctx: RunContext, *, sigma: float) -> None:
         super().__init__(ctx)
         self.sigma = sigma
-        self.rngs = {k: ctx.noise_rng(k, "ldp-vfl") for k in ctx.rt.local_parties
-                     if k < ctx.info.data_parties}
+        self.rngs = {
+            k: ctx.noise_rng(k, "ldp-vfl")
+            for k in ctx.rt.local_parties
+            if k < ctx.info.data_parties
+        }
 
     def party_message(self, ctx: RunContext, k: int, emb: np.ndarray, step: int) -> Any:
         return (emb + self.rngs[k].normal(0.0, self.sigma, size=emb.shape)).astype(np.float32)
@@ -152,16 +161,24 @@ class PBMSecAggHooks(BoundedSumHooks):
         t0 = time.perf_counter()
         rnd, batch, _, row, n = self.batch_of(ctx, step)
         P = ctx.spec.embedding_dim
-        q, _ = pbm_quantize(emb, b=self.b, beta=self.beta, rng=self.rngs[k], bound=BOUND, party=k,
-                            n_parties=ctx.info.data_parties)
+        q, _ = pbm_quantize(
+            emb,
+            b=self.b,
+            beta=self.beta,
+            rng=self.rngs[k],
+            bound=BOUND,
+            party=k,
+            n_parties=ctx.info.data_parties,
+        )
         if batch == 0:  # one keystream per pair and round (epoch), a disjoint segment per batch
             self.clients[k].prepare_round(rnd, n * P)
         msg = self.clients[k].mask(q, round_id=rnd, batch_id=batch, offset=row * P)
         self.party_s.append(time.perf_counter() - t0)
         return msg
 
-    def aggregate(self, ctx: RunContext, messages: Mapping[int, Any], *, dst: int,
-                  step: int) -> np.ndarray | None:
+    def aggregate(
+        self, ctx: RunContext, messages: Mapping[int, Any], *, dst: int, step: int
+    ) -> np.ndarray | None:
         from protocols.secagg import SecAggError
 
         got = ctx.rt.gather(_all_senders(ctx, messages), dst=dst)
@@ -171,12 +188,18 @@ class PBMSecAggHooks(BoundedSumHooks):
         rnd, batch, B, row, _ = self.batch_of(ctx, step)
         P = ctx.spec.embedding_dim
         try:
-            q_hat = self.server.unmask(got, round_id=rnd, batch_id=batch, count=B * P,
-                                       offset=row * P)
+            q_hat = self.server.unmask(
+                got, round_id=rnd, batch_id=batch, count=B * P, offset=row * P
+            )
         except SecAggError as exc:
             raise ProtocolError(str(exc)) from exc
-        h = pbm_estimate_sum(q_hat.reshape(B, P), b=self.b, beta=self.beta,
-                             n_parties=ctx.info.data_parties, bound=BOUND).astype(np.float32)
+        h = pbm_estimate_sum(
+            q_hat.reshape(B, P),
+            b=self.b,
+            beta=self.beta,
+            n_parties=ctx.info.data_parties,
+            bound=BOUND,
+        ).astype(np.float32)
         self.server_s.append(time.perf_counter() - t0)
         return h
 
@@ -193,9 +216,19 @@ def predict_private(ctx: RunContext, state: Any, hooks: BoundedSumHooks) -> np.n
     with rt.meter.in_phase("eval"), torch.no_grad():
         for chunk, start in enumerate(range(0, info.n_test, bs)):
             step = -chunk - 1
-            msgs = {k: hooks.party_message(ctx, k, m(torch.as_tensor(
-                ctx.views[k].X_test[start:start + bs], dtype=torch.float32)).numpy(), step)
-                for k, m in state.bottoms.items()}
+            msgs = {
+                k: hooks.party_message(
+                    ctx,
+                    k,
+                    m(
+                        torch.as_tensor(
+                            ctx.views[k].X_test[start : start + bs], dtype=torch.float32
+                        )
+                    ).numpy(),
+                    step,
+                )
+                for k, m in state.bottoms.items()
+            }
             agg = hooks.aggregate(ctx, msgs, dst=L, step=step)
             if rt.here(L):
                 outs.append(state.top(torch.as_tensor(agg, dtype=torch.float32)))
@@ -217,11 +250,15 @@ class _SumSplitNN(Method):
     def validate(self, spec: RunSpec) -> None:
         super().validate(spec)
         if spec.aggregation != "sum":
-            raise ConfigError(f"aggregation for method {self.name!r} must be 'sum' (the server "
-                              f"sees only the sum of embeddings), got {spec.aggregation!r}")
+            raise ConfigError(
+                f"aggregation for method {self.name!r} must be 'sum' (the server "
+                f"sees only the sum of embeddings), got {spec.aggregation!r}"
+            )
         if spec.epsilon is not None:
-            raise ConfigError(f"epsilon does not apply to method {self.name!r}: its privacy is set "
-                              f"by --b and --beta and reported, got --epsilon {spec.epsilon}")
+            raise ConfigError(
+                f"epsilon does not apply to method {self.name!r}: its privacy is set "
+                f"by --b and --beta and reported, got --epsilon {spec.epsilon}"
+            )
         if spec.delta is not None:
             check_open_unit("delta", spec.delta)
 
@@ -231,8 +268,13 @@ class _SumSplitNN(Method):
             raise ConfigError(f"eval must be 'private' or 'plain', got {mode!r}")
         return check_pbm_params(spec.option("b", self), spec.option("beta", self))
 
-    def _finish(self, ctx: RunContext, hooks: BoundedSumHooks, privacy: PrivacyReport | None,
-                extra: dict[str, Any]) -> FitResult:
+    def _finish(
+        self,
+        ctx: RunContext,
+        hooks: BoundedSumHooks,
+        privacy: PrivacyReport | None,
+        extra: dict[str, Any],
+    ) -> FitResult:
         cpu0 = time.process_time()
         state, train_s = train_splitnn(ctx, hooks)
         # CPU seconds as well: wall time on a shared 2-core machine grows with others' load
@@ -244,11 +286,11 @@ class _SumSplitNN(Method):
         losses = state.losses
         nb = n_batches(ctx.info.n_train, ctx.spec.batch_size)
         if losses:
-            extra["epoch_train_loss"] = [float(np.mean(losses[e * nb:(e + 1) * nb]))
-                                         for e in range(ctx.spec.epochs)]
+            extra["epoch_train_loss"] = [
+                float(np.mean(losses[e * nb : (e + 1) * nb])) for e in range(ctx.spec.epochs)
+            ]
             if ctx.info.task != "regression":
-                extra["epoch_train_accuracy"] = [float(c / ctx.info.n_train)
-                                                 for c in hooks.correct]
+                extra["epoch_train_accuracy"] = [float(c / ctx.info.n_train) for c in hooks.correct]
         extra["epoch_train_s"] = train_s / ctx.spec.epochs
         if scores is not None and ctx.info.task == "binary":
             from sklearn.metrics import average_precision_score
@@ -256,8 +298,9 @@ class _SumSplitNN(Method):
             # AUPRC, the metric of the paper's phishing figures
             y = ctx.views[ctx.info.label_party].y_test
             extra["auprc"] = float(average_precision_score(y, np.asarray(scores)[:, 1]))
-        return FitResult(scores, train_s, privacy=privacy,
-                         fingerprints=splitnn_fingerprints(state), extra=extra)
+        return FitResult(
+            scores, train_s, privacy=privacy, fingerprints=splitnn_fingerprints(state), extra=extra
+        )
 
 
 @register_method
@@ -289,10 +332,17 @@ class LDPVFL(_SumSplitNN):
         feat = ldp_privacy("feature", sigma=sigma, n_parties=M, dim=P, uses=E, delta=delta)
         samp = ldp_privacy("sample", sigma=sigma, n_parties=M, dim=P, uses=E, delta=delta)
         report = PrivacyReport(
-            epsilon=feat["epsilon"], delta=delta,
+            epsilon=feat["epsilon"],
+            delta=delta,
             accountant="gaussian-exact (composed Gaussian, Balle-Wang closed form)",
-            extra={"notion": "feature", "feature": feat, "sample": samp, "sigma": sigma,
-                   "uses_per_sample": E})
+            extra={
+                "notion": "feature",
+                "feature": feat,
+                "sample": samp,
+                "sigma": sigma,
+                "uses_per_sample": E,
+            },
+        )
         return self._finish(ctx, LDPHooks(ctx, sigma=sigma), report, {"sigma": sigma})
 
 
@@ -309,8 +359,9 @@ class PBMVFL(_SumSplitNN):
         super().validate(spec)
         b, _ = self.pbm_params(spec)
         if (b * spec.parties).bit_length() > MAX_BITS:
-            raise ConfigError(f"b * parties must be < 2^{MAX_BITS} for secure aggregation, "
-                              f"got {b * spec.parties}")
+            raise ConfigError(
+                f"b * parties must be < 2^{MAX_BITS} for secure aggregation, got {b * spec.parties}"
+            )
 
     def fit(self, ctx: RunContext) -> FitResult:
         b, beta = self.pbm_params(ctx.spec)
@@ -325,22 +376,30 @@ class PBMVFL(_SumSplitNN):
         feat = acc.get_privacy("feature", delta)
         samp = acc.get_privacy("sample", delta)
         report = PrivacyReport(
-            epsilon=feat.epsilon, delta=delta, accountant=ACCOUNTANT_NAME,
+            epsilon=feat.epsilon,
+            delta=delta,
+            accountant=ACCOUNTANT_NAME,
             extra={
                 "notion": "feature",
-                "feature": feat.to_dict(), "sample": samp.to_dict(),
+                "feature": feat.to_dict(),
+                "sample": samp.to_dict(),
                 "uses_per_sample": E,
                 # strict reading of feature adjacency: a party's whole column set changes, so
                 # every row's release changes (no parallel composition); RDP bound over N rows
                 "feature_all_rows": {
                     "epsilon": rdp_to_epsilon(feat.rdp_curve, delta, scale=ctx.info.n_train),
-                    "delta": delta, "accountant": "RDP (exact per release) x n_train"},
-            })
+                    "delta": delta,
+                    "accountant": "RDP (exact per release) x n_train",
+                },
+            },
+        )
         result = self._finish(ctx, hooks, report, {"bits_per_value": hooks.bits})
         if hooks.server_s:
             ms = np.array(hooks.server_s) * 1e3
-            result.extra["secagg_server_ms"] = {"median": float(np.median(ms)),
-                                                "max": float(ms.max())}
+            result.extra["secagg_server_ms"] = {
+                "median": float(np.median(ms)),
+                "max": float(ms.max()),
+            }
         if hooks.party_s:
             result.extra["pbm_party_ms_median"] = float(np.median(hooks.party_s) * 1e3)
         return result

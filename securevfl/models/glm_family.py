@@ -107,8 +107,10 @@ class BoundedLeastSquaresLoss(ClippedGLMLoss):
     def encode_labels(self, y: np.ndarray) -> np.ndarray:
         y = np.asarray(y, dtype=float)
         if y.size and np.any(np.abs(y) > self.k_y):
-            raise ConfigError(f"labels for loss {self.name!r} must lie in [-1, 1], "
-                              f"got {y[np.abs(y) > self.k_y][0]}")
+            raise ConfigError(
+                f"labels for loss {self.name!r} must lie in [-1, 1], "
+                f"got {y[np.abs(y) > self.k_y][0]}"
+            )
         return y
 
     def _inner_value(self, t, y):

@@ -36,7 +36,8 @@ class GaussianStreamAccountant:
     def __init__(self, calibration: str = "analytic") -> None:
         if calibration not in CALIBRATIONS:
             raise ConfigError(
-                f"calibration must be one of {list(CALIBRATIONS)}, got {calibration!r}")
+                f"calibration must be one of {list(CALIBRATIONS)}, got {calibration!r}"
+            )
         self.calibration = calibration
         self._ratio_sq: dict[int, float] = defaultdict(float)
         self._events: list[GaussianEvent] = []
@@ -98,8 +99,11 @@ class GaussianStreamAccountant:
             "jdp_weights": {str(p): v["epsilon"] for p, v in per_party.items()},
         }
         if self.calibration == "classic" and eps >= 1.0:
-            out["warning"] = ("classic Gaussian calibration is proven only for epsilon < 1; "
-                              f"reported epsilon {eps:.4g} is not a valid DP bound")
+            out["warning"] = (
+                "classic Gaussian calibration is proven only for epsilon < 1; "
+                f"reported epsilon {eps:.4g} is not a valid DP bound"
+            )
         out.update(extra or {})
-        return PrivacyReport(epsilon=eps, delta=delta, accountant=self.name, per_party=per_party,
-                             extra=out)
+        return PrivacyReport(
+            epsilon=eps, delta=delta, accountant=self.name, per_party=per_party, extra=out
+        )

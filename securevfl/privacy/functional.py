@@ -113,21 +113,24 @@ def top_down_scales(blocks: dict[Block, float], epsilon: float) -> dict[Block, f
     return {b: scale for b in blocks}
 
 
-def bottom_up_scales(blocks: dict[Block, float],
-                     party_epsilons: Sequence[float]) -> dict[Block, float]:
+def bottom_up_scales(
+    blocks: dict[Block, float], party_epsilons: Sequence[float]
+) -> dict[Block, float]:
     """Scales from each party's own ε^(k), split evenly over its blocks (min for shared ones)."""
     n = 1 + max(max(b) for b in blocks)
     if len(party_epsilons) != n:
-        raise ConfigError(f"party epsilons must give one value per data party ({n}), got "
-                          f"{len(party_epsilons)}")
+        raise ConfigError(
+            f"party epsilons must give one value per data party ({n}), got {len(party_epsilons)}"
+        )
     eps = [check_positive(f"party_epsilon[{k}]", e) for k, e in enumerate(party_epsilons)]
     count = [sum(1 for b in blocks if k in b) for k in range(n)]
     offer = [eps[k] / count[k] for k in range(n)]
     return {b: v / min(offer[b[0]], offer[b[1]]) for b, v in blocks.items()}
 
 
-def block_events(blocks: dict[Block, float], scales: dict[Block, float],
-                 counts: dict[Block, int]) -> list[FMBlockEvent]:
+def block_events(
+    blocks: dict[Block, float], scales: dict[Block, float], counts: dict[Block, int]
+) -> list[FMBlockEvent]:
     """The privacy events of one FM release."""
     return [FMBlockEvent(b, scales[b], blocks[b], counts.get(b, 0)) for b in sorted(blocks)]
 

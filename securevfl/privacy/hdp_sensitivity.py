@@ -62,8 +62,9 @@ import math
 from securevfl.errors import ConfigError, check_int, check_positive
 
 
-def weight_drift(*, epochs: int, lr: float, L: float, min_batch: int,
-                 feature_norm: float = 1.0) -> float:
+def weight_drift(
+    *, epochs: int, lr: float, L: float, min_batch: int, feature_norm: float = 1.0
+) -> float:
     """Lemma 2: bound on ||w_T - w'_T|| between neighbouring datasets, 2·e·η·c·L/b_min."""
     check_int("epochs", epochs, minimum=1)
     check_positive("lr", lr)
@@ -82,9 +83,18 @@ def _visits(iterations: int, batch_size: int, rows_per_epoch: int | None, epochs
     return rows_per_epoch * epochs
 
 
-def passive_sensitivity(*, iterations: int, epochs: int, batch_size: int, lr: float, L: float,
-                        k: float, min_batch: int | None = None,
-                        rows_per_epoch: int | None = None, feature_norm: float = 1.0) -> float:
+def passive_sensitivity(
+    *,
+    iterations: int,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    L: float,
+    k: float,
+    min_batch: int | None = None,
+    rows_per_epoch: int | None = None,
+    feature_norm: float = 1.0,
+) -> float:
     """Lemma 3: L2 sensitivity Δ_B of a passive party's whole IR stream [X_B w_B]_{t=1..T}.
 
     Parameters
@@ -101,10 +111,21 @@ def passive_sensitivity(*, iterations: int, epochs: int, batch_size: int, lr: fl
     return math.sqrt(visits * dw**2 + epochs * (4.0 * k * dw + 4.0 * k**2))
 
 
-def active_sensitivity(*, iterations: int, epochs: int, batch_size: int, lr: float, L: float,
-                       k: float, beta_theta: float, beta_y: float, k_y: float,
-                       min_batch: int | None = None, rows_per_epoch: int | None = None,
-                       feature_norm: float = 1.0) -> float:
+def active_sensitivity(
+    *,
+    iterations: int,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    L: float,
+    k: float,
+    beta_theta: float,
+    beta_y: float,
+    k_y: float,
+    min_batch: int | None = None,
+    rows_per_epoch: int | None = None,
+    feature_norm: float = 1.0,
+) -> float:
     """Lemma 4: L2 sensitivity Δ_A of the active party's stream of loss derivatives.
 
     ``beta_theta``, ``beta_y``: Lipschitz constants of ∂ℓ/∂θ in θ and in y; ``k_y``: label bound.
@@ -124,8 +145,9 @@ def active_sensitivity(*, iterations: int, epochs: int, batch_size: int, lr: flo
 def max_stable_lr(*, beta_theta: float, lam: float, feature_norm: float = 1.0) -> float:
     """Largest η for which Lemma 2's non-expansiveness holds: 2 / (β_θ·c² + λ)."""
     c = check_positive("feature_norm", feature_norm)
-    return 2.0 / (check_positive("beta_theta", beta_theta) * c * c
-                  + check_positive("lam", lam, strict=False))
+    return 2.0 / (
+        check_positive("beta_theta", beta_theta) * c * c + check_positive("lam", lam, strict=False)
+    )
 
 
 def check_lr(lr: float, *, beta_theta: float, lam: float, feature_norm: float = 1.0) -> None:

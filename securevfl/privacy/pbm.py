@@ -56,9 +56,16 @@ def check_pbm_params(b: int, beta: float) -> tuple[int, float]:
     return b, beta
 
 
-def pbm_quantize(x: np.ndarray, *, b: int, beta: float, rng: np.random.Generator,
-                 bound: float = 1.0, party: int | None = None,
-                 n_parties: int = 1) -> tuple[np.ndarray, PBMEvent]:
+def pbm_quantize(
+    x: np.ndarray,
+    *,
+    b: int,
+    beta: float,
+    rng: np.random.Generator,
+    bound: float = 1.0,
+    party: int | None = None,
+    n_parties: int = 1,
+) -> tuple[np.ndarray, PBMEvent]:
     """Algorithm 1 elementwise: integers q in [0, b] and the event of this release.
 
     For b < 128, p is first rounded toward 1/2 onto the grid 2^-12 (same privacy accounting,
@@ -152,8 +159,9 @@ def _alias_table(pmf: np.ndarray) -> np.ndarray:
 def _below(probs: np.ndarray) -> np.ndarray:
     """round(P 2^64) - 1 as uint64, for P in (0, 1]: u > entry, u uniform on 64 bits, then has
     probability 1 - P up to 2^-64 (and is impossible where P = 1)."""
-    flat = [max(min(int(pr * 2.0**64 + 0.5), 1 << 64) - 1, 0)
-            for pr in np.clip(probs, 0.0, 1.0).ravel()]
+    flat = [
+        max(min(int(pr * 2.0**64 + 0.5), 1 << 64) - 1, 0) for pr in np.clip(probs, 0.0, 1.0).ravel()
+    ]
     return np.array(flat, dtype=np.uint64).reshape(probs.shape)
 
 
@@ -172,7 +180,7 @@ def _binomial_tables(b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     c = np.arange(b + 1)
     levels = np.arange(_J0, _J1 + 1, dtype=np.float64) / (1 << _GRID_BITS)
     grid = np.zeros((_J1 + 1) << _COL_BITS, dtype=np.uint64)
-    grid[_J0 << _COL_BITS:] = _alias_table(binom.pmf(c[None, :], b, levels[:, None]))
+    grid[_J0 << _COL_BITS :] = _alias_table(binom.pmf(c[None, :], b, levels[:, None]))
     pmf = binom.pmf(c[None, :], c[:, None], _W)  # row n: Binomial(n, W)
     no_cand = _below(pmf[::-1, 0])  # indexed by K: n = b - K
     cond = pmf.copy()
@@ -201,8 +209,11 @@ def _binomial_grid(b: int, j: np.ndarray, rng: np.random.Generator) -> np.ndarra
     """Binomial(b, j / 2^k) draws (int64), b < 128, integer j in [_J0, _J1]: one alias draw each
     (exact up to the 2^-62 rounding of the pmf, see _alias_table)."""
     grid = _binomial_tables(b)[0]
-    k = _alias_draw(grid, j.ravel().view(np.uint64) << np.uint64(_COL_BITS),
-                    rng.bit_generator.random_raw(j.size))
+    k = _alias_draw(
+        grid,
+        j.ravel().view(np.uint64) << np.uint64(_COL_BITS),
+        rng.bit_generator.random_raw(j.size),
+    )
     return k.view(np.int64).reshape(j.shape)
 
 
@@ -211,8 +222,9 @@ def _binomial(b: int, p: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return _binomial_scaled(b, np.asarray(p, dtype=np.float64) * (1 << _GRID_BITS), rng)
 
 
-def _binomial_scaled(b: int, p_scaled: np.ndarray, rng: np.random.Generator, *,
-                     in_range: bool = False) -> np.ndarray:
+def _binomial_scaled(
+    b: int, p_scaled: np.ndarray, rng: np.random.Generator, *, in_range: bool = False
+) -> np.ndarray:
     """Binomial(b, p) draws (int64) given p_scaled = p 2^k (float64), exact, from ``rng``.
 
     Table sampler (b < 128, every p in [1/4, 3/4]): write one Bernoulli(p) trial as "U < p" with
@@ -270,8 +282,9 @@ def _binomial_scaled(b: int, p_scaled: np.ndarray, rng: np.random.Generator, *,
     return draws.numpy().astype(np.int64).reshape(shape)
 
 
-def pbm_estimate_sum(q_sum: np.ndarray, *, b: int, beta: float, n_parties: int,
-                     bound: float = 1.0) -> np.ndarray:
+def pbm_estimate_sum(
+    q_sum: np.ndarray, *, b: int, beta: float, n_parties: int, bound: float = 1.0
+) -> np.ndarray:
     """Unbiased estimate of sum_m x_m from q_hat = sum_m q_m: C/(beta b) * (q_hat - bM/2)."""
     b, beta = check_pbm_params(b, beta)
     check_int("n_parties", n_parties, minimum=1)

@@ -48,8 +48,29 @@ from securevfl.errors import ConfigError, check_int, check_open_unit
 from securevfl.privacy.pbm import PBMEvent, check_pbm_params
 
 ACCOUNTANT_NAME = "pbm-exact (dp_accounting PLD of the Poisson-binomial sum; RDP cross-check)"
-RDP_ORDERS: tuple[float, ...] = (1.1, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0,
-                                 12.0, 16.0, 20.0, 24.0, 32.0, 48.0, 64.0, 128.0, 256.0)
+RDP_ORDERS: tuple[float, ...] = (
+    1.1,
+    1.25,
+    1.5,
+    1.75,
+    2.0,
+    2.5,
+    3.0,
+    4.0,
+    5.0,
+    6.0,
+    8.0,
+    10.0,
+    12.0,
+    16.0,
+    20.0,
+    24.0,
+    32.0,
+    48.0,
+    64.0,
+    128.0,
+    256.0,
+)
 NOTIONS = ("feature", "sample")
 
 
@@ -77,8 +98,9 @@ def poisson_binomial_logpmf(ps: Sequence[float], b: int) -> np.ndarray:
 
 
 @lru_cache(maxsize=256)
-def neighbour_pairs(notion: str, b: int, beta: float,
-                    n_parties: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+def neighbour_pairs(
+    notion: str, b: int, beta: float, n_parties: int
+) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
     """The worst-case adjacent output distributions (log pmfs) of one coordinate's secure sum."""
     hi, lo = 0.5 + beta, 0.5 - beta
     M = n_parties
@@ -122,7 +144,9 @@ def _pld_epsilon(up: np.ndarray, down: np.ndarray, k: int, delta: float, interva
     pld = pld_lib.from_two_probability_mass_functions(
         {i: float(v) for i, v in enumerate(down) if v > -np.inf},
         {i: float(v) for i, v in enumerate(up) if v > -np.inf},
-        pessimistic_estimate=True, value_discretization_interval=interval)
+        pessimistic_estimate=True,
+        value_discretization_interval=interval,
+    )
     with np.errstate(over="ignore", divide="ignore"):  # dp_accounting's inner logsumexp
         if k > 1:
             pld = pld.self_compose(k)
@@ -149,16 +173,30 @@ class PBMPrivacy:
         return d
 
 
-def rdp_per_release(notion: str, *, b: int, beta: float, n_parties: int,
-                    orders: Sequence[float] = RDP_ORDERS) -> np.ndarray:
+def rdp_per_release(
+    notion: str, *, b: int, beta: float, n_parties: int, orders: Sequence[float] = RDP_ORDERS
+) -> np.ndarray:
     """Max over worst-case configurations (and both directions) of D_alpha, per order."""
     pairs = neighbour_pairs(notion, b, beta, n_parties)
-    return np.array([max(max(renyi_divergence(p, q, a), renyi_divergence(q, p, a))
-                         for p, q in pairs) for a in orders])
+    return np.array(
+        [
+            max(max(renyi_divergence(p, q, a), renyi_divergence(q, p, a)) for p, q in pairs)
+            for a in orders
+        ]
+    )
 
 
-def pbm_privacy(notion: str, *, b: int, beta: float, n_parties: int, dim: int, uses: int,
-                delta: float, orders: Sequence[float] = RDP_ORDERS) -> PBMPrivacy:
+def pbm_privacy(
+    notion: str,
+    *,
+    b: int,
+    beta: float,
+    n_parties: int,
+    dim: int,
+    uses: int,
+    delta: float,
+    orders: Sequence[float] = RDP_ORDERS,
+) -> PBMPrivacy:
     """Exact epsilon(delta) of ``uses`` uses of a sample with ``dim``-dimensional embeddings."""
     b, beta = check_pbm_params(b, beta)
     M = check_int("n_parties", n_parties, minimum=1)
@@ -181,10 +219,17 @@ def pbm_privacy(notion: str, *, b: int, beta: float, n_parties: int, dim: int, u
         all_eps = [_pld_epsilon(up, down, k, delta, interval) for up, down in pairs]
         j = int(np.argmax(all_eps))
         eps = all_eps[j]
-    return PBMPrivacy(notion=notion, epsilon=eps, delta=delta, compositions=k,
-                      rdp_epsilon=float(rdp_eps), rdp_order=float(rdp_order),
-                      worst_config=j, dominating_pair=dominating,
-                      rdp_curve={float(a): float(r) for a, r in zip(orders, rdp, strict=True)})
+    return PBMPrivacy(
+        notion=notion,
+        epsilon=eps,
+        delta=delta,
+        compositions=k,
+        rdp_epsilon=float(rdp_eps),
+        rdp_order=float(rdp_order),
+        worst_config=j,
+        dominating_pair=dominating,
+        rdp_curve={float(a): float(r) for a, r in zip(orders, rdp, strict=True)},
+    )
 
 
 class PBMAccountant:
@@ -203,10 +248,17 @@ class PBMAccountant:
         if self.events:
             e0 = self.events[0]
             if (e0.b, e0.beta, e0.n_parties, e0.dim, e0.bound) != (
-                    event.b, event.beta, event.n_parties, event.dim, event.bound):
-                raise ConfigError("PBM events must share b, beta, n_parties, dim and bound, got "
-                                  f"{(e0.b, e0.beta, e0.n_parties, e0.dim)} and "
-                                  f"{(event.b, event.beta, event.n_parties, event.dim)}")
+                event.b,
+                event.beta,
+                event.n_parties,
+                event.dim,
+                event.bound,
+            ):
+                raise ConfigError(
+                    "PBM events must share b, beta, n_parties, dim and bound, got "
+                    f"{(e0.b, e0.beta, e0.n_parties, e0.dim)} and "
+                    f"{(event.b, event.beta, event.n_parties, event.dim)}"
+                )
         self.events.append(event)
         return self
 
@@ -218,8 +270,15 @@ class PBMAccountant:
         if not self.events:
             raise ConfigError("PBMAccountant must have composed at least one event")
         e = self.events[0]
-        return pbm_privacy(notion, b=e.b, beta=e.beta, n_parties=e.n_parties, dim=e.dim,
-                           uses=self.uses, delta=delta)
+        return pbm_privacy(
+            notion,
+            b=e.b,
+            beta=e.beta,
+            n_parties=e.n_parties,
+            dim=e.dim,
+            uses=self.uses,
+            delta=delta,
+        )
 
     def get_epsilon(self, delta: float, notion: str = "feature") -> float:
         return self.get_privacy(notion, delta).epsilon
@@ -257,8 +316,16 @@ def gaussian_epsilon(mu: float, delta: float) -> float:
     return hi
 
 
-def ldp_privacy(notion: str, *, sigma: float, n_parties: int, dim: int, uses: int,
-                delta: float, bound: float = 1.0) -> dict[str, float]:
+def ldp_privacy(
+    notion: str,
+    *,
+    sigma: float,
+    n_parties: int,
+    dim: int,
+    uses: int,
+    delta: float,
+    bound: float = 1.0,
+) -> dict[str, float]:
     """The LDP baseline: every party releases embedding + N(0, sigma^2 I), uses times.
 
     An L-infinity bound C lets each of the ``dim`` coordinates move by 2C, so one party's release
