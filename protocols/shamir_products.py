@@ -42,7 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from protocols.ports import free_ports
+from protocols.processes import free_ports
+from protocols.processes import wait_all as _wait_all
 
 IMPLS = ("vectorized", "naive")
 MAX_FRAC_BITS = 16
@@ -424,34 +425,21 @@ def _project_root() -> str:
 
 
 def wait_all(procs: list[tuple[subprocess.Popen, Any]], timeout: float) -> None:
-    """Wait for every process; on the first failure or the deadline kill the rest and raise."""
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            codes = [p.poll() for p, _ in procs]
-            bad = [i for i, c in enumerate(codes) if c not in (None, 0)]
-            if bad:
-                i = bad[0]
-                procs[i][1].seek(0)
-                lines = [ln for ln in procs[i][1].read().splitlines() if ln.strip()]
-                if os.environ.get("SHAMIR_DEBUG"):
-                    print("\n".join(lines), file=sys.stderr)
-                raise ShamirProtocolError(
-                    f"MPyC party {i} failed: {lines[-1] if lines else f'exit code {codes[i]}'}"
-                )
-            if all(c == 0 for c in codes):
-                return
-            if time.monotonic() > deadline:
-                raise ShamirTimeoutError(
-                    f"the {len(procs)} MPyC parties did not finish within {timeout:g} s"
-                )
-            time.sleep(0.01)
-    finally:
-        for p, err in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-            err.close()
+    """Wait for every MPyC party; on the first failure or the deadline kill the rest and raise."""
+
+    def failed(i: int, line: str) -> Exception:
+        if os.environ.get("SHAMIR_DEBUG"):
+            print(line, file=sys.stderr)
+        return ShamirProtocolError(f"MPyC party {i} failed: {line}")
+
+    _wait_all(
+        procs,
+        timeout,
+        on_failure=failed,
+        on_timeout=lambda: ShamirTimeoutError(
+            f"the {len(procs)} MPyC parties did not finish within {timeout:g} s"
+        ),
+    )
 
 
 def decode_products(blocks: dict[int, np.ndarray], frac_bits: int) -> dict[int, np.ndarray]:

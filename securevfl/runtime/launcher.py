@@ -11,10 +11,9 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from typing import Any
 
-from protocols.ports import free_ports
+from protocols.processes import free_ports, wait_all
 from securevfl.errors import PartyTimeoutError, ProtocolError
 
 
@@ -43,30 +42,15 @@ def run_local_processes(
                 cmd += ["-P", a]
             err = open(os.path.join(tmp, f"party{i}.err"), "w+")
             procs.append((subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err), err))
-        deadline = time.monotonic() + timeout
-        try:
-            while True:
-                codes = [p.poll() for p, _ in procs]
-                bad = [i for i, c in enumerate(codes) if c not in (None, 0)]
-                if bad:
-                    i = bad[0]
-                    procs[i][1].seek(0)
-                    lines = [ln for ln in procs[i][1].read().strip().splitlines() if ln.strip()]
-                    msg = lines[-1] if lines else f"exit code {codes[i]}"
-                    raise ProtocolError(f"party {i} failed: {msg}")
-                if all(c == 0 for c in codes):
-                    break
-                if time.monotonic() > deadline:
-                    raise PartyTimeoutError(
-                        f"the {n_parties} party processes did not finish within {timeout:g} s"
-                    )
-                time.sleep(0.02)
-        finally:
-            for p, err in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-                err.close()
+        wait_all(
+            procs,
+            timeout,
+            on_failure=lambda i, line: ProtocolError(f"party {i} failed: {line}"),
+            on_timeout=lambda: PartyTimeoutError(
+                f"the {n_parties} party processes did not finish within {timeout:g} s"
+            ),
+            poll_s=0.02,
+        )
         for i in range(n_parties):
             path = os.path.join(tmp, f"party{i}.json")
             if os.path.exists(path):

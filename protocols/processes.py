@@ -1,0 +1,64 @@
+"""Local party processes: free loopback ports, and waiting for a group of processes.
+
+Used by every launcher that starts one OS process per party (MPyC's products here, the
+networked runtime's launcher in securevfl): the first party that fails, or the deadline, stops
+the whole group, so no process is left waiting for a dead peer.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from typing import IO
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct TCP ports that are free right now (all sockets held until all are found)."""
+    socks, ports = [], []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+def wait_all(
+    procs: list[tuple[subprocess.Popen, IO[str]]],
+    timeout: float,
+    *,
+    on_failure: Callable[[int, str], Exception],
+    on_timeout: Callable[[], Exception],
+    poll_s: float = 0.01,
+) -> None:
+    """Wait for every process (each with its stderr file); kill the rest on failure or deadline.
+
+    ``on_failure(i, last_stderr_line)`` and ``on_timeout()`` build the exception raised.
+    """
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            codes = [p.poll() for p, _ in procs]
+            bad = [i for i, c in enumerate(codes) if c not in (None, 0)]
+            if bad:
+                i = bad[0]
+                procs[i][1].seek(0)
+                lines = [ln for ln in procs[i][1].read().splitlines() if ln.strip()]
+                raise on_failure(i, lines[-1] if lines else f"exit code {codes[i]}")
+            if all(c == 0 for c in codes):
+                return
+            if time.monotonic() > deadline:
+                raise on_timeout()
+            time.sleep(poll_s)
+    finally:
+        for p, err in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            err.close()
