@@ -16,7 +16,15 @@ import time
 
 import numpy as np
 
-from securevfl.methods import FitResult, Method, Option, RunContext, fingerprint, register_method
+from securevfl.methods import (
+    FitResult,
+    Method,
+    Option,
+    RunContext,
+    fingerprint,
+    parse_bool,
+    register_method,
+)
 from securevfl.methods.fm_vfl import fm_task
 from securevfl.privacy.events import PrivacyReport, PureDPEvent
 from securevfl.training import minibatches
@@ -57,9 +65,7 @@ class DPSGDCentral(Method):
             "per-example gradient norm bound C (scaled by sqrt(2) with the "
             "intercept: rows have norm <= 1, plus the constant 1)",
         ),
-        "intercept": Option(
-            lambda s: str(s).lower() in ("1", "true", "yes", "on"), True, "a constant-1 feature"
-        ),
+        "intercept": Option(parse_bool, True, "a constant-1 feature"),
     }
 
     def fit(self, ctx: RunContext) -> FitResult:

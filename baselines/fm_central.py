@@ -9,7 +9,15 @@ import time
 
 import numpy as np
 
-from securevfl.methods import FitResult, Method, Option, RunContext, fingerprint, register_method
+from securevfl.methods import (
+    FitResult,
+    Method,
+    Option,
+    RunContext,
+    fingerprint,
+    parse_bool,
+    register_method,
+)
 from securevfl.methods.fm_vfl import (
     fm_task,
     label_vector,
@@ -57,7 +65,7 @@ class CentralFM(Method):
     pooled_data = True
     options = {
         "intercept": Option(
-            lambda s: str(s).lower() in ("1", "true", "yes", "on"),
+            parse_bool,
             True,
             "a constant-1 feature (counted in d)",
         ),

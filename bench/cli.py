@@ -157,6 +157,8 @@ def spec_from_args(args: argparse.Namespace):
                 )
             try:
                 options[name] = method.options[name].type(value)
+            except ConfigError as exc:  # the option's own parser already named the rule
+                raise ConfigError(f"--{name.replace('_', '-')}: {exc}") from None
             except (TypeError, ValueError):
                 raise ConfigError(
                     f"--{name.replace('_', '-')} must be "

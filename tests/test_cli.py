@@ -47,6 +47,8 @@ def test_run_json_prints_exactly_one_record(capsys):
         (["run", "vfl", "--delta", "1.5"], "delta must be in (0, 1)"),
         (["run", "vfl", "--epochs", "x"], "invalid int value: 'x'"),
         (["bench", "--suite", "nope"], "suite must be one of"),
+        (["run", "fm-vfl", "--epsilon", "1", "--intercept", "maybe"], "must be true or false"),
+        (["run", "vfl", "--b", "64"], "option --b does not apply to method 'vfl'"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv, needle, capsys):

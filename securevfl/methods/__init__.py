@@ -15,6 +15,7 @@ from securevfl.methods.base import (
     RunContext,
     RunSpec,
     fingerprint,
+    parse_bool,
     register_method,
 )
 
@@ -36,5 +37,6 @@ __all__ = [
     "RunSpec",
     "fingerprint",
     "load_all",
+    "parse_bool",
     "register_method",
 ]

@@ -23,6 +23,18 @@ from securevfl.rng import make_rng
 from securevfl.runtime.base import Runtime
 
 
+def parse_bool(value: Any) -> bool:
+    """A boolean method option: true/false, yes/no, on/off, 1/0 (CLI strings) or a bool (suites)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"a boolean option must be true or false, got {value!r}")
+
+
 @dataclass(frozen=True)
 class Option:
     """A method-specific option, offered at the CLI as ``--<name>`` (underscores -> dashes)."""

@@ -37,6 +37,7 @@ from securevfl.methods.base import (
     RunContext,
     RunSpec,
     fingerprint,
+    parse_bool,
     register_method,
 )
 from securevfl.privacy.events import PrivacyReport
@@ -188,7 +189,7 @@ class FMVFL(Method):
             "bottom-up: comma-separated epsilon^(k) per data party (default: --epsilon for each)",
         ),
         "intercept": Option(
-            lambda s: str(s).lower() in ("1", "true", "yes", "on"),
+            parse_bool,
             True,
             "a constant-1 feature at the label party (counted in d)",
         ),

@@ -38,6 +38,7 @@ from securevfl.methods.base import (
     PartyView,
     RunContext,
     RunSpec,
+    parse_bool,
     register_method,
 )
 from securevfl.models.glm import GLMLoss
@@ -57,18 +58,6 @@ from securevfl.training.glm_trainer import DEFAULT_GLM_LR, GLMState, resolve_los
 # the paper's tuning grid (Section 6.2: e in [5, 15], k in [0.1, 1]; Fig. 2 uses these values)
 TUNE_EPOCHS = (5, 10, 15)
 TUNE_CLIP = (0.1, 0.5, 1.0)
-
-
-def parse_bool(value: Any) -> bool:
-    """'true'/'false' (CLI) or a bool (suites)."""
-    if isinstance(value, bool):
-        return value
-    s = str(value).strip().lower()
-    if s in ("1", "true", "yes", "on"):
-        return True
-    if s in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"a boolean option must be true or false, got {value!r}")
 
 
 class NoiseStream:
