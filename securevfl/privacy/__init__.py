@@ -1,27 +1,27 @@
-"""Mechanisms, privacy events and accountants."""
+"""Mechanisms, privacy events and the one accountant interface."""
 
+from securevfl.privacy.accountant import Accountant, PrivacyLedger, calibrate
 from securevfl.privacy.events import (
-    GaussianEvent,
-    LaplaceEvent,
+    UNITS,
+    PMFPairDpEvent,
     PrivacyReport,
-    PureDPEvent,
+    PureDpEvent,
+    gaussian_event,
+    laplace_event,
 )
-from securevfl.privacy.mechanisms import (
-    classic_gaussian_epsilon,
-    classic_gaussian_sigma,
-    clip_rows,
-    gaussian_noise,
-    laplace_noise,
-)
+from securevfl.privacy.mechanisms import CALIBRATIONS, classic_gaussian_sigma, gaussian_sigma
 
 __all__ = [
-    "GaussianEvent",
-    "LaplaceEvent",
+    "CALIBRATIONS",
+    "UNITS",
+    "Accountant",
+    "PMFPairDpEvent",
+    "PrivacyLedger",
     "PrivacyReport",
-    "PureDPEvent",
-    "classic_gaussian_epsilon",
+    "PureDpEvent",
+    "calibrate",
     "classic_gaussian_sigma",
-    "clip_rows",
-    "gaussian_noise",
-    "laplace_noise",
+    "gaussian_event",
+    "gaussian_sigma",
+    "laplace_event",
 ]

@@ -1,58 +1,110 @@
-"""Privacy event records: every use of a mechanism produces one; accountants only consume them."""
+"""Privacy events: every release of a mechanism emits one; accountants only consume them.
+
+Events are dp_accounting's (``GaussianDpEvent``, ``LaplaceDpEvent``, ``SelfComposedDpEvent``,
+``ComposedDpEvent``), normalised by the query's sensitivity (noise multiplier = noise / Δ), plus two
+of our own that dp_accounting has no class for:
+
+* :class:`PMFPairDpEvent` — a discrete mechanism given by the exact pmf pair of its worst-case
+  neighbouring inputs (PBM's Poisson-binomial sum as the sampler actually draws it);
+* :class:`PureDpEvent` — a mechanism proved ε-DP in closed form (DP-SGD-C's ℓ2-Laplace noise).
+
+The helpers :func:`gaussian_event` and :func:`laplace_event` build events from (σ, Δ) and
+(b, Δ) so callers never divide by hand.
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
+import attr
+from dp_accounting import dp_event
 
-@dataclass(frozen=True)
-class GaussianEvent:
-    """``count`` releases of a query with L2 sensitivity ``sensitivity`` plus N(0, sigma^2)."""
+from securevfl.errors import ConfigError
 
-    sigma: float
-    sensitivity: float
-    count: int = 1
-    party: int | None = None
-    label: str = ""
-
-
-@dataclass(frozen=True)
-class LaplaceEvent:
-    """``count`` releases of a query with L1 sensitivity ``sensitivity`` plus Laplace(scale)."""
-
-    scale: float
-    sensitivity: float
-    count: int = 1
-    party: int | None = None
-    label: str = ""
+UNITS = ("sample", "party-row")
+UNIT_HELP = {
+    "sample": "one row changes in every party's block and its label",
+    "party-row": "one row of one party's block changes (the active party's: its columns and label)",
+}
 
 
-@dataclass(frozen=True)
-class PureDPEvent:
-    """A release already known to be ``epsilon``-DP (e.g. from a closed form)."""
+@attr.s(frozen=True, slots=True, auto_attribs=True)
+class PMFPairDpEvent(dp_event.DpEvent):
+    """One release of a discrete mechanism whose worst-case neighbours give these two pmfs.
+
+    ``log_lower`` and ``log_upper`` are natural-log masses over the same outcome index (``-inf``
+    for an impossible outcome). ``symmetric``: the pair read the other way round is no worse
+    (so the add and remove directions share one privacy-loss distribution).
+    """
+
+    log_lower: tuple[float, ...]
+    log_upper: tuple[float, ...]
+    symmetric: bool = False
+
+
+@attr.s(frozen=True, slots=True, auto_attribs=True)
+class PureDpEvent(dp_event.DpEvent):
+    """A release proved ``epsilon``-DP (δ = 0) in closed form."""
 
     epsilon: float
-    count: int = 1
-    party: int | None = None
-    label: str = ""
+
+
+def gaussian_event(*, sigma: float, sensitivity: float, count: int = 1) -> dp_event.DpEvent:
+    """``count`` releases of a query with L2 sensitivity Δ plus N(0, σ²) per coordinate."""
+    if not (sigma > 0 and math.isfinite(sigma)):
+        raise ConfigError(f"sigma must be a finite number > 0, got {sigma}")
+    if not (sensitivity >= 0 and math.isfinite(sensitivity)):
+        raise ConfigError(f"sensitivity must be a finite number >= 0, got {sensitivity}")
+    if sensitivity == 0:
+        return dp_event.NoOpDpEvent()
+    ev = dp_event.GaussianDpEvent(sigma / sensitivity)
+    return ev if count == 1 else dp_event.SelfComposedDpEvent(ev, count)
+
+
+def laplace_event(*, scale: float, sensitivity: float, count: int = 1) -> dp_event.DpEvent:
+    """``count`` releases of a query with L1 sensitivity Δ plus Laplace(b) per coordinate."""
+    if not (scale > 0 and math.isfinite(scale)):
+        raise ConfigError(f"scale must be a finite number > 0, got {scale}")
+    if not (sensitivity >= 0 and math.isfinite(sensitivity)):
+        raise ConfigError(f"sensitivity must be a finite number >= 0, got {sensitivity}")
+    if sensitivity == 0:
+        return dp_event.NoOpDpEvent()
+    ev = dp_event.LaplaceDpEvent(scale / sensitivity)
+    return ev if count == 1 else dp_event.SelfComposedDpEvent(ev, count)
 
 
 @dataclass(frozen=True)
 class PrivacyReport:
-    """What a result record's ``privacy`` field says; built by methods from an accountant."""
+    """What a result record's ``privacy`` field says; built by :func:`report` from accountants.
 
-    epsilon: float
+    ``epsilon`` is None when the run released something outside any DP guarantee that voids it
+    (then ``outside_guarantee`` says what).
+    """
+
+    epsilon: float | None
     delta: float
     accountant: str
-    per_party: dict[int, dict[str, float]] = field(default_factory=dict)
+    unit: str
+    per_party: dict[int, dict[str, object]] = field(default_factory=dict)
+    outside_guarantee: tuple[str, ...] = ()
+    target_epsilon: float | None = None
     extra: dict[str, object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.unit not in UNITS:
+            raise ConfigError(f"privacy unit must be one of {list(UNITS)}, got {self.unit!r}")
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {
-            "epsilon": float(self.epsilon),
+            "epsilon": None if self.epsilon is None else float(self.epsilon),
             "delta": float(self.delta),
+            "unit": self.unit,
             "accountant": self.accountant,
             "per_party": {str(k): v for k, v in self.per_party.items()},
+            "outside_guarantee": list(self.outside_guarantee),
         }
+        if self.target_epsilon is not None:
+            out["target_epsilon"] = float(self.target_epsilon)
         out.update(self.extra)
         return out
