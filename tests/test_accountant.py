@@ -136,11 +136,7 @@ def test_every_gaussian_calibration_against_the_pld(eps):
 def _dp_methods() -> list[str]:
     from securevfl.registry import lookup
 
-    return [
-        m
-        for m in names("method")
-        if lookup("method", m).family in ("dp", "dp+mpc")
-    ]
+    return [m for m in names("method") if lookup("method", m).family in ("dp", "dp+mpc")]
 
 
 @pytest.mark.slow

@@ -5,8 +5,8 @@ The audit replays one history: world D runs the real trainer; world D' (one pass
 negated) runs it again with the active party's messages replaced by the ones recorded in D, so
 the passive party receives exactly what it received in D. The privacy loss of a transcript only
 depends on how far the passive party's released means move under a fixed history (adaptive
-composition), so that shift must never exceed the Δ_B the calibration used. Without the
-clipping of the received derivative (the paper's Algorithm 1) it does.
+composition), so that shift, over its noise, must never exceed the μ the calibration used.
+Without the clipping of the received derivative (the paper's Algorithm 1) it does.
 """
 
 import dataclasses
@@ -27,7 +27,7 @@ from securevfl.privacy.hdp_sensitivity import (
     check_lr,
     epoch_drifts,
     passive_epoch_sensitivities,
-    scoring_sensitivity,
+    weight_sensitivity,
 )
 from securevfl.runtime import InProcessRuntime
 from securevfl.training import train_glm
@@ -62,10 +62,10 @@ def test_active_sensitivity_by_hand():
     assert got == pytest.approx([math.sqrt(2.2725), math.sqrt(2.4925)], rel=1e-12)
 
 
-def test_scoring_sensitivity_by_hand():
-    # sqrt(rows) * d_e = sqrt(16) * 0.4
-    got = scoring_sensitivity(rows=16, epochs=2, lr=0.5, derivative_clip=1.0, min_batch=5)
-    assert got == pytest.approx(1.6)
+def test_weight_sensitivity_by_hand():
+    # d_e = 2 e eta c / b_min = 2 * 2 * 0.5 * 1 / 5
+    got = weight_sensitivity(epochs=2, lr=0.5, derivative_clip=1.0, min_batch=5)
+    assert got == pytest.approx(0.4)
 
 
 def test_lr_rule():
@@ -128,7 +128,7 @@ def _world(dataset: str, *, epochs: int, batch: int, epsilon: float, n_max: int 
 def _max_shift_ratio(
     dataset, *, epochs, batch, epsilon, draws, clip_received, n_max=None, tail=None
 ):
-    """max over draws of (realised shift of party 1's stream) / Δ_B, and the violation rate.
+    """max over draws of (realised μ of party 1's releases) / planned μ, and the violation rate.
 
     ``tail``: replay, in both worlds, the recorded history with the changed row's derivative
     replaced by ``tail``·σ_A (a Gaussian draw that has positive probability: the bound must hold
@@ -153,7 +153,7 @@ def _max_shift_ratio(
             lr=4.0,
             calibration="analytic",
             derivative_clip=1.0,
-            score_rows=info.n_test,
+            score_share=0.25,
         )
         hook_d = _Recording(ctx, plan, PrivacyLedger("party-row"), clip=1.0, tag="audit")
         hook_d.clip_received = clip_received
@@ -181,12 +181,12 @@ def _max_shift_ratio(
             replay=hook_d.sent_back,
         )
         state_n, _ = train_glm(ctx_n, hook_n, fit_intercept=False)
-        shift_sq = sum(float(np.sum((a - b) ** 2)) for a, b in zip(hook_d.ir, hook_n.ir))
-        # the private scores of the test rows are part of the passive party's releases
-        test_d = views[1].X_test @ state_d.w[1]
-        test_n = views[1].X_test @ state_n.w[1]
-        shift_sq += float(np.sum((test_d - test_n) ** 2))
-        ratios.append(math.sqrt(shift_sq) / plan.facts["sensitivity_b"])
+        # the privacy loss's scale: each release's mean shift over its own noise, composed
+        shift = sum(float(np.sum((a - b) ** 2)) for a, b in zip(hook_d.ir, hook_n.ir))
+        mu_sq = shift / plan.sigma_b**2
+        # the noisy scoring weights are the passive party's last release
+        mu_sq += float(np.sum((state_d.w[1] - state_n.w[1]) ** 2)) / plan.sigma_w**2
+        ratios.append(math.sqrt(mu_sq) / plan.mu_b)
     return max(ratios), float(np.mean(np.array(ratios) > 1.0))
 
 
@@ -248,7 +248,7 @@ def test_predict_glm_uses_the_scoring_hook():
         lr=4.0,
         calibration="analytic",
         derivative_clip=1.0,
-        score_rows=info.n_test,
+        score_share=0.25,
     )
     ledger = PrivacyLedger("party-row")
     hooks = HDPHooks(ctx, plan, ledger, clip=1.0, tag="t")
@@ -256,7 +256,7 @@ def test_predict_glm_uses_the_scoring_hook():
     plain = predict_glm(ctx, state)
     noisy = predict_glm(ctx, state, hooks)
     assert not np.allclose(plain, noisy)
-    # one epoch event per party so far; scoring adds one release to the passive party
+    # one epoch event per party so far; the noisy weights add one release to the passive party
     assert ledger.parties[1].releases == 1
     hooks.scored(ctx)
     assert ledger.parties[1].releases == 2 and ledger.parties[0].releases == 1

@@ -39,12 +39,12 @@ def test_contract_run_reports_target_epsilon_per_stream():
     rec = run_experiment(_spec())
     priv = rec["privacy"]
     assert priv["accountant"].startswith("pld (dp_accounting; Gaussian")
-    assert priv["unit"] == "party-row" and priv["outside_guarantee"] == []
+    assert priv["unit"] == "party-row" and priv["outside_guarantee"][0].startswith("test rows")
     assert priv["epsilon"] == pytest.approx(1.0, rel=1e-6) and priv["epsilon"] <= 1.0 + 1e-9
     assert priv["target_epsilon"] == 1.0
     assert set(priv["per_party"]) == {"0", "1"}
     assert priv["per_party"]["1"]["epsilon"] == pytest.approx(1.0, rel=1e-6)
-    # the passive party's scoring release is one more event than the active party's epochs
+    # the passive party's noisy scoring weights are one more release than the active's epochs
     assert priv["per_party"]["1"]["releases"] == priv["per_party"]["0"]["releases"] + 1
     # one sample changes both streams: the sample-unit ε composes them
     assert priv["by_unit"]["sample"] > priv["by_unit"]["party-row"]
@@ -109,7 +109,6 @@ def _hand_sensitivities(n, e, lr, c, n_test, k=1.0):
     da = [2 * m * lr * c * 1.0 / n for m in range(e + 1)]  # active drift
     bw, jump = 0.25 * c, 2 * (0.25 * k + 0.5)
     d_b2 = sum((n - 1) * dp[m] ** 2 + (dp[m - 1] + 2 * k) ** 2 for m in range(1, e + 1))
-    d_b2 += n_test * dp[e] ** 2
     d_a2 = sum((n - 1) * (bw * da[m]) ** 2 + (bw * da[m - 1] + jump) ** 2 for m in range(1, e + 1))
     return math.sqrt(d_a2), math.sqrt(d_b2)
 
@@ -130,14 +129,14 @@ def test_classic_calibration_reports_the_exact_epsilon_of_its_sigma():
         )
         priv = rec["privacy"]
         d_a, d_b = _hand_sensitivities(456, 3, 1.0, 1.0, rec["n_test"])
-        for party, d in (("1", d_b), ("0", d_a)):
+        classic = math.sqrt(2 * math.log(1.25 / delta)) / eps  # σ per unit of sensitivity
+        # the passive party spends 3/4 of its μ² on its stream, 1/4 on its scoring weights
+        for party, d, share in (("1", d_b, 0.75), ("0", d_a, 1.0)):
             pp = priv["per_party"][party]
             assert pp["sensitivity"] == pytest.approx(d, rel=1e-12)
-            # σ is the classic formula's; the ε reported is the exact one of that σ
-            assert pp["sigma"] == pytest.approx(
-                math.sqrt(2 * math.log(1.25 / delta)) * d / eps, rel=1e-12
-            )
-            exact = pld.from_gaussian_mechanism(pp["sigma"] / d).get_epsilon_for_delta(delta)
+            assert pp["sigma"] == pytest.approx(classic * d / math.sqrt(share), rel=1e-12)
+            # the ε reported is the exact one of the classic σ (one Gaussian of μ = 1/classic)
+            exact = pld.from_gaussian_mechanism(classic).get_epsilon_for_delta(delta)
             assert pp["epsilon"] == pytest.approx(exact, rel=2e-3)
         if eps < 1:
             assert priv["epsilon"] < eps and "warning" not in priv
