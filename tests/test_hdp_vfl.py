@@ -94,7 +94,7 @@ def test_algorithm_1_matches_a_numpy_reference_with_the_same_noise():
             ir_a = -y[idx] / (1.0 + np.exp(y[idx] * theta))
             sec_a = ir_a + rng[0].normal(0, facts["sigma_a"], len(idx))
             w[0] = clip(w[0] - 1.0 * (X[0][idx].T @ ir_a / len(idx) + 0.01 * w[0]))
-            got = np.clip(sec_a, -1.0, 1.0)  # the passive parties clip what they receive (L = 1)
+            got = np.clip(sec_a, -0.1, 0.1)  # the passive parties clip what they receive (L/10)
             for k in (1, 2):
                 w[k] = clip(w[k] - 1.0 * (X[k][idx].T @ got / len(idx) + 0.01 * w[k]))
     for k in range(3):
@@ -104,8 +104,8 @@ def test_algorithm_1_matches_a_numpy_reference_with_the_same_noise():
 
 
 def _hand_sensitivities(n, e, lr, c, n_test, k=1.0):
-    """Per-epoch sums of hdp_sensitivity's docstring, written out (logistic, L = 1, c_h = 1)."""
-    dp = [2 * m * lr * 1.0 / n for m in range(e + 1)]  # passive drift (derivative clip 1)
+    """Per-epoch sums of hdp_sensitivity's docstring, written out (logistic, L = 1, c_h = 0.1)."""
+    dp = [2 * m * lr * 0.1 / n for m in range(e + 1)]  # passive drift (auto clip: L/10)
     da = [2 * m * lr * c * 1.0 / n for m in range(e + 1)]  # active drift
     bw, jump = 0.25 * c, 2 * (0.25 * k + 0.5)
     d_b2 = sum((n - 1) * dp[m] ** 2 + (dp[m - 1] + 2 * k) ** 2 for m in range(1, e + 1))
