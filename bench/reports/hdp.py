@@ -293,9 +293,9 @@ def _before_fix(records: list[dict[str, Any]]) -> list[str]:
         "### Before and after the sound bound",
         "",
         f"Same settings (e = 10, b = 3200, λ = 0.001, centred, no bias). Measured at commit "
-        f"{ref['measured_at_commit']}, {ref['note']}. Now: the defaults — the passive parties clip the "
-        "received derivative to [-0.1, 0.1] and score with noisy weights (a quarter of their "
-        "budget) — so the ε printed holds.",
+        f"{ref['measured_at_commit']}, {ref['note']}. Now: the defaults — the passive parties "
+        "clip the received derivative to [-0.1, 0.1] and score with noisy weights (a quarter of "
+        "their budget) — so the ε printed holds.",
         "",
         "| dataset | ε | accuracy before (ε not true) | accuracy now (sound ε) |",
         "|---|---|---|---|",
