@@ -88,7 +88,9 @@ def _reblind(blob: bytes, scalar: bytes) -> bytes:
             mult(scalar, blob[o : o + POINT_BYTES]) for o in range(0, len(blob), POINT_BYTES)
         )
     except (RuntimeError, ValueError, TypeError) as exc:  # libsodium rejects non-canonical points
-        raise PSIError(f"a peer sent a point that is not a valid ristretto255 element: {exc}")
+        raise PSIError(
+            f"a peer sent a point that is not a valid ristretto255 element: {exc}"
+        ) from None
 
 
 @dataclass
@@ -191,7 +193,7 @@ def psi_star(
     mine = tp.broadcast(tp.local(active, blind_own, active), src=active, dsts=others)
 
     # round 2: each party k returns b_k*a*H(X) (same order) and its own b_k*H(Y_k), shuffled
-    replies = {}
+    replies: dict[int, Any] = {k: None for k in others}  # every sender keyed (networked gather)
     for k in others:
         if tp.here(k):
             check_blob(mine)
