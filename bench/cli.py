@@ -49,6 +49,11 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
         "CSV per party (header row; party 0's has a 'label' column); default breast",
     )
     g.add_argument(
+        "--id-column",
+        help="with --dataset csv:...: each file's ID column; the parties' rows are aligned by "
+        "private set intersection first (each file may have its own row order and extra rows)",
+    )
+    g.add_argument(
         "--parties",
         type=int,
         default=2,
@@ -189,6 +194,7 @@ def spec_from_args(args: argparse.Namespace):
         hidden=args.hidden,
         aggregation=args.aggregation,
         center=args.center,
+        id_column=args.id_column,
         dataset_options=dso,
         options=options,
         timeout=args.timeout,
