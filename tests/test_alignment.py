@@ -62,7 +62,7 @@ def test_align_writes_each_partys_kept_rows_in_one_order(tmp_path, capsys):
     assert rec["rows"] == [len(_read(p)) - 1 for p in paths]
     assert "intersection size" in rec["revealed"]
     cols = []
-    for k, p in enumerate(paths):
+    for p in paths:
         got = _read(out / p.name)
         j = got[0].index("cid")
         assert got[0] == _read(p)[0]  # header kept as it was
