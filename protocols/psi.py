@@ -53,8 +53,6 @@ class Transport(Protocol):
 
     def here(self, k: int) -> bool: ...
 
-    def local(self, k: int, fn: Callable[..., Any], *args: Any) -> Any: ...
-
     def send(self, value: Any, *, src: int, dst: int) -> Any: ...
 
     def broadcast(self, value: Any, *, src: int, dsts: Iterable[int] | None = None) -> Any: ...
@@ -189,15 +187,18 @@ def psi_star(
         perms[k] = _os_rng().permutation(len(ids[k]))  # send order: positions reveal nothing
         return crypto.hash_blind([ids[k][i] for i in perms[k]], scalars[k])
 
+    # every party blinds its own IDs first: with one process per party this runs in parallel
+    own = {k: blind_own(k) for k in parties if tp.here(k)}
+
     # round 1: a*H(X), shuffled, to every data party
-    mine = tp.broadcast(tp.local(active, blind_own, active), src=active, dsts=others)
+    mine = tp.broadcast(own.get(active), src=active, dsts=others)
 
     # round 2: each party k returns b_k*a*H(X) (same order) and its own b_k*H(Y_k), shuffled
     replies: dict[int, Any] = {k: None for k in others}  # every sender keyed (networked gather)
     for k in others:
         if tp.here(k):
             check_blob(mine)
-            replies[k] = (crypto.reblind(mine, scalars[k]), blind_own(k))
+            replies[k] = (crypto.reblind(mine, scalars[k]), own[k])
     got = tp.gather(replies, dst=active)
 
     # party 0: match, intersect over all k, agree a random order

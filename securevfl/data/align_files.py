@@ -75,7 +75,7 @@ def _run_processes(
     from protocols.processes import free_ports, wait_all
 
     addresses = [f"127.0.0.1:{port}" for port in free_ports(len(ps))]
-    w = workers or default_workers(len(ps))
+    w = workers or default_workers()
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="securevfl-align-") as tmp:
         procs = []

@@ -147,9 +147,13 @@ def align_ids(
     return out
 
 
-def default_workers(local_parties: int) -> int:
-    """Worker processes per party: the machine's cores shared by the parties living here."""
-    return max(1, (os.cpu_count() or 1) // max(1, local_parties))
+def default_workers() -> int:
+    """Worker processes per party for the group operations: every core.
+
+    Even with one process per party the protocol's phases mostly run one party at a time
+    (party k re-blinds while party 0 waits), so each party may use the whole machine.
+    """
+    return os.cpu_count() or 1
 
 
 def align_tables(
@@ -165,7 +169,7 @@ def align_tables(
     Local parties work one after another in-process, so each may use every core.
     """
     if workers is None:
-        workers = default_workers(1)
+        workers = default_workers()
     rows = align_ids(rt, {k: t.ids for k, t in tables.items()}, workers=workers, progress=progress)
     kept = {
         k: PartyTable(t.path, t.header, t.id_index, [t.rows[i] for i in rows[k]])
