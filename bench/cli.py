@@ -214,6 +214,12 @@ def _print_record(record: dict[str, Any], as_json: bool) -> None:
         f"  train {record['time']['train_s']:.3f} s, total {record['time']['total_s']:.3f} s, "
         f"{record['comm']['bytes_total']:,} bytes in {record['comm']['messages']} messages"
     )
+    al = record.get("alignment")
+    if al:
+        print(
+            f"  aligned by PSI on {al['id_column']!r}: kept {al['kept']:,} of {al['rows']} rows, "
+            f"{al['comm']['bytes_total']:,} bytes (PSI reveals the intersection and its size)"
+        )
     if record["privacy"]:
         p = record["privacy"]
         print(f"  privacy: ε={p['epsilon']:.4g}, δ={p['delta']:.3g} ({p['accountant']})")
