@@ -30,7 +30,7 @@ import hashlib
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing import get_context
 from typing import Any, Protocol
 
@@ -97,11 +97,25 @@ class Crypto:
 
     libsodium's scalar multiplication (~37 us) dwarfs the Python call around it (~1 us), so the
     lever at 1M IDs is using every core, not removing the loop. Workers are spawned (not forked:
-    the caller may hold torch threads) and only ever see one party's own data and scalar.
+    the caller may hold torch threads), once per protocol run (``with Crypto(...)`` or
+    :meth:`close`), and only ever see one party's own data and scalar.
     """
 
     workers: int = 1
     progress: Callable[[int], None] | None = None  # called with the number of points done
+    _pool: ProcessPoolExecutor | None = field(default=None, init=False, repr=False)
+
+    def __enter__(self) -> Crypto:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the worker processes (if any were started)."""
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
 
     def _map(self, fn: Callable[..., bytes], chunks: list[Any], scalar: bytes) -> bytes:
         out: list[bytes] = []
@@ -110,11 +124,11 @@ class Crypto:
                 out.append(fn(c, scalar))
                 self._tick(len(out[-1]))
             return b"".join(out)
-        ctx = get_context("spawn")
-        with ProcessPoolExecutor(min(self.workers, len(chunks)), mp_context=ctx) as pool:
-            for part in pool.map(fn, chunks, [scalar] * len(chunks)):
-                out.append(part)
-                self._tick(len(part))
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=get_context("spawn"))
+        for part in self._pool.map(fn, chunks, [scalar] * len(chunks)):
+            out.append(part)
+            self._tick(len(part))
         return b"".join(out)
 
     def _tick(self, nbytes: int) -> None:
@@ -174,10 +188,12 @@ def psi_star(
     the indices of its rows in the intersection, all parties' lists in the same agreed order
     (a random one, so it reveals no party's row order).
     """
+    if crypto is None:
+        with Crypto() as own_crypto:
+            return psi_star(tp, ids, parties=parties, crypto=own_crypto)
     parties = list(range(tp.n_parties) if parties is None else parties)
     if len(parties) < 2:
         raise ValueError(f"PSI needs >= 2 parties, got {len(parties)}")
-    crypto = crypto or Crypto()
     active, others = parties[0], parties[1:]
     scalars = {k: new_scalar() for k in parties if tp.here(k)}
     perms: dict[int, np.ndarray] = {}

@@ -94,8 +94,13 @@ def test_worker_processes_compute_the_same_points(monkeypatch):
     s = psi.new_scalar()
     done = []
     one = Crypto(workers=1).hash_blind(ids, s)
-    two = Crypto(workers=2, progress=done.append).hash_blind(ids, s)
-    assert one == two and len(one) == 40 * POINT_BYTES and sum(done) == 40
+    with Crypto(workers=2, progress=done.append) as crypto:
+        two = crypto.hash_blind(ids, s)
+        again = crypto.reblind(two, s)  # the same worker pool serves every call of a run
+        assert crypto._pool is not None
+    assert crypto._pool is None  # workers stopped on leaving the block
+    assert one == two and len(one) == 40 * POINT_BYTES and sum(done) == 80
+    assert again == Crypto().reblind(one, s)
     # blinding commutes: b*(a*H) == a*(b*H), the property the comparison rests on
     t = psi.new_scalar()
     assert Crypto().reblind(one, t) == Crypto().reblind(Crypto().hash_blind(ids, t), s)

@@ -135,7 +135,8 @@ def align_ids(
             raise ConfigError(verdict)
         encoded = {k: [v.encode() for v in ids[k]] for k in rt.local_parties}
         try:
-            rows = psi_star(rt, encoded, crypto=Crypto(workers=workers, progress=progress))
+            with Crypto(workers=workers, progress=progress) as crypto:
+                rows = psi_star(rt, encoded, crypto=crypto)
         except PSIError as exc:
             from securevfl.errors import ProtocolError
 
