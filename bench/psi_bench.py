@@ -66,6 +66,18 @@ def run_one(n: int, overlap: float, processes: bool, workers: int | None) -> dic
         "peak_rss_children_mb": round(
             resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1
         ),
+        # CPU seconds of this process and its workers: wall time on an idle machine is about
+        # this over the cores, whatever else was running during the measurement
+        "cpu_s": round(
+            sum(
+                r.ru_utime + r.ru_stime
+                for r in (
+                    resource.getrusage(resource.RUSAGE_SELF),
+                    resource.getrusage(resource.RUSAGE_CHILDREN),
+                )
+            ),
+            2,
+        ),
         "workers": workers or os.cpu_count(),
         "cores": os.cpu_count(),
         "loadavg_start": [round(x, 2) for x in load],
@@ -103,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         with (out / "results.jsonl").open("a") as f:
             f.write(json.dumps(r) + "\n")
         print(
-            f"| {n:,} | {r['kept']:,} | {r['runtime']} | {r['seconds']:.2f} | "
+            f"| {n:,} | {r['kept']:,} | {r['runtime']} | {r['seconds']:.2f} | {r['cpu_s']:.1f} | "
             f"{r['bytes_total']:,} | {r['peak_rss_mb']:.0f} / {r['peak_rss_children_mb']:.0f} "
             f"| {r['loadavg_start'][0]:.2f} |",
             flush=True,
