@@ -100,10 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     print(
-        "| IDs per party | kept | runtime | seconds | bytes | peak RSS MB (party / workers) "
-        "| load avg (1 min) |"
+        "| IDs per party | kept | runtime | seconds | CPU s | bytes | peak RSS MB "
+        "(party / workers) | load avg (1 min) |"
     )
-    print("|---:|---:|---|---:|---:|---:|---:|")
+    print("|---:|---:|---|---:|---:|---:|---:|---:|")
     for n in (int(s) for s in a.sizes.split(",")):
         cmd = [sys.executable, "-m", "bench.psi_bench", "--one", str(n)]
         cmd += ["--overlap", str(a.overlap)]
