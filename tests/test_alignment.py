@@ -9,6 +9,7 @@ from sklearn.datasets import load_breast_cancer
 
 from bench.cli import main
 from securevfl.data.align_files import align_files
+from securevfl.errors import ConfigError
 from securevfl.experiment import run_experiment
 from securevfl.methods import RunSpec
 from securevfl.registry import _REGISTRIES
@@ -85,6 +86,10 @@ def test_align_in_processes_matches_in_process_bytes_and_rows(tmp_path):
         assert a["comm"][key] == b["comm"][key]
     for p in paths:
         assert _read(tmp_path / "a" / p.name) == _read(tmp_path / "b" / p.name)
+    # bad input found inside the party processes is still a one-line ConfigError
+    _write(paths[1], ["cid", "v"], [["C1", "1"], ["C2", "2"]])
+    with pytest.raises(ConfigError, match="party 0's is integer, party 1's is text"):
+        align_files(paths, "cid", tmp_path / "c", processes=True, timeout=60)
 
 
 @pytest.mark.parametrize(

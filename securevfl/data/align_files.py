@@ -69,6 +69,14 @@ def align_files(
     return record
 
 
+def _party_error(i: int, line: str) -> Exception:
+    """A party's last stderr line as an error: bad input stays bad input (exit 2 at the CLI)."""
+    kind, _, msg = line.partition(": ")
+    if kind in ("ConfigError", "DataError"):
+        return ConfigError(msg)
+    return ProtocolError(f"party {i} failed: {line}")
+
+
 def _run_processes(
     ps: list[Path], id_column: str, out_dir: Path, *, timeout: float, workers: int | None
 ) -> dict[str, Any]:
@@ -91,7 +99,7 @@ def _run_processes(
         wait_all(
             procs,
             timeout + 60,
-            on_failure=lambda i, line: ProtocolError(f"party {i} failed: {line}"),
+            on_failure=_party_error,
             on_timeout=lambda: PartyTimeoutError(
                 f"the {len(ps)} party processes did not finish within {timeout + 60:g} s"
             ),
@@ -123,7 +131,7 @@ def party_main(argv: Sequence[str] | None = None) -> int:
         finally:
             rt.close()
     except SecureVFLError as exc:
-        print(str(exc), file=sys.stderr)
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 3
     write_table(kept[a.index], Path(a.out))
     if record is not None:

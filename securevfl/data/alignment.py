@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from securevfl.errors import ConfigError, DataError
+from securevfl.errors import ConfigError, DataError, ProtocolError
 from securevfl.runtime.base import Runtime
 
 _INT = re.compile(r"^[+-]?\d+$")
@@ -138,8 +138,6 @@ def align_ids(
             with Crypto(workers=workers, progress=progress) as crypto:
                 rows = psi_star(rt, encoded, crypto=crypto)
         except PSIError as exc:
-            from securevfl.errors import ProtocolError
-
             raise ProtocolError(str(exc)) from None
     kind = id_kind(next(iter(ids.values())))
     out = {k: _sort_by_id(ids[k], rows[k], kind) for k in rt.local_parties}
