@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -36,6 +37,21 @@ from typing import Any, Protocol
 
 import numpy as np
 import rbcl
+
+
+def _drop_rbcl_temp_file() -> None:
+    """rbcl writes its bundled libsodium to a fresh temporary file at every import and never
+    removes it (~2.8 MB per process, worker processes included). The library is loaded by then;
+    on POSIX the file can go at once."""
+    path = getattr(getattr(rbcl, "_sodium", None), "_name", None)
+    if os.name == "posix" and isinstance(path, str) and path.startswith(tempfile.gettempdir()):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+_drop_rbcl_temp_file()
 
 POINT_BYTES = 32
 DOMAIN = b"securevfl/psi/v1/ristretto255/"

@@ -104,3 +104,9 @@ def test_worker_processes_compute_the_same_points(monkeypatch):
     # blinding commutes: b*(a*H) == a*(b*H), the property the comparison rests on
     t = psi.new_scalar()
     assert Crypto().reblind(one, t) == Crypto().reblind(Crypto().hash_blind(ids, t), s)
+
+
+def test_importing_the_protocol_leaves_no_libsodium_copy_in_tmp():
+    import os
+
+    assert not os.path.exists(rbcl._sodium._name)  # rbcl's temp copy is removed once loaded
