@@ -118,6 +118,18 @@ def test_bad_ids_give_one_line_and_exit_2(tmp_path, capsys, p0, p1, needle):
     assert needle in err and len(err.splitlines()) == 1 and err.startswith("securevfl: error:")
 
 
+def test_bad_align_options_are_one_line_errors(tmp_path, capsys):
+    a = _write(tmp_path / "p0.csv", ["cid"], [["1"]])
+    b = _write(tmp_path / "p1.csv", ["cid"], [["1"]])
+    base = ["align", "--id-column", "cid", str(a), str(b), "--out", str(tmp_path / "o")]
+    assert main([*base, "--workers", "0"]) == 2
+    assert "workers must be >= 1, got 0" in capsys.readouterr().err
+    assert main(["align", "--id-column", "cid", str(a), "--out", str(tmp_path)]) == 2
+    assert "align needs >= 2 party CSV files, got 1" in capsys.readouterr().err
+    assert main([*base[:3], str(a), str(tmp_path / "q" / "p0.csv"), "--out", "o"]) == 2
+    assert "party CSV file names must be distinct" in capsys.readouterr().err
+
+
 def test_missing_id_column_names_the_party_and_its_columns(tmp_path, capsys):
     a = _write(tmp_path / "p0.csv", ["cid", "f", "label"], [["1", "0.5", "1"]])
     b = _write(tmp_path / "p1.csv", ["customer", "g"], [["1", "2"]])

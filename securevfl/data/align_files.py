@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from securevfl.data.alignment import align_tables, default_workers, read_party_csv, write_table
-from securevfl.errors import ConfigError, PartyTimeoutError, ProtocolError, SecureVFLError
+from securevfl.errors import (
+    ConfigError,
+    PartyTimeoutError,
+    ProtocolError,
+    SecureVFLError,
+    check_int,
+    check_positive,
+)
 
 
 def check_inputs(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike) -> list[Path]:
@@ -49,6 +56,9 @@ def align_files(
 ) -> dict[str, Any]:
     """Align the parties' files (the first is the active party) into ``out_dir``; the record."""
     ps = check_inputs(paths, out_dir)
+    check_positive("timeout", timeout)
+    if workers is not None:
+        check_int("workers", workers, minimum=1)
     t0 = time.perf_counter()
     if processes:
         for k, p in enumerate(ps):  # fail on bad input here, with exit 2, not in a party process
