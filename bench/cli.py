@@ -231,7 +231,10 @@ def cmd_party(args: argparse.Namespace) -> int:
     from securevfl.runtime.party import run_party
 
     spec = spec_from_args(args)
-    record = run_party(dict(spec.__dict__), args.index, args.P, ssl=args.ssl)
+    cert_dir = args.certs if args.certs else (".config" if args.ssl else None)
+    record = run_party(
+        dict(spec.__dict__), args.index, args.P, cert_dir=cert_dir, run_id=args.run_id
+    )
     if record is not None:
         _print_record(record, args.json)
     return 0
@@ -334,7 +337,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="address of every party, in index order (repeat once per party)",
     )
     p.add_argument(
-        "--ssl", action="store_true", help="MPyC over TLS (needs MPyC's .config certificates)"
+        "--ssl",
+        action="store_true",
+        help="mutual TLS with the certificates in ./.config (MPyC's layout); see --certs",
+    )
+    p.add_argument(
+        "--certs",
+        metavar="DIR",
+        help="mutual TLS with the certificates in DIR: mpyc_ca.crt, party_<i>.crt, party_<i>.key "
+        "(make a test set with `securevfl certs`); required when a party is off this host",
+    )
+    p.add_argument(
+        "--run-id",
+        default="",
+        help="a label every party of this run is given (e.g. a date and a name): parties of "
+        "another run on the same ports then refuse to connect",
     )
     p.add_argument(
         "--json", action="store_true", help="print the record as JSON (label holder only)"

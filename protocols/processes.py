@@ -7,10 +7,13 @@ the whole group, so no process is left waiting for a dead peer.
 
 from __future__ import annotations
 
+import ctypes
+import signal
 import socket
 import subprocess
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import IO
 
 
@@ -27,6 +30,48 @@ def free_ports(n: int) -> list[int]:
         for s in socks:
             s.close()
     return ports
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: get SIGKILL when the parent dies (Linux prctl), so a killed
+    launcher leaves no party running with its inputs in memory."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass  # not Linux: the parties' own timeouts still end them
+
+
+def spawn(
+    cmd: Sequence[str],
+    *,
+    stdin_data: bytes,
+    stderr: IO[str],
+    stdout: int | IO[bytes] = subprocess.DEVNULL,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen:
+    """Start a party process and hand it ``stdin_data`` over a pipe (never a file on disk).
+
+    The data is written by a thread, so a large input never blocks the launcher, and a child
+    that dies before reading it is reported by :func:`wait_all`, not by a broken pipe here.
+    """
+    proc = subprocess.Popen(
+        list(cmd),
+        stdin=subprocess.PIPE,
+        stdout=stdout,
+        stderr=stderr,
+        env=env,
+        preexec_fn=_die_with_parent,
+    )
+
+    def feed() -> None:
+        try:
+            proc.stdin.write(stdin_data)
+            proc.stdin.close()
+        except (BrokenPipeError, OSError, ValueError):
+            pass
+
+    threading.Thread(target=feed, daemon=True).start()
+    return proc
 
 
 def wait_all(
