@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from securevfl.errors import SecureVFLError
+from securevfl.errors import ConfigError, SecureVFLError, check_int
 
 EXIT_BAD_INPUT = 2
 EXIT_PROTOCOL = 3
@@ -272,6 +273,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
+def cmd_certs(args: argparse.Namespace) -> int:
+    from protocols.certs import MAX_PARTIES, make_certs
+
+    n = check_int("parties", args.parties, minimum=1, maximum=MAX_PARTIES)
+    days = check_int("days", args.days, minimum=1)
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise ConfigError(f"--out must be a directory, got the file {args.out!r}")
+    paths = make_certs(args.out, n, days=days)
+    print(f"wrote {len(paths)} files to {args.out}: mpyc_ca.crt, party_<i>.crt/.key for i < {n}")
+    print("give party i mpyc_ca.crt, party_i.crt and party_i.key only; run with --certs DIR")
+    return 0
+
+
 def cmd_datasets(args: argparse.Namespace) -> int:
     from securevfl.data import list_datasets
 
@@ -379,6 +393,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_datasets)
     p = sub.add_parser("methods", help="list methods and baselines")
     p.set_defaults(func=cmd_methods)
+    p = sub.add_parser(
+        "certs", help="make a test CA and one TLS key + certificate per party (MPyC's layout)"
+    )
+    p.add_argument("--out", required=True, metavar="DIR", help="directory to write them to")
+    p.add_argument("--parties", required=True, help="number of parties (MPyC parties, all)")
+    p.add_argument("--days", default="30", help="validity in days; default 30")
+    p.set_defaults(func=cmd_certs)
     p = sub.add_parser("demo", help="protocol demos: show what each party holds and sends")
     p.add_argument("name", help="demo name (shamir, secagg, ckks, ...)")
     p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for the demo")
