@@ -51,6 +51,17 @@ def test_certs_are_mpyc_layout_and_keys_private(tmp_path):
     assert os.stat(tmp_path / "party_0.key").st_mode & 0o077 == 0
 
 
+def test_certs_command_rejects_bad_input_with_one_line(tmp_path, capsys):
+    from bench.cli import main
+
+    assert main(["certs", "--out", str(tmp_path / "c"), "--parties", "0"]) == 2
+    assert main(["party", *RUN, "--index", "0", "--certs", str(tmp_path), "-P", "a:1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0] == "securevfl: error: parties must be >= 1, got 0"
+    assert err[1].startswith("securevfl: error: --certs must hold mpyc_ca.crt for party 0"), err
+    assert main(["certs", "--out", str(tmp_path / "c"), "--parties", "2"]) == 0
+
+
 @pytest.mark.networked
 def test_tls_run_gives_the_inprocess_model(tmp_path):
     make_certs(str(tmp_path), 3)
