@@ -151,7 +151,7 @@ class NetworkedRuntime(Runtime):
             self._check_peer(k)
         return self._run(mpyc_net.exchange(self.mpc, data, senders, receivers), what)
 
-    # Every party calls mpc.transfer for every primitive, involved or not: MPyC labels messages
+    # Every party calls exchange for every primitive, involved or not: MPyC labels messages
     # by a program counter that must advance in lockstep on all parties (SPMD).
 
     def send(self, value: Any, *, src: int, dst: int) -> Any:
