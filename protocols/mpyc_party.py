@@ -26,6 +26,7 @@ import time
 
 from protocols import wire
 from protocols.mpyc_net import handshake, secure_start
+from protocols.processes import die_with_parent
 from protocols.shamir_products import REPORT_MAGIC
 from protocols.wire import WireError, guard_mpyc_unpickling
 
@@ -49,6 +50,7 @@ def job_digest(job: dict) -> bytes:
 
 
 def main() -> int:
+    die_with_parent()
     ap = argparse.ArgumentParser(add_help=False)
     ap.add_argument("--job-json", required=True)
     ours, rest = ap.parse_known_args()

@@ -8,6 +8,7 @@ the whole group, so no process is left waiting for a dead peer.
 from __future__ import annotations
 
 import ctypes
+import os
 import signal
 import socket
 import subprocess
@@ -32,13 +33,25 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: get SIGKILL when the parent dies (Linux prctl), so a killed
-    launcher leaves no party running with its inputs in memory."""
+PARENT_ENV = "SECUREVFL_LAUNCHER_PID"
+
+
+def die_with_parent() -> None:
+    """Called first thing in a party process that :func:`spawn` started: get SIGKILL when the
+    launcher dies (Linux prctl), so a killed launcher leaves no party running with its inputs.
+
+    Done in the child, not in a ``preexec_fn`` (unsafe in a launcher with threads); a launcher
+    that died before this call is caught by comparing the parent's pid.
+    """
+    parent = os.environ.get(PARENT_ENV)
+    if not parent:
+        return
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
     except (OSError, AttributeError):
         pass  # not Linux: the parties' own timeouts still end them
+    if os.getppid() != int(parent):
+        os._exit(3)  # the launcher is already gone
 
 
 def spawn(
@@ -54,14 +67,8 @@ def spawn(
     The data is written by a thread, so a large input never blocks the launcher, and a child
     that dies before reading it is reported by :func:`wait_all`, not by a broken pipe here.
     """
-    proc = subprocess.Popen(
-        list(cmd),
-        stdin=subprocess.PIPE,
-        stdout=stdout,
-        stderr=stderr,
-        env=env,
-        preexec_fn=_die_with_parent,
-    )
+    env = dict(os.environ if env is None else env, **{PARENT_ENV: str(os.getpid())})
+    proc = subprocess.Popen(list(cmd), stdin=subprocess.PIPE, stdout=stdout, stderr=stderr, env=env)
 
     def feed() -> None:
         try:

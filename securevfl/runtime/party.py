@@ -88,6 +88,9 @@ def read_key(stream: Any) -> bytes:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from protocols.processes import die_with_parent
+
+    die_with_parent()
     ap = argparse.ArgumentParser(prog="python -m securevfl.runtime.party")
     ap.add_argument("--index", type=int, required=True)
     ap.add_argument("-P", dest="addresses", action="append", required=True)
