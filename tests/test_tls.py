@@ -4,8 +4,10 @@ three network namespaces (three "hosts" on this machine, addresses only inside t
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -71,6 +73,32 @@ def test_tls_run_gives_the_inprocess_model(tmp_path):
     assert [p.returncode for p in procs] == [0, 0, 0], [e for _, e in outs]
     record = json.loads(outs[0][0])
     assert record["model_fingerprint"] == _inprocess_fingerprint()
+
+
+@pytest.mark.networked
+def test_a_client_without_a_certificate_neither_joins_nor_stops_a_tls_run(tmp_path):
+    make_certs(str(tmp_path), 3)
+    addresses = [f"127.0.0.1:{p}" for p in free_ports(3)]
+    procs = [_party(i, addresses, tmp_path) for i in (1, 2)]
+    port = int(addresses[2].rsplit(":")[1])
+    deadline = time.monotonic() + 60
+    while True:  # the crafted-pickle attacker's opening, against a TLS party
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            break
+        except OSError:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    with s:
+        s.sendall((0).to_bytes(2, "little") + os.urandom(16) + b"\x80\x05junk")
+        try:
+            s.settimeout(10)
+            s.recv(4096)  # a TLS alert or the close: it is not a party
+        except OSError:
+            pass
+    procs.insert(0, _party(0, addresses, tmp_path))
+    outs = _finish(procs)
+    assert [p.returncode for p in procs] == [0, 0, 0], [e for _, e in outs]
 
 
 @pytest.mark.networked
