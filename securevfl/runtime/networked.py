@@ -123,10 +123,11 @@ class NetworkedRuntime(Runtime):
                 raise ProtocolError(
                     f"party {self.index} stopped while {what}: {self._dead.result()}"
                 )
-            refused = "; refused " + "; ".join(self.mpc._securevfl_refused[-2:])
+            # clients refused while waiting (a wrong id or certificate) explain many timeouts
+            refused = getattr(self.mpc, "_securevfl_refused", [])
             raise PartyTimeoutError(
                 f"party {self.index} waited more than {self.timeout:g} s for {what}"
-                + (refused if getattr(self.mpc, "_securevfl_refused", None) else "")
+                + ("; refused " + "; ".join(refused[-2:]) if refused else "")
             )
 
         try:
