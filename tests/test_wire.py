@@ -139,6 +139,64 @@ def test_a_crafted_pickle_from_a_fake_party_0_runs_nothing(tmp_path):
     assert not marker.exists()
 
 
+def _frames(s: socket.socket, n: int) -> list[tuple[int, bytes]]:
+    """Read ``n`` MPyC frames (label, payload) from the victim."""
+    buf, out = b"", []
+    while len(out) < n:
+        chunk = s.recv(65536)
+        if not chunk:
+            raise AssertionError("victim hung up")
+        buf += chunk
+        while len(buf) >= 12:
+            pc, size = struct.unpack_from("<qI", buf)
+            if len(buf) < 12 + size:
+                break
+            out.append((pc, buf[12 : 12 + size]))
+            buf = buf[12 + size :]
+    return out
+
+
+@pytest.mark.networked
+def test_an_attacker_that_passes_the_handshake_still_runs_nothing(tmp_path):
+    """Without TLS or a run key a hand-started run cannot authenticate party 0: replaying the
+    victim's own hello passes the run check. The crafted pickle then arrives as a payload, and
+    the allow-list refuses it."""
+    from protocols.mpyc_net import _mac
+
+    marker = tmp_path / "pwned"
+    evil = pickle.dumps(_Marker(str(marker)))
+    addresses = [f"127.0.0.1:{p}" for p in free_ports(2)]
+    victim = _cli_party(1, addresses)
+    port, deadline = int(addresses[1].rsplit(":")[1]), time.monotonic() + 60
+    try:
+        while True:
+            try:
+                s = socket.create_connection(("127.0.0.1", port), timeout=30)
+                break
+            except OSError:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        with s:
+            s.sendall((0).to_bytes(2, "little") + os.urandom(16))
+            ((pc, hello),) = _frames(s, 1)  # the victim's hello: replay it as ours
+            s.sendall(struct.pack(f"<qI{len(hello)}s", pc, len(hello), hello))
+            mac = _mac(b"", 0, 1, [hello, hello])  # labels 2 (0 -> 1) and 3 (1 -> 0)
+            s.sendall(struct.pack("<qI32s", hash((2, 0)), 32, mac))
+            for pc in FIRST_PCS[3:]:  # every later label the victim may read from party 0
+                s.sendall(struct.pack(f"<qI{len(evil)}s", pc, len(evil), evil))
+            try:
+                while s.recv(4096):
+                    pass
+            except OSError:
+                pass
+    finally:
+        ((_, err),) = _finish([victim])
+    assert victim.returncode == 3, err
+    line = _one_error_line(err)
+    assert "payload type must be numpy/builtin, got posix.system" in line, line
+    assert not marker.exists()
+
+
 @pytest.mark.networked
 def test_parties_listen_only_on_the_address_given():
     addresses = [f"127.0.0.1:{p}" for p in free_ports(2)]

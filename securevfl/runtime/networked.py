@@ -214,8 +214,16 @@ class NetworkedRuntime(Runtime):
             return None
         return {k: value if k == dst else serialization.loads(b) for k, b in enumerate(got)}
 
-    def close(self) -> None:
-        try:
-            self._run(self.mpc.shutdown(), "shutting down")
-        except ProtocolError:
-            pass
+    def close(self, *, graceful: bool = True) -> None:
+        """Shut MPyC down with the peers (``graceful``), or, after a failure, just hang up:
+        the cooperative shutdown would wait on (and decode from) the peer that failed us."""
+        if graceful:
+            try:
+                self._run(self.mpc.shutdown(), "shutting down")
+                return
+            except (ProtocolError, RuntimeError):
+                pass
+        for party in self.mpc.parties:
+            transport = getattr(party.protocol, "transport", None)
+            if party.pid != self.index and transport is not None:
+                transport.abort()

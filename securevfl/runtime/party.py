@@ -70,9 +70,12 @@ def run_party(
         index, addresses, digest=digest, timeout=spec.timeout, cert_dir=cert_dir, key=key
     )
     try:
-        return run_experiment(spec, rt)
-    finally:
-        rt.close()
+        record = run_experiment(spec, rt)
+    except BaseException:
+        rt.close(graceful=False)
+        raise
+    rt.close()
+    return record
 
 
 def read_key(stream: Any) -> bytes:
