@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from securevfl.errors import SecureVFLError
+from securevfl.errors import ConfigError, SecureVFLError, check_int
 
 EXIT_BAD_INPUT = 2
 EXIT_PROTOCOL = 3
@@ -253,7 +254,10 @@ def cmd_party(args: argparse.Namespace) -> int:
     from securevfl.runtime.party import run_party
 
     spec = spec_from_args(args)
-    record = run_party(dict(spec.__dict__), args.index, args.P, ssl=args.ssl)
+    cert_dir = args.certs if args.certs else (".config" if args.ssl else None)
+    record = run_party(
+        dict(spec.__dict__), args.index, args.P, cert_dir=cert_dir, run_id=args.run_id
+    )
     if record is not None:
         _print_record(record, args.json)
     return 0
@@ -289,6 +293,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
     )
     print(f"report: {path}")
     return 1 if errors else 0
+
+
+def cmd_certs(args: argparse.Namespace) -> int:
+    from protocols.certs import MAX_PARTIES, make_certs
+
+    n = check_int("parties", args.parties, minimum=1, maximum=MAX_PARTIES)
+    days = check_int("days", args.days, minimum=1)
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise ConfigError(f"--out must be a directory, got the file {args.out!r}")
+    paths = make_certs(args.out, n, days=days)
+    print(f"wrote {len(paths)} files to {args.out}: mpyc_ca.crt, party_<i>.crt/.key for i < {n}")
+    print("give party i mpyc_ca.crt, party_i.crt and party_i.key only; run with --certs DIR")
+    return 0
 
 
 def cmd_datasets(args: argparse.Namespace) -> int:
@@ -392,7 +409,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="address of every party, in index order (repeat once per party)",
     )
     p.add_argument(
-        "--ssl", action="store_true", help="MPyC over TLS (needs MPyC's .config certificates)"
+        "--ssl",
+        action="store_true",
+        help="mutual TLS with the certificates in ./.config (MPyC's layout); see --certs",
+    )
+    p.add_argument(
+        "--certs",
+        metavar="DIR",
+        help="mutual TLS with the certificates in DIR: mpyc_ca.crt, party_<i>.crt, party_<i>.key "
+        "(make a test set with `securevfl certs`); required when a party is off this host",
+    )
+    p.add_argument(
+        "--run-id",
+        default="",
+        help="a label every party of this run is given (e.g. a date and a name): parties of "
+        "another run on the same ports then refuse to connect",
     )
     p.add_argument(
         "--json", action="store_true", help="print the record as JSON (label holder only)"
@@ -443,6 +474,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_datasets)
     p = sub.add_parser("methods", help="list methods and baselines")
     p.set_defaults(func=cmd_methods)
+    p = sub.add_parser(
+        "certs", help="make a test CA and one TLS key + certificate per party (MPyC's layout)"
+    )
+    p.add_argument("--out", required=True, metavar="DIR", help="directory to write them to")
+    p.add_argument("--parties", required=True, help="number of parties (MPyC parties, all)")
+    p.add_argument("--days", default="30", help="validity in days; default 30")
+    p.set_defaults(func=cmd_certs)
     p = sub.add_parser("demo", help="protocol demos: show what each party holds and sends")
     p.add_argument("name", help="demo name (shamir, secagg, ckks, ...)")
     p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for the demo")

@@ -2,24 +2,33 @@
 
 Usage (spawned by the launcher, one process per party)::
 
-    python -m protocols.mpyc_party --job DIR -I i -P host:port ... --no-log
+    python -m protocols.mpyc_party --job-json JSON -I i -P host:port ... --no-log  < inputs
 
-It reads ``DIR/job.json`` (public: shapes, pairs, receiver, bit length) and ``DIR/in{i}.pkl``
-(its OWN matrix and noise only), runs the SPMD program, and writes ``DIR/stats{i}.json`` (secure
-phase seconds, peak RSS, bytes sent) and, at the receiver, ``DIR/out{i}.pkl`` (opened blocks).
-``import mpyc.runtime`` parses ``sys.argv``: our own ``--job`` flag is removed first.
+The job (public: shapes, pairs, receiver, timeout) is on the command line; its OWN matrix and
+noise and the run's key arrive on stdin (allow-list pickle, never a file). It connects with
+:func:`protocols.mpyc_net.secure_start` (loopback only), agrees on the job and key with every
+peer (:func:`protocols.mpyc_net.handshake`), runs the SPMD program with MPyC's unpickling behind
+the allow-list, and writes its report (secure-phase seconds, peak RSS, bytes sent, and at the
+receiver the opened blocks) to stdout. ``import mpyc.runtime`` parses ``sys.argv``: our own
+``--job-json`` flag is removed first.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
-import pickle
 import resource
 import sys
 import time
+
+from protocols import wire
+from protocols.mpyc_net import handshake, secure_start
+from protocols.processes import die_with_parent
+from protocols.shamir_products import REPORT_MAGIC
+from protocols.wire import WireError, guard_mpyc_unpickling
 
 
 def peak_rss_kb() -> float:
@@ -35,20 +44,32 @@ def peak_rss_kb() -> float:
     return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
+def job_digest(job: dict) -> bytes:
+    """What every party of one secure phase must agree on (the public job description)."""
+    return hashlib.sha256(json.dumps(job, sort_keys=True).encode()).digest()
+
+
 def main() -> int:
+    die_with_parent()
     ap = argparse.ArgumentParser(add_help=False)
-    ap.add_argument("--job", required=True)
+    ap.add_argument("--job-json", required=True)
     ours, rest = ap.parse_known_args()
     sys.argv = [sys.argv[0], *rest]
+    job = json.loads(ours.job_json)
+    own = wire.loads(sys.stdin.buffer.read())  # own inputs + the run key, from the launcher's pipe
+    key = own.pop("key")
     from mpyc.runtime import mpc  # noqa: PLC0415  (parses sys.argv on import)
 
     from protocols.shamir_products import Pair, block_products  # noqa: PLC0415
 
-    with open(os.path.join(ours.job, "job.json")) as fh:
-        job = json.load(fh)
     me = mpc.pid
-    with open(os.path.join(ours.job, f"in{me}.pkl"), "rb") as fh:
-        own = pickle.load(fh)
+
+    def refuse(reason: str) -> None:
+        # MPyC decodes inside its own tasks; stop the party now, before anything else runs
+        print(f"party {me}: {reason}", file=sys.stderr, flush=True)
+        os._exit(3)
+
+    guard_mpyc_unpickling(refuse)
     shapes = {int(k): tuple(v) for k, v in job["shapes"].items()}
     pairs = [Pair(*p) for p in job["pairs"]]
     timeout = float(job["timeout"])
@@ -56,7 +77,8 @@ def main() -> int:
     trace = {} if job.get("trace") else None
 
     async def program():
-        await mpc.start()
+        await secure_start(mpc)
+        await handshake(mpc, job_digest(job), key=key)
         t0 = time.perf_counter()
         res = await block_products(
             mpc,
@@ -83,15 +105,18 @@ def main() -> int:
     except TimeoutError:
         print(f"party {me}: secure phase exceeded {timeout:g} s", file=sys.stderr)
         return 3
-    if res is not None:
-        with open(os.path.join(ours.job, f"out{me}.pkl"), "wb") as fh:
-            pickle.dump(res, fh)
-    if trace is not None:
-        with open(os.path.join(ours.job, f"trace{me}.pkl"), "wb") as fh:
-            pickle.dump(trace, fh)
-    peak_kb = peak_rss_kb()
-    with open(os.path.join(ours.job, f"stats{me}.json"), "w") as fh:
-        json.dump({"secure_s": secure_s, "peak_rss_mb": peak_kb / 1024.0, "bytes_sent": nbytes}, fh)
+    except (WireError, OSError) as exc:
+        print(f"party {me}: {exc}", file=sys.stderr)
+        return 3
+    report = {
+        "result": res,
+        "trace": trace,
+        "secure_s": secure_s,
+        "peak_rss_mb": peak_rss_kb() / 1024.0,
+        "bytes_sent": nbytes,
+    }
+    sys.stdout.buffer.write(REPORT_MAGIC + wire.dumps(report))
+    sys.stdout.buffer.flush()
     return 0
 
 

@@ -7,10 +7,14 @@ the whole group, so no process is left waiting for a dead peer.
 
 from __future__ import annotations
 
+import ctypes
+import os
+import signal
 import socket
 import subprocess
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import IO
 
 
@@ -27,6 +31,54 @@ def free_ports(n: int) -> list[int]:
         for s in socks:
             s.close()
     return ports
+
+
+PARENT_ENV = "SECUREVFL_LAUNCHER_PID"
+
+
+def die_with_parent() -> None:
+    """Called first thing in a party process that :func:`spawn` started: get SIGKILL when the
+    launcher dies (Linux prctl), so a killed launcher leaves no party running with its inputs.
+
+    Done in the child, not in a ``preexec_fn`` (unsafe in a launcher with threads); a launcher
+    that died before this call is caught by comparing the parent's pid.
+    """
+    parent = os.environ.get(PARENT_ENV)
+    if not parent:
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass  # not Linux: the parties' own timeouts still end them
+    if os.getppid() != int(parent):
+        os._exit(3)  # the launcher is already gone
+
+
+def spawn(
+    cmd: Sequence[str],
+    *,
+    stdin_data: bytes,
+    stderr: IO[str],
+    stdout: int | IO[bytes] = subprocess.DEVNULL,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen:
+    """Start a party process and hand it ``stdin_data`` over a pipe (never a file on disk).
+
+    The data is written by a thread, so a large input never blocks the launcher, and a child
+    that dies before reading it is reported by :func:`wait_all`, not by a broken pipe here.
+    """
+    env = dict(os.environ if env is None else env, **{PARENT_ENV: str(os.getpid())})
+    proc = subprocess.Popen(list(cmd), stdin=subprocess.PIPE, stdout=stdout, stderr=stderr, env=env)
+
+    def feed() -> None:
+        try:
+            proc.stdin.write(stdin_data)
+            proc.stdin.close()
+        except (BrokenPipeError, OSError, ValueError):
+            pass
+
+    threading.Thread(target=feed, daemon=True).start()
+    return proc
 
 
 def wait_all(

@@ -31,10 +31,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import pickle
+import secrets
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -42,7 +43,8 @@ from typing import Any
 
 import numpy as np
 
-from protocols.processes import free_ports
+from protocols import wire
+from protocols.processes import free_ports, spawn
 from protocols.processes import wait_all as _wait_all
 
 IMPLS = ("vectorized", "naive")
@@ -346,9 +348,11 @@ def run_block_products(
 ) -> tuple[dict[int, np.ndarray], PhaseStats]:
     """Spawn ``n_parties`` MPyC processes, run :func:`block_products`, return the opened blocks.
 
-    Each process receives only its own matrix and its own noise (one file per party); the
-    receiver's process writes the opened blocks back. Raises :class:`ShamirProtocolError` if a
-    party fails and :class:`ShamirTimeoutError` if the phase does not finish within ``timeout``.
+    Each process receives only its own matrix and its own noise, over its stdin (never a file:
+    a killed launcher leaves no party's inputs on disk), plus the run's key; the public job
+    description is on its command line. Each writes what it reports to its stdout. Raises
+    :class:`ShamirProtocolError` if a party fails and :class:`ShamirTimeoutError` if the phase
+    does not finish within ``timeout``.
     """
     if n_parties < 3:
         raise ValueError(f"n_parties must be >= 3 (Shamir threshold t >= 1), got {n_parties}")
@@ -371,61 +375,85 @@ def run_block_products(
         "timeout": timeout,
         "trace": trace,
     }
+    key = secrets.token_bytes(32)
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="shamir-") as tmp:
-        with open(os.path.join(tmp, "job.json"), "w") as fh:
-            json.dump(job, fh)
-        for i in range(n_parties):  # a party's file holds only its own inputs
-            own = {
-                "matrix": matrices.get(i),
-                "noises": {j: v for j, v in enc_noise.items() if pairs[j].noise_party == i},
-            }
-            with open(os.path.join(tmp, f"in{i}.pkl"), "wb") as fh:
-                pickle.dump(own, fh)
-        procs = [spawn_party(tmp, i, addresses) for i in range(n_parties)]
-        wait_all(procs, timeout + 10.0)
-        with open(os.path.join(tmp, f"out{receiver}.pkl"), "rb") as fh:
-            result = pickle.load(fh)
-        stats = PhaseStats(wall_s=time.perf_counter() - t0, frac_bits=frac_bits)
-        for i in range(n_parties):
-            with open(os.path.join(tmp, f"stats{i}.json")) as fh:
-                s = json.load(fh)
-            stats.secure_s[i] = s["secure_s"]
-            stats.peak_rss_mb[i] = s["peak_rss_mb"]
-            stats.bytes_sent[i] = {int(k): int(v) for k, v in s["bytes_sent"].items()}
-            if trace:
-                with open(os.path.join(tmp, f"trace{i}.pkl"), "rb") as fh:
-                    stats.trace[i] = pickle.load(fh)
-    return result, stats
+    procs = []
+    for i in range(n_parties):  # a party is handed only its own inputs
+        own = {
+            "matrix": matrices.get(i),
+            "noises": {j: v for j, v in enc_noise.items() if pairs[j].noise_party == i},
+        }
+        procs.append(spawn_party(job, own, i, addresses, key))
+    reports = wait_all(procs, timeout + 10.0)
+    stats = PhaseStats(wall_s=time.perf_counter() - t0, frac_bits=frac_bits)
+    for i, rep in enumerate(reports):
+        stats.secure_s[i] = rep["secure_s"]
+        stats.peak_rss_mb[i] = rep["peak_rss_mb"]
+        stats.bytes_sent[i] = {int(k): int(v) for k, v in rep["bytes_sent"].items()}
+        if trace:
+            stats.trace[i] = rep["trace"]
+    return reports[receiver]["result"], stats
 
 
-def spawn_party(job_dir: str, index: int, addresses: Sequence[str]):
-    """Start MPyC party ``index`` on ``job_dir``; returns (Popen, its stderr file)."""
+class PartyProcess:
+    """A spawned MPyC party: its process, its stderr (an unnamed temporary file) and a thread
+    collecting what it reports on stdout."""
+
+    def __init__(self, proc: subprocess.Popen, err: Any) -> None:
+        self.proc, self.err = proc, err
+        self.out: list[bytes] = []
+        self.reader = threading.Thread(target=lambda: self.out.append(proc.stdout.read()))
+        self.reader.daemon = True
+        self.reader.start()
+
+    def report(self, index: int) -> dict[str, Any]:
+        """The party's decoded report (after it exited 0)."""
+        self.reader.join(10.0)
+        data = self.out[0] if self.out else b""
+        if not data.startswith(REPORT_MAGIC):
+            raise ShamirProtocolError(f"MPyC party {index} exited without a report")
+        return wire.loads(data[len(REPORT_MAGIC) :])
+
+
+REPORT_MAGIC = b"SVFL-REPORT\n"
+
+
+def spawn_party(
+    job: dict[str, Any],
+    own: dict[str, Any],
+    index: int,
+    addresses: Sequence[str],
+    key: bytes,
+) -> PartyProcess:
+    """Start MPyC party ``index`` of ``job``; ``own`` (its inputs) and ``key`` go over stdin."""
     cmd = [
         sys.executable,
         "-m",
         "protocols.mpyc_party",
-        "--job",
-        job_dir,
+        "--job-json",
+        json.dumps(job),
         "-I",
         str(index),
         "--no-log",
     ]
     for a in addresses:
         cmd += ["-P", a]
-    err = open(os.path.join(job_dir, f"err{index}.txt"), "w+")
+    err = tempfile.TemporaryFile("w+")  # unnamed: nothing left on disk whatever happens
     env = dict(
         os.environ, PYTHONPATH=_project_root() + os.pathsep + os.environ.get("PYTHONPATH", "")
     )
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env), err
+    stdin = wire.dumps({"key": key, **own})
+    proc = spawn(cmd, stdin_data=stdin, stderr=err, stdout=subprocess.PIPE, env=env)
+    return PartyProcess(proc, err)
 
 
 def _project_root() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def wait_all(procs: list[tuple[subprocess.Popen, Any]], timeout: float) -> None:
-    """Wait for every MPyC party; on the first failure or the deadline kill the rest and raise."""
+def wait_all(procs: list[PartyProcess], timeout: float) -> list[dict[str, Any]]:
+    """Wait for every MPyC party; on the first failure or the deadline kill the rest and raise.
+    Returns each party's report."""
 
     def failed(i: int, line: str) -> Exception:
         if os.environ.get("SHAMIR_DEBUG"):
@@ -433,13 +461,14 @@ def wait_all(procs: list[tuple[subprocess.Popen, Any]], timeout: float) -> None:
         return ShamirProtocolError(f"MPyC party {i} failed: {line}")
 
     _wait_all(
-        procs,
+        [(p.proc, p.err) for p in procs],
         timeout,
         on_failure=failed,
         on_timeout=lambda: ShamirTimeoutError(
             f"the {len(procs)} MPyC parties did not finish within {timeout:g} s"
         ),
     )
+    return [p.report(i) for i, p in enumerate(procs)]
 
 
 def decode_products(blocks: dict[int, np.ndarray], frac_bits: int) -> dict[int, np.ndarray]:

@@ -3,10 +3,7 @@ MPyC protocol (vectorised and naive agree, n = 100,000 at the edge), and failure
 
 from __future__ import annotations
 
-import json
 import os
-import pickle
-import tempfile
 import time
 
 import numpy as np
@@ -147,56 +144,57 @@ def test_edge_of_range_n_100k_all_ones_does_not_overflow():
     assert sp.decode_products(got, f)[0][0, 0] == -(n + bound)
 
 
-def _job(tmp: str, timeout: float) -> None:
-    with open(os.path.join(tmp, "job.json"), "w") as fh:
-        json.dump(
-            {
-                "shapes": {"0": [4, 1], "1": [4, 1]},
-                "pairs": [[0, 1, 0]],
-                "receiver": 2,
-                "impl": "vectorized",
-                "timeout": timeout,
-            },
-            fh,
-        )
-    for i in range(3):
-        with open(os.path.join(tmp, f"in{i}.pkl"), "wb") as fh:
-            pickle.dump(
-                {
-                    "matrix": np.ones((4, 1), np.int64) if i < 2 else None,
-                    "noises": {0: np.zeros((1, 1), np.int64)} if i == 0 else {},
-                },
-                fh,
-            )
+def _job(timeout: float) -> dict:
+    return {
+        "shapes": {"0": [4, 1], "1": [4, 1]},
+        "pairs": [[0, 1, 0]],
+        "receiver": 2,
+        "impl": "vectorized",
+        "timeout": timeout,
+    }
+
+
+def _own(i: int) -> dict:
+    return {
+        "matrix": np.ones((4, 1), np.int64) if i < 2 else None,
+        "noises": {0: np.zeros((1, 1), np.int64)} if i == 0 else {},
+    }
 
 
 @pytest.mark.networked
 def test_crashed_party_raises_instead_of_hanging():
-    with tempfile.TemporaryDirectory() as tmp:
-        _job(tmp, timeout=30)
-        os.remove(os.path.join(tmp, "in1.pkl"))  # party 1 dies at start
-        addrs = [f"127.0.0.1:{p}" for p in sp.free_ports(3)]
-        procs = [sp.spawn_party(tmp, i, addrs) for i in range(3)]
-        t0 = time.monotonic()
-        with pytest.raises(sp.ShamirProtocolError, match="MPyC party 1 failed"):
-            sp.wait_all(procs, 30)
-        assert time.monotonic() - t0 < 20
-        assert all(p.poll() is not None for p, _ in procs)  # the others were stopped
+    addrs = [f"127.0.0.1:{p}" for p in sp.free_ports(3)]
+    key = os.urandom(32)
+    procs = [sp.spawn_party(_job(30), _own(i), i, addrs, key) for i in range(3)]
+    procs[1].proc.kill()  # party 1 dies at start
+    t0 = time.monotonic()
+    with pytest.raises(sp.ShamirProtocolError, match="MPyC party 1 failed"):
+        sp.wait_all(procs, 30)
+    assert time.monotonic() - t0 < 20
+    assert all(p.proc.poll() is not None for p in procs)  # the others were stopped
 
 
 @pytest.mark.networked
 @pytest.mark.slow
 def test_missing_party_times_out():
-    with tempfile.TemporaryDirectory() as tmp:
-        _job(tmp, timeout=2)
-        addrs = [f"127.0.0.1:{p}" for p in sp.free_ports(3)]
-        procs = [sp.spawn_party(tmp, i, addrs) for i in range(2)]  # party 2 never starts
-        with pytest.raises(sp.ShamirProtocolError):  # the parties' own 2 s timeout fires
-            sp.wait_all(procs, 25)
-        with pytest.raises(sp.ShamirTimeoutError):
-            _job(tmp, timeout=60)
-            procs = [sp.spawn_party(tmp, 0, addrs)]
-            sp.wait_all(procs, 1.5)
+    addrs = [f"127.0.0.1:{p}" for p in sp.free_ports(3)]
+    key = os.urandom(32)
+    procs = [sp.spawn_party(_job(2), _own(i), i, addrs, key) for i in range(2)]  # no party 2
+    with pytest.raises(sp.ShamirProtocolError):  # the parties' own 2 s timeout fires
+        sp.wait_all(procs, 25)
+    with pytest.raises(sp.ShamirTimeoutError):
+        procs = [sp.spawn_party(_job(60), _own(0), 0, addrs, key)]
+        sp.wait_all(procs, 1.5)
+
+
+@pytest.mark.networked
+def test_a_party_with_another_key_or_job_is_refused():
+    addrs = [f"127.0.0.1:{p}" for p in sp.free_ports(3)]
+    key = os.urandom(32)
+    procs = [sp.spawn_party(_job(30), _own(i), i, addrs, key) for i in range(2)]
+    procs.append(sp.spawn_party(_job(30), _own(2), 2, addrs, os.urandom(32)))
+    with pytest.raises(sp.ShamirProtocolError, match="failed the run check"):
+        sp.wait_all(procs, 40)
 
 
 @pytest.mark.networked

@@ -1,19 +1,21 @@
 """Start one local OS process per party and collect the label holder's record.
 
 If any party exits with an error, the others are stopped and the error is raised naming the
-party; an overall deadline bounds the whole run so nothing hangs.
+party; an overall deadline bounds the whole run so nothing hangs. Each run gets a fresh run ID and
+a secret key, handed to the parties over stdin: the handshake then admits only this run's own
+processes, whoever else connects to the loopback ports.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
+import secrets
 import sys
 import tempfile
 from typing import Any
 
-from protocols.processes import free_ports, wait_all
+from protocols.processes import free_ports, spawn, wait_all
 from securevfl.errors import PartyTimeoutError, ProtocolError
 
 
@@ -22,6 +24,7 @@ def run_local_processes(
 ) -> dict[str, Any]:
     """Run a spec with ``n_parties`` local party processes; return the label holder's record."""
     addresses = [f"127.0.0.1:{p}" for p in free_ports(n_parties)]
+    run_id, key = secrets.token_hex(8), secrets.token_bytes(32)
     with tempfile.TemporaryDirectory(prefix="securevfl-") as tmp:
         procs = []
         for i in range(n_parties):
@@ -37,11 +40,14 @@ def run_local_processes(
                 os.path.join(tmp, f"party{i}.json"),
                 "--plugins",
                 ",".join(plugins),
+                "--run-id",
+                run_id,
+                "--key-stdin",
             ]
             for a in addresses:
                 cmd += ["-P", a]
             err = open(os.path.join(tmp, f"party{i}.err"), "w+")
-            procs.append((subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err), err))
+            procs.append((spawn(cmd, stdin_data=key.hex().encode() + b"\n", stderr=err), err))
         wait_all(
             procs,
             timeout,

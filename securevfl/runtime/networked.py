@@ -1,10 +1,14 @@
 """One OS process per party, over MPyC's runtime.
 
-MPyC connects the parties (``-P host:port`` for each, ``--ssl`` optional) and ``mpc.transfer``
-carries our payloads; protocol code is unchanged from the in-process runtime. Each process meters
-the messages it sends; the label holder merges the meters at the end. Every wait has a timeout, so
-a dead party makes the others fail with :class:`PartyTimeoutError` naming whom they waited for,
-never hang.
+MPyC connects the parties (``-P host:port`` for each; TLS with a certificate directory) and
+carries our payloads as pre-serialized bytes on its labelled messages (:mod:`protocols.mpyc_net`);
+they are decoded only by our allow-list (:mod:`securevfl.serialization`), and MPyC's own messages
+by the same allow-list (:func:`protocols.wire.guard_mpyc_unpickling`), so no peer reaches
+``pickle.loads``. The first round is the run handshake: a peer with another run spec, a foreign
+run on the same ports or a peer without the run's key makes every party stop. Protocol code is
+unchanged from the in-process runtime. Each process meters the messages it sends; the label
+holder merges the meters at the end. Every wait has a timeout, so a dead party makes the others
+fail with :class:`PartyTimeoutError` naming whom they waited for, never hang.
 
 ``import mpyc.runtime`` parses ``sys.argv``; we therefore start MPyC with an argv of our own and
 only in a process that is a party (never in pytest's own process).
@@ -18,21 +22,19 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from protocols import mpyc_net
+from protocols.wire import WireError, guard_mpyc_unpickling
 from securevfl import serialization
 from securevfl.errors import ConfigError, PartyTimeoutError, ProtocolError
 from securevfl.runtime.base import Runtime
 from securevfl.runtime.channel import Meter
 
 
-def start_mpyc(
-    index: int, addresses: Sequence[str], *, ssl: bool = False, threshold: int | None = None
-):
-    """Import and start MPyC as party ``index`` of ``addresses`` (``host:port`` each)."""
+def start_mpyc(index: int, addresses: Sequence[str], *, threshold: int | None = None):
+    """Import MPyC as party ``index`` of ``addresses`` (``host:port`` each); not yet connected."""
     argv = [sys.argv[0], "-I", str(index), "--no-log"]
     for a in addresses:
         argv += ["-P", a]
-    if ssl:
-        argv.append("--ssl")
     if threshold is not None:
         argv += ["-T", str(threshold)]
     saved = sys.argv
@@ -49,8 +51,18 @@ class NetworkedRuntime(Runtime):
     """This process is party ``index``; the others are reached through MPyC."""
 
     def __init__(
-        self, index: int, addresses: Sequence[str], *, timeout: float = 120.0, ssl: bool = False
+        self,
+        index: int,
+        addresses: Sequence[str],
+        *,
+        digest: bytes,
+        timeout: float = 120.0,
+        cert_dir: str | None = None,
+        key: bytes = b"",
     ) -> None:
+        """``digest``: hash of this party's run spec, which every peer must share; ``cert_dir``:
+        TLS certificates (MPyC's layout); ``key``: the run's shared secret, if a launcher made one.
+        """
         if len(addresses) < 2:
             raise ConfigError(f"a networked run needs >= 2 party addresses, got {len(addresses)}")
         if not 0 <= index < len(addresses):
@@ -60,9 +72,18 @@ class NetworkedRuntime(Runtime):
         self.timeout = timeout
         self.meter = Meter()
         self._dead: asyncio.Future | None = None
-        self.mpc = start_mpyc(index, addresses, ssl=ssl)
+        self.mpc = start_mpyc(index, addresses)
         self.mpc._loop.set_exception_handler(self._on_loop_error)
-        self._run(self.mpc.start(), "connecting to all parties")
+        guard_mpyc_unpickling(self._abort)
+        self._run(mpyc_net.secure_start(self.mpc, cert_dir=cert_dir), "connecting to all parties")
+        self._run(mpyc_net.handshake(self.mpc, digest, key=key), "the run handshake")
+
+    def _abort(self, reason: str) -> None:
+        """Stop every wait now: a peer sent something we refuse to decode."""
+        if self._dead is None:
+            self._dead = self.mpc._loop.create_future()
+        if not self._dead.done():
+            self._dead.set_result(reason)
 
     def here(self, k: int) -> bool:
         return k == self.index
@@ -102,14 +123,19 @@ class NetworkedRuntime(Runtime):
                 raise ProtocolError(
                     f"party {self.index} stopped while {what}: {self._dead.result()}"
                 )
+            # clients refused while waiting (a wrong id or certificate) explain many timeouts
+            refused = getattr(self.mpc, "_securevfl_refused", [])
             raise PartyTimeoutError(
                 f"party {self.index} waited more than {self.timeout:g} s for {what}"
+                + ("; refused " + "; ".join(refused[-2:]) if refused else "")
             )
 
         try:
             return self.mpc.run(guarded())
         except ProtocolError:
             raise
+        except WireError as exc:
+            raise ProtocolError(f"party {self.index} stopped while {what}: {exc}") from None
         except (ConnectionError, OSError) as exc:
             raise ProtocolError(
                 f"party {self.index} lost a connection while {what}: {exc}"
@@ -119,12 +145,14 @@ class NetworkedRuntime(Runtime):
         if k != self.index and self.mpc.parties[k].protocol is None:
             raise ProtocolError(f"party {k} has disconnected (seen by party {self.index})")
 
-    def _transfer(self, data: Any, senders: list[int], receivers: list[int], what: str) -> Any:
+    def _transfer(
+        self, data: bytes | None, senders: list[int], receivers: list[int], what: str
+    ) -> list[bytes]:
         for k in set(senders) | set(receivers):
             self._check_peer(k)
-        return self._run(self.mpc.transfer(data, senders=senders, receivers=receivers), what)
+        return self._run(mpyc_net.exchange(self.mpc, data, senders, receivers), what)
 
-    # Every party calls mpc.transfer for every primitive, involved or not: MPyC labels messages
+    # Every party calls exchange for every primitive, involved or not: MPyC labels messages
     # by a program counter that must advance in lockstep on all parties (SPMD).
 
     def send(self, value: Any, *, src: int, dst: int) -> Any:
@@ -173,21 +201,29 @@ class NetworkedRuntime(Runtime):
 
     def control(self, value: Any, *, src: int) -> Any:
         # unmetered control plane: every party receives the value from src
-        got = self._run(
-            self.mpc.transfer(value if self.here(src) else None, senders=[src]),
-            f"control data from party {src}",
-        )
-        return got[0]
+        data = serialization.dumps(value) if self.here(src) else None
+        everyone = list(range(self.n_parties))
+        got = self._transfer(data, [src], everyone, f"control data from party {src}")
+        return value if self.here(src) else serialization.loads(got[0])
 
     def collect(self, value: Any, *, dst: int) -> dict[int, Any] | None:
-        got = self._run(
-            self.mpc.transfer(value, senders=range(self.n_parties), receivers=[dst]),
-            f"control data for party {dst}",
-        )
-        return dict(enumerate(got)) if self.here(dst) else None
+        everyone = list(range(self.n_parties))
+        data = serialization.dumps(value)
+        got = self._transfer(data, everyone, [dst], f"control data for party {dst}")
+        if not self.here(dst):
+            return None
+        return {k: value if k == dst else serialization.loads(b) for k, b in enumerate(got)}
 
-    def close(self) -> None:
-        try:
-            self._run(self.mpc.shutdown(), "shutting down")
-        except ProtocolError:
-            pass
+    def close(self, *, graceful: bool = True) -> None:
+        """Shut MPyC down with the peers (``graceful``), or, after a failure, just hang up:
+        the cooperative shutdown would wait on (and decode from) the peer that failed us."""
+        if graceful:
+            try:
+                self._run(self.mpc.shutdown(), "shutting down")
+                return
+            except (ProtocolError, RuntimeError):
+                pass
+        for party in self.mpc.parties:
+            transport = getattr(party.protocol, "transport", None)
+            if party.pid != self.index and transport is not None:
+                transport.abort()

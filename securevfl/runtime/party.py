@@ -1,42 +1,107 @@
 """Entry point of one party process: ``python -m securevfl.runtime.party``.
 
-The launcher (``securevfl run --processes``) starts one of these per party; on a multi-host
-deployment ``securevfl party --index i -P host:port ...`` does the same by hand.
+The launcher (``securevfl run --processes``) starts one of these per party and hands each the
+run's secret key on stdin (``--key-stdin``); on a multi-host deployment ``securevfl party
+--index i -P host:port ... --certs DIR --run-id ID`` does the same by hand.
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-from securevfl.errors import SecureVFLError
+from securevfl.errors import ConfigError, SecureVFLError
+
+
+def _is_loopback(address: str) -> bool:
+    host = address.rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_addresses(addresses: Sequence[str], cert_dir: str | None) -> None:
+    """Without TLS every party must be on loopback: elsewhere peers would be unauthenticated."""
+    for a in addresses:
+        host, sep, port = a.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"party address must be HOST:PORT with a port in 1..65535, got {a!r}")
+        if cert_dir is None and not _is_loopback(a):
+            raise ConfigError(
+                f"a party address off this host needs TLS (--ssl/--certs DIR), got {a!r}"
+            )
 
 
 def run_party(
-    spec_dict: dict[str, Any], index: int, addresses: Sequence[str], *, ssl: bool = False
+    spec_dict: dict[str, Any],
+    index: int,
+    addresses: Sequence[str],
+    *,
+    cert_dir: str | None = None,
+    run_id: str = "",
+    key: bytes = b"",
 ) -> dict[str, Any] | None:
     """Run this process's party of ``spec_dict``; the label holder returns the record."""
     from securevfl.experiment import run_experiment, spec_from_dict
     from securevfl.runtime.networked import NetworkedRuntime
+    from securevfl.runtime.runspec import run_digest
 
+    check_addresses(addresses, cert_dir)
+    if cert_dir is not None:
+        from protocols.mpyc_net import cert_paths
+
+        for path in cert_paths(cert_dir, index):
+            if not os.path.isfile(path):
+                raise ConfigError(
+                    f"--certs must hold {os.path.basename(path)} for party {index} "
+                    f"(make a set with `securevfl certs`), not found in {cert_dir!r}"
+                )
     spec = spec_from_dict(spec_dict)
-    rt = NetworkedRuntime(index, addresses, timeout=spec.timeout, ssl=ssl)
+    digest = run_digest(spec_dict, run_id=run_id, n_parties=len(addresses))
+    rt = NetworkedRuntime(
+        index, addresses, digest=digest, timeout=spec.timeout, cert_dir=cert_dir, key=key
+    )
     try:
-        return run_experiment(spec, rt)
-    finally:
-        rt.close()
+        record = run_experiment(spec, rt)
+    except BaseException:
+        rt.close(graceful=False)
+        raise
+    rt.close()
+    return record
+
+
+def read_key(stream: Any) -> bytes:
+    """The run's secret key: one hex line on stdin (a pipe from the launcher, never a file)."""
+    line = stream.readline().strip()
+    try:
+        key = bytes.fromhex(line)
+    except ValueError:
+        raise ConfigError("the key on stdin must be one line of hex") from None
+    if len(key) < 16:
+        raise ConfigError(f"the key on stdin must be >= 16 bytes, got {len(key)}")
+    return key
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from protocols.processes import die_with_parent
+
+    die_with_parent()
     ap = argparse.ArgumentParser(prog="python -m securevfl.runtime.party")
     ap.add_argument("--index", type=int, required=True)
     ap.add_argument("-P", dest="addresses", action="append", required=True)
     ap.add_argument("--spec-json", required=True)
     ap.add_argument("--result-file")
-    ap.add_argument("--ssl", action="store_true")
+    ap.add_argument("--certs", help="TLS certificate directory (MPyC layout)")
+    ap.add_argument("--run-id", default="")
+    ap.add_argument("--key-stdin", action="store_true", help="read the run's key from stdin")
     ap.add_argument("--plugins", default="", help="comma-separated modules to import (registries)")
     args = ap.parse_args(argv)
     import importlib
@@ -46,10 +111,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if hasattr(mod, "load_all"):
             mod.load_all()
     try:
-        record = run_party(json.loads(args.spec_json), args.index, args.addresses, ssl=args.ssl)
+        key = read_key(sys.stdin) if args.key_stdin else b""
+        record = run_party(
+            json.loads(args.spec_json),
+            args.index,
+            args.addresses,
+            cert_dir=args.certs,
+            run_id=args.run_id,
+            key=key,
+        )
     except SecureVFLError as exc:
         print(str(exc), file=sys.stderr)
-        return 3
+        return 2 if isinstance(exc, ConfigError) else 3
     if record is not None:
         text = json.dumps(record)
         if args.result_file:

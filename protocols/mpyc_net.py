@@ -1,0 +1,248 @@
+"""Connecting MPyC parties safely, carrying raw bytes, and agreeing on the run.
+
+MPyC 0.11's own ``Runtime.start`` listens on every interface (``create_server(port=...)``),
+accepts any client that sends a 2-byte party id (with ``--ssl`` it checks the certificate chain,
+not that the certificate belongs to the party id claimed), and reads its certificates from
+``./.config``. :func:`secure_start` replaces it:
+
+- it listens only on the host given for this party (``127.0.0.1`` stays on loopback);
+- with a certificate directory (``mpyc_ca.crt``, ``party_<i>.crt``/``.key``, MPyC's layout and
+  names) every connection is TLS, both sides present certificates, and a client's certificate
+  must name the party id it claims (``CN = MPyC party <i>``, as the server's is checked by name);
+- a client must claim a lower party id than ours (only those connect to us), once.
+
+:func:`exchange` moves pre-serialized ``bytes`` on MPyC's program-counter-labelled messages
+(no pickling on either side). :func:`handshake` is the first round of every run: each party
+sends ``MAGIC | digest of its run spec | nonce``; then each sends every peer an HMAC over all
+hellos (keyed by the run's secret where a launcher handed one out). A peer with another run spec
+is named; a peer that saw other parties (a foreign run on the same ports) or does not hold the
+key fails the second round. Both raise :class:`~protocols.wire.WireError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import os
+import ssl
+import time
+from asyncio import Future
+from collections.abc import Sequence
+from typing import Any
+
+from protocols.wire import WireError
+
+MAGIC = b"SVFL\x01"
+DIGEST_LEN = 32
+NONCE_LEN = 16
+HELLO_LEN = len(MAGIC) + DIGEST_LEN + NONCE_LEN
+
+
+def cert_paths(cert_dir: str, pid: int) -> tuple[str, str, str]:
+    """(CA certificate, party certificate, party key) in MPyC's ``.config`` layout."""
+    return (
+        os.path.join(cert_dir, "mpyc_ca.crt"),
+        os.path.join(cert_dir, f"party_{pid}.crt"),
+        os.path.join(cert_dir, f"party_{pid}.key"),
+    )
+
+
+def tls_context(cert_dir: str, pid: int, *, server: bool) -> ssl.SSLContext:
+    """Mutual-TLS context for party ``pid`` (peers must present a certificate of our CA)."""
+    ca, crt, key = cert_paths(cert_dir, pid)
+    for path in (ca, crt, key):
+        if not os.path.isfile(path):
+            raise WireError(f"TLS needs {path} (make a set with `securevfl certs`), not found")
+    purpose = ssl.Purpose.CLIENT_AUTH if server else ssl.Purpose.SERVER_AUTH
+    ctx = ssl.create_default_context(purpose, cafile=ca)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(crt, keyfile=key)
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    return ctx
+
+
+def party_name(pid: int) -> str:
+    """The certificate name of party ``pid`` (MPyC's convention)."""
+    return f"MPyC party {pid}"
+
+
+def _exchanger_class():
+    from mpyc.asyncoro import MessageExchanger  # noqa: PLC0415  (party processes only)
+
+    class CheckedExchanger(MessageExchanger):
+        """MPyC's connection protocol, refusing clients that claim an id they may not have."""
+
+        __slots__ = ()
+
+        def data_received(self, data: bytes) -> None:
+            if self.peer_pid is None and len(self.bytes) + len(data) >= 2:
+                head = bytes(self.bytes[:2]) + bytes(data[: max(0, 2 - len(self.bytes))])
+                why = self._refuse(int.from_bytes(head[:2], "little"))
+                if why:
+                    self.runtime._securevfl_refused.append(why)
+                    self.transport.close()
+                    return
+            super().data_received(data)
+
+        def _refuse(self, pid: int) -> str | None:
+            rt = self.runtime
+            if not 0 <= pid < rt.pid:
+                return (
+                    f"a client claimed party id {pid} (party {rt.pid} accepts only 0..{rt.pid - 1})"
+                )
+            if rt.parties[pid].protocol is not None:
+                return f"a second client claimed party id {pid}"
+            cert = self.transport.get_extra_info("peercert")
+            if self.transport.get_extra_info("sslcontext") is not None:
+                names = {
+                    v
+                    for rdn in (cert or {}).get("subject", ())
+                    for k, v in rdn
+                    if k == "commonName"
+                }
+                if party_name(pid) not in names:
+                    return f"a client claimed party id {pid} with a certificate for {sorted(names)}"
+            return None
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self.peer_pid is None:
+                return  # refused before it was a party: nothing to unregister
+            super().connection_lost(exc)
+
+    return CheckedExchanger
+
+
+async def secure_start(mpc: Any, *, cert_dir: str | None = None) -> None:
+    """Connect to every party (replaces ``mpc.start()``); TLS when ``cert_dir`` is given."""
+    m, me, loop = len(mpc.parties), mpc.pid, mpc._loop
+    mpc._securevfl_refused = []
+    if m == 1:
+        mpc.start_time = time.time()
+        return
+    exchanger = _exchanger_class()
+    for peer in mpc.parties:
+        peer.protocol = Future(loop=loop) if peer.pid == me else None
+    server = None
+    if me:
+        ctx = tls_context(cert_dir, me, server=True) if cert_dir else None
+        host = mpc.parties[me].host
+        server = await loop.create_server(
+            lambda: exchanger(mpc), host=host, port=mpc.parties[me].port, ssl=ctx
+        )
+    try:
+        for peer in mpc.parties[me + 1 :]:
+            ctx = tls_context(cert_dir, me, server=False) if cert_dir else None
+            while True:
+                try:
+                    await loop.create_connection(
+                        lambda peer=peer: exchanger(mpc, peer.pid),
+                        peer.host,
+                        peer.port,
+                        ssl=ctx,
+                        server_hostname=party_name(peer.pid) if ctx else None,
+                    )
+                    break
+                except ssl.SSLCertVerificationError as exc:
+                    raise WireError(
+                        f"party {peer.pid} at {peer.host}:{peer.port} failed TLS verification: "
+                        f"{exc.verify_message}"
+                    ) from None
+                except OSError:
+                    await asyncio.sleep(0.1)  # not listening yet: retry until the caller's timeout
+        await mpc.parties[me].protocol
+    finally:
+        if server is not None:
+            server.close()
+    mpc.start_time = time.time()
+
+
+_EXCHANGE: Any = None
+
+
+def exchange(mpc: Any, data: bytes | None, senders: Sequence[int], receivers: Sequence[int]):
+    """Send ``data`` (this party's bytes, if it is a sender) to ``receivers``; every party calls
+    this in lockstep. Returns an awaitable of the list of bytes from ``senders`` at a receiver
+    (``[]`` elsewhere). Nothing is pickled."""
+    global _EXCHANGE
+    if _EXCHANGE is None:
+        from mpyc.asyncoro import mpc_coro  # noqa: PLC0415
+
+        async def _exchange(mpc, data, senders, receivers) -> Future:
+            me = mpc.pid
+            if me in senders:
+                for r in receivers:
+                    if r != me:
+                        mpc._send_message(r, data)
+            if me not in receivers:
+                return []
+            got = [data if s == me else mpc._receive_message(s) for s in senders]
+            return [bytes(b) for b in await mpc.gather(got)]
+
+        _EXCHANGE = mpc_coro(_exchange)
+    return _EXCHANGE(mpc, data, list(senders), list(receivers))
+
+
+def _mac(key: bytes, src: int, dst: int, hellos: list[bytes]) -> bytes:
+    msg = b"securevfl-run|%d>%d|" % (src, dst) + b"".join(hellos)
+    return hmac.new(key or b"securevfl-no-key", msg, hashlib.sha256).digest()
+
+
+async def handshake(mpc: Any, digest: bytes, *, key: bytes = b"") -> None:
+    """Agree on the run with every peer, or raise :class:`WireError` naming who differs."""
+    if len(digest) != DIGEST_LEN:
+        raise ValueError(f"digest must be {DIGEST_LEN} bytes, got {len(digest)}")
+    m, me = len(mpc.parties), mpc.pid
+    everyone = list(range(m))
+    hello = MAGIC + digest + os.urandom(NONCE_LEN)
+    hellos = await exchange(mpc, hello, everyone, everyone)
+    for j, h in enumerate(hellos):
+        if len(h) != HELLO_LEN or not h.startswith(MAGIC):
+            raise WireError(
+                f"party {j} sent a malformed first message ({len(h)} bytes, not a "
+                f"securevfl {HELLO_LEN}-byte hello): not a party of this run"
+            )
+    digests = [h[len(MAGIC) : len(MAGIC) + DIGEST_LEN] for h in hellos]
+    if len(set(digests)) > 1:
+        # everyone sees every digest, so every party prints the same verdict
+        counts = {d: digests.count(d) for d in digests}
+        top = max(counts.values())
+        majority = [d for d in counts if counts[d] == top]
+        ref = digests[0] if len(majority) > 1 or digests[0] in majority else majority[0]
+        odd = [j for j in everyone if digests[j] != ref]
+        same = [j for j in everyone if digests[j] == ref]
+        raise WireError(
+            f"run spec of {_parties(odd)} differs from that of {_parties(same)} "
+            f"(hash {digests[odd[0]].hex()[:12]} vs {ref.hex()[:12]}): start every party with "
+            "the same run arguments and --run-id"
+        )
+    macs = await _exchange_macs(mpc, key, hellos)
+    for j, got in macs.items():
+        if not hmac.compare_digest(got, _mac(key, j, me, hellos)):
+            raise WireError(
+                f"party {j} failed the run check (it saw other parties, e.g. a foreign run "
+                "on the same ports, or does not hold this run's key)"
+            )
+
+
+async def _exchange_macs(mpc: Any, key: bytes, hellos: list[bytes]) -> dict[int, bytes]:
+    """Second round: party i sends peer j ``HMAC(key, i>j | all hellos)``; one message each."""
+    m, me = len(mpc.parties), mpc.pid
+    pending = []
+    for src in range(m):  # all messages issued first (lockstep labels), so they travel at once
+        for dst in range(m):
+            if src != dst:
+                data = _mac(key, src, dst, hellos) if me == src else None
+                pending.append((src, dst, exchange(mpc, data, [src], [dst])))
+    out: dict[int, bytes] = {}
+    for src, dst, fut in pending:
+        got = await fut
+        if me == dst:
+            if len(got[0]) != DIGEST_LEN:
+                raise WireError(f"party {src} sent a malformed run check ({len(got[0])} bytes)")
+            out[src] = got[0]
+    return out
+
+
+def _parties(ids: list[int]) -> str:
+    return ("party " if len(ids) == 1 else "parties ") + ", ".join(map(str, ids))
