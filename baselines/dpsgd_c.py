@@ -7,6 +7,11 @@ Each step releases the minibatch-average gradient g + Z where Z has density ∝ 
 example moves the average by at most Δ₂ = 2C/b (b the batch's size). An epoch visits every
 example in exactly one batch (disjoint batches: parallel composition), so an epoch costs ε_s and
 E epochs cost E ε_s: we set ε_s = ε/E (basic composition, pure DP).
+
+Accounting: privacy unit ``sample`` (the pooled data set; one row and its label change). A row
+sits in one batch per epoch and the other batches of that epoch do not depend on it, so each
+epoch enters the accountant as one ε_s-DP release (a ``PureDpEvent``) when the epoch ends; the
+accountant's δ = 0 figure is then E·ε_s, the request.
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ from securevfl.methods import (
     register_method,
 )
 from securevfl.methods.fm_vfl import fm_task
-from securevfl.privacy.events import PrivacyReport, PureDPEvent
+from securevfl.privacy.accountant import PrivacyLedger
+from securevfl.privacy.events import PureDpEvent
 from securevfl.training import minibatches
 
 DEFAULT_LR = 0.5
@@ -39,15 +45,6 @@ def vector_laplace(
     u = rng.normal(size=d)
     u /= max(np.linalg.norm(u), 1e-300)
     return rng.gamma(shape=d, scale=sensitivity / epsilon) * u
-
-
-def dpsgd_epsilon(events: list[PureDPEvent], *, epochs: int) -> float:
-    """Accountant: an epoch's disjoint batches compose in parallel (max), epochs add up."""
-    per_epoch: dict[int, float] = {}
-    for e in events:
-        ep = int(e.label.split("/")[0])
-        per_epoch[ep] = max(per_epoch.get(ep, 0.0), e.epsilon)
-    return float(sum(per_epoch.values()))
 
 
 @register_method
@@ -84,7 +81,7 @@ class DPSGDCentral(Method):
         lr = spec.lr if spec.lr is not None else DEFAULT_LR
         rng = ctx.noise_rng(0, "dpsgd-c")
         w = np.zeros(X.shape[1])
-        events: list[PureDPEvent] = []
+        ledger = PrivacyLedger("sample")
         t0 = time.perf_counter()
         step = 0
         for epoch in range(spec.epochs):
@@ -101,18 +98,16 @@ class DPSGDCentral(Method):
                 )
                 step += 1
                 w -= lr / math.sqrt(step) * g
-                events.append(PureDPEvent(eps_step, label=f"{epoch}/{step}"))
+            ledger.compose(0, PureDpEvent(eps_step))  # the one batch holding a given row
         train_s = time.perf_counter() - t0
-        eps = dpsgd_epsilon(events, epochs=spec.epochs)
         zt = Xt @ w
         scores = 1.0 / (1.0 + np.exp(-zt)) if task == "logistic" else zt
         return FitResult(
             scores,
             train_s,
-            privacy=PrivacyReport(
-                eps,
+            privacy=ledger.report(
                 0.0,
-                "pure-dp-parallel-per-epoch",
+                target_epsilon=float(spec.epsilon),
                 extra={"epsilon_step": eps_step, "steps": step},
             ),
             fingerprints={0: fingerprint(w)},

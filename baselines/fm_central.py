@@ -25,8 +25,7 @@ from securevfl.methods.fm_vfl import (
     single_coefficients,
     solve_noisy_quadratic,
 )
-from securevfl.privacy.events import PrivacyReport
-from securevfl.privacy.functional import block_events, block_sensitivities, fm_epsilons
+from securevfl.privacy.functional import block_sensitivities, fm_ledger
 
 
 def central_fm(
@@ -39,7 +38,7 @@ def central_fm(
     ridge: float = 1.0,
     unit_noise: tuple[np.ndarray, np.ndarray, float] | None = None,
 ):
-    """FM on pooled box-bounded data; returns (w, scale, Δ_f, events).
+    """FM on pooled box-bounded data; returns (w, scale, Δ_f, privacy ledger).
 
     ``unit_noise`` = (upper-triangular Lap(1) matrix, Lap(1) vector, Lap(1) scalar) replaces the
     draws of ``rng`` (Claim 1 test: the same draws as a VFL run).
@@ -52,7 +51,7 @@ def central_fm(
         unit_noise = (laplace_upper(rng, d, 1.0), rng.laplace(0.0, 1.0, d), rng.laplace(0.0, 1.0))
     E_U, E_l, _ = unit_noise
     w = solve_noisy_quadratic(lam + scale * E_l, U + scale * E_U, scale=scale, ridge=ridge)
-    return w, scale, sens[(0, 0)], block_events(sens, {(0, 0): scale}, {(0, 0): 1})
+    return w, scale, sens[(0, 0)], fm_ledger(sens, {(0, 0): scale})
 
 
 @register_method
@@ -83,7 +82,7 @@ class CentralFM(Method):
             X = np.hstack([np.ones((len(X), 1)), X])
             Xt = np.hstack([np.ones((len(Xt), 1)), Xt])
         t0 = time.perf_counter()
-        w, scale, delta_f, events = central_fm(
+        w, scale, delta_f, ledger = central_fm(
             task,
             X,
             y,
@@ -92,13 +91,11 @@ class CentralFM(Method):
             ridge=float(ctx.spec.option("ridge", self)),
         )
         train_s = time.perf_counter() - t0
-        eps, _ = fm_epsilons(events)
         z = Xt @ w
         scores = 1.0 / (1.0 + np.exp(-z)) if task == "logistic" else z
-        privacy = PrivacyReport(
-            eps,
+        privacy = ledger.report(
             0.0,
-            "fm-laplace-composition",
+            target_epsilon=ctx.spec.epsilon,
             extra={"delta_f": delta_f, "d": X.shape[1], "scale": scale},
         )
         return FitResult(

@@ -181,8 +181,12 @@ class Method(ABC):
                 f"option --{sorted(unknown)[0].replace('_', '-')} does not apply to method "
                 f"{self.name!r} (its options: {sorted(self.options) or 'none'})"
             )
-        if self.private and spec.epsilon is None:
+        if self.epsilon_required(spec) and spec.epsilon is None:
             raise ConfigError(f"method {self.name!r} is private: epsilon must be given")
+
+    def epsilon_required(self, spec: RunSpec) -> bool:
+        """Whether the spec must give --epsilon (private methods calibrate their noise to it)."""
+        return self.private
 
     @abstractmethod
     def fit(self, ctx: RunContext) -> FitResult:

@@ -40,15 +40,14 @@ from securevfl.methods.base import (
     parse_bool,
     register_method,
 )
-from securevfl.privacy.events import PrivacyReport
 from securevfl.privacy.functional import (
     BUDGETS,
-    block_events,
     block_sensitivities,
     bottom_up_scales,
-    fm_epsilons,
+    fm_ledger,
     global_sensitivity,
     party_sensitivity,
+    target_bottom_up_scales,
     top_down_scales,
 )
 
@@ -139,10 +138,10 @@ def assemble_objective(
     return lam, U
 
 
-def parse_party_epsilons(text: str, K: int, epsilon: float) -> list[float]:
-    """``"1,0.5"`` -> one ε^(k) per data party; empty: every party picks --epsilon."""
+def parse_party_epsilons(text: str, K: int) -> list[float] | None:
+    """``"1,0.5"`` -> one ε^(k) per data party; empty: None."""
     if not str(text).strip():
-        return [float(epsilon)] * K
+        return None
     try:
         vals = [float(t) for t in str(text).split(",")]
     except ValueError:
@@ -186,7 +185,8 @@ class FMVFL(Method):
         "party_epsilons": Option(
             str,
             "",
-            "bottom-up: comma-separated epsilon^(k) per data party (default: --epsilon for each)",
+            "bottom-up: comma-separated epsilon^(k) each data party offers (instead of "
+            "--epsilon; without it, equal offers scaled so the global epsilon is --epsilon)",
         ),
         "intercept": Option(
             parse_bool,
@@ -207,7 +207,20 @@ class FMVFL(Method):
                 f"mpc_impl must be 'vectorized' or 'naive', got {spec.option('mpc_impl', self)!r}"
             )
         check_positive("ridge", spec.option("ridge", self), strict=False)
-        parse_party_epsilons(spec.option("party_epsilons", self), spec.parties, spec.epsilon)
+        offers = parse_party_epsilons(spec.option("party_epsilons", self), spec.parties)
+        if offers is not None and spec.option("budget", self) != "bottom-up":
+            raise ConfigError(
+                "party_epsilons applies to budget 'bottom-up', got budget "
+                f"{spec.option('budget', self)!r}"
+            )
+        if offers is not None and spec.epsilon is not None:
+            raise ConfigError(
+                "epsilon must not be given with party_epsilons (the parties' offers set the "
+                f"budget), got --epsilon {spec.epsilon}"
+            )
+
+    def epsilon_required(self, spec: RunSpec) -> bool:
+        return not str(spec.options.get("party_epsilons", "")).strip()
 
     def fit(self, ctx: RunContext) -> FitResult:
         rt, info, spec = ctx.rt, ctx.info, ctx.spec
@@ -217,11 +230,13 @@ class FMVFL(Method):
         t0 = time.perf_counter()
         dims = [info.features_per_party[k] + (1 if k == 0 and intercept else 0) for k in range(K)]
         sens = block_sensitivities(task, dims)
+        offers = parse_party_epsilons(spec.option("party_epsilons", self), K)
         if spec.option("budget", self) == "top-down":
             scales = top_down_scales(sens, spec.epsilon)
+        elif offers is None:
+            scales = target_bottom_up_scales(sens, spec.epsilon)
         else:
-            eps_k = parse_party_epsilons(spec.option("party_epsilons", self), K, spec.epsilon)
-            scales = bottom_up_scales(sens, eps_k)
+            scales = bottom_up_scales(sens, offers)
         alpha, c = factors(task)
         X = {k: _box(ctx, k, intercept) for k in ctx.views if k < K}
         v = label_vector(task, ctx.views[0].y_train) if rt.here(0) else None
@@ -296,17 +311,15 @@ class FMVFL(Method):
         if rt.here(0):
             z = sum(got.values())
             scores = 1.0 / (1.0 + np.exp(-z)) if task == "logistic" else z
-        events = block_events(sens, scales, {p: 1 for p in sens})
-        eps, per_party = fm_epsilons(events)
         delta_f = global_sensitivity(sens)
-        privacy = PrivacyReport(
-            epsilon=eps,
-            delta=0.0,
-            accountant="fm-laplace-composition",
-            per_party={
-                k: {"epsilon": per_party[k], "sensitivity": party_sensitivity(sens, k)}
-                for k in range(K)
-            },
+        privacy = fm_ledger(sens, scales).report(
+            0.0,
+            target_epsilon=spec.epsilon,
+            outside_guarantee=[
+                "test scoring: each party sends X_k,test w_k in the clear (test rows; the model "
+                "w is post-processing of the noisy objective, so training rows stay covered)"
+            ],
+            per_party_extra={k: {"sensitivity": party_sensitivity(sens, k)} for k in range(K)},
             extra={
                 "delta_f": delta_f,
                 "budget": spec.option("budget", self),

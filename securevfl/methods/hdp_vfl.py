@@ -1,29 +1,44 @@
-"""HDP-VFL: Gaussian-perturbed intermediate results for vertical GLMs (Algorithm 1 of the paper).
+"""HDP-VFL: Gaussian-perturbed intermediate results for vertical GLMs (Algorithm 1 of the paper),
+with the passive parties' received derivative clipped so that the printed ε holds.
 
 Every passive party sends Sec[IR_B] = X_B w_B + N(0, σ_B² I); the active party returns
 Sec[IR_A] = ∂ℓ/∂θ + N(0, σ_A² I) and uses the exact derivative for its own gradient; every
-party clips its weight block to norm k after the (penalised) update. σ_A and σ_B are calibrated
-from the L2 sensitivities of the whole streams (Lemmas 3 and 4, ``privacy/hdp_sensitivity.py``)
-with the classic or the analytic Gaussian mechanism; the record reports each stream's (ε, δ)
-(Theorem 1) and the joint-DP view on the weights (Theorem 2).
+passive party clips the noisy derivative it receives to [-c, c] (``derivative_clip``, default the
+loss's L) — the departure from the paper that makes its Lemma 3 hold (derivation in
+``privacy/hdp_sensitivity.py``); every party clips its weight block to norm k after the
+(penalised) update. Test scores reach the active party through the same Gaussian mechanism
+(``eval=private``, accounted) unless ``eval=plain`` is asked for (then the record voids ε).
+
+Privacy unit ``party-row``: one row of one party's block (the active party's: its columns and
+label). Each party's stream is composed epoch by epoch in a ``PrivacyLedger`` as the epochs end;
+σ_A and σ_B are calibrated to the requested (ε, δ) for each stream's total sensitivity (training
+plus private scoring), and the record reports the exact ε of the σ used (per party; the headline
+is the largest). Theorem 2 (joint DP on the weights): a weight vector of party j != i depends on
+party i's data only through party i's noisy stream, so the joint-DP guarantee of the other
+parties' weights w.r.t. party i's data is party i's stream guarantee.
 
 Intercept (option ``intercept``): Algorithm 1 has none, but our features are min-max scaled to
 [-1, 1], not centred, and without a bias the model barely learns. ``clipped`` (default, = true):
 the bias is a weight on a constant feature 1 at the active party, clipped with w_A; ``free``: the
 bias is its own parameter of the active party, updated with the exact derivative and never
-clipped; ``none`` (= false) runs Algorithm 1 exactly, with the paper's formulas (c = 1). Both
-bias variants use the same re-derived bounds (row norm c = sqrt(2); derivation in
-``privacy/hdp_sensitivity.py``).
+clipped; ``none`` (= false) runs Algorithm 1 exactly. Both bias variants use row norm
+c = sqrt(2) on the active side.
 
 Threshold (option ``threshold``): ``trained`` predicts sign(x·w + b) as fitted; ``deconvolved``
 lets the active party refit the decision threshold from the noisy scores it already received and
-its own labels (``deconvolved_threshold``): post-processing under Theorems 1-2, no extra release.
+its own labels (``deconvolved_threshold``): post-processing, no extra release.
+
+Tuning (``tune``): 5-fold CV inside the training split, every fold run private (scored through the
+private path, all events composed). The chosen (epochs, clip_norm) is computed from the active
+party's exact labels and sent to the passive parties outside any mechanism, so a tuned run
+reports no ε (``privacy.epsilon`` null, the reason in ``outside_guarantee``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -42,16 +57,16 @@ from securevfl.methods.base import (
     register_method,
 )
 from securevfl.models.glm import GLMLoss
-from securevfl.privacy.accountants import CALIBRATIONS, GaussianStreamAccountant
-from securevfl.privacy.analytic_gaussian import analytic_gaussian_sigma
-from securevfl.privacy.events import GaussianEvent
+from securevfl.privacy.accountant import PrivacyLedger
+from securevfl.privacy.events import gaussian_event
 from securevfl.privacy.hdp_sensitivity import (
-    active_sensitivity,
+    active_epoch_sensitivities,
     check_lr,
     max_stable_lr,
-    passive_sensitivity,
+    passive_epoch_sensitivities,
+    scoring_sensitivity,
 )
-from securevfl.privacy.mechanisms import classic_gaussian_sigma
+from securevfl.privacy.mechanisms import CALIBRATIONS, gaussian_sigma
 from securevfl.training import GLMHooks, glm_fingerprints, n_batches, predict_glm, train_glm
 from securevfl.training.glm_trainer import DEFAULT_GLM_LR, GLMState, resolve_loss
 
@@ -83,19 +98,35 @@ class NoiseStream:
         return out
 
 
+@dataclass
+class StreamPlan:
+    """The public quantities of one HDP run: noise scales and per-epoch sensitivities."""
+
+    sigma_a: float
+    sigma_b: float
+    active_epochs: list[float]  # Δ_A,m, m = 1..e
+    passive_epochs: list[float]  # Δ_B,m
+    scoring: float  # Δ of a passive party's private test scores (0 with plain scoring)
+    derivative_clip: float
+    facts: dict[str, Any]
+
+
 class HDPHooks(GLMHooks):
-    """Algorithm 1's plug points: noisy IR_B, noisy derivative back, weight-norm clipping."""
+    """Algorithm 1's plug points: noisy IR_B, noisy derivative back (clipped where received),
+    weight-norm clipping, private scoring; each epoch's releases go into the ledger."""
 
     def __init__(
-        self, ctx: RunContext, *, sigma_a: float, sigma_b: float, clip: float, tag: str
+        self, ctx: RunContext, plan: StreamPlan, ledger: PrivacyLedger, *, clip: float, tag: str
     ) -> None:
-        self.sigma_a, self.sigma_b, self.clip = sigma_a, sigma_b, clip
+        self.plan, self.ledger, self.clip = plan, ledger, clip
         self.recorded: list[tuple[int, np.ndarray]] = []
         self.mean_deriv: list[float] = []
         chunk = ctx.info.n_train  # about one epoch of draws per refill
         # one generator per party living here: party k's noise never depends on another's draws
         self.noise = {
-            k: NoiseStream(ctx.noise_rng(k, f"hdp/{tag}"), sigma_a if k == 0 else sigma_b, chunk)
+            k: NoiseStream(
+                ctx.noise_rng(k, f"hdp/{tag}"), plan.sigma_a if k == 0 else plan.sigma_b, chunk
+            )
             for k in ctx.rt.local_parties
         }
 
@@ -111,12 +142,36 @@ class HDPHooks(GLMHooks):
                 self.recorded.append((step, np.array(deriv, dtype=float)))
         return deriv + self.noise[0].take(len(deriv))
 
-    def active_uses_exact(self) -> bool:
-        return True
+    def received_derivative(self, ctx: RunContext, k: int, deriv: np.ndarray) -> np.ndarray:
+        c = self.plan.derivative_clip
+        return np.clip(deriv, -c, c)  # bounds every per-row gradient: the passive bound holds
 
     def after_update(self, ctx: RunContext, k: int, w: np.ndarray) -> np.ndarray:
         norm = math.sqrt(float(w @ w))
         return w if norm <= self.clip else w * (self.clip / norm)
+
+    def end_epoch(self, ctx: RunContext, epoch: int) -> None:
+        plan = self.plan
+        self.ledger.compose(
+            0, gaussian_event(sigma=plan.sigma_a, sensitivity=plan.active_epochs[epoch])
+        )
+        for k in range(1, ctx.info.data_parties):
+            self.ledger.compose(
+                k, gaussian_event(sigma=plan.sigma_b, sensitivity=plan.passive_epochs[epoch])
+            )
+
+    def score_message(self, ctx: RunContext, k: int, scores: np.ndarray) -> np.ndarray:
+        if self.plan.scoring == 0:
+            return scores
+        return scores + self.noise[k].take(len(scores))
+
+    def scored(self, ctx: RunContext) -> None:
+        """Record the scoring release of every passive party (call after scoring)."""
+        if self.plan.scoring > 0:
+            for k in range(1, ctx.info.data_parties):
+                self.ledger.compose(
+                    k, gaussian_event(sigma=self.plan.sigma_b, sensitivity=self.plan.scoring)
+                )
 
 
 # losses whose derivative is not bounded for every θ: their constants fail under θ-noise
@@ -149,45 +204,43 @@ def loss_constants(loss: GLMLoss) -> tuple[float, float, float, float]:
     return tuple(float(c) for c in consts)  # type: ignore[return-value]
 
 
-def calibrate(calibration: str, *, epsilon: float, delta: float, sensitivity: float) -> float:
-    """σ for one stream from (ε, δ, Δ)."""
-    if calibration == "classic":
-        return classic_gaussian_sigma(epsilon=epsilon, delta=delta, sensitivity=sensitivity)
-    return analytic_gaussian_sigma(epsilon=epsilon, delta=delta, sensitivity=sensitivity)
-
-
-def stream_sensitivities(
+def plan_streams(
     ctx: RunContext,
     loss: GLMLoss,
     *,
     epochs: int,
     clip: float,
     lr: float,
+    calibration: str,
+    derivative_clip: float,
+    score_rows: int,
     feature_norm: float = 1.0,
-) -> tuple[float, float, dict[str, float]]:
-    """(Δ_A, Δ_B, the public quantities they were computed from) for this run's batching."""
+) -> StreamPlan:
+    """Sensitivities of this run's batching and σ_A, σ_B calibrated to the spec's (ε, δ).
+
+    Each stream's σ is calibrated for its whole sensitivity (training epochs, plus the private
+    scoring of ``score_rows`` rows for the passive streams), so a stream's exact ε is the request
+    (``analytic``) or the classic formula's (``classic``, valid only for ε < 1).
+    """
     L, beta_theta, beta_y, k_y = loss_constants(loss)
     n = ctx.info.n_train
     b = min(ctx.spec.batch_size, n)
     r = n_batches(n, b)
     b_min = n - (r - 1) * b  # the trailing batch (== b when b divides n)
-    T = epochs * r
-    common = dict(
-        iterations=T,
-        epochs=epochs,
-        batch_size=b,
-        lr=lr,
-        L=L,
-        k=clip,
-        min_batch=b_min,
-        rows_per_epoch=n,
-        feature_norm=feature_norm,
+    common = dict(epochs=epochs, rows=n, lr=lr, k=clip, min_batch=b_min)
+    d_a = active_epoch_sensitivities(
+        **common, L=L, beta_theta=beta_theta, beta_y=beta_y, k_y=k_y, feature_norm=feature_norm
     )
-    d_b = passive_sensitivity(**common)
-    d_a = active_sensitivity(**common, beta_theta=beta_theta, beta_y=beta_y, k_y=k_y)
+    d_b = passive_epoch_sensitivities(**common, derivative_clip=derivative_clip)
+    d_s = scoring_sensitivity(
+        rows=score_rows, epochs=epochs, lr=lr, derivative_clip=derivative_clip, min_batch=b_min
+    )
+    total_a = math.sqrt(sum(x * x for x in d_a))
+    total_b = math.sqrt(sum(x * x for x in d_b) + d_s * d_s)
+    eps, delta = float(ctx.spec.epsilon), float(ctx.spec.delta)
     facts = {
         "loss": loss.name,
-        "T": T,
+        "T": epochs * r,
         "b": b,
         "b_min": b_min,
         "e": epochs,
@@ -198,8 +251,21 @@ def stream_sensitivities(
         "beta_y": beta_y,
         "k_y": k_y,
         "feature_norm": feature_norm,
+        "derivative_clip": derivative_clip,
+        "sensitivity_a": total_a,
+        "sensitivity_b": total_b,
+        "sensitivity_b_scoring": d_s,
+        "scored_rows": score_rows,
     }
-    return d_a, d_b, facts
+    return StreamPlan(
+        sigma_a=gaussian_sigma(calibration, epsilon=eps, delta=delta, sensitivity=total_a),
+        sigma_b=gaussian_sigma(calibration, epsilon=eps, delta=delta, sensitivity=total_b),
+        active_epochs=d_a,
+        passive_epochs=d_b,
+        scoring=d_s,
+        derivative_clip=derivative_clip,
+        facts=facts,
+    )
 
 
 def with_constant_feature(ctx: RunContext) -> RunContext:
@@ -240,9 +306,14 @@ def parse_intercept(value: Any) -> str:
         ) from None
 
 
-def predict_hdp(ctx: RunContext, state: GLMState, intercept: str) -> np.ndarray | None:
-    """Test scores at the active party (with the constant column when the model has one)."""
-    return predict_glm(with_constant_feature(ctx) if intercept == "clipped" else ctx, state)
+def predict_hdp(
+    ctx: RunContext, state: GLMState, intercept: str, hooks: HDPHooks
+) -> np.ndarray | None:
+    """Test scores at the active party (with the constant column when the model has one); the
+    passive parties' scores go through ``hooks`` (noisy under private scoring, and recorded)."""
+    out = predict_glm(with_constant_feature(ctx) if intercept == "clipped" else ctx, state, hooks)
+    hooks.scored(ctx)
+    return out
 
 
 THRESHOLDS = ("trained", "deconvolved")
@@ -313,38 +384,54 @@ def balanced_batch_size(n: int, batch_size: int) -> int:
     return -(-n // r)
 
 
+EVALS = ("private", "plain")
+
+
 def train_hdp(
     ctx: RunContext,
-    *accts: GaussianStreamAccountant,
+    ledger: PrivacyLedger,
+    *,
     epochs: int,
     clip: float,
     calibration: str,
     tag: str,
+    derivative_clip: float | None = None,
+    scoring: str = "private",
     intercept: str = "clipped",
     threshold: str = "trained",
-) -> tuple[GLMState, float, dict[str, Any]]:
-    """One run of Algorithm 1 at the spec's (ε, δ); its stream events go into each of ``accts``."""
+) -> tuple[GLMState, float, HDPHooks]:
+    """One run of Algorithm 1 (clipped received derivative) at the spec's (ε, δ).
+
+    Each epoch's releases enter ``ledger`` as the epoch ends; the returned hooks score the test
+    split through the same mechanism (``predict_hdp``) and record that release too.
+    """
     b = balanced_batch_size(ctx.info.n_train, ctx.spec.batch_size)
     spec = dataclasses.replace(ctx.spec, epochs=epochs, batch_size=b)
     ctx = dataclasses.replace(ctx, spec=spec)
     loss = resolve_loss(ctx)
     intercept = parse_intercept(intercept)
     c = 1.0 if intercept == "none" else math.sqrt(2.0)
-    beta_theta = float(loss_constants(loss)[1])
+    L, beta_theta = loss_constants(loss)[:2]
     if spec.lr is None:
-        # the trainer's default, lowered to Lemma 2's bound where it exceeds it
+        # the trainer's default, lowered to the active bound where it exceeds it
         lr = min(DEFAULT_GLM_LR, max_stable_lr(beta_theta=beta_theta, lam=spec.lam, feature_norm=c))
         spec = dataclasses.replace(spec, lr=lr)
         ctx = dataclasses.replace(ctx, spec=spec)
     lr = float(spec.lr)
     check_lr(lr, beta_theta=beta_theta, lam=spec.lam, feature_norm=c)
-    d_a, d_b, facts = stream_sensitivities(
-        ctx, loss, epochs=epochs, clip=clip, lr=lr, feature_norm=c
+    plan = plan_streams(
+        ctx,
+        loss,
+        epochs=epochs,
+        clip=clip,
+        lr=lr,
+        calibration=calibration,
+        derivative_clip=L if derivative_clip is None else derivative_clip,
+        score_rows=ctx.info.n_test if scoring == "private" else 0,
+        feature_norm=c,
     )
-    eps, delta = float(spec.epsilon), float(spec.delta)
-    sigma_a = calibrate(calibration, epsilon=eps, delta=delta, sensitivity=d_a)
-    sigma_b = calibrate(calibration, epsilon=eps, delta=delta, sensitivity=d_b)
-    hooks = HDPHooks(ctx, sigma_a=sigma_a, sigma_b=sigma_b, clip=clip, tag=tag)
+    hooks = HDPHooks(ctx, plan, ledger, clip=clip, tag=tag)
+    facts = plan.facts
     if threshold == "deconvolved":
         if loss.name != "logistic":
             raise ConfigError(f"threshold 'deconvolved' needs the logistic loss, got {loss.name!r}")
@@ -371,22 +458,14 @@ def train_hdp(
             th, y01 = theta_from_logistic_derivative(deriv)
             scores.append(th - bias_at[step])
             labels.append(y01)
-        noise_var = (ctx.info.data_parties - 1) * sigma_b**2
+        noise_var = (ctx.info.data_parties - 1) * plan.sigma_b**2
         t, info = deconvolved_threshold(np.concatenate(scores), np.concatenate(labels), noise_var)
         info["trained_bias"] = float(state.bias)
         if t is not None:
             state.bias = -t  # decide x·w >= t: predict_glm adds state.bias to every score
         facts["threshold"] = {"applied": t is not None, **info}
-    events = [GaussianEvent(sigma=sigma_a, sensitivity=d_a, party=0, label=f"{tag}: IR_A")]
-    events += [
-        GaussianEvent(sigma=sigma_b, sensitivity=d_b, party=k, label=f"{tag}: IR_B of party {k}")
-        for k in range(1, ctx.info.data_parties)
-    ]
-    for acct in accts:
-        for ev in events:
-            acct.compose(ev)
-    facts.update(sigma_a=sigma_a, sigma_b=sigma_b, sensitivity_a=d_a, sensitivity_b=d_b)
-    return state, train_s, facts
+    facts.update(sigma_a=plan.sigma_a, sigma_b=plan.sigma_b)
+    return state, train_s, hooks
 
 
 def _fold_context(ctx: RunContext, tr: np.ndarray, va: np.ndarray) -> RunContext:
@@ -404,9 +483,10 @@ def _fold_context(ctx: RunContext, tr: np.ndarray, va: np.ndarray) -> RunContext
 
 def cv_tune(
     ctx: RunContext,
-    acct: GaussianStreamAccountant,
+    ledger: PrivacyLedger,
     *,
     calibration: str,
+    derivative_clip: float | None = None,
     intercept: str = "clipped",
     threshold: str = "trained",
     folds: int = 5,
@@ -414,10 +494,9 @@ def cv_tune(
     """The paper's tuning: 5-fold CV on the training split over e x k; returns (e, k, table).
 
     The CV score is the validation AUC for binary tasks (accuracy otherwise, -MSE for regression).
-
-    Every CV run is itself a DP run and its events enter ``acct`` (so the reported ε includes
-    the cost of tuning). Validation scoring sends plain X_k w_k of validation rows, as ordinary
-    VFL inference does; that traffic is outside the accounted streams (noted in the record).
+    Every CV run is a private run whose releases (its streams and the private scores of its
+    validation rows) enter ``ledger``. The choice itself is computed from the active party's
+    exact labels and broadcast: outside any mechanism (the caller voids ε).
     """
     n = ctx.info.n_train
     if n < folds * 2:
@@ -433,17 +512,18 @@ def cv_tune(
                 for f in range(folds):
                     tr = np.concatenate([parts[j] for j in range(folds) if j != f])
                     sub = _fold_context(ctx, tr, parts[f])
-                    state, _, _ = train_hdp(
+                    state, _, hooks = train_hdp(
                         sub,
-                        acct,
+                        ledger,
                         epochs=e,
                         clip=k,
                         calibration=calibration,
                         tag=f"cv/{e}/{k}/{f}",
+                        derivative_clip=derivative_clip,
                         intercept=intercept,
                         threshold=threshold,
                     )
-                    pred = predict_hdp(sub, state, intercept)
+                    pred = predict_hdp(sub, state, intercept, hooks)
                     if ctx.rt.here(label):
                         m = metrics_for(ctx.info.task, sub.views[label].y_test, pred)
                         # higher is better: AUC where defined (accuracy ties at the majority
@@ -460,6 +540,21 @@ def cv_tune(
     return int(best[0]), float(best[1]), table
 
 
+def parse_derivative_clip(value: Any) -> float | None:
+    """'auto' (the loss's L) or a number > 0."""
+    if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
+        return None
+    try:
+        c = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"derivative_clip must be 'auto' or a number > 0, got {value!r}"
+        ) from None
+    if not (math.isfinite(c) and c > 0):
+        raise ConfigError(f"derivative_clip must be 'auto' or a finite number > 0, got {value!r}")
+    return c
+
+
 @register_method
 class HDPVFL(Method):
     name = "hdp-vfl"
@@ -471,10 +566,24 @@ class HDPVFL(Method):
         "calibration": Option(
             str,
             "analytic",
-            "noise calibration: classic (paper, eps<1) or analytic (Balle & Wang 2018)",
+            "noise calibration: analytic (exact, Balle & Wang 2018) or classic (the paper's "
+            "formula, valid for eps<1; the record reports the true eps of the sigma used)",
             CALIBRATIONS,
         ),
         "clip_norm": Option(float, 1.0, "weight-norm bound k of each party's block"),
+        "derivative_clip": Option(
+            parse_derivative_clip,
+            "auto",
+            "range [-c, c] the passive parties clip the received noisy derivative to (what "
+            "makes the passive stream's bound hold); auto: the loss's L (logistic 1)",
+        ),
+        "eval": Option(
+            str,
+            "private",
+            "test scoring: private (passive parties add their Gaussian noise to X_k w_k, "
+            "accounted) or plain (exact scores; voids the passive parties' guarantee)",
+            EVALS,
+        ),
         "intercept": Option(
             parse_intercept,
             "clipped",
@@ -495,7 +604,8 @@ class HDPVFL(Method):
             parse_bool,
             False,
             "5-fold CV on the training split over epochs "
-            f"{list(TUNE_EPOCHS)} x clip_norm {list(TUNE_CLIP)} (overrides both)",
+            f"{list(TUNE_EPOCHS)} x clip_norm {list(TUNE_CLIP)} (overrides both; the choice "
+            "is not private, so a tuned run reports no epsilon)",
         ),
     }
 
@@ -509,8 +619,13 @@ class HDPVFL(Method):
         if cal not in CALIBRATIONS:
             raise ConfigError(f"calibration must be one of {list(CALIBRATIONS)}, got {cal!r}")
         check_positive("clip_norm", spec.option("clip_norm", self))
+        parse_derivative_clip(spec.option("derivative_clip", self))
         parse_bool(spec.option("tune", self))
         parse_intercept(spec.option("intercept", self))
+        if spec.option("eval", self) not in EVALS:
+            raise ConfigError(
+                f"eval must be one of {list(EVALS)}, got {spec.option('eval', self)!r}"
+            )
         if spec.option("threshold", self) not in THRESHOLDS:
             raise ConfigError(
                 f"threshold must be one of {list(THRESHOLDS)}, "
@@ -526,14 +641,24 @@ class HDPVFL(Method):
         spec = ctx.spec
         calibration = spec.option("calibration", self)
         clip = float(spec.option("clip_norm", self))
+        dclip = parse_derivative_clip(spec.option("derivative_clip", self))
+        scoring = spec.option("eval", self)
         epochs = spec.epochs
         intercept = parse_intercept(spec.option("intercept", self))
         threshold = spec.option("threshold", self)
-        acct = GaussianStreamAccountant(calibration)
+        delta = float(spec.delta)
+        ledger = PrivacyLedger("party-row")
         extra: dict[str, Any] = {}
-        if parse_bool(spec.option("tune", self)):
+        outside: list[str] = []
+        tuned = parse_bool(spec.option("tune", self))
+        if tuned:
             epochs, clip, table = cv_tune(
-                ctx, acct, calibration=calibration, intercept=intercept, threshold=threshold
+                ctx,
+                ledger,
+                calibration=calibration,
+                derivative_clip=dclip,
+                intercept=intercept,
+                threshold=threshold,
             )
             extra["tuning"] = {
                 "chosen_epochs": epochs,
@@ -541,31 +666,70 @@ class HDPVFL(Method):
                 "cv": table,
                 "runs": len(TUNE_EPOCHS) * len(TUNE_CLIP) * 5,
             }
-        final = GaussianStreamAccountant(calibration)
-        state, train_s, facts = train_hdp(
+            outside.append(
+                "tuning: the chosen (epochs, clip_norm), computed from the active party's exact "
+                "labels, is sent to the passive parties outside any mechanism"
+            )
+        final = PrivacyLedger("party-row")
+        state, train_s, hooks = train_hdp(
             ctx,
-            acct,
-            final,
+            _Tee(ledger, final),
             epochs=epochs,
             clip=clip,
             calibration=calibration,
             tag="final",
+            derivative_clip=dclip,
+            scoring=scoring,
             intercept=intercept,
             threshold=threshold,
         )
-        priv_extra: dict[str, Any] = {"stream": facts}
-        if "tuning" in extra:
-            priv_extra["epsilon_final_training_only"] = final.get_epsilon(float(spec.delta))
-            priv_extra["tuning_note"] = (
-                "epsilon includes the 45 cross-validation runs (Gaussian composition); "
-                "validation scoring traffic is not part of the accounted streams"
+        scores = predict_hdp(ctx, state, intercept, hooks)
+        if scoring == "plain":
+            outside.append(
+                "eval=plain: test scores X_k,test w_k are sent in the clear; w_k is computed "
+                "from party k's exact rows, so the passive parties' guarantee does not hold"
             )
-        report = acct.report(float(spec.delta), extra=priv_extra)
+        facts = hooks.plan.facts
+        priv_extra: dict[str, Any] = {"stream": facts}
+        if tuned:
+            priv_extra["epsilon_final_run_only"] = final.epsilon(delta)
+        sigma = {0: facts["sigma_a"]}
+        sigma.update({k: facts["sigma_b"] for k in range(1, ctx.info.data_parties)})
+        sens = {0: facts["sensitivity_a"]}
+        sens.update({k: facts["sensitivity_b"] for k in range(1, ctx.info.data_parties)})
+        report = ledger.report(
+            delta,
+            outside_guarantee=outside,
+            target_epsilon=float(spec.epsilon),
+            void=bool(outside),
+            per_party_extra={k: {"sigma": sigma[k], "sensitivity": sens[k]} for k in sigma},
+            extra=priv_extra,
+        )
+        achieved = ledger.epsilon(delta)
+        if calibration == "classic" and achieved > float(spec.epsilon) * (1 + 1e-9):
+            report.extra["warning"] = (
+                f"classic Gaussian calibration misses the target here: the true epsilon of its "
+                f"sigma is {achieved:.4g} for the requested {float(spec.epsilon):.4g}"
+            )
         extra["sigma_a"], extra["sigma_b"] = facts["sigma_a"], facts["sigma_b"]
         return FitResult(
-            predict_hdp(ctx, state, intercept),
+            scores,
             train_s,
             privacy=report,
             fingerprints=glm_fingerprints(state),
             extra=extra,
         )
+
+
+class _Tee(PrivacyLedger):
+    """Records every release in two ledgers (the run's total and the final run's own)."""
+
+    def __init__(self, *ledgers: PrivacyLedger) -> None:
+        super().__init__(ledgers[0].unit)
+        self.ledgers = ledgers
+
+    def compose(
+        self, party: int | None, event: Any, count: int = 1, *, sample: bool = True
+    ) -> None:
+        for led in self.ledgers:
+            led.compose(party, event, count, sample=sample)

@@ -92,6 +92,8 @@ class Accountant:
             return "rdp (dp_accounting)"
         if not self.others:
             return "pld (dp_accounting; Gaussian releases composed exactly, Balle-Wang epsilon)"
+        if self.pure_epsilon() is not None:
+            return "pld (dp_accounting; pure-DP releases composed exactly at delta = 0)"
         return "pld (dp_accounting)"
 
     def supports(self, event: dp_event.DpEvent) -> bool:
@@ -223,26 +225,51 @@ def _both_directions(
 
 
 class PrivacyLedger:
-    """The accountants of one run: one per protected party, all in one privacy unit."""
+    """The accountants of one run, in both privacy units.
+
+    ``parties[k]`` composes the releases that depend on party k's block (unit ``party-row``:
+    one row of party k changes); ``sample`` composes every release once (unit ``sample``: one
+    row changes in every block, so every release may move). The record's headline is the
+    ledger's ``unit``: the largest party ε for ``party-row``, the sample accountant's ε for
+    ``sample``; ``by_unit`` gives both.
+    """
 
     def __init__(self, unit: str, kind: str = "pld") -> None:
         PrivacyReport(epsilon=0.0, delta=0.0, accountant="", unit=unit)  # validates the unit
         self.unit, self.kind = unit, kind
         self.parties: dict[int, Accountant] = {}
+        self.sample = Accountant(kind)
 
-    def compose(self, party: int, event: dp_event.DpEvent, count: int = 1) -> None:
-        """Record a release that protects ``party``'s data."""
-        self.parties.setdefault(int(party), Accountant(self.kind)).compose(event, count)
+    def compose(
+        self, party: int | None, event: dp_event.DpEvent, count: int = 1, *, sample: bool = True
+    ) -> None:
+        """Record a release that depends on ``party``'s rows (None: on no single party's) and,
+        unless ``sample`` is False, in the sample accountant too."""
+        if party is not None:
+            self.parties.setdefault(int(party), Accountant(self.kind)).compose(event, count)
+        if sample:
+            self.sample.compose(event, count)
 
     def epsilon(self, delta: float, party: int | None = None) -> float:
-        """ε of one party, or the largest over the parties (0 when nothing was released)."""
+        """ε in the ledger's unit, or of one party (party-row) when ``party`` is given."""
         if party is not None:
             return self.parties[party].get_epsilon(delta) if party in self.parties else 0.0
+        if self.unit == "sample":
+            return self.sample.get_epsilon(delta)
         return max((a.get_epsilon(delta) for a in self.parties.values()), default=0.0)
+
+    def by_unit(self, delta: float) -> dict[str, float]:
+        out = {}
+        if self.parties:
+            out["party-row"] = max(a.get_epsilon(delta) for a in self.parties.values())
+        if self.sample.releases:
+            out["sample"] = self.sample.get_epsilon(delta)
+        return out
 
     @property
     def name(self) -> str:
-        names = {a.name for a in self.parties.values()}
+        accts = [*self.parties.values(), self.sample]
+        names = {a.name for a in accts if a.releases}
         return names.pop() if len(names) == 1 else "pld (dp_accounting)"
 
     def report(
@@ -255,12 +282,14 @@ class PrivacyLedger:
         per_party_extra: Mapping[int, Mapping[str, object]] | None = None,
         extra: Mapping[str, object] | None = None,
     ) -> PrivacyReport:
-        """The record's ``privacy``: ε = max over parties (None when ``void``: see outside)."""
+        """The record's ``privacy`` (ε None when ``void``: ``outside_guarantee`` says why)."""
         per_party: dict[int, dict[str, object]] = {}
         for p, acct in sorted(self.parties.items()):
             per_party[p] = {"epsilon": acct.get_epsilon(delta), "releases": acct.releases}
             per_party[p].update((per_party_extra or {}).get(p, {}))
         eps = None if void else self.epsilon(delta)
+        more: dict[str, object] = {"by_unit": self.by_unit(delta)}
+        more.update(extra or {})
         return PrivacyReport(
             epsilon=eps,
             delta=delta,
@@ -269,7 +298,7 @@ class PrivacyLedger:
             per_party=per_party,
             outside_guarantee=tuple(outside_guarantee),
             target_epsilon=target_epsilon,
-            extra=dict(extra or {}),
+            extra=more,
         )
 
 

@@ -27,41 +27,29 @@ Budgets. Top-down: every coefficient gets Lap(Δ_f/ε), so block G costs Δ_G ε
 blocks sum to ε (Theorem 1); party k's ε^(k) = Δ^(k)/Δ_f ε (Theorem 2). Bottom-up (Section
 III-D): party k picks ε^(k) and spreads it evenly over the blocks it takes part in; a cross
 block takes the smaller of its two parties' offers (both must agree, "jointly decide"), and
-gets Lap(Δ_G/ε_G). The global ε is the basic composition Σ_G ε_G. Corollary 1 as printed
+gets Lap(Δ_G/ε_G). The global ε is the basic composition Σ_G ε_G. Given a global target ε
+instead of the parties' own offers, equal offers are scaled so that Σ_G ε_G is the target.
+Corollary 1 as printed
 (Σ Δ_f/Δ_g^k ε^k + ...) is garbled: by the proof of Theorem 1 a block with Lap(Δ_G/ε_G)
 costs exactly ε_G against a change of one full row, so the sum is what the blocks spend.
+
+Units: the headline is ``sample`` (one full row changes: every block moves, Theorem 1); party k's
+``party-row`` figure composes the blocks that touch k (Theorem 2). ``fm_ledger`` records each
+block as one Laplace release in both.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from securevfl.errors import ConfigError, check_positive
+from securevfl.privacy.accountant import PrivacyLedger
+from securevfl.privacy.events import laplace_event
 
 TASKS = ("linear", "logistic")
 BUDGETS = ("top-down", "bottom-up")
 
 Block = tuple[int, int]
-
-
-@dataclass(frozen=True)
-class FMBlockEvent:
-    """One block of coefficients released with Laplace(scale) noise on each coefficient."""
-
-    block: Block
-    scale: float
-    sensitivity: float
-    count: int
-
-    @property
-    def parties(self) -> tuple[int, ...]:
-        return tuple(sorted(set(self.block)))
-
-    @property
-    def epsilon(self) -> float:
-        # pure-DP Laplace: L1 sensitivity / scale, whatever the number of coefficients
-        return self.sensitivity / self.scale if self.scale > 0 else float("inf")
 
 
 def paper_delta_f(task: str, d: int) -> float:
@@ -128,16 +116,23 @@ def bottom_up_scales(
     return {b: v / min(offer[b[0]], offer[b[1]]) for b, v in blocks.items()}
 
 
-def block_events(
-    blocks: dict[Block, float], scales: dict[Block, float], counts: dict[Block, int]
-) -> list[FMBlockEvent]:
-    """The privacy events of one FM release."""
-    return [FMBlockEvent(b, scales[b], blocks[b], counts.get(b, 0)) for b in sorted(blocks)]
+def fm_ledger(blocks: dict[Block, float], scales: dict[Block, float]) -> PrivacyLedger:
+    """The privacy ledger of one FM release: each block is one Laplace(scale_G) release of L1
+    sensitivity Δ_G (its coefficients share the L1 bound), recorded once in the sample
+    accountant and under each party it touches."""
+    ledger = PrivacyLedger("sample")
+    for blk in sorted(blocks):
+        ev = laplace_event(scale=scales[blk], sensitivity=blocks[blk])
+        for k in sorted(set(blk)):
+            ledger.compose(k, ev, sample=False)
+        ledger.compose(None, ev)
+    return ledger
 
 
-def fm_epsilons(events: Sequence[FMBlockEvent]) -> tuple[float, dict[int, float]]:
-    """Accountant: global ε = Σ_G Δ_G/scale_G (basic composition of Laplace releases, Theorem 1)
-    and per-party ε^(k) = Σ over the blocks touching k (Theorem 2)."""
-    total = float(sum(e.epsilon for e in events))
-    parties = sorted({k for e in events for k in e.parties})
-    return total, {k: float(sum(e.epsilon for e in events if k in e.parties)) for k in parties}
+def target_bottom_up_scales(blocks: dict[Block, float], epsilon: float) -> dict[Block, float]:
+    """Bottom-up with equal offers, scaled so that the global ε Σ_G Δ_G/scale_G is ``epsilon``."""
+    check_positive("epsilon", epsilon)
+    n = 1 + max(max(b) for b in blocks)
+    scales = bottom_up_scales(blocks, [1.0] * n)
+    total = sum(blocks[b] / scales[b] for b in blocks)
+    return {b: v * total / epsilon for b, v in scales.items()}

@@ -1,58 +1,74 @@
-"""L2 sensitivities of HDP-VFL's intermediate-result streams (Lemmas 2-4 of the HDP-VFL paper).
+"""L2 sensitivities of HDP-VFL's released streams, for the algorithm as we run it.
 
-What we concluded from the proofs in Appendix B (the extracted statements are garbled):
+What is released (per minibatch step t, all parties): every passive party k sends
+IR~_k = X_k,batch·w_k + N(0, σ_B² I) to the active party; the active party returns
+h~ = h(θ) + N(0, σ_A² I), h = ∂ℓ/∂θ, to the passive parties. The active party updates its block
+(and bias) with the exact h; **every passive party clips the h~ it receives to [-c, c]** (c public,
+option ``derivative_clip``) before using it. At test time each passive party sends
+X_k,test·w_k + N(0, σ_B² I) (option ``eval=private``).
 
-* Lemma 2 (B.1). Two runs on neighbouring data share every minibatch and every noise draw
-  (coupling). A step whose batch does not contain the changed row is non-expansive when
-  η <= 2/β (β: smoothness of the per-sample loss in w, here β_θ·||x||² + λ <= β_θ + λ); a step
-  whose batch contains it grows ||w - w'|| by at most 2ηL/b (two gradients of norm <= L, averaged
-  over b). Each row appears once per epoch, so after T = e·r steps Δw_T <= 2eηL/b.
-* Lemma 3 (B.2, passive party, IR_B = X_B w_B). A step without the changed row moves each of its
-  b entries by at most ||x||·Δw <= Δw, i.e. b·Δw² in squared norm; a step with it adds
-  (Δw + 2k)² - Δw² = 4kΔw + 4k² for that entry (|w·x - w'·x'| <= Δw + k·||x - x'|| <= Δw + 2k).
-  Summed over the T steps, e of which contain the row:
-      Δ_B² = T·b·Δw_T² + e·(4k·Δw_T + 4k²)
-           = 4·T·e²·η²·L²/b + 8·k·e²·η·L/b + 4·k²·e.
-  This is the issue's reading; the 1/b factors come from substituting Δw_T = 2eηL/b.
-* Lemma 4 (B.3, active party, IR_A = h(θ, y) = ∂ℓ/∂θ). h is β_θ-Lipschitz in θ, so in w with
-  constant β_w = β_θ, in x with β_x = β_θ·k, and β_y-Lipschitz in y with |y - y'| <= 2k_y.
-  Unchanged rows give b·(β_θΔw)²; the step with the changed row adds
-  2·(2β_θk + 2β_yk_y)·β_θΔw + (2β_θk + 2β_yk_y)². Summed and with Δw_T = 2eηL/b:
-      Δ_A² = 4·β_θ²·L²·T·e²·η²/b + 8·(β_θk + β_yk_y)·β_θ·L·e²·η/b + 4·(β_θk + β_yk_y)²·e.
-  Again the issue's reading.
+Why the seed paper's Lemma 3 does not cover its own Algorithm 1 (and why we clip)
+-----------------------------------------------------------------------------------
+Lemma 3 bounds the passive stream's sensitivity through Lemma 2's weight drift
+Δw_T <= 2eηL/b, which needs every per-row gradient of the passive block to be at most L·||x||.
+But the passive party's gradient is h~_i·x_i with h~_i = h_i + Z_A,i: for the changed row the
+Gaussian term does not cancel, so the drift is unbounded (an audit measured shifts up to 2.4x the
+Δ_B in use, in a third of draws). Clipping h~ to [-c, c] bounds every per-row gradient by c·||x||.
 
-The intercept (our trainer's bias at the active party, absent from Algorithm 1) is a weight on a
-constant feature 1, so the augmented row x~ = (x, 1) has ||x~|| <= c = sqrt(2) and the bias is not
-clipped. Re-running the proofs with it: gradients have norm <= c·L and the loss is β_θ·c²-smooth in
-the weights (so Δw_T <= 2eηcL/b and η <= 2/(β_θc² + λ)); h moves by <= β_θ·c·Δw when only the
-weights differ (β_w = cβ_θ); and the changed-row terms are unchanged because the constant feature
-is the same on both rows and IR_B does not contain the bias. ``feature_norm`` = c (1: no
-intercept, which gives the paper's formulas).
+The argument, by adaptive composition (each party's stream on its own)
+----------------------------------------------------------------------
+Privacy unit ``party-row``: one row of one party's block changes (for the active party: its
+columns and its label). The stream of party k is analysed against everyone else, who may choose
+everything party k receives (even maliciously) as a function of what it has seen. By the
+adaptive composition of Gaussian mechanisms (Gaussian DP, Dong, Roth & Su 2019, Thm 3.2), a
+sequence of releases f_t(D; o_<t) + N(0, σ²I) is μ-GDP with μ² = Σ_t Δ_t²/σ², where Δ_t bounds
+||f_t(D; o_<t) - f_t(D'; o_<t)|| for EVERY history o_<t. So we bound each step's sensitivity with
+the history held fixed — the same received values in both worlds. (The audit's "coupled noise"
+simulation lets the received values differ between worlds; that shift is not what the privacy
+loss depends on. ``tests/test_hdp_privacy.py`` replays one history against both datasets.)
 
-A free bias (option ``intercept=free``: the active party's own scalar b, updated with the exact
-mean derivative and never clipped) keeps exactly the same constants. Checked step by step against
-Appendix B, with the parameter z = (w, b) and the augmented row x~ = (x, 1), ||x~|| <= c = sqrt(2):
-* B.1 (Lemma 2). Case 1 uses co-coercivity of ∇ℓ in z (smoothness β_θ·c², hence η <= 2/(β_θc²+λ))
-  and then a projection; clipping only w is the Euclidean projection onto the convex set
-  {||w|| <= k} x R (b unconstrained), and the L2 prox on w alone is a prox of a convex function
-  of z: both non-expansive, so Case 1 still gives Δz_{t+1} <= Δz_t. Case 2 adds two per-sample
-  gradients of norm |ℓ'|·||x~|| <= c·L, so Δz_T <= 2eηcL/b: the same drift as the clipped
-  constant column. No bound on |b| is needed anywhere (|ℓ'| <= L holds for every θ for the
-  logistic loss; for the other losses the bounded-θ constants are what ``ClippedGLMLoss``
-  enforces by clipping θ, whatever the bias).
-* B.2 (Lemma 3). IR_B = X_B w_B contains no bias: Case 1 |x_B·(w_B - w'_B)| <= ||Δz||, Case 2
-  |w x - w' x'| <= Δz + 2k needs only ||w_B|| <= k. Δ_B as for the clipped bias.
-* B.3 (Lemma 4). θ = x·w + b, so |h(z) - h(z')| <= β_θ·|x~·(z - z')| <= β_θ·c·Δz (β_w = cβ_θ);
-  the changed-row term |h(x, y) - h(x', y')| at equal z involves (x - x')·w_A with the bias
-  cancelling (it is the same on both rows), so β_x = β_θ·k with ||w_A|| <= k. Δ_A as for the
-  clipped bias.
-So the unclipped bias costs no extra noise; what clipping the bias with w_A bought (the bias
-cannot run away under θ-noise) is an accuracy matter, not a privacy one.
+Passive party k (Δ_B). With the received h~ fixed, a step maps w -> P(w - (η/b)Σ_i clip(h~_i)·x_i)
+where P (L2 shrink, L1/elastic-net prox, projection onto ||w|| <= k) is non-expansive when
+ηλ <= 2. For a batch without the changed row j the subtracted vector is the same in both worlds,
+so ||w - w'|| does not grow; a batch with row j adds at most (η/b_j)·c·||x_j - x'_j|| <= 2ηc/b_min.
+So after the m-th visit of row j (once per epoch) the drift is at most d_m = 2mηc/b_min — no
+smoothness, convexity or learning-rate bound is needed. Releases of epoch m: each unchanged entry
+moves by |x_i·(w - w')| <= d_m (||x_i|| <= 1); the entry of row j by
+|w·x_j - w'·x'_j| <= d_{m-1} + 2k (its weights are those before the visit, ||w'|| <= k). So
 
-Two generalisations the paper does not need but our batching does: a trailing batch smaller than
-``b`` (the changed row may sit in it every epoch, so Δw_T uses the smallest batch ``b_min``), and
-the number of row-visits ``T·b`` which becomes ``n·e`` when the last batch is short. With equal
-batches both reduce exactly to the formulas above.
+    Δ_B,m² = (n - 1)·d_m² + (d_{m-1} + 2k)²,        Δ_B² = Σ_{m=1..e} Δ_B,m².
+
+Active party (Δ_A). With the received IR~ fixed, θ_i = x_i·w + b + s_i (s_i fixed, any value),
+and the active step is a gradient step on the convex, β_θc²-smooth objective Σ ℓ(x_i·w + b + s_i)
+(every loss we allow has a derivative that is monotone and β_θ-Lipschitz for EVERY θ), so batches
+without row j are non-expansive when η <= 2/(β_θc² + λ) (co-coercivity; Lemma 2's Case 1), and a
+batch with it adds at most 2ηcL/b_min (Case 2): d_m = 2mηcL/b_min (c = sqrt(2) with the bias as a
+weight on a constant 1 or a free bias — see below — else 1). Unchanged entries of h move by at
+most β_θ·c·d_m; the changed row's by β_θ·c·d_{m-1} + 2(β_θk + β_y·k_y) (Lemma 4's jump). So
+
+    Δ_A,m² = (n - 1)·(β_θ c d_m)² + (β_θ c d_{m-1} + 2β_θk + 2β_y k_y)².
+
+Compared with the paper's closed forms (Lemmas 3-4, T·b·Δw_T² + e(4kΔw_T + 4k²) with the final
+drift at every step) the per-epoch sum is smaller by about a factor 3 in the drift term and holds
+for the algorithm as run. Row j may sit in the first batch of every epoch, so every unchanged
+entry of epoch m is bounded with d_m.
+
+Scoring (``eval=private``). The test scores X_k,test·w_k are one more release of party k with the
+final weights: a changed training row moves every test entry by at most d_e (n_test·d_e²); a
+changed test row moves its own entry by at most 2k, which is below the training term Δ_B,1² >= 4k²
+already counted. Composing the scoring release with the stream therefore adds
+Δ_score² = n_test·d_e² to the passive party's budget. Plain scoring sends X_k,test·w_k in the
+clear: w_k is not a DP output (it is computed from party k's exact rows), so the passive party's
+guarantee then does not hold and the record says so.
+
+The bias
+--------
+``intercept=clipped`` (a constant column 1 at the active party, clipped with w_A) and
+``intercept=free`` (the active party's own scalar, updated with the exact mean derivative, never
+clipped) give the same active-side constants with c = sqrt(2): the augmented row (x, 1) has norm
+<= sqrt(2), the objective is β_θc²-smooth in z = (w, b), clipping only w is a projection onto a
+convex set, and the jump does not involve the bias (it is the same on both rows). IR_B contains no
+bias, so the passive side keeps ||x|| <= 1.
 """
 
 from __future__ import annotations
@@ -62,88 +78,68 @@ import math
 from securevfl.errors import ConfigError, check_int, check_positive
 
 
-def weight_drift(
-    *, epochs: int, lr: float, L: float, min_batch: int, feature_norm: float = 1.0
-) -> float:
-    """Lemma 2: bound on ||w_T - w'_T|| between neighbouring datasets, 2·e·η·c·L/b_min."""
+def epoch_drifts(*, epochs: int, lr: float, grad_bound: float, min_batch: int) -> list[float]:
+    """d_0..d_e: the weight drift after m visits of the changed row, 2·m·η·G/b_min."""
     check_int("epochs", epochs, minimum=1)
     check_positive("lr", lr)
-    check_positive("L", L)
+    check_positive("grad_bound", grad_bound)
     check_int("min_batch", min_batch, minimum=1)
-    c = check_positive("feature_norm", feature_norm)
-    return 2.0 * epochs * lr * c * L / min_batch
+    step = 2.0 * lr * grad_bound / min_batch
+    return [m * step for m in range(epochs + 1)]
 
 
-def _visits(iterations: int, batch_size: int, rows_per_epoch: int | None, epochs: int) -> int:
-    check_int("iterations", iterations, minimum=1)
-    check_int("batch_size", batch_size, minimum=1)
-    if rows_per_epoch is None:
-        return iterations * batch_size
-    check_int("rows_per_epoch", rows_per_epoch, minimum=1)
-    return rows_per_epoch * epochs
-
-
-def passive_sensitivity(
-    *,
-    iterations: int,
-    epochs: int,
-    batch_size: int,
-    lr: float,
-    L: float,
-    k: float,
-    min_batch: int | None = None,
-    rows_per_epoch: int | None = None,
-    feature_norm: float = 1.0,
-) -> float:
-    """Lemma 3: L2 sensitivity Δ_B of a passive party's whole IR stream [X_B w_B]_{t=1..T}.
-
-    Parameters
-    ----------
-    iterations, epochs, batch_size : T = e·r, e and b of Algorithm 1.
-    lr, L, k : learning rate η, Lipschitz constant of the loss in w, weight-norm bound.
-    min_batch, rows_per_epoch : smallest batch and rows per epoch when the last batch is short.
-    feature_norm : bound c on the augmented row norm (sqrt(2) with an intercept, else 1).
-    """
+def passive_epoch_sensitivities(
+    *, epochs: int, rows: int, lr: float, derivative_clip: float, k: float, min_batch: int
+) -> list[float]:
+    """Δ_B,m for m = 1..e: the passive stream's sensitivity in each epoch (module docstring)."""
+    check_int("rows", rows, minimum=1)
     check_positive("k", k)
-    b_min = batch_size if min_batch is None else min_batch
-    dw = weight_drift(epochs=epochs, lr=lr, L=L, min_batch=b_min, feature_norm=feature_norm)
-    visits = _visits(iterations, batch_size, rows_per_epoch, epochs)
-    return math.sqrt(visits * dw**2 + epochs * (4.0 * k * dw + 4.0 * k**2))
+    d = epoch_drifts(epochs=epochs, lr=lr, grad_bound=derivative_clip, min_batch=min_batch)
+    return [
+        math.sqrt((rows - 1) * d[m] ** 2 + (d[m - 1] + 2.0 * k) ** 2) for m in range(1, epochs + 1)
+    ]
 
 
-def active_sensitivity(
+def active_epoch_sensitivities(
     *,
-    iterations: int,
     epochs: int,
-    batch_size: int,
+    rows: int,
     lr: float,
     L: float,
     k: float,
     beta_theta: float,
     beta_y: float,
     k_y: float,
-    min_batch: int | None = None,
-    rows_per_epoch: int | None = None,
+    min_batch: int,
     feature_norm: float = 1.0,
-) -> float:
-    """Lemma 4: L2 sensitivity Δ_A of the active party's stream of loss derivatives.
-
-    ``beta_theta``, ``beta_y``: Lipschitz constants of ∂ℓ/∂θ in θ and in y; ``k_y``: label bound.
-    """
+) -> list[float]:
+    """Δ_A,m for m = 1..e: the active stream's sensitivity in each epoch (module docstring)."""
+    check_int("rows", rows, minimum=1)
     check_positive("k", k)
     check_positive("beta_theta", beta_theta)
     check_positive("beta_y", beta_y, strict=False)
     check_positive("k_y", k_y, strict=False)
-    b_min = batch_size if min_batch is None else min_batch
-    dw = weight_drift(epochs=epochs, lr=lr, L=L, min_batch=b_min, feature_norm=feature_norm)
-    beta_w = beta_theta * feature_norm
-    visits = _visits(iterations, batch_size, rows_per_epoch, epochs)
-    jump = 2.0 * (beta_theta * k + beta_y * k_y)  # |h(x,y) - h(x',y')| at equal weights
-    return math.sqrt(visits * (beta_w * dw) ** 2 + epochs * (2.0 * jump * beta_w * dw + jump**2))
+    c = check_positive("feature_norm", feature_norm)
+    d = epoch_drifts(epochs=epochs, lr=lr, grad_bound=c * L, min_batch=min_batch)
+    beta_w = beta_theta * c
+    jump = 2.0 * (beta_theta * k + beta_y * k_y)
+    return [
+        math.sqrt((rows - 1) * (beta_w * d[m]) ** 2 + (beta_w * d[m - 1] + jump) ** 2)
+        for m in range(1, epochs + 1)
+    ]
+
+
+def scoring_sensitivity(
+    *, rows: int, epochs: int, lr: float, derivative_clip: float, min_batch: int
+) -> float:
+    """Δ of a passive party's private scores of ``rows`` rows with the final weights: √rows·d_e."""
+    check_int("rows", rows, minimum=0)
+    d = epoch_drifts(epochs=epochs, lr=lr, grad_bound=derivative_clip, min_batch=min_batch)
+    return math.sqrt(rows) * d[-1]
 
 
 def max_stable_lr(*, beta_theta: float, lam: float, feature_norm: float = 1.0) -> float:
-    """Largest η for which Lemma 2's non-expansiveness holds: 2 / (β_θ·c² + λ)."""
+    """Largest η for which the active step is non-expansive: 2 / (β_θ·c² + λ)."""
     c = check_positive("feature_norm", feature_norm)
     return 2.0 / (
         check_positive("beta_theta", beta_theta) * c * c + check_positive("lam", lam, strict=False)
@@ -151,10 +147,10 @@ def max_stable_lr(*, beta_theta: float, lam: float, feature_norm: float = 1.0) -
 
 
 def check_lr(lr: float, *, beta_theta: float, lam: float, feature_norm: float = 1.0) -> None:
-    """Raise ConfigError when η exceeds 2/(β_θ·c² + λ) (the sensitivity bound would not hold)."""
+    """Raise ConfigError when η exceeds 2/(β_θ·c² + λ) (the active bound would not hold)."""
     bound = max_stable_lr(beta_theta=beta_theta, lam=lam, feature_norm=feature_norm)
     if lr > bound * (1.0 + 1e-12):  # c = sqrt(2) squares to 2 only up to rounding
         raise ConfigError(
             f"lr must be <= 2/(beta_theta*c^2 + lam) = {bound:.4g} for HDP-VFL's sensitivity "
-            f"bound (Lemma 2, c = {feature_norm:.4g}), got {lr}"
+            f"bound (non-expansive active steps, c = {feature_norm:.4g}), got {lr}"
         )

@@ -46,9 +46,20 @@ class GLMHooks:
         """Whether the active party's own gradient uses the exact derivative (HDP-VFL does)."""
         return True
 
+    def received_derivative(self, ctx: RunContext, k: int, deriv: np.ndarray) -> np.ndarray:
+        """What passive party ``k`` does with the derivative it receives before using it."""
+        return deriv
+
     def after_update(self, ctx: RunContext, k: int, w: np.ndarray) -> np.ndarray:
         """Post-process party ``k``'s weights after each step (e.g. norm clipping)."""
         return w
+
+    def end_epoch(self, ctx: RunContext, epoch: int) -> None:
+        """Called on every party after each epoch (e.g. to record the epoch's privacy events)."""
+
+    def score_message(self, ctx: RunContext, k: int, scores: np.ndarray) -> np.ndarray:
+        """What passive party ``k`` sends at scoring time instead of its exact X_k w_k."""
+        return scores
 
 
 @dataclass
@@ -106,7 +117,10 @@ def train_glm(
                 state.losses.append(float(np.mean(loss.value(theta, y_enc[idx]))))
             back = rt.broadcast(back, src=active, dsts=passives)
             for k in state.w:
-                d = exact if (k == active and hooks.active_uses_exact()) else back
+                if k == active:
+                    d = exact if hooks.active_uses_exact() else back
+                else:
+                    d = hooks.received_derivative(ctx, k, back)
                 X = ctx.views[k].X_train[idx]
                 grad = X.T @ d / b + penalty.grad(state.w[k])
                 w = penalty.prox(state.w[k] - lr * grad, lr)
@@ -114,6 +128,7 @@ def train_glm(
                 if k == active and fit_intercept:
                     state.bias -= lr * float(np.mean(d))
             step += 1
+        hooks.end_epoch(ctx, epoch)
     return state, time.perf_counter() - t0
 
 
@@ -124,8 +139,12 @@ def _passive_ir(
     return hooks.passive_message(ctx, k, ctx.views[k].X_train[idx] @ state.w[k], step)
 
 
-def predict_glm(ctx: RunContext, state: GLMState, *, split: str = "test") -> np.ndarray | None:
-    """Score a split: passive parties send X_k w_k (metered as phase 'eval') to the active party."""
+def predict_glm(
+    ctx: RunContext, state: GLMState, hooks: GLMHooks | None = None, *, split: str = "test"
+) -> np.ndarray | None:
+    """Score a split: passive parties send X_k w_k, as ``hooks.score_message`` transforms it
+    (metered as phase 'eval'), to the active party."""
+    hooks = hooks or GLMHooks()
     rt = ctx.rt
     loss = resolve_loss(ctx)
     active = 0
@@ -133,7 +152,11 @@ def predict_glm(ctx: RunContext, state: GLMState, *, split: str = "test") -> np.
     attr = "X_test" if split == "test" else "X_train"
     with rt.meter.in_phase("eval"):
         parts = {
-            k: rt.local(k, lambda k=k: getattr(ctx.views[k], attr) @ state.w[k]) for k in passives
+            k: rt.local(
+                k,
+                lambda k=k: hooks.score_message(ctx, k, getattr(ctx.views[k], attr) @ state.w[k]),
+            )
+            for k in passives
         }
         received = rt.gather(parts, dst=active)
     if not rt.here(active):
