@@ -59,7 +59,7 @@ from securevfl.privacy.pbm import (
     pbm_quantize,
     prepare_binomial,
 )
-from securevfl.privacy.pbm_accountant import ldp_event, pbm_epsilon, pbm_event
+from securevfl.privacy.pbm_accountant import ldp_event, pbm_epsilon, pbm_event, pbm_ledger
 from securevfl.training import (
     SplitNNHooks,
     n_batches,
@@ -497,9 +497,7 @@ def pbm_report(
 ) -> PrivacyReport:
     """The record's ``privacy`` for PBM-VFL: party-row headline, sample unit, RDP cross-check."""
     M, P, E = n_parties, dim, epochs
-    ledger = PrivacyLedger("party-row")
-    for k in parties:
-        ledger.compose(k, pbm_event("party-row", b=b, beta=beta, n_parties=M), P * E)
+    ledger = pbm_ledger(b=b, beta=beta, n_parties=M, dim=P, uses=E, parties=parties)
     common = dict(b=b, beta=beta, n_parties=M, dim=P, uses=E, delta=delta)
     sample = pbm_epsilon("sample", **common)
     rdp = {u: pbm_epsilon(u, kind="rdp", **common) for u in ("party-row", "sample")}
