@@ -278,4 +278,6 @@ def hockey_stick(log_p: np.ndarray, log_q: np.ndarray, epsilon: float) -> float:
 
 def renyi_divergence(log_p: np.ndarray, log_q: np.ndarray, alpha: float) -> float:
     """D_alpha(P || Q) = log(sum P^alpha Q^(1-alpha)) / (alpha - 1), in log space."""
-    return float(logsumexp(alpha * log_p + (1.0 - alpha) * log_q) / (alpha - 1.0))
+    lp, lq = np.asarray(log_p, dtype=float), np.asarray(log_q, dtype=float)
+    live = lp > -np.inf  # outcomes P cannot produce add nothing
+    return float(logsumexp(alpha * lp[live] + (1.0 - alpha) * lq[live]) / (alpha - 1.0))
