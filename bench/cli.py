@@ -210,7 +210,17 @@ def _print_record(record: dict[str, Any], as_json: bool) -> None:
     )
     if record["privacy"]:
         p = record["privacy"]
-        print(f"  privacy: ε={p['epsilon']:.4g}, δ={p['delta']:.3g} ({p['accountant']})")
+        if p["epsilon"] is None:
+            print("  privacy: no ε (" + "; ".join(p.get("outside_guarantee", [])) + ")")
+        else:
+            target = p.get("target_epsilon")
+            asked = "" if target is None else f" for target {target:.4g}"
+            print(
+                f"  privacy: ε={p['epsilon']:.4g}{asked}, δ={p['delta']:.3g}, unit "
+                f"{p.get('unit')} ({p['accountant']})"
+            )
+            for why in p.get("outside_guarantee", []):
+                print(f"  outside the guarantee: {why}")
 
 
 def cmd_run(args: argparse.Namespace) -> int:

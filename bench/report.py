@@ -77,6 +77,22 @@ def group_records(records: list[dict[str, Any]]) -> dict[tuple, list[dict[str, A
     )
 
 
+def epsilon_of(priv: dict[str, Any] | None) -> float | None:
+    """The record's headline ε (None: not private, or voided by a release outside it)."""
+    if not priv or priv.get("epsilon") is None:
+        return None
+    return float(priv["epsilon"])
+
+
+def epsilon_cell(priv: dict[str, Any] | None) -> str:
+    """'ε (unit, accountant)' for a table; says 'not private' where a record voids its ε."""
+    if not priv:
+        return "—"
+    if priv.get("epsilon") is None:
+        return "none: " + "; ".join(priv.get("outside_guarantee") or ["not private"])
+    return f"{priv['epsilon']:.4g} ({priv.get('unit', '?')}; {priv['accountant']})"
+
+
 def summary_table(records: list[dict[str, Any]]) -> str:
     lines = [
         "| dataset | method | variant | K | ε target | ε reported (accountant) | metric | "
@@ -88,8 +104,7 @@ def summary_table(records: list[dict[str, Any]]) -> str:
         m, s = mean_std([metric_value(r, metric) for r in rs])
         t, _ = mean_std([r["time"]["train_s"] for r in rs])
         b, _ = mean_std([r["comm"]["bytes_total"] for r in rs])
-        priv = rs[0].get("privacy")
-        rep = "—" if not priv else f"{priv['epsilon']:.4g} ({priv['accountant']})"
+        rep = epsilon_cell(rs[0].get("privacy"))
         lines.append(
             f"| {ds} | {method} | {var or '—'} | {K} | {'—' if eps is None else eps} | {rep} | "
             f"{metric} | {fmt(m, s)} | {t:.3f} | {b / 1e6:.3f} | {len(rs)} |"
@@ -98,50 +113,57 @@ def summary_table(records: list[dict[str, Any]]) -> str:
 
 
 def plot_metric_vs_epsilon(records: list[dict[str, Any]], out: Path) -> list[str]:
-    """Main metric against epsilon per dataset; non-private methods as horizontal lines."""
+    """Main metric against ε per dataset and privacy unit (ε of different units never share an
+    axis); non-private methods as horizontal lines; records with a voided ε are left out."""
     files = []
     keys = varying_keys(records)
     for ds in sorted({r["dataset"] for r in records}):
         rs = [r for r in records if r["dataset"] == ds]
-        if not any(r.get("privacy") for r in rs):
-            continue
-        metric = main_metric(rs[0])
-        fig, ax = plt.subplots(figsize=(10, 5))
-        lines: dict[str, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
-        flat: dict[str, list[float]] = defaultdict(list)
-        for r in rs:
-            label = r["method"] + (f" ({variant(r, keys)})" if variant(r, keys) else "")
-            val = metric_value(r, metric)
-            if val is None:
-                continue
-            if r.get("privacy") is None:
-                flat[label].append(val)
-            else:  # the accountant's ε, so methods with other knobs (PBM's b, β) share the axis
-                lines[label][float(r["privacy"]["epsilon"])].append(val)
-        for label, pts in sorted(lines.items()):
-            xs = sorted(pts)
-            ms = [np.nanmean(pts[x]) for x in xs]
-            ss = [np.nanstd(pts[x]) for x in xs]
-            ax.errorbar(xs, ms, yerr=ss, marker="o", capsize=3, label=label)
-        for i, (label, vals) in enumerate(sorted(flat.items())):
-            ax.axhline(
-                np.nanmean(vals),
-                linestyle="--",
-                color=f"C{(i + len(lines)) % 10}",
-                label=f"{label} (non-private)",
-            )
-        ax.set_xscale("log")
-        ax.set_xlabel("ε reported by the method's accountant (δ as in each record)")
-        ax.set_ylabel(f"test {metric}")
-        ax.set_title(f"{ds}: {metric} vs privacy budget")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-        name = f"{ds}_{metric}_vs_epsilon.png"
-        fig.tight_layout()
-        fig.savefig(out / name, dpi=110)
-        plt.close(fig)
-        files.append(name)
+        units = sorted({r["privacy"].get("unit", "?") for r in rs if epsilon_of(r.get("privacy"))})
+        for unit in units:
+            files += _plot_unit(rs, ds, unit, keys, out)
     return files
+
+
+def _plot_unit(rs: list[dict[str, Any]], ds: str, unit: str, keys, out: Path) -> list[str]:
+    metric = main_metric(rs[0])
+    fig, ax = plt.subplots(figsize=(10, 5))
+    lines: dict[str, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
+    flat: dict[str, list[float]] = defaultdict(list)
+    for r in rs:
+        label = r["method"] + (f" ({variant(r, keys)})" if variant(r, keys) else "")
+        val = metric_value(r, metric)
+        if val is None:
+            continue
+        priv = r.get("privacy")
+        if priv is None:
+            flat[label].append(val)
+        elif epsilon_of(priv) is not None and priv.get("unit") == unit:
+            # the accountant's ε, so methods with other knobs (PBM's b, β) share the axis
+            lines[label][epsilon_of(priv)].append(val)
+    for label, pts in sorted(lines.items()):
+        xs = sorted(pts)
+        ms = [np.nanmean(pts[x]) for x in xs]
+        ss = [np.nanstd(pts[x]) for x in xs]
+        ax.errorbar(xs, ms, yerr=ss, marker="o", capsize=3, label=label)
+    for i, (label, vals) in enumerate(sorted(flat.items())):
+        ax.axhline(
+            np.nanmean(vals),
+            linestyle="--",
+            color=f"C{(i + len(lines)) % 10}",
+            label=f"{label} (non-private)",
+        )
+    ax.set_xscale("log")
+    ax.set_xlabel(f"ε reported by the method's accountant, unit '{unit}' (δ as in each record)")
+    ax.set_ylabel(f"test {metric}")
+    ax.set_title(f"{ds}: {metric} vs privacy budget ({unit})")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    name = f"{ds}_{metric}_vs_epsilon_{unit}.png"
+    fig.tight_layout()
+    fig.savefig(out / name, dpi=110)
+    plt.close(fig)
+    return [name]
 
 
 def plot_bars(records: list[dict[str, Any]], out: Path, *, what: str) -> list[str]:
@@ -197,7 +219,11 @@ def render_report(
         md += ["## Summary (mean ± std over seeds)", "", summary_table(records), ""]
         md += [
             "ε target is what the run was asked for; ε reported is what the method's accountant "
-            "computed (see each record's `privacy`).",
+            "computed for the sampler and every release the code makes, in its privacy unit "
+            "(`sample`: one row changes in every party's block and its label; `party-row`: one "
+            "row of one party's block). Plots put ε of one unit on one axis. A record whose run "
+            "released something outside its guarantee reports no ε and says what "
+            "(`privacy.outside_guarantee`).",
             "",
         ]
         plots = (

@@ -20,9 +20,11 @@ from securevfl.errors import (
 )
 from securevfl.experiment import run_experiment, run_in_processes
 from securevfl.methods import FitResult, Method, Option, RunContext, RunSpec, register_method
+from securevfl.privacy import Accountant, PrivacyLedger, PrivacyReport, calibrate
 from securevfl.runtime import InProcessRuntime, Meter, Runtime
 
 __all__ = [
+    "Accountant",
     "ConfigError",
     "DataError",
     "FitResult",
@@ -31,6 +33,8 @@ __all__ = [
     "Method",
     "Option",
     "PartyTimeoutError",
+    "PrivacyLedger",
+    "PrivacyReport",
     "ProtocolError",
     "RunContext",
     "RunSpec",
@@ -38,6 +42,7 @@ __all__ = [
     "SecureVFLError",
     "UnknownNameError",
     "__version__",
+    "calibrate",
     "list_datasets",
     "load_dataset",
     "partition_columns",

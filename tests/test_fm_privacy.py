@@ -10,13 +10,13 @@ import pytest
 
 from securevfl.errors import ConfigError
 from securevfl.privacy.functional import (
-    block_events,
     block_sensitivities,
     bottom_up_scales,
-    fm_epsilons,
+    fm_ledger,
     global_sensitivity,
     paper_delta_f,
     party_sensitivity,
+    target_bottom_up_scales,
     top_down_scales,
 )
 
@@ -90,8 +90,12 @@ def test_block_sensitivities_by_brute_force_over_the_corners(task):
 def test_top_down_budget_theorems_1_and_2():
     s = block_sensitivities("logistic", [20, 21])
     scales = top_down_scales(s, 0.7)
-    eps, per = fm_epsilons(block_events(s, scales, {}))
+    ledger = fm_ledger(s, scales)
+    eps = ledger.epsilon(0.0)
+    per = {k: ledger.epsilon(0.0, party=k) for k in (0, 1)}
     assert eps == pytest.approx(0.7)  # Theorem 1
+    # at δ > 0 the PLD of the composed Laplace releases gives a smaller ε, never a larger one
+    assert ledger.epsilon(1e-6) <= 0.7 + 1e-9
     for k in (0, 1):  # Theorem 2: eps^(k) = Δ^(k)/Δ_f eps
         assert per[k] == pytest.approx(party_sensitivity(s, k) / global_sensitivity(s) * 0.7)
         assert per[k] < 0.7
@@ -100,7 +104,9 @@ def test_top_down_budget_theorems_1_and_2():
 def test_bottom_up_budget_respects_every_partys_choice():
     s = block_sensitivities("linear", [3, 4, 5])
     chosen = [0.5, 1.0, 2.0]
-    eps, per = fm_epsilons(block_events(s, bottom_up_scales(s, chosen), {}))
+    ledger = fm_ledger(s, bottom_up_scales(s, chosen))
+    eps = ledger.epsilon(0.0)
+    per = {k: ledger.epsilon(0.0, party=k) for k in range(3)}
     for k in range(3):
         assert per[k] <= chosen[k] + 1e-12
     assert per[0] == pytest.approx(0.5)  # the tightest party spends its whole budget
@@ -108,6 +114,13 @@ def test_bottom_up_budget_respects_every_partys_choice():
     offers = [e / 3 for e in chosen]
     want = sum(min(offers[a], offers[b]) for a, b in s)
     assert eps == pytest.approx(want)
+
+
+def test_bottom_up_to_a_target_spends_exactly_the_target():
+    s = block_sensitivities("logistic", [3, 4, 5])
+    scales = target_bottom_up_scales(s, 2.0)
+    assert sum(s[b] / scales[b] for b in s) == pytest.approx(2.0)  # independent: Σ Δ_G / b_G
+    assert fm_ledger(s, scales).epsilon(0.0) == pytest.approx(2.0)
 
 
 def test_bad_inputs_raise_config_errors():

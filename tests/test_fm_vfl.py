@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from baselines.dpsgd_c import dpsgd_epsilon, vector_laplace
+from baselines.dpsgd_c import vector_laplace
 from baselines.fm_central import central_fm
 from protocols import shamir_products as sp
 from securevfl.errors import ConfigError
@@ -19,7 +19,6 @@ from securevfl.methods.fm_vfl import (
     single_coefficients,
     solve_noisy_quadratic,
 )
-from securevfl.privacy.events import PureDPEvent
 from securevfl.privacy.functional import block_sensitivities, global_sensitivity
 
 
@@ -128,10 +127,10 @@ def test_bottom_up_record_respects_party_choices():
             dataset="diabetes",
             parties=2,
             seed=1,
-            epsilon=1.0,
             options={"budget": "bottom-up", "party_epsilons": "0.5,2"},
         )
     )
+    assert rec["config"]["epsilon"] is None and "target_epsilon" not in rec["privacy"]
     per = rec["privacy"]["per_party"]
     assert per["0"]["epsilon"] == pytest.approx(0.5)
     assert per["1"]["epsilon"] <= 2.0
@@ -141,12 +140,18 @@ def test_bottom_up_record_respects_party_choices():
 def test_bad_options_raise_config_errors():
     with pytest.raises(ConfigError, match="party_epsilons must give 2 values"):
         validate_spec(
-            RunSpec(
-                method="fm-vfl", epsilon=1.0, options={"budget": "bottom-up", "party_epsilons": "1"}
-            )
+            RunSpec(method="fm-vfl", options={"budget": "bottom-up", "party_epsilons": "1"})
         )
     with pytest.raises(ConfigError, match="epsilon must be given"):
         validate_spec(RunSpec(method="fm-vfl"))
+    with pytest.raises(ConfigError, match="epsilon must not be given with party_epsilons"):
+        validate_spec(
+            RunSpec(
+                method="fm-vfl",
+                epsilon=1.0,
+                options={"budget": "bottom-up", "party_epsilons": "1,2"},
+            )
+        )
     with pytest.raises(ConfigError, match="ridge must be >= 0"):
         validate_spec(RunSpec(method="fm-vfl", epsilon=1.0, options={"ridge": -1.0}))
 
@@ -165,8 +170,11 @@ def test_dpsgd_c_noise_and_accountant():
         [np.linalg.norm(vector_laplace(rng, 5, sensitivity=2.0, epsilon=0.5)) for _ in range(4000)]
     )
     assert Z.mean() == pytest.approx(5 * 2.0 / 0.5, rel=0.05)  # ||Z|| ~ Gamma(d, Δ/ε)
-    ev = [PureDPEvent(0.1, label=f"{e}/{s}") for e in range(3) for s in range(10)]
-    assert dpsgd_epsilon(ev, epochs=3) == pytest.approx(0.3)  # parallel within, sum across
+    # parallel within an epoch (one release per epoch per row), sum across epochs
+    rec = run_experiment(RunSpec(method="dpsgd-c", dataset="breast", epochs=3, seed=0, epsilon=0.3))
+    assert rec["privacy"]["per_party"]["0"]["releases"] == 3
+    assert rec["privacy"]["epsilon_step"] == pytest.approx(0.1)
+    assert rec["privacy"]["epsilon"] == pytest.approx(0.3) and rec["privacy"]["unit"] == "sample"
 
 
 def test_fm_central_and_dpsgd_c_run():

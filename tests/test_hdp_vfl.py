@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+from dp_accounting.pld import privacy_loss_distribution as pld
 
 from bench.runner import load_plugins
 from securevfl.errors import ConfigError
@@ -11,7 +12,7 @@ from securevfl.experiment import build_views, run_experiment, validate_spec
 from securevfl.methods import RunSpec
 from securevfl.methods.base import RunContext
 from securevfl.methods.hdp_vfl import balanced_batch_size, train_hdp
-from securevfl.privacy.accountants import GaussianStreamAccountant
+from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.rng import make_rng
 from securevfl.runtime import InProcessRuntime
 from securevfl.training import minibatches
@@ -37,11 +38,24 @@ def _spec(**kw):
 def test_contract_run_reports_target_epsilon_per_stream():
     rec = run_experiment(_spec())
     priv = rec["privacy"]
-    assert priv["accountant"] == "gaussian-stream-analytic"
-    assert priv["epsilon"] == pytest.approx(1.0, rel=1e-8)
+    assert priv["accountant"].startswith("pld (dp_accounting; Gaussian")
+    assert priv["unit"] == "party-row" and priv["outside_guarantee"][0].startswith("test rows")
+    assert priv["epsilon"] == pytest.approx(1.0, rel=1e-6) and priv["epsilon"] <= 1.0 + 1e-9
+    assert priv["target_epsilon"] == 1.0
     assert set(priv["per_party"]) == {"0", "1"}
-    assert priv["jdp_weights"]["1"] == pytest.approx(1.0, rel=1e-8)
+    assert priv["per_party"]["1"]["epsilon"] == pytest.approx(1.0, rel=1e-6)
+    # the passive party's noisy scoring weights are one more release than the active's epochs
+    assert priv["per_party"]["1"]["releases"] == priv["per_party"]["0"]["releases"] + 1
+    # one sample changes both streams: the sample-unit ε composes them
+    assert priv["by_unit"]["sample"] > priv["by_unit"]["party-row"]
     assert rec["time"]["train_s"] > 0 and rec["comm"]["bytes_total"] > 0
+
+
+def test_plain_scoring_voids_the_guarantee_and_says_why():
+    rec = run_experiment(_spec(options={"eval": "plain"}))
+    priv = rec["privacy"]
+    assert priv["epsilon"] is None
+    assert any("eval=plain" in why for why in priv["outside_guarantee"])
 
 
 def test_algorithm_1_matches_a_numpy_reference_with_the_same_noise():
@@ -49,15 +63,16 @@ def test_algorithm_1_matches_a_numpy_reference_with_the_same_noise():
     method = validate_spec(spec)
     info, views, _ = build_views(spec, method, [0, 1, 2])
     ctx = RunContext(InProcessRuntime(3), spec, info, views, shared_seed=3)
-    state, _, facts = train_hdp(
+    state, _, hooks = train_hdp(
         ctx,
-        GaussianStreamAccountant(),
+        PrivacyLedger("party-row"),
         epochs=2,
         clip=0.5,
         calibration="analytic",
         tag="final",
         intercept=True,
     )
+    facts = hooks.plan.facts
     # reference: Algorithm 1 written out (balanced batches, noise from the same party streams);
     # the intercept is a constant column of the active party, clipped with its block
     n, b = info.n_train, balanced_batch_size(info.n_train, 100)
@@ -79,39 +94,54 @@ def test_algorithm_1_matches_a_numpy_reference_with_the_same_noise():
             ir_a = -y[idx] / (1.0 + np.exp(y[idx] * theta))
             sec_a = ir_a + rng[0].normal(0, facts["sigma_a"], len(idx))
             w[0] = clip(w[0] - 1.0 * (X[0][idx].T @ ir_a / len(idx) + 0.01 * w[0]))
+            got = np.clip(sec_a, -0.1, 0.1)  # the passive parties clip what they receive (L/10)
             for k in (1, 2):
-                w[k] = clip(w[k] - 1.0 * (X[k][idx].T @ sec_a / len(idx) + 0.01 * w[k]))
+                w[k] = clip(w[k] - 1.0 * (X[k][idx].T @ got / len(idx) + 0.01 * w[k]))
     for k in range(3):
         np.testing.assert_allclose(state.w[k], w[k], atol=1e-10)
         assert np.linalg.norm(state.w[k]) <= 0.5 + 1e-12
     assert state.bias == 0.0 and state.w[0][-1] != 0.0  # the bias is the last weight of party 0
 
 
-def test_classic_epsilon_is_the_closed_form_of_the_hand_computed_sensitivity():
-    # full batch: b = n = 456, e = 3, T = 3, eta = 1, L = 1, k = 1, no intercept (paper's formulas)
+def _hand_sensitivities(n, e, lr, c, n_test, k=1.0):
+    """Per-epoch sums of hdp_sensitivity's docstring, written out (logistic, L = 1, c_h = 0.1)."""
+    dp = [2 * m * lr * 0.1 / n for m in range(e + 1)]  # passive drift (auto clip: L/10)
+    da = [2 * m * lr * c * 1.0 / n for m in range(e + 1)]  # active drift
+    bw, jump = 0.25 * c, 2 * (0.25 * k + 0.5)
+    d_b2 = sum((n - 1) * dp[m] ** 2 + (dp[m - 1] + 2 * k) ** 2 for m in range(1, e + 1))
+    d_a2 = sum((n - 1) * (bw * da[m]) ** 2 + (bw * da[m - 1] + jump) ** 2 for m in range(1, e + 1))
+    return math.sqrt(d_a2), math.sqrt(d_b2)
+
+
+def test_classic_calibration_reports_the_exact_epsilon_of_its_sigma():
+    # full batch: b = n = 456, e = 3, eta = 1, k = 1, no intercept
     delta = 1e-5
-    rec = run_experiment(
-        _spec(
-            epochs=3,
-            batch_size=1000,
-            lr=1.0,
-            epsilon=0.5,
-            delta=delta,
-            options={"calibration": "classic", "intercept": False},
+    for eps in (0.5, 10.0):
+        rec = run_experiment(
+            _spec(
+                epochs=3,
+                batch_size=1000,
+                lr=1.0,
+                epsilon=eps,
+                delta=delta,
+                options={"calibration": "classic", "intercept": False},
+            )
         )
-    )
-    priv = rec["privacy"]
-    d_b = math.sqrt(4 * 3 * 9 * 1 / 456 + 8 * 1 * 9 * 1 / 456 + 4 * 1 * 3)
-    d_a = math.sqrt(
-        4 * 0.25**2 * 3 * 9 / 456 + 8 * (0.25 + 0.5) * 0.25 * 9 / 456 + 4 * (0.25 + 0.5) ** 2 * 3
-    )
-    for party, d in (("1", d_b), ("0", d_a)):
-        pp = priv["per_party"][party]
-        assert pp["sensitivity"] == pytest.approx(d, rel=1e-12)
-        closed = math.sqrt(2 * math.log(1.25 / delta)) * d / pp["sigma"]
-        assert pp["epsilon"] == pytest.approx(closed, rel=1e-12)
-        assert pp["epsilon"] == pytest.approx(0.5, rel=1e-12)
-    assert priv["accountant"] == "gaussian-stream-classic" and "warning" not in priv
+        priv = rec["privacy"]
+        d_a, d_b = _hand_sensitivities(456, 3, 1.0, 1.0, rec["n_test"])
+        classic = math.sqrt(2 * math.log(1.25 / delta)) / eps  # σ per unit of sensitivity
+        # the passive party spends 3/4 of its μ² on its stream, 1/4 on its scoring weights
+        for party, d, share in (("1", d_b, 0.75), ("0", d_a, 1.0)):
+            pp = priv["per_party"][party]
+            assert pp["sensitivity"] == pytest.approx(d, rel=1e-12)
+            assert pp["sigma"] == pytest.approx(classic * d / math.sqrt(share), rel=1e-12)
+            # the ε reported is the exact one of the classic σ (one Gaussian of μ = 1/classic)
+            exact = pld.from_gaussian_mechanism(classic).get_epsilon_for_delta(delta)
+            assert pp["epsilon"] == pytest.approx(exact, rel=2e-3)
+        if eps < 1:
+            assert priv["epsilon"] < eps and "warning" not in priv
+        else:  # the classic σ misses large targets: say so, report the truth
+            assert priv["epsilon"] > eps and "misses the target" in priv["warning"]
 
 
 def test_analytic_sigma_not_larger_than_classic_in_a_run():
@@ -159,8 +189,11 @@ def test_tuning_picks_from_the_grid_and_accounts_its_runs():
     assert t["chosen_epochs"] in (5, 10, 15) and t["chosen_clip_norm"] in (0.1, 0.5, 1.0)
     assert len(t["cv"]) == 9
     priv = rec["privacy"]
-    assert priv["epsilon_final_training_only"] == pytest.approx(1.0, rel=1e-8)
-    assert priv["epsilon"] > 3.0  # 45 CV runs + the final one, composed
+    assert priv["epsilon_final_run_only"] == pytest.approx(1.0, rel=1e-6)
+    # the choice is sent outside any mechanism: no ε, and the record says why
+    assert priv["epsilon"] is None and "tuning" in priv["outside_guarantee"][0]
+    # all 45 CV runs + the final one are in the ledger
+    assert priv["by_unit"]["party-row"] > 3.0
     assert rec["config"]["tune"] is True
 
 
@@ -180,15 +213,11 @@ def test_processes_k3_give_the_inprocess_model():
 
 
 def test_free_intercept_keeps_the_clipped_bias_sensitivities_hand_computed():
-    # full batch b = n = 456, e = 3, eta = 1, k = 1, c = sqrt(2): drift 2·e·η·c·L/b
+    # full batch b = n = 456, e = 3, eta = 1, k = 1, c = sqrt(2) on the active side
     kw = dict(epochs=3, batch_size=1000, lr=1.0, epsilon=0.5)
     free = run_experiment(_spec(**kw, options={"calibration": "classic", "intercept": "free"}))
     clipped = run_experiment(_spec(**kw, options={"calibration": "classic", "intercept": True}))
-    c, n, e = math.sqrt(2.0), 456, 3
-    dw = 2 * e * 1.0 * c * 1.0 / n
-    d_b = math.sqrt(n * e * dw**2 + e * (4 * dw + 4))
-    bw, jump = 0.25 * c, 2 * (0.25 + 0.5)
-    d_a = math.sqrt(n * e * (bw * dw) ** 2 + e * (2 * jump * bw * dw + jump**2))
+    d_a, d_b = _hand_sensitivities(456, 3, 1.0, math.sqrt(2.0), free["n_test"])
     for rec in (free, clipped):
         pp = rec["privacy"]["per_party"]
         assert pp["1"]["sensitivity"] == pytest.approx(d_b, rel=1e-12)
@@ -201,16 +230,16 @@ def test_free_intercept_is_an_unclipped_bias_of_the_active_party():
     method = validate_spec(spec)
     info, views, _ = build_views(spec, method, [0, 1])
     ctx = RunContext(InProcessRuntime(2), spec, info, views, shared_seed=2)
-    state, _, facts = train_hdp(
+    state, _, hooks = train_hdp(
         ctx,
-        GaussianStreamAccountant(),
+        PrivacyLedger("party-row"),
         epochs=3,
         clip=0.05,
         calibration="analytic",
         tag="final",
         intercept="free",
     )
-    assert facts["feature_norm"] == pytest.approx(math.sqrt(2.0))
+    assert hooks.plan.facts["feature_norm"] == pytest.approx(math.sqrt(2.0))
     assert len(state.w[0]) == info.features_per_party[0]  # no constant column
     assert abs(state.bias) > 0.05  # breast's prior logit: the bias is not held to k
     assert np.linalg.norm(state.w[0]) <= 0.05 + 1e-12
@@ -253,4 +282,4 @@ def test_deconvolved_threshold_needs_logistic_and_an_unclipped_bias():
         _spec(epsilon=100.0, options={"threshold": "deconvolved", "intercept": "free"})
     )
     assert "threshold" in rec["privacy"]["stream"]
-    assert rec["privacy"]["epsilon"] == pytest.approx(100.0, rel=1e-8)
+    assert rec["privacy"]["epsilon"] == pytest.approx(100.0, rel=1e-6)

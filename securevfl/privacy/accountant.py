@@ -196,13 +196,15 @@ class Accountant:
         if self.kind == "rdp":
             eps, _ = rdp_lib.compute_epsilon(RDP_ORDERS, self.rdp_curve(), delta)
             return float(eps)
-        if delta == 0 and self.mu_sq == 0 and self.pure_epsilon() is not None:
-            return self.pure_epsilon()
+        pure = self.pure_epsilon()
+        if delta == 0 and pure is not None:
+            return pure
         if not self.others:
             if delta == 0:
                 return math.inf
             return analytic_gaussian_epsilon(sigma=1.0, delta=delta, sensitivity=self.gaussian_mu)
-        return float(self._pld().get_epsilon_for_delta(delta))
+        eps = float(self._pld().get_epsilon_for_delta(delta))
+        return eps if pure is None else min(eps, pure)  # both bound ε; the PLD rounds up
 
     def get_delta(self, epsilon: float) -> float:
         """Smallest δ such that the composed releases are (ε, δ)-DP."""

@@ -4,8 +4,8 @@ What is released (per minibatch step t, all parties): every passive party k send
 IR~_k = X_k,batch·w_k + N(0, σ_B² I) to the active party; the active party returns
 h~ = h(θ) + N(0, σ_A² I), h = ∂ℓ/∂θ, to the passive parties. The active party updates its block
 (and bias) with the exact h; **every passive party clips the h~ it receives to [-c, c]** (c public,
-option ``derivative_clip``) before using it. At test time each passive party sends
-X_k,test·w_k + N(0, σ_B² I) (option ``eval=private``).
+option ``derivative_clip``) before using it. At test time each passive party scores the test rows
+with noisy weights w_k + N(0, σ_w² I) (option ``eval=private``).
 
 Why the seed paper's Lemma 3 does not cover its own Algorithm 1 (and why we clip)
 -----------------------------------------------------------------------------------
@@ -53,13 +53,17 @@ drift at every step) the per-epoch sum is smaller by about a factor 3 in the dri
 for the algorithm as run. Row j may sit in the first batch of every epoch, so every unchanged
 entry of epoch m is bounded with d_m.
 
-Scoring (``eval=private``). The test scores X_k,test·w_k are one more release of party k with the
-final weights: a changed training row moves every test entry by at most d_e (n_test·d_e²); a
-changed test row moves its own entry by at most 2k, which is below the training term Δ_B,1² >= 4k²
-already counted. Composing the scoring release with the stream therefore adds
-Δ_score² = n_test·d_e² to the passive party's budget. Plain scoring sends X_k,test·w_k in the
-clear: w_k is not a DP output (it is computed from party k's exact rows), so the passive party's
-guarantee then does not hold and the record says so.
+Scoring (``eval=private``). After training each passive party releases its weights once more,
+as noisy weights w~_k = w_k + N(0, σ_w² I), and scores the test rows with them: the active party
+receives X_k,test·w~_k. With the history fixed, a changed training row moves w_k by at most d_e
+(the drift above), so the weight release is one more Gaussian release of party k with
+sensitivity d_e, composed with its stream; the scores are post-processing of it. (Noising the
+scores instead would need noise of the order of 2k per score to cover the test rows themselves,
+which leaves nothing of the prediction.) The scores reveal the test rows' own columns through
+a DP model — test rows are not training data, the unit does not cover them, and the record says
+so in ``outside_guarantee``. Plain scoring sends X_k,test·w_k with the exact weights: w_k is not a
+DP output (it is computed from party k's exact rows), so the passive party's guarantee does not
+hold and the record voids ε.
 
 The bias
 --------
@@ -129,13 +133,9 @@ def active_epoch_sensitivities(
     ]
 
 
-def scoring_sensitivity(
-    *, rows: int, epochs: int, lr: float, derivative_clip: float, min_batch: int
-) -> float:
-    """Δ of a passive party's private scores of ``rows`` rows with the final weights: √rows·d_e."""
-    check_int("rows", rows, minimum=0)
-    d = epoch_drifts(epochs=epochs, lr=lr, grad_bound=derivative_clip, min_batch=min_batch)
-    return math.sqrt(rows) * d[-1]
+def weight_sensitivity(*, epochs: int, lr: float, derivative_clip: float, min_batch: int) -> float:
+    """Δ of a passive party's final weights under a fixed history: d_e = 2·e·η·c/b_min."""
+    return epoch_drifts(epochs=epochs, lr=lr, grad_bound=derivative_clip, min_batch=min_batch)[-1]
 
 
 def max_stable_lr(*, beta_theta: float, lam: float, feature_norm: float = 1.0) -> float:

@@ -57,9 +57,9 @@ class GLMHooks:
     def end_epoch(self, ctx: RunContext, epoch: int) -> None:
         """Called on every party after each epoch (e.g. to record the epoch's privacy events)."""
 
-    def score_message(self, ctx: RunContext, k: int, scores: np.ndarray) -> np.ndarray:
-        """What passive party ``k`` sends at scoring time instead of its exact X_k w_k."""
-        return scores
+    def score_weights(self, ctx: RunContext, k: int, w: np.ndarray) -> np.ndarray:
+        """The weights passive party ``k`` scores rows with (e.g. noisy ones)."""
+        return w
 
 
 @dataclass
@@ -142,8 +142,8 @@ def _passive_ir(
 def predict_glm(
     ctx: RunContext, state: GLMState, hooks: GLMHooks | None = None, *, split: str = "test"
 ) -> np.ndarray | None:
-    """Score a split: passive parties send X_k w_k, as ``hooks.score_message`` transforms it
-    (metered as phase 'eval'), to the active party."""
+    """Score a split: passive parties send X_k w_k, with the weights ``hooks.score_weights``
+    gives (metered as phase 'eval'), to the active party."""
     hooks = hooks or GLMHooks()
     rt = ctx.rt
     loss = resolve_loss(ctx)
@@ -154,7 +154,7 @@ def predict_glm(
         parts = {
             k: rt.local(
                 k,
-                lambda k=k: hooks.score_message(ctx, k, getattr(ctx.views[k], attr) @ state.w[k]),
+                lambda k=k: getattr(ctx.views[k], attr) @ hooks.score_weights(ctx, k, state.w[k]),
             )
             for k in passives
         }
