@@ -57,7 +57,6 @@ from securevfl.privacy.pbm import (
     ldp_sigma,
     pbm_estimate_sum,
     pbm_quantize,
-    prepare_binomial,
 )
 from securevfl.privacy.pbm_accountant import ldp_event, pbm_epsilon, pbm_event, pbm_ledger
 from securevfl.training import (
@@ -146,7 +145,6 @@ class PBMSecAggHooks(BoundedSumHooks):
 
         super().__init__(ctx)
         self.b, self.beta = b, beta
-        prepare_binomial(b)  # the sampler's tables: setup, like the keys (cached per process)
         M = ctx.info.data_parties
         self.bits = modulus_bits(b * M)
         local = [k for k in ctx.rt.local_parties if k < M]
@@ -386,7 +384,7 @@ class LDPVFL(_SumSplitNN):
 @register_method
 class PBMVFL(_SumSplitNN):
     name = "pbm-vfl"
-    summary = "PBM-quantized embeddings summed by pairwise-mask secure aggregation; exact PLD ε"
+    summary = "PBM-quantized embeddings summed by pairwise-mask secure aggregation; PLD ε"
     family = "dp+mpc"
     options = PBM_OPTIONS
     calibrates = True

@@ -151,11 +151,6 @@ def _binomial_grid(b: int, j: np.ndarray, rng: np.random.Generator) -> np.ndarra
     return out.reshape(np.shape(j))
 
 
-def prepare_binomial(b: int) -> None:
-    """Kept for callers: the exact sampler needs no setup (no tables)."""
-    check_int("b", b, minimum=1)
-
-
 def pbm_estimate_sum(
     q_sum: np.ndarray, *, b: int, beta: float, n_parties: int, bound: float = 1.0
 ) -> np.ndarray:
