@@ -355,13 +355,17 @@ class LDPVFL(_SumSplitNN):
         if spec.epsilon is None:
             sigma = ldp_sigma(b=b, beta=beta, n_parties=M)
         else:
-            sigma, _ = calibrate(
+            sigma, eps = calibrate(
                 lambda s: eps_of("party-row", s),
                 float(spec.epsilon),
-                lo=1e-3,
+                lo=1e-4,
                 hi=1e6,
                 what="sigma",
             )
+            if eps < 0.98 * float(spec.epsilon):
+                raise ConfigError(
+                    f"epsilon {spec.epsilon:g} cannot be met within 2%: sigma 1e-4 gives {eps:.4g}"
+                )
         ledger = PrivacyLedger("party-row")
         for k in ctx.data_parties:
             ledger.compose(k, ldp_event("party-row", sigma=sigma, n_parties=M, dim=P, uses=E))
@@ -469,13 +473,13 @@ def calibrate_beta(
             delta=delta,
         )
 
-    top = 1 << (_GRID_BITS - 2)  # beta = 1/4
     s, eps = calibrate(eps_of, target, lo=4.0, hi=float(1 << _GRID_BITS), what="1/beta")
     level = max(1, int((1 << _GRID_BITS) / s))
-    if eps < 0.98 * target and level < top:
+    if eps < 0.98 * target:
         raise ConfigError(
             f"epsilon {target:g} cannot be met within 2% at b = {b}: beta on the 2^-12 grid "
-            f"gives {eps:.4g} at beta = {_grid_beta(level):g} and more at the next level"
+            f"gives {eps:.4g} at beta = {_grid_beta(level):g} (beta <= 1/4), more at the next "
+            "level; change --b"
         )
     return _grid_beta(level)
 
