@@ -96,6 +96,8 @@ def test_epsilon_target_is_met_within_two_percent(method: str) -> None:
     if method == "pbm-vfl":  # beta = 2^-12 is the most noise the grid has
         with pytest.raises(ConfigError, match="cannot be reached"):
             run_experiment(_spec(method, parties=2, epochs=1, epsilon=1e-6, options={"b": 8}))
+        with pytest.raises(ConfigError, match="within 2%"):  # beyond beta = 1/4: change b
+            run_experiment(_spec(method, parties=2, epochs=1, epsilon=1e6, options={"b": 8}))
 
 
 def test_plain_eval_is_listed_outside_the_guarantee() -> None:
