@@ -26,10 +26,15 @@ TARGETS = {"phishing": 0.9, "digits": 0.8, "adult": 0.8, "breast": 0.9, "mnist5k
 
 def _key(r: dict[str, Any]) -> tuple:
     c = r["config"]
-    # a calibrated run (--epsilon) draws with the beta it found, not the option's
-    used = ((r.get("privacy") or {}).get("sampler") or {}).get("beta")
-    beta = used if c.get("epsilon") is not None and used is not None else c.get("beta")
-    return (r["dataset"], r["parties"], r["method"], c.get("b"), beta)
+    # a calibrated run (--epsilon) draws with the b and beta it found, not the options'
+    used = ((r.get("privacy") or {}).get("sampler") or {}) if c.get("epsilon") is not None else {}
+    return (
+        r["dataset"],
+        r["parties"],
+        r["method"],
+        used.get("b", c.get("b")),
+        used.get("beta", c.get("beta")),
+    )
 
 
 def _groups(records: list[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:

@@ -33,9 +33,10 @@ the bound that covers it (every release of the run composed, each dominated by t
 
 ``--epsilon E --delta D``: ``pbm-vfl`` keeps b and calibrates beta on the 2^-12 grid (the
 sampler's own resolution) by bisection on the same accountant, so the headline epsilon is <= E
-and within 2% of E (an error if the grid cannot get that close); ``ldp-vfl`` calibrates its
-sigma (b and beta then play no part). Without ``--epsilon`` both take their noise from --b and
---beta as before.
+and within 2% of E; where one grid step of beta is too coarse for 2% it lowers b instead at the
+next beta (``calibrate_beta``; the b and beta used are in ``privacy.sampler``); ``ldp-vfl``
+calibrates its sigma (b and beta then play no part). Without ``--epsilon`` both take their
+noise from --b and --beta as before.
 """
 
 from __future__ import annotations
@@ -409,7 +410,9 @@ class PBMVFL(_SumSplitNN):
         M, P, E = ctx.info.data_parties, spec.embedding_dim, spec.epochs
         delta = spec.delta or DEFAULT_DELTA
         if spec.epsilon is not None:
-            beta = calibrate_beta(float(spec.epsilon), b=b, n_parties=M, dim=P, uses=E, delta=delta)
+            b, beta = calibrate_beta(
+                float(spec.epsilon), b=b, n_parties=M, dim=P, uses=E, delta=delta
+            )
         report = pbm_report(
             b=b,
             beta=beta,
@@ -457,15 +460,18 @@ def _grid_beta(level: int) -> float:
 
 def calibrate_beta(
     target: float, *, b: int, n_parties: int, dim: int, uses: int, delta: float
-) -> float:
-    """The largest beta on the 2^-12 grid whose party-row epsilon(delta) is <= ``target``, by
-    bisection (``calibrate``) over the noise parameter 1/beta; an error unless it is within 2%."""
+) -> tuple[int, float]:
+    """(b, beta) whose party-row epsilon(delta) is <= ``target`` and within 2% of it.
 
-    def eps_of(s: float) -> float:
-        level = max(1, int((1 << _GRID_BITS) / s))
+    First the largest beta on the 2^-12 grid at the given b, by bisection (``calibrate``) over
+    the noise parameter 1/beta. Where one grid step of beta moves epsilon by more than 2% (small
+    beta), beta goes one step up and b down: the largest b' <= b meeting the target, by integer
+    bisection (epsilon grows with b). An error if neither gets within 2%."""
+
+    def eps_at(level: int, trials: int) -> float:
         return pbm_epsilon(
             "party-row",
-            b=b,
+            b=trials,
             beta=_grid_beta(level),
             n_parties=n_parties,
             dim=dim,
@@ -473,15 +479,28 @@ def calibrate_beta(
             delta=delta,
         )
 
+    def eps_of(s: float) -> float:
+        return eps_at(max(1, int((1 << _GRID_BITS) / s)), b)
+
     s, eps = calibrate(eps_of, target, lo=4.0, hi=float(1 << _GRID_BITS), what="1/beta")
     level = max(1, int((1 << _GRID_BITS) / s))
-    if eps < 0.98 * target:
-        raise ConfigError(
-            f"epsilon {target:g} cannot be met within 2% at b = {b}: beta on the 2^-12 grid "
-            f"gives {eps:.4g} at beta = {_grid_beta(level):g} (beta <= 1/4), more at the next "
-            "level; change --b"
-        )
-    return _grid_beta(level)
+    if eps >= 0.98 * target:
+        return b, _grid_beta(level)
+    up = level + 1
+    if up <= 1 << (_GRID_BITS - 2):
+        lo_b, hi_b = 0, b  # eps_at(up, lo_b) <= target < eps_at(up, hi_b), eps(b = 0) = 0
+        best = 0.0
+        while hi_b - lo_b > 1:
+            mid = (lo_b + hi_b) // 2
+            e = eps_at(up, mid)
+            lo_b, hi_b, best = (mid, hi_b, e) if e <= target else (lo_b, mid, best)
+        if lo_b >= 1 and best >= 0.98 * target:
+            return lo_b, _grid_beta(up)
+    raise ConfigError(
+        f"epsilon {target:g} cannot be met within 2% at b <= {b}: beta on the 2^-12 grid gives "
+        f"{eps:.4g} at beta = {_grid_beta(level):g} (beta <= 1/4), more at the next level; "
+        "change --b"
+    )
 
 
 def pbm_report(
