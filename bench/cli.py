@@ -1,4 +1,4 @@
-"""The ``securevfl`` command line: run, party, bench, datasets, methods, demo.
+"""The ``securevfl`` command line: run, party, bench, align, datasets, methods, demo.
 
 Bad input prints one line naming the value and the rule and exits with code 2 (no traceback).
 """
@@ -47,6 +47,11 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
         default="breast",
         help="dataset name (see `securevfl datasets`), or csv:P0.csv,P1.csv,... with one "
         "CSV per party (header row; party 0's has a 'label' column); default breast",
+    )
+    g.add_argument(
+        "--id-column",
+        help="with --dataset csv:...: each file's ID column; the parties' rows are aligned by "
+        "private set intersection first (each file may have its own row order and extra rows)",
     )
     g.add_argument(
         "--parties",
@@ -189,6 +194,7 @@ def spec_from_args(args: argparse.Namespace):
         hidden=args.hidden,
         aggregation=args.aggregation,
         center=args.center,
+        id_column=args.id_column,
         dataset_options=dso,
         options=options,
         timeout=args.timeout,
@@ -208,6 +214,12 @@ def _print_record(record: dict[str, Any], as_json: bool) -> None:
         f"  train {record['time']['train_s']:.3f} s, total {record['time']['total_s']:.3f} s, "
         f"{record['comm']['bytes_total']:,} bytes in {record['comm']['messages']} messages"
     )
+    al = record.get("alignment")
+    if al:
+        print(
+            f"  aligned by PSI on {al['id_column']!r}: kept {al['kept']:,} of {al['rows']} rows, "
+            f"{al['comm']['bytes_total']:,} bytes (PSI reveals the intersection and its size)"
+        )
     if record["privacy"]:
         p = record["privacy"]
         if p["epsilon"] is None:
@@ -314,6 +326,42 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return int(demos[args.name].main(args.rest) or 0)
 
 
+def cmd_align(args: argparse.Namespace) -> int:
+    from securevfl.data.align_files import align_files
+
+    bar = None
+    progress = None
+    if not args.processes and not args.json and not args.no_progress and sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(desc="psi", unit="pt", unit_scale=True)
+        progress = bar.update
+    try:
+        rec = align_files(
+            args.csv,
+            args.id_column,
+            args.out,
+            processes=args.processes,
+            timeout=args.timeout,
+            workers=args.workers,
+            progress=progress,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    if args.json:
+        print(json.dumps(rec))
+        return 0
+    rows = ", ".join(f"party {k}: {n:,}" for k, n in enumerate(rec["rows"]))
+    print(f"aligned on {rec['id_column']!r}: kept {rec['kept']:,} rows ({rows} before)")
+    print(
+        f"  {rec['time_s']:.2f} s ({rec['runtime']}), {rec['comm']['bytes_total']:,} bytes in "
+        f"{rec['comm']['messages']} messages; wrote {', '.join(rec['files'])}"
+    )
+    print(f"  revealed: {rec['revealed']}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from bench.runner import load_plugins
 
@@ -368,6 +416,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list the suites and their sizes")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_bench)
+    p = sub.add_parser(
+        "align",
+        help="private entity alignment: keep the rows whose ID every party holds (ECDH-PSI)",
+        description="Each party's CSV is keyed by an ID column; PSI finds the common IDs without "
+        "revealing the others, and each party's kept rows are written in one agreed order (by ID) "
+        "as OUT/<input file name>. The first file is the active party (party 0). PSI reveals the "
+        "intersection and its size; party 0 also learns every party's row count.",
+    )
+    p.add_argument("csv", nargs="+", help="one CSV per party (header row), party 0 first")
+    p.add_argument("--id-column", required=True, help="the ID column's name in every file")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument(
+        "--processes",
+        action="store_true",
+        help="one OS process per party over MPyC's networked runtime (default: in-process)",
+    )
+    p.add_argument(
+        "--workers", type=int, help="processes per party for the group operations; default: cores"
+    )
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds; default 600")
+    p.add_argument("--json", action="store_true", help="print one JSON alignment record")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_align)
     p = sub.add_parser("datasets", help="list datasets (n, d, task, source, licence)")
     p.set_defaults(func=cmd_datasets)
     p = sub.add_parser("methods", help="list methods and baselines")

@@ -22,7 +22,7 @@ from securevfl.data import (
     schema_norm_bound,
     train_test_split,
 )
-from securevfl.data.custom import CSV_PREFIX, register_csv_parties
+from securevfl.data.custom import CSV_PREFIX, alignment_of, register_csv_parties
 from securevfl.errors import ConfigError, check_int, check_open_unit, check_positive
 from securevfl.evaluation import metrics_for
 from securevfl.methods.base import Method, PartyView, PublicInfo, RunContext, RunSpec
@@ -52,8 +52,13 @@ def validate_spec(spec: RunSpec) -> Method:
         check_positive("epsilon", spec.epsilon)
     if spec.delta is not None:
         check_open_unit("delta", spec.delta)
-    if isinstance(spec.dataset, str) and spec.dataset.startswith(CSV_PREFIX):
-        spec.partition = register_csv_parties(spec.dataset)
+    is_csv = isinstance(spec.dataset, str) and spec.dataset.startswith(CSV_PREFIX)
+    if spec.id_column is not None and not is_csv:
+        raise ConfigError(
+            f"id_column applies to --dataset csv:... only, got dataset {spec.dataset!r}"
+        )
+    if is_csv:
+        spec.partition = register_csv_parties(spec.dataset, id_column=spec.id_column)
         if len(spec.partition) != spec.parties:
             raise ConfigError(
                 f"parties must equal the number of CSV files "
@@ -213,6 +218,7 @@ def run_experiment(spec: RunSpec, rt: Runtime | None = None) -> dict[str, Any] |
             "noise_seeded": spec.seed is not None,
             "model_fingerprint": fps,
             "extra": fit.extra,
+            "alignment": alignment_of(spec.dataset) if spec.id_column else None,
             "version": __version__,
             "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         }

@@ -5,6 +5,12 @@ each column to [-1, 1] and registers a dataset whose columns are partitioned exa
 On the CLI, ``--dataset csv:party0.csv,party1.csv,...`` does the same from CSV files with a header;
 party 0's file holds the labels in a column named ``label``. In a real deployment each party would
 load only its own file; here one process reads them all, which changes nothing in the protocols.
+
+With ``id_column`` (``--id-column NAME``) each file is keyed by that column and may hold its own
+row order and extra rows: the parties' rows are aligned by PSI (:mod:`securevfl.data.alignment`,
+metered on an in-process runtime), sorted by ID, and the ID column is dropped. The run's record
+then carries ``alignment``: each party's row count, how many were kept, and the PSI bytes. The
+intersection size is what PSI reveals, and the record says so.
 """
 
 from __future__ import annotations
@@ -20,6 +26,12 @@ from securevfl.errors import ConfigError, DataError
 from securevfl.registry import _REGISTRIES, register
 
 CSV_PREFIX = "csv:"
+_ALIGNMENTS: dict[str, dict] = {}  # dataset name -> alignment record of its last registration
+
+
+def alignment_of(name: str) -> dict | None:
+    """The PSI alignment record of a ``csv:`` dataset registered with an ID column."""
+    return _ALIGNMENTS.get(name)
 
 
 def _check_blocks(blocks: Sequence[np.ndarray], y: np.ndarray) -> list[np.ndarray]:
@@ -91,19 +103,50 @@ def register_party_arrays(
     return partition
 
 
-def register_csv_parties(spec_name: str) -> list[list[int]]:
-    """Register ``csv:a.csv,b.csv,...`` (party order) as a dataset; return its partition."""
+def _aligned_csv_blocks(
+    paths: list[Path], id_column: str
+) -> tuple[list[list[str]], list[np.ndarray], dict]:
+    """Align the files by PSI on ``id_column``; each party's header and numeric rows without it."""
+    from securevfl.data.alignment import align_tables, read_party_csv
+    from securevfl.runtime.inprocess import InProcessRuntime
+
+    tables = {k: read_party_csv(p, id_column, k) for k, p in enumerate(paths)}
+    kept, record = align_tables(InProcessRuntime(len(paths)), tables)
+    headers, blocks = [], []
+    for k, t in sorted(kept.items()):
+        j = t.id_index
+        headers.append(t.header[:j] + t.header[j + 1 :])
+        try:
+            blocks.append(
+                np.array([r[:j] + r[j + 1 :] for r in t.rows], dtype=float).reshape(len(t.rows), -1)
+            )
+        except ValueError as exc:
+            raise DataError(f"party {k}'s CSV {t.path.name!r} must be numeric: {exc}") from None
+    return headers, blocks, record
+
+
+def register_csv_parties(spec_name: str, *, id_column: str | None = None) -> list[list[int]]:
+    """Register ``csv:a.csv,b.csv,...`` (party order) as a dataset; return its partition.
+
+    With ``id_column``, rows are first aligned by PSI on that column (see module docstring).
+    """
     paths = [Path(p) for p in spec_name[len(CSV_PREFIX) :].split(",") if p]
+    _ALIGNMENTS.pop(spec_name, None)
+    if id_column is not None:
+        headers, aligned, _ALIGNMENTS[spec_name] = _aligned_csv_blocks(paths, id_column)
     blocks, y = [], None
     for k, p in enumerate(paths):
-        if not p.exists():
-            raise DataError(f"party {k}'s CSV must exist, got {str(p)!r}")
-        with p.open() as f:
-            header = f.readline().strip().split(",")
-        try:
-            data = np.genfromtxt(p, delimiter=",", skip_header=1, dtype=float, ndmin=2)
-        except ValueError as exc:
-            raise DataError(f"party {k}'s CSV {str(p)!r} must be numeric: {exc}") from None
+        if id_column is not None:
+            header, data = headers[k], aligned[k]
+        else:
+            if not p.exists():
+                raise DataError(f"party {k}'s CSV must exist, got {str(p)!r}")
+            with p.open() as f:
+                header = f.readline().strip().split(",")
+            try:
+                data = np.genfromtxt(p, delimiter=",", skip_header=1, dtype=float, ndmin=2)
+            except ValueError as exc:
+                raise DataError(f"party {k}'s CSV {str(p)!r} must be numeric: {exc}") from None
         if k == 0:
             if "label" not in header:
                 raise DataError(f"party 0's CSV must have a 'label' column, got columns {header}")

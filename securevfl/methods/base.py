@@ -67,6 +67,7 @@ class RunSpec:
     hidden: int = 32
     aggregation: str = "sum"
     center: bool = False  # centre numeric columns on their training mean (see experiment.py)
+    id_column: str | None = None  # csv: datasets: align the parties' rows by PSI on this column
     dataset_options: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
     timeout: float = 120.0

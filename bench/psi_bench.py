@@ -1,0 +1,125 @@
+"""PSI throughput: ``python -m bench.psi_bench --sizes 10000,100000,1000000 --out bench-out/psi``.
+
+For each size n, two party CSVs of n rows (an ID and one value column) sharing ``overlap * n``
+IDs are aligned end to end as ``securevfl align`` does (read, PSI, write), each size in a fresh
+process so its peak memory is its own. Appends one JSON line per run to OUT/results.jsonl and
+prints a markdown table: seconds, CPU seconds (party and workers), bytes on the wire, peak
+resident memory of the party process (in-process: both parties; each worker process holds one
+chunk, ~40 MB) and the load average at the start (the machine may be shared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+
+def make_csvs(n: int, overlap: float, where: Path) -> tuple[Path, Path]:
+    """Two CSVs of n rows; IDs 0..n-1 at party 0, n(1-overlap)..2n-n*overlap-1 at party 1."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    start = n - round(overlap * n)
+    paths = []
+    for k, ids in enumerate((np.arange(n), np.arange(start, start + n))):
+        ids = ids[rng.permutation(n)]
+        p = where / f"party{k}.csv"
+        with p.open("w") as f:
+            f.write(f"cid,v{k}\n")
+            f.writelines(f"C{i:09d},{i % 97}\n" for i in ids)
+        paths.append(p)
+    return paths[0], paths[1]
+
+
+def _peak_kb() -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return float(line.split()[1])
+    return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
+def run_one(n: int, overlap: float, processes: bool, workers: int | None) -> dict[str, Any]:
+    from securevfl.data.align_files import align_files
+
+    with tempfile.TemporaryDirectory(prefix="psi-bench-") as tmp:
+        a, b = make_csvs(n, overlap, Path(tmp))
+        load = os.getloadavg()
+        t0 = time.perf_counter()
+        rec = align_files([a, b], "cid", Path(tmp) / "out", processes=processes, workers=workers)
+        wall = time.perf_counter() - t0
+    return {
+        "n": n,
+        "overlap": overlap,
+        "runtime": rec["runtime"],
+        "kept": rec["kept"],
+        "seconds": round(wall, 2),
+        "bytes_total": rec["comm"]["bytes_total"],
+        "peak_rss_mb": round(_peak_kb() / 1024, 1),
+        # CPU seconds of this process and its workers: wall time on an idle machine is about
+        # this over the cores, whatever else was running during the measurement
+        "cpu_s": round(
+            sum(
+                r.ru_utime + r.ru_stime
+                for r in (
+                    resource.getrusage(resource.RUSAGE_SELF),
+                    resource.getrusage(resource.RUSAGE_CHILDREN),
+                )
+            ),
+            2,
+        ),
+        "workers": workers or os.cpu_count(),
+        "cores": os.cpu_count(),
+        "loadavg_start": [round(x, 2) for x in load],
+        "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.psi_bench", description=__doc__)
+    ap.add_argument("--sizes", default="10000,100000,1000000", help="IDs per party, comma list")
+    ap.add_argument("--overlap", type=float, default=0.5, help="shared share of IDs; default 0.5")
+    ap.add_argument("--processes", action="store_true", help="one OS process per party")
+    ap.add_argument("--workers", type=int, help="worker processes per party; default: cores")
+    ap.add_argument("--out", default="bench-out/psi", help="directory for results.jsonl")
+    ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # internal: run one size here
+    a = ap.parse_args(argv)
+    if a.one is not None:
+        print(json.dumps(run_one(a.one, a.overlap, a.processes, a.workers)))
+        return 0
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    print(
+        "| IDs per party | kept | runtime | seconds | CPU s | bytes | peak RSS MB "
+        "| load avg (1 min) |"
+    )
+    print("|---:|---:|---|---:|---:|---:|---:|---:|")
+    for n in (int(s) for s in a.sizes.split(",")):
+        cmd = [sys.executable, "-m", "bench.psi_bench", "--one", str(n)]
+        cmd += ["--overlap", str(a.overlap)]
+        if a.processes:
+            cmd.append("--processes")
+        if a.workers:
+            cmd += ["--workers", str(a.workers)]
+        r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+        with (out / "results.jsonl").open("a") as f:
+            f.write(json.dumps(r) + "\n")
+        print(
+            f"| {n:,} | {r['kept']:,} | {r['runtime']} | {r['seconds']:.2f} | {r['cpu_s']:.1f} | "
+            f"{r['bytes_total']:,} | {r['peak_rss_mb']:.0f} "
+            f"| {r['loadavg_start'][0]:.2f} |",
+            flush=True,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

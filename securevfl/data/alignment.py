@@ -1,0 +1,208 @@
+"""Private entity alignment: each party's table keyed by an ID column, aligned by PSI.
+
+Each party reads its own CSV, checks its ID column (present, no empty or duplicate values, one
+type), and the parties run ECDH-PSI (:mod:`protocols.psi`) on the runtime, so every payload is
+metered. Every party ends with the indices of its rows in the intersection, sorted by ID: every
+party knows the IDs of the intersection, so this order reveals nothing more, and it makes the
+result independent of the runtime and of the rows' order in the files.
+
+What PSI reveals: the intersection (which of its rows each party keeps) and its size; the active
+party also learns each party's row count and which of its rows each other party holds.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from securevfl.errors import ConfigError, DataError, ProtocolError
+from securevfl.runtime.base import Runtime
+
+_INT = re.compile(r"^[+-]?\d+$")
+_DECIMAL = re.compile(r"^[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?$")
+
+
+@dataclass
+class PartyTable:
+    """One party's CSV: header, rows as text, and its ID column."""
+
+    path: Path
+    header: list[str]
+    id_index: int
+    rows: list[list[str]]
+
+    @property
+    def ids(self) -> list[str]:
+        return [r[self.id_index] for r in self.rows]
+
+
+def read_party_csv(path: str | os.PathLike, id_column: str, party: int) -> PartyTable:
+    """Read party ``party``'s CSV and check its ID column (ConfigError naming value and rule)."""
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(f"party {party}'s CSV must exist, got {str(p)!r}")
+    with p.open(newline="") as f:
+        reader = csv.reader(f)
+        header = [h.strip() for h in next(reader, [])]
+        rows = [r for r in reader if r]
+    if id_column not in header:
+        raise ConfigError(
+            f"party {party}'s CSV {p.name!r} must have the ID column {id_column!r}, "
+            f"got columns {header}"
+        )
+    j = header.index(id_column)
+    for i, r in enumerate(rows):
+        if len(r) != len(header):
+            raise DataError(
+                f"party {party}'s CSV {p.name!r} must have {len(header)} fields per row, "
+                f"got {len(r)} on line {i + 2}"
+            )
+        r[j] = r[j].strip()
+    table = PartyTable(p, header, j, rows)
+    check_ids(table.ids, party, p.name, id_column)
+    return table
+
+
+def id_kind(ids: Sequence[str]) -> str:
+    """``integer`` if every ID is an integer literal, else ``text``."""
+    return "integer" if all(_INT.match(v) for v in ids) else "text"
+
+
+def check_ids(ids: Sequence[str], party: int, where: str, column: str) -> None:
+    """No empty, decimal or duplicate IDs (PSI could not tell duplicates apart)."""
+    seen: dict[str, int] = {}
+    for i, v in enumerate(ids):
+        if not v:
+            raise ConfigError(
+                f"party {party}'s ID column {column!r} ({where}) must not be empty, "
+                f"got an empty value on line {i + 2}"
+            )
+        if v in seen:
+            raise ConfigError(
+                f"party {party}'s ID column {column!r} ({where}) must hold distinct IDs, "
+                f"got {v!r} on lines {seen[v] + 2} and {i + 2}"
+            )
+        seen[v] = i
+    decimals = [v for v in ids if not _INT.match(v) and _DECIMAL.match(v)]
+    if decimals and len(decimals) + sum(bool(_INT.match(v)) for v in ids) == len(ids):
+        # "17.0" next to "17": a float-converted ID column would silently never match
+        raise ConfigError(
+            f"party {party}'s ID column {column!r} ({where}) must hold integers or text, "
+            f"got the decimal number {decimals[0]!r}"
+        )
+
+
+def _sort_by_id(ids: list[str], rows: np.ndarray, kind: str) -> np.ndarray:
+    key = (lambda i: int(ids[i])) if kind == "integer" else ids.__getitem__
+    return np.array(sorted(rows.tolist(), key=key), dtype=np.int64)
+
+
+def align_ids(
+    rt: Runtime,
+    ids: dict[int, list[str]],
+    *,
+    workers: int = 1,
+    progress: Callable[[int], None] | None = None,
+) -> dict[int, np.ndarray]:
+    """SPMD: every local party's row indices of the intersection, sorted by ID (all parties).
+
+    ``ids[k]`` is given where party k lives. Traffic is metered in phase ``psi``.
+    Raises ConfigError at every party if the ID types differ or the intersection is empty.
+    """
+    from protocols.psi import Crypto, PSIError, psi_star
+
+    K = rt.n_parties
+    with rt.meter.in_phase("psi"):
+        # the ID type is schema, not data: party 0 checks that everyone's matches
+        kinds = rt.gather({k: id_kind(ids[k]) if k in ids else None for k in range(K)}, dst=0)
+        verdict = None
+        if kinds is not None:
+            diff = [k for k in range(1, K) if kinds[k] != kinds[0]]
+            if diff:
+                verdict = (
+                    f"the ID column must have one type at every party: party 0's is "
+                    f"{kinds[0]}, party {diff[0]}'s is {kinds[diff[0]]}"
+                )
+        verdict = rt.broadcast(verdict, src=0)
+        if verdict:
+            raise ConfigError(verdict)
+        encoded = {k: [v.encode() for v in ids[k]] for k in rt.local_parties}
+        try:
+            with Crypto(workers=workers, progress=progress) as crypto:
+                rows = psi_star(rt, encoded, crypto=crypto)
+        except PSIError as exc:
+            raise ProtocolError(str(exc)) from None
+    kind = id_kind(next(iter(ids.values())))
+    out = {k: _sort_by_id(ids[k], rows[k], kind) for k in rt.local_parties}
+    if len(next(iter(out.values()))) == 0:
+        raise ConfigError("the parties' IDs must intersect, got an empty intersection")
+    return out
+
+
+def default_workers() -> int:
+    """Worker processes per party for the group operations: every core.
+
+    Even with one process per party the protocol's phases mostly run one party at a time
+    (party k re-blinds while party 0 waits), so each party may use the whole machine.
+    """
+    return os.cpu_count() or 1
+
+
+def align_tables(
+    rt: Runtime,
+    tables: dict[int, PartyTable],
+    *,
+    workers: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[dict[int, PartyTable], dict[str, Any] | None]:
+    """Align the local parties' tables; return them (rows kept, agreed order) and, at party 0,
+    the alignment record ``{rows: [...], kept, comm}``.
+
+    Local parties work one after another in-process, so each may use every core.
+    """
+    if workers is None:
+        workers = default_workers()
+    rows = align_ids(rt, {k: t.ids for k, t in tables.items()}, workers=workers, progress=progress)
+    kept = {
+        k: PartyTable(t.path, t.header, t.id_index, [t.rows[i] for i in rows[k]])
+        for k, t in tables.items()
+    }
+    counts = rt.collect({k: len(t.rows) for k, t in tables.items()}, dst=0)
+    meters = rt.collect(rt.meter.export(), dst=0)
+    if counts is None:
+        return kept, None
+    n_rows: dict[int, int] = {}
+    for d in counts.values():
+        n_rows.update(d)
+    from securevfl.runtime.channel import Meter
+
+    merged = Meter()
+    if len(rt.local_parties) < rt.n_parties:
+        for m in meters.values():
+            merged.merge(m)
+    else:
+        merged = rt.meter
+    record = {
+        "id_column": tables[0].header[tables[0].id_index],
+        "rows": [n_rows[k] for k in range(rt.n_parties)],
+        "kept": len(rows[0]),
+        "revealed": "the intersection size and which of its own rows each party keeps; "
+        "party 0 also learns every party's row count and which of its rows each party holds",
+        "comm": merged.summary(rt.n_parties),
+    }
+    return kept, record
+
+
+def write_table(table: PartyTable, path: Path) -> None:
+    """Write a party's (aligned) rows with its header."""
+    with path.open("w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(table.header)
+        w.writerows(table.rows)

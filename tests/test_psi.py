@@ -1,0 +1,112 @@
+"""ECDH-PSI (protocols.psi) against a plain set intersection; metered bytes; malformed peers."""
+
+import numpy as np
+import pytest
+import rbcl
+
+import protocols.psi as psi
+from protocols.psi import POINT_BYTES, Crypto, PSIError, psi_star
+from securevfl.runtime import InProcessRuntime
+
+
+def _id_sets(K: int, n: int, overlap: float, seed: int) -> tuple[dict[int, list[bytes]], set]:
+    """K sets of n IDs sharing round(overlap * n) IDs, the rest private to each party."""
+    rng = np.random.default_rng(seed)
+    common = [f"c{i}".encode() for i in range(round(overlap * n))]
+    out = {}
+    for k in range(K):
+        own = [f"p{k}-{i}".encode() for i in range(n - len(common))]
+        ids = common + own
+        out[k] = [ids[i] for i in rng.permutation(len(ids))]  # each party its own row order
+    return out, set(common)
+
+
+@pytest.mark.parametrize("K", [2, 4])
+@pytest.mark.parametrize("overlap", [0.0, 0.01, 0.5, 1.0])
+def test_intersection_equals_the_plain_one_in_one_agreed_order(K, overlap):
+    ids, common = _id_sets(K, 200, overlap, seed=K)
+    rt = InProcessRuntime(K)
+    rows = psi_star(rt, ids)
+    kept = {k: [ids[k][i] for i in rows[k]] for k in range(K)}
+    assert set(kept[0]) == common and len(kept[0]) == len(common)
+    for k in range(1, K):
+        assert kept[k] == kept[0]  # same IDs in the same order at every party
+    # 0's blinded set out (1 round), (re-blinded, own) back (1), kept positions to each k (K-1)
+    c = rt.meter.summary(K)
+    assert c["rounds"] == 2 + (K - 1) and c["messages"] == 3 * (K - 1)
+    points = 200 * 3 * (K - 1)  # per pair: 0's points out and back, k's points in
+    assert (
+        points * POINT_BYTES
+        <= c["bytes_total"]
+        <= points * POINT_BYTES + 4 * len(common) * (K - 1) + 300 * (K - 1)
+    )  # packed blobs: 32 bytes a point, a small pickle header per message
+
+
+def test_uneven_sizes_and_a_subset_party():
+    ids = {0: [b"a", b"b", b"c", b"d"], 1: [b"d", b"b"], 2: [b"x", b"b", b"d", b"a", b"y"]}
+    rows = psi_star(InProcessRuntime(3), ids)
+    kept = [[ids[k][i] for i in rows[k]] for k in range(3)]
+    assert sorted(kept[0]) == [b"b", b"d"] and kept[0] == kept[1] == kept[2]
+
+
+def test_the_wire_carries_no_plain_hash_and_fresh_scalars_each_run():
+    """What party 1 receives is neither the IDs nor their unblinded hashes, and differs per run."""
+    ids = {0: [b"alice", b"bob"], 1: [b"bob", b"carol"]}
+    seen = []
+
+    class Tap(InProcessRuntime):
+        def broadcast(self, value, *, src, dsts=None):
+            seen.append(value)
+            return super().broadcast(value, src=src, dsts=dsts)
+
+    for _ in range(2):
+        psi_star(Tap(2), ids)
+    plain = {
+        rbcl.crypto_core_ristretto255_from_hash(psi.hashlib.sha512(psi.DOMAIN + i).digest())
+        for i in ids[0]
+    }
+    for blob in seen:
+        pts = {blob[o : o + 32] for o in range(0, len(blob), 32)}
+        assert len(pts) == 2 and not pts & plain and b"alice" not in blob
+    assert seen[0] != seen[1]
+
+
+def test_invalid_or_truncated_points_from_a_peer_are_refused():
+    s = psi.new_scalar()
+    with pytest.raises(PSIError, match="not a valid ristretto255 element"):
+        Crypto().reblind(b"\xff" * 32, s)
+    with pytest.raises(PSIError, match="32-byte points, got 33"):
+        Crypto().reblind(b"\x00" * 33, s)
+    with pytest.raises(PSIError, match="expected 3 re-blinded points, got 2"):
+        psi.check_blob(b"\x00" * 64, 3)
+
+
+def test_duplicate_ids_are_refused_before_anything_is_sent():
+    rt = InProcessRuntime(2)
+    with pytest.raises(ValueError, match="party 0's IDs must be distinct"):
+        psi_star(rt, {0: [b"a", b"a"], 1: [b"a"]})
+    assert rt.meter.summary(2)["bytes_total"] == 0
+
+
+def test_worker_processes_compute_the_same_points(monkeypatch):
+    monkeypatch.setattr(psi, "CHUNK", 16)  # several chunks from few IDs
+    ids = [f"id{i}".encode() for i in range(40)]
+    s = psi.new_scalar()
+    done = []
+    one = Crypto(workers=1).hash_blind(ids, s)
+    with Crypto(workers=2, progress=done.append) as crypto:
+        two = crypto.hash_blind(ids, s)
+        again = crypto.reblind(two, s)  # the same worker pool serves every call of a run
+        assert crypto._pool is not None
+    assert crypto._pool is None  # workers stopped on leaving the block
+    assert one == two and len(one) == 40 * POINT_BYTES and sum(done) == 80
+    assert again == Crypto().reblind(one, s)
+    # blinding commutes: b*(a*H) == a*(b*H), the property the comparison rests on
+    t = psi.new_scalar()
+    assert Crypto().reblind(one, t) == Crypto().reblind(Crypto().hash_blind(ids, t), s)
+
+
+def test_importing_the_protocol_leaves_no_libsodium_copy_in_tmp():
+    import os
+
+    assert not os.path.exists(rbcl._sodium._name)  # rbcl's temp copy is removed once loaded
