@@ -28,15 +28,24 @@ def _spec(method: str, **kw) -> RunSpec:
     return RunSpec(**base)
 
 
-def test_pbm_vfl_record_carries_both_notions_and_config() -> None:
+def test_pbm_vfl_record_carries_both_units_and_config() -> None:
     rec = run_experiment(_spec("pbm-vfl", options={"b": 16, "beta": 0.1}))
     p = rec["privacy"]
-    assert p["accountant"].startswith("pbm-exact")
-    for notion in ("feature", "sample"):
-        assert p[notion]["epsilon"] > 0 and p[notion]["delta"] == 1e-5
-        assert p[notion]["compositions"] == 4 * 2  # P coordinates x epochs uses
-    assert p["sample"]["epsilon"] > p["feature"]["epsilon"]
-    assert p["epsilon"] == p["feature"]["epsilon"]
+    assert p["unit"] == "party-row" and p["delta"] == 1e-5
+    assert p["accountant"].startswith("pld")
+    assert set(p["per_party"]) == {"0", "1", "2"}
+    for v in p["per_party"].values():
+        assert v["epsilon"] == p["epsilon"] and v["releases"] == 4 * 2  # P x epochs
+    assert p["by_unit"]["party-row"] == p["epsilon"] < p["by_unit"]["sample"]
+    assert p["releases_per_row"] == {"train": 8, "test": 4}  # private scoring: 1 use
+    assert "target_epsilon" not in p
+    # the bottom models' dependence on every row is named, and bounded by all_releases
+    assert len(p["outside_guarantee"]) == 1 and "bottom models" in p["outside_guarantee"][0]
+    assert p["all_releases"]["releases"] == 4 * (2 * rec["n_train"] + rec["n_test"])
+    assert p["all_releases"]["epsilon"] > 10 * p["epsilon"]
+    for unit in ("party-row", "sample"):  # RDP cross-check: looser, same events
+        assert p["rdp_cross_check"][unit] >= p["by_unit"][unit] * (1 - 1e-3)
+    assert p["sampler"]["p_levels"] == [0.5 - 409 / 4096, 0.5 + 409 / 4096]  # floor(0.1 2^12)
     cfg = rec["config"]
     assert (cfg["b"], cfg["beta"], cfg["embedding_dim"], cfg["epochs"], cfg["batch_size"]) == (
         16,
@@ -46,10 +55,10 @@ def test_pbm_vfl_record_carries_both_notions_and_config() -> None:
         64,
     )
     # the accountant can be re-run from the record alone
-    from securevfl.privacy.pbm_accountant import pbm_privacy
+    from securevfl.privacy.pbm_accountant import pbm_epsilon
 
-    again = pbm_privacy(
-        "feature",
+    again = pbm_epsilon(
+        "party-row",
         b=cfg["b"],
         beta=cfg["beta"],
         n_parties=rec["parties"],
@@ -57,11 +66,45 @@ def test_pbm_vfl_record_carries_both_notions_and_config() -> None:
         uses=cfg["epochs"],
         delta=1e-5,
     )
-    assert again.epsilon == p["feature"]["epsilon"]
+    assert again == p["epsilon"]
     assert rec["comm"]["by_phase"]["setup"]["bytes"] > 3 * 32  # X25519 keys, metered apart
-    # the strict whole-column reading composes over every training row: far larger
-    assert p["feature_all_rows"]["epsilon"] > 10 * p["feature"]["epsilon"]
     assert 0.0 <= rec["metrics"]["accuracy"] <= 1.0
+
+
+@pytest.mark.parametrize("method", ["pbm-vfl", "ldp-vfl"])
+def test_epsilon_target_is_met_within_two_percent(method: str) -> None:
+    """--epsilon E --delta D: achieved epsilon <= E and >= 0.98 E (pbm-vfl calibrates beta on
+    the 2^-12 grid at fixed b, ldp-vfl its sigma)."""
+    for target in (3.0, 8.0):
+        rec = run_experiment(
+            _spec(
+                method,
+                parties=2,
+                epochs=1,
+                embedding_dim=2,
+                epsilon=target,
+                delta=1e-6,
+                options={"b": 8},
+            )
+        )
+        p = rec["privacy"]
+        assert p["target_epsilon"] == target and p["delta"] == 1e-6
+        assert 0.98 * target <= p["epsilon"] <= target, (method, target, p["epsilon"])
+        if method == "pbm-vfl":
+            level = round(p["sampler"]["beta"] * 4096)
+            assert p["sampler"]["beta"] == level / 4096 and 0 < level <= 1024
+    if method == "pbm-vfl":  # beta = 2^-12 is the most noise the grid has
+        with pytest.raises(ConfigError, match="cannot be reached"):
+            run_experiment(_spec(method, parties=2, epochs=1, epsilon=1e-6, options={"b": 8}))
+        with pytest.raises(ConfigError, match="within 2%"):  # beyond beta = 1/4: change b
+            run_experiment(_spec(method, parties=2, epochs=1, epsilon=1e6, options={"b": 8}))
+
+
+def test_plain_eval_is_listed_outside_the_guarantee() -> None:
+    rec = run_experiment(_spec("ldp-vfl", epochs=1, options={"eval": "plain"}))
+    out = rec["privacy"]["outside_guarantee"]
+    assert any("plain embeddings" in o for o in out)
+    assert rec["privacy"]["releases_per_row"]["test"] == 0
 
 
 def test_packed_uplink_matches_r_bits_per_value() -> None:
@@ -126,14 +169,14 @@ def test_ldp_vfl_noise_and_privacy() -> None:
     rec = run_experiment(_spec("ldp-vfl", options={"b": 64, "beta": 0.25}))
     assert rec["extra"]["sigma"] == pytest.approx(math.sqrt(2 * 3 / (64 * 0.0625)))
     p = rec["privacy"]
-    assert 0 < p["feature"]["epsilon"] < p["sample"]["epsilon"]
+    assert p["unit"] == "party-row" and set(p["per_party"]) == {"0", "1", "2"}
+    assert 0 < p["by_unit"]["party-row"] == p["epsilon"] < p["by_unit"]["sample"]
     assert rec["comm"]["by_phase"].get("setup") is None  # no secure aggregation
 
 
 @pytest.mark.parametrize(
     "kw,match",
     [
-        (dict(epsilon=1.0), "epsilon does not apply"),
         (dict(options={"beta": 0.3}), "beta must be in"),
         (dict(options={"b": 0}), "b must be >= 1"),
         (dict(aggregation="concat"), "aggregation for method"),
@@ -150,6 +193,8 @@ def test_bad_input_raises_config_error(kw, match) -> None:
 def test_npq_has_no_privacy_and_no_options() -> None:
     rec = run_experiment(_spec("npq", epochs=1))
     assert rec["privacy"] is None
+    with pytest.raises(ConfigError, match="epsilon does not apply"):
+        run_experiment(_spec("npq", epochs=1, epsilon=1.0))
     with pytest.raises(ConfigError, match="does not apply"):
         run_experiment(_spec("npq", options={"b": 4}))
 

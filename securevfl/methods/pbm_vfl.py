@@ -8,13 +8,35 @@ party sends and how the server combines it:
 * ``pbm-vfl``: each coordinate is quantized by PBM (Algorithm 1), the integer vectors are summed by
   pairwise-mask secure aggregation (protocol 0, ``protocols.secagg``: X25519 keys in phase
   "setup", AES-CTR masks mod 2^r, r-bit packing), the server estimates the sum as
-  C/(beta b) (q_hat - bM/2). Privacy: exact PLD accountant for feature and sample privacy.
+  C/(beta b) (q_hat - bM/2). Privacy: PLD of the sampler's exact pmf (``pbm_accountant``).
 * ``npq``: Algorithm 2 without PBM and secure aggregation (plain embeddings, plain sum).
 * ``ldp-vfl``: every party adds N(0, 2M/(b beta^2)) to each coordinate, no secure aggregation.
 
 Test-time scoring (``--eval private``, the default) runs through the same aggregation as
 training, so the server never sees a plain embedding; ``--eval plain`` scores on plain
-embeddings with the core's ``predict_splitnn`` (the model's accuracy without inference noise).
+embeddings with the core's ``predict_splitnn`` (the model's accuracy without inference noise;
+listed in the record's ``privacy.outside_guarantee``).
+
+Privacy units (neighbouring datasets differ by substitution of):
+
+* ``party-row`` (the paper's "feature privacy", the headline ``privacy.epsilon``): one row of
+  one data party's block; that party's embedding of the row may move anywhere in [-C, C]^P;
+* ``sample`` ("sample privacy", ``privacy.by_unit.sample``): the row in every data party's
+  block (and its label, which the server holds in the clear: labels are not protected).
+
+Per row, PBM-VFL releases the P coordinates' secure sums once per epoch for a training row
+(P E releases) and once for a test row under private scoring (P releases); LDP-VFL the same
+counts of noisy embeddings. That count treats a row's releases as the only ones it changes.
+The bottom models train on every row, so the releases of the other rows after a row was used
+depend on it too: that is listed under ``outside_guarantee``, and ``privacy.all_releases`` gives
+the bound that covers it (every release of the run composed, each dominated by the same pair).
+
+``--epsilon E --delta D``: ``pbm-vfl`` keeps b and calibrates beta on the 2^-12 grid (the
+sampler's own resolution) by bisection on the same accountant, so the headline epsilon is <= E
+and within 2% of E; where one grid step of beta is too coarse for 2% it lowers b instead at the
+next beta (``calibrate_beta``; the b and beta used are in ``privacy.sampler``); ``ldp-vfl``
+calibrates its sigma (b and beta then play no part). Without ``--epsilon`` both take their
+noise from --b and --beta as before.
 """
 
 from __future__ import annotations
@@ -27,21 +49,17 @@ import numpy as np
 
 from securevfl.errors import ConfigError, ProtocolError, check_open_unit
 from securevfl.methods.base import FitResult, Method, Option, RunContext, RunSpec, register_method
+from securevfl.privacy.accountant import Accountant, PrivacyLedger, calibrate
 from securevfl.privacy.events import PrivacyReport
 from securevfl.privacy.pbm import (
-    PBMEvent,
+    _GRID_BITS,
     check_pbm_params,
+    grid_levels,
     ldp_sigma,
     pbm_estimate_sum,
     pbm_quantize,
-    prepare_binomial,
 )
-from securevfl.privacy.pbm_accountant import (
-    ACCOUNTANT_NAME,
-    PBMAccountant,
-    ldp_privacy,
-    rdp_to_epsilon,
-)
+from securevfl.privacy.pbm_accountant import ldp_event, pbm_epsilon, pbm_event, pbm_ledger
 from securevfl.training import (
     SplitNNHooks,
     n_batches,
@@ -128,7 +146,6 @@ class PBMSecAggHooks(BoundedSumHooks):
 
         super().__init__(ctx)
         self.b, self.beta = b, beta
-        prepare_binomial(b)  # the sampler's tables: setup, like the keys (cached per process)
         M = ctx.info.data_parties
         self.bits = modulus_bits(b * M)
         local = [k for k in ctx.rt.local_parties if k < M]
@@ -246,6 +263,7 @@ class _SumSplitNN(Method):
     models = ("mlp",)
     uses_server = True
     labels_at_server = True
+    calibrates = False  # whether --epsilon sets the noise
 
     def validate(self, spec: RunSpec) -> None:
         super().validate(spec)
@@ -254,10 +272,10 @@ class _SumSplitNN(Method):
                 f"aggregation for method {self.name!r} must be 'sum' (the server "
                 f"sees only the sum of embeddings), got {spec.aggregation!r}"
             )
-        if spec.epsilon is not None:
+        if spec.epsilon is not None and not self.calibrates:
             raise ConfigError(
-                f"epsilon does not apply to method {self.name!r}: its privacy is set "
-                f"by --b and --beta and reported, got --epsilon {spec.epsilon}"
+                f"epsilon does not apply to method {self.name!r}: it has no privacy, "
+                f"got --epsilon {spec.epsilon}"
             )
         if spec.delta is not None:
             check_open_unit("delta", spec.delta)
@@ -319,28 +337,50 @@ class LDPVFL(_SumSplitNN):
     summary = "PBM-VFL's baseline: Gaussian noise 2M/(b beta^2) per embedding coordinate, no secagg"
     family = "dp"
     options = PBM_OPTIONS
+    calibrates = True
 
     def validate(self, spec: RunSpec) -> None:
         super().validate(spec)
         self.pbm_params(spec)
 
     def fit(self, ctx: RunContext) -> FitResult:
-        b, beta = self.pbm_params(ctx.spec)
-        M, P, E = ctx.info.data_parties, ctx.spec.embedding_dim, ctx.spec.epochs
-        sigma = ldp_sigma(b=b, beta=beta, n_parties=M)
-        delta = ctx.spec.delta or DEFAULT_DELTA
-        feat = ldp_privacy("feature", sigma=sigma, n_parties=M, dim=P, uses=E, delta=delta)
-        samp = ldp_privacy("sample", sigma=sigma, n_parties=M, dim=P, uses=E, delta=delta)
-        report = PrivacyReport(
-            epsilon=feat["epsilon"],
-            delta=delta,
-            accountant="gaussian-exact (composed Gaussian, Balle-Wang closed form)",
+        spec = ctx.spec
+        b, beta = self.pbm_params(spec)
+        M, P, E = ctx.info.data_parties, spec.embedding_dim, spec.epochs
+        delta = spec.delta or DEFAULT_DELTA
+
+        def eps_of(unit: str, sigma: float) -> float:
+            ev = ldp_event(unit, sigma=sigma, n_parties=M, dim=P, uses=E, bound=BOUND)
+            return Accountant().compose(ev).get_epsilon(delta)
+
+        if spec.epsilon is None:
+            sigma = ldp_sigma(b=b, beta=beta, n_parties=M)
+        else:
+            sigma, eps = calibrate(
+                lambda s: eps_of("party-row", s),
+                float(spec.epsilon),
+                lo=1e-4,
+                hi=1e6,
+                what="sigma",
+            )
+            if eps < 0.98 * float(spec.epsilon):
+                raise ConfigError(
+                    f"epsilon {spec.epsilon:g} cannot be met within 2%: sigma 1e-4 gives {eps:.4g}"
+                )
+        ledger = PrivacyLedger("party-row")
+        for k in ctx.data_parties:
+            ledger.compose(k, ldp_event("party-row", sigma=sigma, n_parties=M, dim=P, uses=E))
+        report = ledger.report(
+            delta,
+            target_epsilon=spec.epsilon,
+            outside_guarantee=_outside(self, spec),
             extra={
-                "notion": "feature",
-                "feature": feat,
-                "sample": samp,
+                "by_unit": {
+                    "party-row": eps_of("party-row", sigma),
+                    "sample": eps_of("sample", sigma),
+                },
                 "sigma": sigma,
-                "uses_per_sample": E,
+                "releases_per_row": {"train": P * E, "test": P if _private_eval(self, spec) else 0},
             },
         )
         return self._finish(ctx, LDPHooks(ctx, sigma=sigma), report, {"sigma": sigma})
@@ -349,9 +389,10 @@ class LDPVFL(_SumSplitNN):
 @register_method
 class PBMVFL(_SumSplitNN):
     name = "pbm-vfl"
-    summary = "PBM-quantized embeddings summed by pairwise-mask secure aggregation; exact PLD ε"
+    summary = "PBM-quantized embeddings summed by pairwise-mask secure aggregation; PLD ε"
     family = "dp+mpc"
     options = PBM_OPTIONS
+    calibrates = True
 
     def validate(self, spec: RunSpec) -> None:
         from protocols.secagg import MAX_BITS
@@ -364,35 +405,28 @@ class PBMVFL(_SumSplitNN):
             )
 
     def fit(self, ctx: RunContext) -> FitResult:
-        b, beta = self.pbm_params(ctx.spec)
-        M, P, E = ctx.info.data_parties, ctx.spec.embedding_dim, ctx.spec.epochs
-        delta = ctx.spec.delta or DEFAULT_DELTA
+        spec = ctx.spec
+        b, beta = self.pbm_params(spec)
+        M, P, E = ctx.info.data_parties, spec.embedding_dim, spec.epochs
+        delta = spec.delta or DEFAULT_DELTA
+        if spec.epsilon is not None:
+            b, beta = calibrate_beta(
+                float(spec.epsilon), b=b, n_parties=M, dim=P, uses=E, delta=delta
+            )
+        report = pbm_report(
+            b=b,
+            beta=beta,
+            n_parties=M,
+            dim=P,
+            epochs=E,
+            delta=delta,
+            parties=list(ctx.data_parties),
+            n_rows=(ctx.info.n_train, ctx.info.n_test if _private_eval(self, spec) else 0),
+            outside_guarantee=_outside(self, spec),
+            target_epsilon=spec.epsilon,
+        )
         hooks = PBMSecAggHooks(ctx, b=b, beta=beta)
         hooks.key_agreement(ctx)
-        # each sample is used once per epoch (a fresh permutation per epoch): E uses
-        acc = PBMAccountant()
-        for _ in range(E):
-            acc.compose(PBMEvent(b=b, beta=beta, n_parties=M, dim=P, bound=BOUND))
-        feat = acc.get_privacy("feature", delta)
-        samp = acc.get_privacy("sample", delta)
-        report = PrivacyReport(
-            epsilon=feat.epsilon,
-            delta=delta,
-            accountant=ACCOUNTANT_NAME,
-            extra={
-                "notion": "feature",
-                "feature": feat.to_dict(),
-                "sample": samp.to_dict(),
-                "uses_per_sample": E,
-                # strict reading of feature adjacency: a party's whole column set changes, so
-                # every row's release changes (no parallel composition); RDP bound over N rows
-                "feature_all_rows": {
-                    "epsilon": rdp_to_epsilon(feat.rdp_curve, delta, scale=ctx.info.n_train),
-                    "delta": delta,
-                    "accountant": "RDP (exact per release) x n_train",
-                },
-            },
-        )
         result = self._finish(ctx, hooks, report, {"bits_per_value": hooks.bits})
         if hooks.server_s:
             ms = np.array(hooks.server_s) * 1e3
@@ -403,3 +437,115 @@ class PBMVFL(_SumSplitNN):
         if hooks.party_s:
             result.extra["pbm_party_ms_median"] = float(np.median(hooks.party_s) * 1e3)
         return result
+
+
+def _private_eval(method: Method, spec: RunSpec) -> bool:
+    return "eval" in method.options and spec.option("eval", method) == "private"
+
+
+def _outside(method: Method, spec: RunSpec) -> list[str]:
+    """What the run releases that its per-row epsilon does not cover."""
+    out = [
+        "the other rows' releases after the bottom models trained on this row (they depend on "
+        "it through the model; privacy.all_releases bounds every release of the run)"
+    ]
+    if not _private_eval(method, spec):
+        out.append("test-time scoring on plain embeddings (--eval plain): the server sees them")
+    return out
+
+
+def _grid_beta(level: int) -> float:
+    return level / (1 << _GRID_BITS)
+
+
+def calibrate_beta(
+    target: float, *, b: int, n_parties: int, dim: int, uses: int, delta: float
+) -> tuple[int, float]:
+    """(b, beta) whose party-row epsilon(delta) is <= ``target`` and within 2% of it.
+
+    First the largest beta on the 2^-12 grid at the given b, by bisection (``calibrate``) over
+    the noise parameter 1/beta. Where one grid step of beta moves epsilon by more than 2% (small
+    beta), beta goes one step up and b down: the largest b' <= b meeting the target, by integer
+    bisection (epsilon grows with b). An error if neither gets within 2%."""
+
+    def eps_at(level: int, trials: int) -> float:
+        return pbm_epsilon(
+            "party-row",
+            b=trials,
+            beta=_grid_beta(level),
+            n_parties=n_parties,
+            dim=dim,
+            uses=uses,
+            delta=delta,
+        )
+
+    def eps_of(s: float) -> float:
+        return eps_at(max(1, int((1 << _GRID_BITS) / s)), b)
+
+    s, eps = calibrate(eps_of, target, lo=4.0, hi=float(1 << _GRID_BITS), what="1/beta")
+    level = max(1, int((1 << _GRID_BITS) / s))
+    if eps >= 0.98 * target:
+        return b, _grid_beta(level)
+    up = level + 1
+    if up <= 1 << (_GRID_BITS - 2):
+        lo_b, hi_b = 0, b  # eps_at(up, lo_b) <= target < eps_at(up, hi_b), eps(b = 0) = 0
+        best = 0.0
+        while hi_b - lo_b > 1:
+            mid = (lo_b + hi_b) // 2
+            e = eps_at(up, mid)
+            lo_b, hi_b, best = (mid, hi_b, e) if e <= target else (lo_b, mid, best)
+        if lo_b >= 1 and best >= 0.98 * target:
+            return lo_b, _grid_beta(up)
+    raise ConfigError(
+        f"epsilon {target:g} cannot be met within 2% at b <= {b}: beta on the 2^-12 grid gives "
+        f"{eps:.4g} at beta = {_grid_beta(level):g} (beta <= 1/4), more at the next level; "
+        "change --b"
+    )
+
+
+def pbm_report(
+    *,
+    b: int,
+    beta: float,
+    n_parties: int,
+    dim: int,
+    epochs: int,
+    delta: float,
+    parties: list[int],
+    n_rows: tuple[int, int],
+    outside_guarantee: list[str],
+    target_epsilon: float | None = None,
+) -> PrivacyReport:
+    """The record's ``privacy`` for PBM-VFL: party-row headline, sample unit, RDP cross-check."""
+    M, P, E = n_parties, dim, epochs
+    ledger = pbm_ledger(b=b, beta=beta, n_parties=M, dim=P, uses=E, parties=parties)
+    common = dict(b=b, beta=beta, n_parties=M, dim=P, uses=E, delta=delta)
+    sample = pbm_epsilon("sample", **common)
+    rdp = {u: pbm_epsilon(u, kind="rdp", **common) for u in ("party-row", "sample")}
+    n_train, n_test = n_rows
+    every = Accountant("rdp").compose(
+        pbm_event("party-row", b=b, beta=beta, n_parties=M), P * (E * n_train + n_test)
+    )
+    j_lo, j_hi = grid_levels(beta)
+    report = ledger.report(
+        delta,
+        outside_guarantee=outside_guarantee,
+        target_epsilon=target_epsilon,
+        extra={
+            "rdp_cross_check": rdp,
+            "all_releases": {
+                "epsilon": every.get_epsilon(delta),
+                "releases": every.releases,
+                "accountant": every.name,
+            },
+            "sampler": {
+                "b": b,
+                "beta": beta,
+                "p_levels": [j_lo / (1 << _GRID_BITS), j_hi / (1 << _GRID_BITS)],
+                "pmf": "exact Binomial(b, j / 2^12)",
+            },
+            "releases_per_row": {"train": P * E, "test": P if n_test else 0},
+        },
+    )
+    report.extra["by_unit"] = {"party-row": report.epsilon, "sample": sample}
+    return report

@@ -14,16 +14,18 @@ with Var[s_tilde] = C^2/(beta^2 b^2) * sum_m b p_m (1 - p_m) <= C^2 M / (4 beta^
 variance Theorem 2.3 states. (Algorithm 2, line 10 of the paper writes 1/(beta b): the same form
 with C = 1, which is what tanh-bounded embeddings give.) We use the C/(beta b) form.
 
-Speed: ``pbm_quantize`` rounds p toward 1/2 onto a grid of 2^-12 before drawing (for b < 128), so
-each draw is one lookup in a precomputed integer alias table; the privacy accounting is
-unchanged (see the comment there), the estimate's shrinkage toward 0 is below C 2^-12 / beta.
-``_binomial`` is the exact sampler at an unrounded p (tables plus a correction stage).
+The sampler actually run: ``pbm_quantize`` rounds p toward 1/2 onto the grid j / 2^12 and draws
+q ~ Binomial(b, j / 2^12) EXACTLY (``_binomial_grid``: bit-plane comparisons of uniform 12-bit
+numbers with j, popcounts of fresh random words; no alias table, no truncated support, the same
+code for every b). An earlier version used alias tables whose pmf was rounded to 2^-62, which
+made tail outcomes possible under one p and impossible under the other (infinite privacy loss),
+and torch's BTRS sampler above b = 127, whose pmf nobody analysed. The accountant
+(``pbm_accountant``) now analyses exactly Binomial(b, j / 2^12) at the reachable levels j.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
@@ -68,8 +70,8 @@ def pbm_quantize(
 ) -> tuple[np.ndarray, PBMEvent]:
     """Algorithm 1 elementwise: integers q in [0, b] and the event of this release.
 
-    For b < 128, p is first rounded toward 1/2 onto the grid 2^-12 (same privacy accounting,
-    shrinkage < C 2^-12 / beta; see below); for larger b it is used as is (torch's sampler).
+    p is rounded toward 1/2 onto the grid 2^-12 (shrinkage < C 2^-12 / beta; see below), then
+    q ~ Binomial(b, p) exactly (:func:`_binomial_grid`), for every b.
     Raises ConfigError if some |x| > bound or is NaN (the analysis assumes x in [-C, C]).
     """
     b, beta = check_pbm_params(b, beta)
@@ -79,207 +81,74 @@ def pbm_quantize(
         raise ConfigError(f"PBM inputs must lie in [-{bound}, {bound}], got max |x| = {top}")
     if top > bound:  # within the tolerance: clip onto [-C, C]
         x = np.clip(np.asarray(x, dtype=np.float64), -bound, bound)
-    if b < 1 << _COL_BITS:
-        # p rounded toward 1/2 onto the grid of 2^-k (k = 12): p_q = 1/2 + trunc((p - 1/2) 2^k)
-        # / 2^k, clipped to |p_q - 1/2| <= floor(beta 2^k) / 2^k <= beta, then q ~ Binomial(b,
-        # p_q) exactly (one alias-table draw per coordinate). This is Algorithm 1 applied to
-        # x_q = C (p_q - 1/2) / beta, a deterministic function of the party's own x with
-        # |x_q| <= |x| <= C, so p_q stays inside [1/2 - beta, 1/2 + beta]. The accountant's
-        # epsilon(delta) is a worst case over inputs anywhere in [-C, C] (its neighbour pairs sit
-        # at the extremes x = +-C, i.e. p = 1/2 +- beta, which the rounding keeps exactly when
-        # beta 2^k is an integer, as for beta = 1/4, and moves inward otherwise); restricting the
-        # reachable p to a subset of that interval cannot make any release less private, so the
-        # same epsilon(delta) holds. Cost: the estimate of each coordinate is shrunk toward 0 by
-        # less than C 2^-k / beta (1e-3 C at beta = 1/4), far below its noise, C / (2 beta sqrt b).
-        level = np.multiply(x, beta / bound * (1 << _GRID_BITS), dtype=np.float64).astype(np.int64)
-        top_level = int(beta * (1 << _GRID_BITS))  # floor(beta 2^k)
-        np.clip(level, -top_level, top_level, out=level)
-        level += 1 << (_GRID_BITS - 1)  # j = p_q 2^k
-        q = _binomial_grid(b, level, rng)
-    else:  # torch's exact sampler at the unrounded p
-        p_scaled = np.multiply(x, beta / bound * (1 << _GRID_BITS), dtype=np.float64)
-        p_scaled += 1 << (_GRID_BITS - 1)
-        q = _binomial_scaled(b, p_scaled, rng, in_range=True)
+    # p rounded toward 1/2 onto the grid of 2^-k (k = 12): p_q = 1/2 + trunc((p - 1/2) 2^k) / 2^k,
+    # clipped to |p_q - 1/2| <= floor(beta 2^k) / 2^k = beta_q <= beta, then q ~ Binomial(b, p_q)
+    # exactly. The released q depends on x only through the level j = p_q 2^k, an integer in
+    # [2^(k-1) - floor(beta 2^k), 2^(k-1) + floor(beta 2^k)] (grid_levels); the accountant takes
+    # the worst case over exactly these levels (both ends are reached, by x = -C and x = +C).
+    # Cost: each coordinate's estimate is shrunk toward 0 by less than C 2^-k / beta (1e-3 C at
+    # beta = 1/4), far below its noise, C / (2 beta sqrt b).
+    level = np.multiply(x, beta / bound * (1 << _GRID_BITS), dtype=np.float64).astype(np.int64)
+    top_level = int(beta * (1 << _GRID_BITS))  # floor(beta 2^k)
+    np.clip(level, -top_level, top_level, out=level)
+    level += 1 << (_GRID_BITS - 1)  # j = p_q 2^k
+    q = _binomial_grid(b, level, rng)
     dim = int(x.shape[-1]) if x.ndim else 1
     return q, PBMEvent(b=b, beta=beta, n_parties=n_parties, dim=dim, bound=bound, party=party)
 
 
 # ---------------------------------------------------------------- the sampler
-# PBM draws Binomial(b, p) for every embedding coordinate at every step, so the sampler is on the
-# hot path. For b < 128 and p in [1/4, 3/4] (every PBM p, as beta <= 1/4): p on the 2^-k grid
-# (pbm_quantize) is one alias-table draw (_binomial_grid); any other p is an exact split of each
-# Bernoulli(p) trial at the grid point below it (_binomial_scaled).
-_GRID_BITS = 12  # k: p_lo = floor(p 2^k) / 2^k
-_J0 = (1 << (_GRID_BITS - 2)) - 1  # table rows j = _J0 .. _J1 cover p in [1/4 - 2^-k, 3/4 + 2^-k)
-_J1 = 3 << (_GRID_BITS - 2)
-_W = 4.0 / (1 << _GRID_BITS)  # candidate probability: > (p - p_lo) / (1 - p_lo) as p_lo <= 3/4
-_COL_BITS = 7  # alias columns: outcomes 0..b need b < 128 (torch's sampler beyond)
-_UNIT_BITS = 55  # a column holds 2^55 units: pmfs in units of 2^-62
-_SHIFT = 64 - _UNIT_BITS  # table entry = threshold << 9 | alias
-_LOW = np.uint64((1 << _SHIFT) - 1)
-# by j: 2^64 / (4 - j / 2^(k-2)), so that (s - j) * _SCALE[j] = (t / W) 2^64 (see _binomial_scaled)
-_SCALE = 2.0**64 / (4.0 - np.arange(_J1 + 1) / float(1 << (_GRID_BITS - 2)))
+# PBM draws Binomial(b, p) for every embedding coordinate at every step. p is first rounded onto
+# the grid j / 2^k (pbm_quantize), then the draw is exact: see _binomial_grid.
+_GRID_BITS = 12  # k: p = j / 2^k
+_CHUNK = 64  # trials handled per 64-bit word
+_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
-def _alias_table(pmf: np.ndarray) -> np.ndarray:
-    """Walker alias tables of the rows of ``pmf`` (outcomes 0..n-1, n <= 128), in exact integers.
-
-    Each row is rounded once to integer weights summing to exactly 2^62 (the rounding remainder,
-    a few units, goes to the row's mode) over 128 columns of 2^55 units. Robin Hood construction
-    in integers, all rows in lockstep: the smallest open column keeps its weight as threshold and
-    takes the largest open column as alias, which gives up the rest of the column. Drawing a
-    column uniformly (7 bits) and v uniform on [0, 2^55) (55 more bits), the outcome is the
-    column if v < threshold, else its alias: P(outcome c) = weight(c) / 2^62 exactly, so the
-    only approximation is the 2^-62 rounding of the pmf. One uint64 per column,
-    threshold << 9 | alias (a full column stores threshold 2^55 - 1 and itself as alias).
-    """
-    rows, n = pmf.shape
-    cols, unit = 1 << _COL_BITS, 1 << _UNIT_BITS
-    total = cols * unit
-    w = np.zeros((rows, cols), dtype=np.int64)
-    w[:, :n] = np.floor(np.clip(pmf, 0.0, 1.0) * float(total)).astype(np.int64)
-    w[np.arange(rows), np.argmax(pmf, axis=1)] += total - w.sum(axis=1)
-    r = np.arange(rows)
-    q = w.copy()
-    thr = np.zeros_like(w)
-    alias = np.zeros_like(w)
-    open_ = np.ones(w.shape, dtype=bool)
-    for _ in range(cols):
-        s = np.argmin(np.where(open_, q, np.iinfo(np.int64).max), axis=1)
-        open_[r, s] = False
-        lg = np.argmax(np.where(open_, q, -1), axis=1)
-        qs = q[r, s]
-        full = qs >= unit  # then qs == unit: the column never uses its alias
-        thr[r, s] = np.where(full, unit - 1, qs)
-        alias[r, s] = np.where(full, s, lg)
-        q[r, lg] -= np.where(full, 0, unit - qs)
-    return ((thr.astype(np.uint64) << np.uint64(_SHIFT)) | alias.astype(np.uint64)).ravel()
-
-
-def _below(probs: np.ndarray) -> np.ndarray:
-    """round(P 2^64) - 1 as uint64, for P in (0, 1]: u > entry, u uniform on 64 bits, then has
-    probability 1 - P up to 2^-64 (and is impossible where P = 1)."""
-    flat = [
-        max(min(int(pr * 2.0**64 + 0.5), 1 << 64) - 1, 0) for pr in np.clip(probs, 0.0, 1.0).ravel()
-    ]
-    return np.array(flat, dtype=np.uint64).reshape(probs.shape)
-
-
-@lru_cache(maxsize=16)
-def _binomial_tables(b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The sampler's tables for ``b``:
-
-    * alias tables of Binomial(b, j / 2^k), row j at offset j * 128 (rows below _J0 are unused
-      zeros, never touched), so a draw indexes the table with (j << 7) | column;
-    * by K = 0..b, P(N = 0) for N ~ Binomial(b - K, W), as :func:`_below` thresholds;
-    * alias tables of N given N >= 1, N ~ Binomial(n, W), n = 0..b (row n = 0 is never used:
-      P(N = 0) = 1 there).
-    """
-    from scipy.stats import binom
-
-    c = np.arange(b + 1)
-    levels = np.arange(_J0, _J1 + 1, dtype=np.float64) / (1 << _GRID_BITS)
-    grid = np.zeros((_J1 + 1) << _COL_BITS, dtype=np.uint64)
-    grid[_J0 << _COL_BITS :] = _alias_table(binom.pmf(c[None, :], b, levels[:, None]))
-    pmf = binom.pmf(c[None, :], c[:, None], _W)  # row n: Binomial(n, W)
-    no_cand = _below(pmf[::-1, 0])  # indexed by K: n = b - K
-    cond = pmf.copy()
-    cond[:, 0] = 0.0
-    cond[0, 0] = 1.0  # row n = 0 is never used
-    cond /= cond.sum(axis=1, keepdims=True)
-    return grid, no_cand, _alias_table(cond)
-
-
-def prepare_binomial(b: int) -> None:
-    """Build the sampler's tables for ``b`` now (setup) rather than at the first draw."""
-    if b < 1 << _COL_BITS:
-        _binomial_tables(int(b))
-
-
-def _alias_draw(table: np.ndarray, row: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """One draw per element from the alias table rows at offsets ``row`` (uint64, multiples of
-    128), from 64 uniform bits ``u``: the column is u's top 7 bits, v its low 55 bits, and
-    v < threshold compares as (v << 9 | 511) < (threshold << 9 | alias)."""
-    col = u >> np.uint64(64 - _COL_BITS)
-    entry = table[row | col]
-    return np.where(((u << np.uint64(_SHIFT)) | _LOW) < entry, col, entry & _LOW)
+def grid_levels(beta: float) -> tuple[int, int]:
+    """The extreme grid levels (j_min, j_max) pbm_quantize can draw with at this beta:
+    2^(k-1) -+ floor(beta 2^k), i.e. p in [1/2 - beta_q, 1/2 + beta_q], beta_q = floor(beta 2^k)
+    / 2^k <= beta (every input in [-C, C] reaches only levels in between, both ends included)."""
+    top = int(beta * (1 << _GRID_BITS))
+    half = 1 << (_GRID_BITS - 1)
+    return half - top, half + top
 
 
 def _binomial_grid(b: int, j: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Binomial(b, j / 2^k) draws (int64), b < 128, integer j in [_J0, _J1]: one alias draw each
-    (exact up to the 2^-62 rounding of the pmf, see _alias_table)."""
-    grid = _binomial_tables(b)[0]
-    k = _alias_draw(
-        grid,
-        j.ravel().view(np.uint64) << np.uint64(_COL_BITS),
-        rng.bit_generator.random_raw(j.size),
-    )
-    return k.view(np.int64).reshape(j.shape)
+    """Exact Binomial(b, j / 2^k) draws (int64), any b >= 1, integer j in [0, 2^k].
 
-
-def _binomial(b: int, p: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Binomial(b, p) draws (int64) with per-element p, exact, from ``rng``."""
-    return _binomial_scaled(b, np.asarray(p, dtype=np.float64) * (1 << _GRID_BITS), rng)
-
-
-def _binomial_scaled(
-    b: int, p_scaled: np.ndarray, rng: np.random.Generator, *, in_range: bool = False
-) -> np.ndarray:
-    """Binomial(b, p) draws (int64) given p_scaled = p 2^k (float64), exact, from ``rng``.
-
-    Table sampler (b < 128, every p in [1/4, 3/4]): write one Bernoulli(p) trial as "U < p" with
-    U uniform on [0, 1) and let p_lo = floor(p 2^k) / 2^k <= p. Then
-
-    * U < p_lo: success. Over the b trials this count is K ~ Binomial(b, p_lo), drawn from a
-      precomputed alias table (p_lo takes 2^(k-1) + 2 values);
-    * otherwise (b - K trials, U uniform on [p_lo, 1)) the trial succeeds with probability
-      t = (p - p_lo) / (1 - p_lo) < 2^-k / (1/4) = W. Split again: it is a candidate with
-      probability W, N ~ Binomial(b - K, W) candidates (first whether N = 0, against a table of
-      (1 - W)^(b - K); where not, N given N >= 1 from an alias table), and a candidate succeeds
-      with probability t / W: R ~ Binomial(N, t / W) (only where N > 0: ~3% of elements).
-
-    Each trial succeeds with probability p_lo + (1 - p_lo) W (t / W) = p, independently, so
-    K + R ~ Binomial(b, p) exactly: p itself is used, not rounded, so the mechanism (hence the
-    accountant's analysis) is Algorithm 1 unchanged. The tables' only error is the rounding of
-    the pmfs to 2^-62 (alias tables) and 2^-64 (see _alias_table, _below), and the float64
-    rounding of t / W = (s - j) / (4 - j / 2^(k-2)), s = p 2^k, j = floor(s). ``in_range``: the
-    caller guarantees p in [1/4 - 2^-k, 3/4 + 2^-k) (pbm_quantize does), so the range check is
-    skipped.
-
-    Otherwise torch's sampler (BTRS, seeded from ``rng``), also exact.
+    Trial i succeeds iff U_i < j, U_i uniform on k bits, which has probability j / 2^k exactly.
+    The b comparisons are made bit plane by bit plane, most significant first, on the trials
+    still tied with j's leading bits ("rem" of them): a fresh 64-bit word masked to rem bits
+    gives their next bits, and its popcount D ~ Binomial(rem, 1/2) exactly (the trials are
+    exchangeable, so only the count matters). Where j's bit is 1 the rem - D trials with bit 0
+    are below j (successes) and the D others stay tied; where it is 0 the D trials with bit 1
+    are above j (failures) and rem - D stay tied; after k planes the ties (U_i = j) fail. Trials
+    go in chunks of at most 64 per word. So the output pmf is exactly Binomial(b, j / 2^k), no
+    table and no rounding: full support {0..b} for every 0 < j < 2^k, which is what the
+    accountant analyses (pbm_accountant). Uses k * ceil(b / 64) words per element at most (a
+    chunk stops early once no element has ties left).
     """
-    shape, n = p_scaled.shape, p_scaled.size
-    s = p_scaled.ravel()
+    jf = np.asarray(j, dtype=np.int64).ravel()
+    n = jf.size
+    out = np.zeros(n, dtype=np.int64)
     if n == 0:
-        return np.zeros(shape, dtype=np.int64)
-    j = s.astype(np.int64)  # floor(p 2^k), as p >= 0
-    if b < 1 << _COL_BITS and (in_range or (j.min() >= _J0 and j.max() <= _J1)):
-        grid, no_cand, cond = _binomial_tables(b)
-        raw = rng.bit_generator.random_raw(2 * n)
-        k = _alias_draw(grid, j.view(np.uint64) << np.uint64(_COL_BITS), raw[:n])
-        hit = np.nonzero(raw[n:] > no_cand[k])[0]  # some of the b - K other trials a candidate
-        k = k.view(np.int64)
-        if hit.size:
-            rows = (b - k[hit]).view(np.uint64) << np.uint64(_COL_BITS)
-            n_cand = _alias_draw(cond, rows, rng.bit_generator.random_raw(hit.size))
-            # R ~ Binomial(N, t / W) as N Bernoulli(t / W) trials on 64-bit uniforms: a candidate
-            # succeeds iff u < floor((t / W) 2^64); s - j <= 1 - 2^-42 (exact) and
-            # 4 - j / 2^(k-2) >= 1 keep that threshold below 2^64
-            jh = j[hit]
-            thr = ((s[hit] - jh) * _SCALE[jh]).astype(np.uint64)
-            m = int(n_cand.max())
-            u = rng.bit_generator.random_raw(hit.size * m).reshape(hit.size, m)
-            success = u < thr[:, None]
-            if m > 1:  # only the first N of each row's m uniforms are trials
-                success &= np.arange(m) < n_cand[:, None]
-            k[hit] += np.add.reduce(success, axis=1)
-        return k.reshape(shape)
-    import torch
-
-    gen = torch.Generator().manual_seed(int(rng.integers(0, 2**63 - 1)))
-    pt = torch.from_numpy(s / (1 << _GRID_BITS))
-    draws = torch.binomial(torch.full_like(pt, float(b)), pt, generator=gen)
-    return draws.numpy().astype(np.int64).reshape(shape)
+        return out.reshape(np.shape(j))
+    for first in range(0, b, _CHUNK):
+        m = min(_CHUNK, b - first)
+        rem = np.full(n, m, dtype=np.int64)
+        for level in range(_GRID_BITS - 1, -1, -1):
+            if not rem.any():
+                break
+            word = rng.bit_generator.random_raw(n)
+            mask = np.where(
+                rem >= 64, _ONES, (np.uint64(1) << np.minimum(rem, 63).astype(np.uint64)) - 1
+            )
+            ones = np.bitwise_count(word & mask).astype(np.int64)
+            bit = (jf >> level) & 1
+            out += bit * (rem - ones)
+            rem = np.where(bit == 1, ones, rem - ones)
+    return out.reshape(np.shape(j))
 
 
 def pbm_estimate_sum(
