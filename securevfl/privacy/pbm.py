@@ -274,6 +274,8 @@ def _binomial_scaled(
                 success &= np.arange(m) < n_cand[:, None]
             k[hit] += np.add.reduce(success, axis=1)
         return k.reshape(shape)
+    if getattr(rng, "cryptographic", False):  # keep every bit from the CSPRNG: numpy's BTPE
+        return rng.binomial(b, s / (1 << _GRID_BITS)).astype(np.int64).reshape(shape)
     import torch
 
     gen = torch.Generator().manual_seed(int(rng.integers(0, 2**63 - 1)))
