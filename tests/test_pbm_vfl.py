@@ -139,9 +139,34 @@ def test_one_dropout_is_recovered_two_abort_naming_them(monkeypatch) -> None:
     # M = 3, threshold 2: the round of step 2 finishes without party 1
     rec = run_experiment(_spec("pbm-vfl", epochs=1))
     assert sums == [[0, 2]] and 0.0 <= rec["metrics"]["accuracy"] <= 1.0
+    assert rec["extra"]["secagg_dropouts"] == 1
     gone.add(2)
     with pytest.raises(ProtocolError, match=r"parties \[1, 2\] sent no masked values"):
         run_experiment(_spec("pbm-vfl", epochs=1))
+
+
+@pytest.mark.parametrize(
+    "tamper,match",
+    [
+        (lambda m: 12345, "party 1 sent a value of type int, not bytes"),
+        (lambda m: m[:-1], "party 1's message is truncated"),
+        (lambda m: m + b"x", "party 1's message is extended"),
+        (lambda m: m[:60] + bytes([m[60] ^ 1]) + m[61:], "party 1's message fails authentic"),
+    ],
+)
+def test_a_malformed_message_aborts_training_in_one_line_naming_the_party(
+    monkeypatch, tamper, match
+) -> None:
+    orig = mod.PBMSecAggHooks.party_message
+
+    def bad(self, ctx, k, emb, step):
+        msg = orig(self, ctx, k, emb, step)
+        return tamper(msg) if (k == 1 and step == 2) else msg
+
+    monkeypatch.setattr(mod.PBMSecAggHooks, "party_message", bad)
+    with pytest.raises(ProtocolError, match=match) as exc:
+        run_experiment(_spec("pbm-vfl", epochs=1))
+    assert "\n" not in str(exc.value)
 
 
 def test_ldp_vfl_noise_and_privacy() -> None:

@@ -138,6 +138,7 @@ class PBMSecAggHooks(BoundedSumHooks):
         self.server = SecAggServer(M, bits=self.bits) if ctx.rt.here(ctx.info.server) else None
         self.server_s: list[float] = []
         self.party_s: list[float] = []
+        self.dropouts = 0  # party-aggregations recovered without the party (see the record)
 
     def key_agreement(self, ctx: RunContext) -> None:
         """X25519 public keys go to the server, which relays them with a session id (metered)."""
@@ -207,6 +208,8 @@ class PBMSecAggHooks(BoundedSumHooks):
             if self.server is None:
                 return None
             q_hat = self.server.finish(answers)
+            if len(self.server.survivors) < ctx.info.data_parties:
+                self.dropouts += ctx.info.data_parties - len(self.server.survivors)
         except SecAggError as exc:
             raise ProtocolError(str(exc)) from exc
         h = pbm_estimate_sum(
@@ -417,6 +420,9 @@ class PBMVFL(_SumSplitNN):
                 "median": float(np.median(ms)),
                 "max": float(ms.max()),
             }
+        if hooks.server is not None:
+            # a recovered dropout sums fewer parties' PBM noise than the accountant's M assumes
+            result.extra["secagg_dropouts"] = hooks.dropouts
         if hooks.party_s:
             result.extra["pbm_party_ms_median"] = float(np.median(hooks.party_s) * 1e3)
         return result
