@@ -36,7 +36,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", nargs="+", default=list(SPECS))
     ap.add_argument("--dataset", default="breast")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--batch-size", type=int, help="override every method's batch size")
     a = ap.parse_args(argv)
+    import baselines
+    from securevfl.methods import load_all
+
+    load_all()
+    baselines.load_all()
     print("| method | steps | seeded PCG64 ms/step | unseeded CSPRNG ms/step | overhead |")
     print("|---|---|---|---|---|")
     for m in a.methods:
@@ -44,9 +50,10 @@ def main(argv: list[str] | None = None) -> int:
         n = 0
         for rep in range(a.reps):
             for seeded in (True, False):
-                spec = RunSpec(
-                    method=m, dataset=a.dataset, seed=rep if seeded else None, **SPECS[m]
-                )
+                kw = dict(SPECS[m])
+                if a.batch_size:
+                    kw["batch_size"] = a.batch_size
+                spec = RunSpec(method=m, dataset=a.dataset, seed=rep if seeded else None, **kw)
                 rec = run_experiment(spec)
                 assert rec["noise_generator"] == ("pcg64" if seeded else "aes-ctr-csprng")
                 n = steps(rec, m)

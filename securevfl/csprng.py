@@ -26,6 +26,7 @@ from randomgen import UserBitGenerator
 from securevfl.privacy.samplers import secure_gaussian, secure_laplace, uniform_from_words
 
 NAME = "aes-ctr-csprng"
+_SCALAR = (float, int, np.float64)
 _BUFFER_WORDS = 4096  # words kept for numpy's one-word-at-a-time C samplers
 
 
@@ -101,6 +102,9 @@ class CryptoGenerator(np.random.Generator):
         return secure_gaussian(self._uniform, sigma=1.0, size=size)
 
     def normal(self, loc: Any = 0.0, scale: Any = 1.0, size: Any = None) -> Any:
+        if type(loc) in _SCALAR and type(scale) in _SCALAR and size is not None and scale >= 0:
+            z = secure_gaussian(self._uniform, sigma=1.0, size=size)  # the common case, fast
+            return z * scale + loc if (scale != 1 or loc != 0) else z
         loc_a, scale_a = np.asarray(loc, dtype=float), np.asarray(scale, dtype=float)
         if np.any(scale_a < 0):
             raise ValueError("scale < 0")
@@ -109,6 +113,9 @@ class CryptoGenerator(np.random.Generator):
         return loc_a + scale_a * z if shape != () else float(loc_a + scale_a * z)
 
     def laplace(self, loc: Any = 0.0, scale: Any = 1.0, size: Any = None) -> Any:
+        if type(loc) in _SCALAR and type(scale) in _SCALAR and size is not None and scale >= 0:
+            z = secure_laplace(self._uniform, scale=1.0, size=size)
+            return z * scale + loc if (scale != 1 or loc != 0) else z
         loc_a, scale_a = np.asarray(loc, dtype=float), np.asarray(scale, dtype=float)
         if np.any(scale_a < 0):
             raise ValueError("scale < 0")
