@@ -24,8 +24,11 @@ drop out after key agreement (t = ``threshold``, by default floor(M/2) + 1).
 * Unmasking: the survivors S (valid masked messages) must number at least t, else the round
   aborts naming the dropped parties D. The server sends each survivor S and the shares addressed
   to it; the survivor answers with its shares of b_u for every u in S and, for every dropped u,
-  the mask segment m_uv of this aggregation only (it holds the pair key; the segment is useless
-  for any other aggregation, which is why no pair secret needs Shamir sharing here). A party
+  the pair mask m_uv of this aggregation only: its 32-byte AES key (HKDF of the pair key,
+  round and batch), or with ``prepare_round`` the packed segment of the round's stream. The
+  survivor holds the pair key, and what it reveals is useless for any other aggregation, which
+  is why no pair secret needs Shamir sharing here (Bonawitz et al. share the pairwise secret key
+  instead, as their keys serve one aggregation). A party
   answers at most one request per aggregation, so the server never holds both b_u and u's pair
   masks for the same aggregation: a late message from a "dropped" party stays hidden by its self
   mask. The server reconstructs each b_u from t shares (checked against a second set of t when
@@ -139,9 +142,14 @@ def _hkdf(secret: bytes, info: bytes, salt: bytes | None = None) -> bytes:
 
 def _keystream(key: bytes, info: bytes, count: int, word: str, start: int = 0) -> np.ndarray:
     """Words ``start .. start+count`` of the AES-256-CTR keystream under HKDF(key, info)."""
+    return _aes_stream(_hkdf(key, info), count, word, start)
+
+
+def _aes_stream(aes_key: bytes, count: int, word: str, start: int = 0) -> np.ndarray:
+    """Words ``start .. start+count`` of the AES-256-CTR keystream under ``aes_key``."""
     dtype = np.dtype(word)
     first, skip = divmod(start * dtype.itemsize, 16)  # CTR seeks: block i uses counter i
-    enc = Cipher(algorithms.AES(_hkdf(key, info)), modes.CTR(first.to_bytes(16, "big"))).encryptor()
+    enc = Cipher(algorithms.AES(aes_key), modes.CTR(first.to_bytes(16, "big"))).encryptor()
     stream = enc.update(bytes(skip + dtype.itemsize * count))[skip:]
     # full words: callers add them mod 2^16 / 2^32 and reduce mod 2^r (2^r divides it) once
     return np.frombuffer(stream, dtype=dtype)
@@ -382,15 +390,21 @@ class SecAggParty:
         )
         out += b"".join(shamir.to_bytes(s) for s in shares)
         for u in dropped:
-            seg = self._pair_mask(u, h.round_id, h.batch_id, None if off == NO_OFFSET else off, n)
-            out += pack_bits(seg & np.array((1 << self.bits) - 1, seg.dtype), self.bits)
+            if off == NO_OFFSET:  # this aggregation's own pair key: 32 bytes reveal only it
+                out += self._batch_key(u, h.round_id, h.batch_id)
+            else:  # a segment of the round's stream: reveal the segment, never the round key
+                seg = self._pair_mask(u, h.round_id, h.batch_id, off, n)
+                out += pack_bits(seg & np.array((1 << self.bits) - 1, seg.dtype), self.bits)
         return out + _mac(self._auth, out)
+
+    def _batch_key(self, j: int, round_id: int, batch_id: int) -> bytes:
+        info = _V + b"batch" + struct.pack(">QQ", round_id, batch_id)
+        return _hkdf(self._pair_keys[j], info)
 
     def _pair_mask(self, j: int, round_id: int, batch_id: int, offset: int | None, n: int):
         """m_ij of one aggregation: its own keystream, or the round stream's segment."""
         if offset is None:
-            info = _V + b"batch" + struct.pack(">QQ", round_id, batch_id)
-            return _keystream(self._pair_keys[j], info, n, "<u4")
+            return _aes_stream(self._batch_key(j, round_id, batch_id), n, "<u4")
         return _keystream(self._pair_keys[j], _stream_info(round_id), n, self._word, offset)
 
     def _aad(self, sender: int, receiver: int, round_id: int, batch_id: int) -> bytes:
@@ -558,7 +572,9 @@ class SecAggServer:
         where = _where(st.round_id, st.batch_id)
         ns, nd, t = len(st.survivors), len(st.dropped), self.threshold
         need = packed_bytes(st.count, self.bits)
-        size = HEADER_BYTES + shamir.SHARE_BYTES * ns + need * nd + TAG_BYTES
+        # per dropped party: the aggregation's 32-byte pair key, or the packed round segment
+        reveal = 32 if st.offset == NO_OFFSET else need
+        size = HEADER_BYTES + shamir.SHARE_BYTES * ns + reveal * nd + TAG_BYTES
         got, missing = {}, []
         for v in st.survivors:
             msg = responses.get(v)
@@ -602,8 +618,12 @@ class SecAggServer:
             total -= _self_mask(seed, st.count, self.bits).astype(np.uint64)
         for pos, u in enumerate(st.dropped):
             for v in st.survivors:
-                start = 32 * ns + need * pos
-                m = unpack_bits(got[v][start : start + need], self.bits, st.count)
+                start = 32 * ns + reveal * pos
+                part = got[v][start : start + reveal]
+                if st.offset == NO_OFFSET:
+                    m = _aes_stream(part, st.count, "<u4").astype(np.uint64)
+                else:
+                    m = unpack_bits(part, self.bits, st.count)
                 # survivor v added m_vu if v < u, subtracted it otherwise; uint64 wraps mod 2^64
                 if v < u:
                     total -= m

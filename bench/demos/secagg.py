@@ -93,7 +93,11 @@ def main(args: list[str]) -> int:
     print(
         f"\nunmasking: the server tells survivors {server.survivors} who dropped ({drop or 'none'})"
         f"; each answers with its shares of the survivors' self-mask seeds"
-        + (" and its pair-mask segment with each dropped party" if drop else "")
+        + (
+            " and the pair mask of this aggregation it shares with each dropped party"
+            if drop
+            else ""
+        )
         + f" ({len(answers[v0])} bytes from party {v0})"
     )
     est = pbm_estimate_sum(q_hat, b=b, beta=beta, n_parties=len(server.survivors))
