@@ -76,15 +76,19 @@ class _Pool:
     """Ready draws of one sampler, made in blocks: a small request costs a slice, not the ~15
     numpy calls of the sampler (what dominates DP-SGD's 31-value draws)."""
 
-    def __init__(self, draw: Any, block: int = 4096) -> None:
-        self._draw, self._block = draw, block
+    def __init__(self, draw: Any, first: int = 256, most: int = 8192) -> None:
+        # blocks grow from ``first`` to ``most``: a short run pays for little it never uses
+        self._draw, self._block, self._most = draw, first, most
         self._buf, self._pos = np.empty(0), 0
 
     def take(self, n: int) -> np.ndarray:
-        if n > self._block:
+        if n > self._most:
             return self._draw(n)
         if self._pos + n > len(self._buf):
+            while self._block < n:
+                self._block *= 2
             self._buf, self._pos = self._draw(self._block), 0
+            self._block = min(2 * self._block, self._most)
         out = self._buf[self._pos : self._pos + n]
         self._pos += n
         return out.copy()  # callers may write into it; the pool's values are used once

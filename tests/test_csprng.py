@@ -84,3 +84,13 @@ def test_unseeded_run_records_the_generator() -> None:
         )
     )
     assert seeded["noise_seeded"] is True and seeded["noise_generator"] == "pcg64"
+
+
+def test_pooled_draws_are_never_reused() -> None:
+    g = CryptoGenerator()
+    draws = np.concatenate([g.normal(size=n) for n in (1, 255, 256, 300, 9000, 3)])
+    draws = np.concatenate([draws, g.laplace(0.0, 1.0, size=500), g.standard_normal(40)])
+    assert len(np.unique(draws)) == draws.size  # float collisions are practically impossible
+    first = g.normal(size=10)
+    first[:] = 0.0  # a caller writing into its noise must not touch the pool
+    assert np.all(g.normal(size=10) != 0.0)
