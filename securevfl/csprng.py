@@ -37,9 +37,12 @@ class AESCTRStream:
     def __init__(self) -> None:
         cipher = Cipher(algorithms.AES(os.urandom(32)), modes.CTR(os.urandom(16)))
         self._enc = cipher.encryptor()
+        self._zeros = b""  # plaintext of zeros, kept: allocating it each time cost most
 
     def bytes(self, n: int) -> bytes:
-        return self._enc.update(bytes(n))
+        if n > len(self._zeros):
+            self._zeros = bytes(max(n, 2 * len(self._zeros)))
+        return self._enc.update(memoryview(self._zeros)[:n])
 
     def words(self, n: int) -> np.ndarray:
         return np.frombuffer(self.bytes(8 * n), dtype="<u8")
@@ -82,8 +85,10 @@ class _Pool:
         self._buf, self._pos = np.empty(0), 0
 
     def take(self, n: int) -> np.ndarray:
-        if n > self._most:
-            return self._draw(n)
+        if n > self._most:  # in cache-sized pieces: large temporaries cost page faults
+            return np.concatenate(
+                [self._draw(min(self._most, n - i)) for i in range(0, n, self._most)]
+            )
         if self._pos + n > len(self._buf):
             while self._block < n:
                 self._block *= 2
