@@ -1,25 +1,40 @@
-"""Pairwise-mask secure aggregation: protocol 0 of Bonawitz et al. (2016), as PBM-VFL uses it.
+"""Secure aggregation with authenticated messages and dropout recovery (Bonawitz et al., CCS 2017).
 
 M parties each hold a vector of non-negative integers q_m (PBM outputs in [0, b]); an
-honest-but-curious server must learn sum_m q_m and nothing else.
+honest-but-curious server must learn sum_m q_m and nothing else, even when up to M - t parties
+drop out after key agreement (t = ``threshold``, by default floor(M/2) + 1).
 
-* Setup: every party makes an X25519 key pair and sends its public key to the server, which
-  relays all of them (with a fresh session id) to every party. Each pair (i, j) then holds the
-  same X25519 shared secret, stretched by HKDF-SHA256 (session id and pair ids bound in) into a
-  pair key.
-* Per aggregation (round id, batch id): the pair key is expanded by HKDF (round and batch bound
-  in) into an AES-256-CTR key whose keystream gives one r-bit mask per value. For many small
-  batches per round (a training epoch) a party may instead ``prepare_round``: one HKDF key per
-  (pair, round) and one keystream for the whole round, each batch taking the disjoint segment at
-  its ``offset``; the batch id and offset travel in the header, the server checks both, and a
-  party refuses to reuse a segment (segments must come in increasing order).
-* Party i adds the masks it shares with every j > i and subtracts those it shares with j < i,
-  modulo 2^r, so all masks cancel in the server's sum. r is the smallest number of bits
-  holding the largest possible sum, ``bound = b*M``; masked values are sent bit-packed at r bits
-  each (not int64).
-* Protocol 0 has no dropout recovery: if any party's masked vector is missing (or is for another
-  round, batch or session), the masks cannot cancel, so the server aborts the round with an
-  error naming the party instead of returning a wrong sum.
+* Setup: every party (and the server) makes an X25519 key pair; the server relays all public
+  keys with a fresh session id. HKDF-SHA256 (session, pair ids and the public parameters M, r, t
+  bound in) turns each shared secret into: a *pair mask key* and a *channel key* for every pair
+  of parties, and an *auth key* between each party and the server. The public keys themselves
+  must reach the parties authentically (TLS with pinned certificates, as in the networked runtime,
+  or a PKI): against an active man in the middle at setup no MAC helps.
+* Masking (one aggregation = a (round, batch)): y_u = q_u + PRG(b_u) + sum_{v>u} m_uv -
+  sum_{v<u} m_uv mod 2^r. The pair masks m_uv are AES-256-CTR keystreams under HKDF(pair key,
+  round[, batch]); with ``prepare_round`` one keystream per (pair, round) whose disjoint segment
+  at ``offset`` serves each batch. The *self mask* PRG(b_u) comes from a fresh seed b_u per
+  aggregation, t-of-M Shamir-shared (``protocols.shamir``) to every party, each share sealed
+  with AES-GCM under the channel key of the pair (sender, receiver, session, round, batch as
+  associated data) and relayed by the server inside u's message.
+* Every message is ``header | body | HMAC-SHA256(auth key, header | body)``. The header names kind,
+  session, sender, receiver, round, batch, offset and count; the server accepts it only if all of
+  them match the aggregation at hand and the tag verifies. A replayed body under a fresh header,
+  a forged, truncated or extended message, or one that is not bytes aborts naming the party.
+* Unmasking: the survivors S (valid masked messages) must number at least t, else the round
+  aborts naming the dropped parties D. The server sends each survivor S and the shares addressed
+  to it; the survivor answers with its shares of b_u for every u in S and, for every dropped u,
+  the pair mask m_uv of this aggregation only: its 32-byte AES key (HKDF of the pair key,
+  round and batch), or with ``prepare_round`` the packed segment of the round's stream. The
+  survivor holds the pair key, and what it reveals is useless for any other aggregation, which
+  is why no pair secret needs Shamir sharing here (Bonawitz et al. share the pairwise secret key
+  instead, as their keys serve one aggregation). A party
+  answers at most one request per aggregation, so the server never holds both b_u and u's pair
+  masks for the same aggregation: a late message from a "dropped" party stays hidden by its self
+  mask. The server reconstructs each b_u from t shares (checked against a second set of t when
+  more answered), removes self masks and the dropped parties' pair masks, and returns the sum.
+  Pair masks with a dropped party are known only to survivors, so with D non-empty every
+  survivor must answer; without dropouts any t answers suffice.
 
 Nothing here imports ``securevfl``: the caller moves the bytes (and meters them).
 """
@@ -28,23 +43,50 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.exceptions import InvalidSignature, InvalidTag
+from cryptography.hazmat.primitives import hashes, hmac, serialization
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-MAX_BITS = 32  # masks are drawn as uint32 words; 2^r divides 2^32, so they stay uniform
-_HEADER = struct.Struct(">16sIQQQI")  # session, party, round, batch, offset, count
+from protocols import shamir
+from protocols.bitpack import MAX_BITS, pack_bits, packed_bytes, unpack_bits, unpack_sum
+
+__all__ = [
+    "HEADER_BYTES",
+    "MAX_BITS",
+    "SERVER",
+    "SHARE_RECORD_BYTES",
+    "TAG_BYTES",
+    "SecAggAbort",
+    "SecAggError",
+    "SecAggParty",
+    "SecAggServer",
+    "aggregate_round",
+    "default_threshold",
+    "modulus_bits",
+    "pack_bits",
+    "unpack_bits",
+    "unpack_sum",
+]
+
+SERVER = 0xFFFFFFFF  # the server's id in headers (parties are 0..M-1)
+MASKED, REQUEST, RESPONSE = 1, 2, 3
+_KINDS = {MASKED: "masked values", REQUEST: "unmasking request", RESPONSE: "unmasking response"}
+_HEADER = struct.Struct(">B16sIIQQQI")  # kind, session, sender, receiver, round, batch, off, count
 HEADER_BYTES = _HEADER.size
-_PAIR_INFO = b"securevfl/secagg/v1/pair"
-_ROUND_INFO = b"securevfl/secagg/v1/round"
-_STREAM_INFO = b"securevfl/secagg/v1/round-stream"
+TAG_BYTES = 32
+_NONCE = 12
+SHARE_RECORD_BYTES = _NONCE + shamir.SHARE_BYTES + 16  # nonce | AES-GCM(share) | GCM tag
 NO_OFFSET = (1 << 64) - 1  # header offset of a batch keyed on its own (round, batch) ids
-_WEIGHTS = np.ldexp(1.0, np.arange(MAX_BITS))  # 2^j, j < 32, exact in float64
-_ZERO_NONCE = bytes(16)  # every (pair, round, batch) gets its own AES key, so a fixed nonce is safe
+_V = b"securevfl/secagg/v2/"
+_ZERO_NONCE = bytes(16)  # every AES-CTR key is used for one keystream only
 
 
 class SecAggError(RuntimeError):
@@ -52,11 +94,15 @@ class SecAggError(RuntimeError):
 
 
 class SecAggAbort(SecAggError):
-    """A party's masked values are missing or do not belong to this round: the round aborts."""
+    """The round aborts because of the named party (missing, malformed or unauthentic message).
 
-    def __init__(self, message: str, party: int | None = None) -> None:
+    ``party`` is the first party named (``SERVER`` for the server), ``parties`` all of them.
+    """
+
+    def __init__(self, message: str, party: int | None = None, parties: Sequence[int] = ()):
         super().__init__(message)
         self.party = party
+        self.parties = tuple(parties) or ((party,) if party is not None else ())
 
 
 def modulus_bits(bound: int) -> int:
@@ -73,93 +119,141 @@ def modulus_bits(bound: int) -> int:
     return r
 
 
-def pack_bits(values: np.ndarray, bits: int) -> bytes:
-    """Pack non-negative integers < 2^bits into ceil(n*bits/8) bytes (little-endian bit order)."""
-    wide = bits > 16
-    v = np.ascontiguousarray(np.asarray(values).ravel(), dtype="<u4" if wide else "<u2")
-    # the low ``bits`` bits of each little-endian word, then re-packed densely
-    b = np.unpackbits(
-        v.view(np.uint8).reshape(-1, 4 if wide else 2), axis=1, count=bits, bitorder="little"
-    )
-    return np.packbits(b, bitorder="little").tobytes()
+def default_threshold(n_parties: int) -> int:
+    """floor(M/2) + 1 shares: a majority, so two disjoint survivor sets cannot both unmask."""
+    return n_parties // 2 + 1
 
 
-def unpack_bits(data: bytes, bits: int, count: int) -> np.ndarray:
-    """Inverse of :func:`pack_bits`: ``count`` integers as uint64."""
-    return unpack_sum([data], bits, count)
+def _check_params(n_parties: int, bits: int, threshold: int | None) -> int:
+    if n_parties < 2:
+        raise ValueError(f"n_parties must be >= 2 for secure aggregation, got {n_parties}")
+    if not 1 <= bits <= MAX_BITS:
+        raise ValueError(f"bits must be in [1, {MAX_BITS}], got {bits}")
+    t = default_threshold(n_parties) if threshold is None else int(threshold)
+    # t >= 2: the server must never unmask a "sum" of a single party's input
+    if not 2 <= t <= n_parties:
+        raise ValueError(f"threshold must be in [2, {n_parties}], got {threshold}")
+    return t
 
 
-def unpack_sum(payloads: list[bytes], bits: int, count: int) -> np.ndarray:
-    """The elementwise sum (uint64, not reduced) of several :func:`pack_bits` payloads.
-
-    Bit planes are summed across payloads first and weighted by 2^j once: exact in float64,
-    whose sums stay below len(payloads) * 2^bits <= 2^53.
-    """
-    need = -(-count * bits // 8)
-    for data in payloads:
-        if len(data) != need:
-            raise SecAggError(
-                f"packed payload must be {need} bytes for {count} values of {bits} "
-                f"bits, got {len(data)}"
-            )
-    if not payloads or count == 0:
-        return np.zeros(count, dtype=np.uint64)
-    if len(payloads) << bits > 1 << 53:  # float64 would round: one payload at a time
-        return sum(
-            (unpack_sum([d], bits, count) for d in payloads[1:]),
-            unpack_sum(payloads[:1], bits, count),
-        )
-    raw = np.frombuffer(b"".join(payloads), dtype=np.uint8).reshape(len(payloads), need)
-    planes = np.unpackbits(raw, axis=1, count=count * bits, bitorder="little")
-    ones = planes.reshape(len(payloads), count, bits).sum(axis=0, dtype=np.uint32)
-    return (ones @ _WEIGHTS[:bits]).astype(np.uint64)
+def _hkdf(secret: bytes, info: bytes, salt: bytes | None = None) -> bytes:
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=salt, info=info).derive(secret)
 
 
-def _round_mask(pair_key: bytes, *, round_id: int, batch_id: int, count: int) -> np.ndarray:
-    """uint32 masks of one (pair, round, batch): AES-256-CTR keystream, HKDF-derived key."""
-    return _keystream(pair_key, _ROUND_INFO + struct.pack(">QQ", round_id, batch_id), count)
+def _keystream(key: bytes, info: bytes, count: int, word: str, start: int = 0) -> np.ndarray:
+    """Words ``start .. start+count`` of the AES-256-CTR keystream under HKDF(key, info)."""
+    return _aes_stream(_hkdf(key, info), count, word, start)
 
 
-def _keystream(
-    pair_key: bytes, info: bytes, count: int, word: np.dtype | str = "<u4"
-) -> np.ndarray:
-    """``count`` words (uint32, or uint16 if ``word`` says so) of AES-256-CTR keystream under
-    HKDF(pair_key, info)."""
-    key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(pair_key)
-    enc = Cipher(algorithms.AES(key), modes.CTR(_ZERO_NONCE)).encryptor()
+def _aes_stream(aes_key: bytes, count: int, word: str, start: int = 0) -> np.ndarray:
+    """Words ``start .. start+count`` of the AES-256-CTR keystream under ``aes_key``."""
     dtype = np.dtype(word)
-    stream = enc.update(bytes(dtype.itemsize * count)) + enc.finalize()
-    # full words: callers add them mod 2^32 (2^16) and reduce mod 2^r (2^r divides it) once
+    first, skip = divmod(start * dtype.itemsize, 16)  # CTR seeks: block i uses counter i
+    enc = Cipher(algorithms.AES(aes_key), modes.CTR(first.to_bytes(16, "big"))).encryptor()
+    stream = enc.update(bytes(skip + dtype.itemsize * count))[skip:]
+    # full words: callers add them mod 2^16 / 2^32 and reduce mod 2^r (2^r divides it) once
     return np.frombuffer(stream, dtype=dtype)
 
 
+def _mac(key: bytes, data: bytes) -> bytes:
+    h = hmac.HMAC(key, hashes.SHA256())
+    h.update(data)
+    return h.finalize()
+
+
+@dataclass(frozen=True)
+class _Header:
+    kind: int
+    session: bytes
+    sender: int
+    receiver: int
+    round_id: int
+    batch_id: int
+    offset: int
+    count: int
+
+
+def _open(
+    msg: Any, key: bytes, want: _Header, size: int | None, where: str, party: int, who: str
+) -> bytes:
+    """The body of an authentic message matching ``want`` (and ``size`` bytes long in all), or
+    SecAggAbort naming ``party``. Checks cheap facts first so the error says what is wrong."""
+    if not isinstance(msg, bytes | bytearray):
+        raise SecAggAbort(
+            f"{where}: {who} sent a value of type {type(msg).__name__}, not bytes", party
+        )
+    msg = bytes(msg)
+    if len(msg) < HEADER_BYTES + TAG_BYTES:
+        raise SecAggAbort(f"{where}: {who}'s message is truncated ({len(msg)} bytes)", party)
+    got = _Header(*_HEADER.unpack_from(msg))
+    if got != want:
+        raise SecAggAbort(
+            f"{where}: {who}'s message is a {_KINDS.get(got.kind, f'kind {got.kind}')} for "
+            f"session/sender/receiver/round/batch/offset/count {got.session.hex()[:8]}/"
+            f"{got.sender}/{got.receiver}/{got.round_id}/{got.batch_id}/{got.offset}/{got.count}, "
+            f"expected a {_KINDS[want.kind]} for {want.session.hex()[:8]}/{want.sender}/"
+            f"{want.receiver}/{want.round_id}/{want.batch_id}/{want.offset}/{want.count}",
+            party,
+        )
+    if size is not None and len(msg) != size:
+        what = "truncated" if len(msg) < size else "extended"
+        raise SecAggAbort(
+            f"{where}: {who}'s message is {what} ({len(msg)} bytes, expected {size})", party
+        )
+    h = hmac.HMAC(key, hashes.SHA256())
+    h.update(msg[:-TAG_BYTES])
+    try:
+        h.verify(msg[-TAG_BYTES:])
+    except InvalidSignature:
+        raise SecAggAbort(
+            f"{where}: {who}'s message fails authentication (forged, altered, or a body "
+            "replayed under another header)",
+            party,
+        ) from None
+    return msg[HEADER_BYTES:-TAG_BYTES]
+
+
+def _params(n_parties: int, bits: int, threshold: int) -> bytes:
+    # bound into every key: parties or a server with other parameters fail authentication
+    return struct.pack(">III", n_parties, bits, threshold)
+
+
+def _where(round_id: int, batch_id: int) -> str:
+    return f"secure aggregation round {round_id} batch {batch_id} aborted"
+
+
 class SecAggParty:
-    """One client of protocol 0: key agreement, then masking of one integer vector per round."""
+    """One client: key agreement, masking one integer vector per aggregation, unmasking help."""
 
     def __init__(
-        self, index: int, n_parties: int, *, bits: int, private_key: X25519PrivateKey | None = None
+        self,
+        index: int,
+        n_parties: int,
+        *,
+        bits: int,
+        threshold: int | None = None,
+        private_key: X25519PrivateKey | None = None,
     ) -> None:
-        if n_parties < 2:
-            raise ValueError(f"n_parties must be >= 2 for secure aggregation, got {n_parties}")
+        self.threshold = _check_params(n_parties, bits, threshold)
         if not 0 <= index < n_parties:
             raise ValueError(f"index must be in [0, {n_parties}), got {index}")
-        if not 1 <= bits <= MAX_BITS:
-            raise ValueError(f"bits must be in [1, {MAX_BITS}], got {bits}")
         self.index, self.n_parties, self.bits = index, n_parties, bits
-        self._word = np.dtype("<u2" if bits <= 16 else "<u4")
+        self._word = "<u2" if bits <= 16 else "<u4"
         self._sk = private_key or X25519PrivateKey.generate()
         self._pair_keys: dict[int, bytes] = {}
+        self._channels: dict[int, AESGCM] = {}
+        self._auth: bytes | None = None
+        self._pending: dict[tuple[int, int], tuple[int, int, int]] = {}
+        self._round: tuple[int, np.ndarray, list[int]] | None = None
         self.session: bytes | None = None
 
     @property
     def public_key(self) -> bytes:
         """The 32-byte X25519 public key this party publishes through the server."""
-        return self._sk.public_key().public_bytes(
-            serialization.Encoding.Raw, serialization.PublicFormat.Raw
-        )
+        return _raw(self._sk)
 
-    def agree(self, public_keys: Mapping[int, bytes], session: bytes) -> None:
-        """Derive a pair key with every other party from the relayed public keys."""
+    def agree(self, public_keys: Mapping[int, bytes], session: bytes, server_key: bytes) -> None:
+        """Derive pair mask keys, channel keys and the auth key with the server."""
         missing = [j for j in range(self.n_parties) if j != self.index and j not in public_keys]
         if missing:
             raise SecAggAbort(
@@ -168,27 +262,29 @@ class SecAggParty:
         if len(session) != 16:
             raise SecAggError(f"session id must be 16 bytes, got {len(session)}")
         self.session = bytes(session)
+        params = _params(self.n_parties, self.bits, self.threshold)
         for j in range(self.n_parties):
             if j == self.index:
                 continue
             shared = self._sk.exchange(X25519PublicKey.from_public_bytes(bytes(public_keys[j])))
-            lo, hi = min(self.index, j), max(self.index, j)
-            self._pair_keys[j] = HKDF(
-                algorithm=hashes.SHA256(),
-                length=32,
-                salt=self.session,
-                info=_PAIR_INFO + struct.pack(">II", lo, hi),
-            ).derive(shared)
+            ids = struct.pack(">II", min(self.index, j), max(self.index, j)) + params
+            self._pair_keys[j] = _hkdf(shared, _V + b"pair" + ids, self.session)
+            self._channels[j] = AESGCM(_hkdf(shared, _V + b"channel" + ids, self.session))
+        shared = self._sk.exchange(X25519PublicKey.from_public_bytes(bytes(server_key)))
+        self._auth = _hkdf(shared, _V + b"auth" + struct.pack(">I", self.index) + params, session)
 
-    def prepare_round(self, round_id: int, total: int) -> None:
-        """Precompute the net signed mask of a round for ``total`` values (all its batches)."""
+    def _require_keys(self) -> None:
         if self.session is None:
             raise SecAggError(f"party {self.index} must run key agreement before masking")
+
+    def prepare_round(self, round_id: int, total: int) -> None:
+        """Precompute the net signed pair mask of a round for ``total`` values (all batches)."""
+        self._require_keys()
         # words of the masked values' width (uint16 when r <= 16, both ends of every pair agree
         # as r is common): uniform mod 2^16, hence mod 2^r
         net = np.zeros(total, dtype=self._word)
         for j, key in self._pair_keys.items():
-            m = _keystream(key, _STREAM_INFO + struct.pack(">Q", round_id), total, self._word)
+            m = _keystream(key, _stream_info(round_id), total, self._word)
             if self.index < j:
                 net += m
             else:
@@ -198,12 +294,12 @@ class SecAggParty:
     def mask(
         self, values: np.ndarray, *, round_id: int, batch_id: int, offset: int | None = None
     ) -> bytes:
-        """Header + the masked values (q + sum of signed pair masks mod 2^r) packed at r bits.
+        """The authenticated masked message of one aggregation: header | q + PRG(b_u) + signed
+        pair masks mod 2^r, packed at r bits | sealed Shamir shares of b_u | HMAC tag.
 
-        ``offset`` given: use segment [offset, offset + n) of the prepared round's keystream.
+        ``offset`` given: the pair masks are segment [offset, offset + n) of the prepared round.
         """
-        if self.session is None:
-            raise SecAggError(f"party {self.index} must run key agreement before masking")
+        self._require_keys()
         q = np.asarray(values).ravel()
         # one reduction: read as unsigned, a negative value is huge, so max >> r catches it too
         if q.size and (
@@ -213,31 +309,116 @@ class SecAggParty:
                 f"values must be integers in [0, 2^{self.bits}), got range "
                 f"[{q.min()}, {q.max()}] of dtype {q.dtype}"
             )
+        if (round_id, batch_id) in self._pending:
+            raise SecAggError(
+                f"party {self.index} already masked round {round_id} batch {batch_id}: "
+                "a second masked input under the same masks would leak their difference"
+            )
         if offset is None:
             y = q.astype("<u4")
-            for j, key in self._pair_keys.items():
-                m = _round_mask(key, round_id=round_id, batch_id=batch_id, count=q.size)
+            for j in self._pair_keys:
+                m = self._pair_mask(j, round_id, batch_id, None, q.size)
                 # i < j adds, i > j subtracts (uint32 wraps mod 2^32): pair masks cancel in the sum
-                if self.index < j:
-                    y += m
-                else:
-                    y -= m
+                y += m if self.index < j else -m
         else:
             y = q.astype(self._word)
             y += self._segment(round_id, offset, q.size)
-        # y mod 2^r: packing keeps each word's low r bits (2^r divides the word's modulus)
-        header = _HEADER.pack(
-            self.session,
-            self.index,
-            round_id,
-            batch_id,
-            NO_OFFSET if offset is None else offset,
-            q.size,
+        seed = shamir.random_secret()
+        y += _self_mask(seed, q.size, self.bits).astype(y.dtype)
+        shares = shamir.share(seed, n_parties=self.n_parties, threshold=self.threshold)
+        off = NO_OFFSET if offset is None else offset
+        msg = _HEADER.pack(
+            MASKED, self.session, self.index, SERVER, round_id, batch_id, off, q.size
+        ) + pack_bits(y, self.bits)
+        msg += b"".join(
+            self._seal(j, shares[j], round_id, batch_id)
+            for j in range(self.n_parties)
+            if j != self.index
         )
-        return header + pack_bits(y, self.bits)
+        self._pending[(round_id, batch_id)] = (shares[self.index], off, q.size)
+        return msg + _mac(self._auth, msg)
+
+    def respond(self, request: Any) -> bytes:
+        """Answer the server's unmasking request of one aggregation (once): shares of b_u for
+        every survivor u, and the pair-mask segment shared with every dropped party."""
+        self._require_keys()
+        if not isinstance(request, bytes | bytearray) or len(request) < HEADER_BYTES:
+            raise SecAggAbort(
+                f"party {self.index}: the server's unmasking request is malformed", SERVER
+            )
+        h = _Header(*_HEADER.unpack_from(request))
+        where = f"party {self.index}: {_where(h.round_id, h.batch_id)}"
+        pend = self._pending.get((h.round_id, h.batch_id))
+        if pend is None:
+            raise SecAggAbort(
+                f"{where}: unmasking request for an aggregation this party did not mask or "
+                "already answered (a replay would reveal both masks)",
+                SERVER,
+            )
+        own, off, n = pend
+        want = _Header(REQUEST, self.session, SERVER, self.index, h.round_id, h.batch_id, off, n)
+        body = _open(request, self._auth, want, None, where, SERVER, "the server")
+        del self._pending[(h.round_id, h.batch_id)]  # only after authentication: no DoS by forgery
+        M, t = self.n_parties, self.threshold
+        ns = struct.unpack_from(">I", body)[0] if len(body) >= 4 else 0
+        if len(body) != 4 + 4 * ns + SHARE_RECORD_BYTES * (ns - 1) or ns < t:
+            raise SecAggAbort(f"{where}: malformed request (survivors {ns}, need >= {t})", SERVER)
+        surv = list(struct.unpack_from(f">{ns}I", body, 4))
+        if surv != sorted(set(surv)) or self.index not in surv or surv[-1] >= M:
+            raise SecAggAbort(f"{where}: request lists invalid survivors {surv}", SERVER)
+        dropped = sorted(set(range(M)) - set(surv))
+        recs = body[4 + 4 * ns :]
+        shares, pos = [], 0
+        for u in surv:
+            if u == self.index:
+                shares.append(own)
+                continue
+            rec = recs[pos : pos + SHARE_RECORD_BYTES]
+            pos += SHARE_RECORD_BYTES
+            try:
+                pt = self._channels[u].decrypt(
+                    rec[:_NONCE], rec[_NONCE:], self._aad(u, self.index, h.round_id, h.batch_id)
+                )
+                shares.append(shamir.from_bytes(pt))
+            except (InvalidTag, ValueError):
+                raise SecAggAbort(
+                    f"{where}: party {u}'s share for party {self.index} fails authentication",
+                    u,
+                ) from None
+        out = _HEADER.pack(
+            RESPONSE, self.session, self.index, SERVER, h.round_id, h.batch_id, off, n
+        )
+        out += b"".join(shamir.to_bytes(s) for s in shares)
+        for u in dropped:
+            if off == NO_OFFSET:  # this aggregation's own pair key: 32 bytes reveal only it
+                out += self._batch_key(u, h.round_id, h.batch_id)
+            else:  # a segment of the round's stream: reveal the segment, never the round key
+                seg = self._pair_mask(u, h.round_id, h.batch_id, off, n)
+                out += pack_bits(seg & np.array((1 << self.bits) - 1, seg.dtype), self.bits)
+        return out + _mac(self._auth, out)
+
+    def _batch_key(self, j: int, round_id: int, batch_id: int) -> bytes:
+        info = _V + b"batch" + struct.pack(">QQ", round_id, batch_id)
+        return _hkdf(self._pair_keys[j], info)
+
+    def _pair_mask(self, j: int, round_id: int, batch_id: int, offset: int | None, n: int):
+        """m_ij of one aggregation: its own keystream, or the round stream's segment."""
+        if offset is None:
+            return _aes_stream(self._batch_key(j, round_id, batch_id), n, "<u4")
+        return _keystream(self._pair_keys[j], _stream_info(round_id), n, self._word, offset)
+
+    def _aad(self, sender: int, receiver: int, round_id: int, batch_id: int) -> bytes:
+        return self.session + struct.pack(">IIQQ", sender, receiver, round_id, batch_id)
+
+    def _seal(self, j: int, value: int, round_id: int, batch_id: int) -> bytes:
+        nonce = os.urandom(_NONCE)  # random 96-bit nonces: far below the 2^32 messages per key
+        ct = self._channels[j].encrypt(
+            nonce, shamir.to_bytes(value), self._aad(self.index, j, round_id, batch_id)
+        )
+        return nonce + ct
 
     def _segment(self, round_id: int, offset: int, n: int) -> np.ndarray:
-        rnd = getattr(self, "_round", None)
+        rnd = self._round
         if rnd is None or rnd[0] != round_id:
             raise SecAggError(
                 f"party {self.index} must prepare round {round_id} before masking at an offset"
@@ -259,65 +440,217 @@ class SecAggParty:
         return net[offset : offset + n]
 
 
-class SecAggServer:
-    """The aggregator of protocol 0: relays public keys, then unmasks the sum of each round."""
+def _stream_info(round_id: int) -> bytes:
+    return _V + b"round-stream" + struct.pack(">Q", round_id)
 
-    def __init__(self, n_parties: int, *, bits: int, session: bytes | None = None) -> None:
-        if n_parties < 2:
-            raise ValueError(f"n_parties must be >= 2 for secure aggregation, got {n_parties}")
-        if not 1 <= bits <= MAX_BITS:
-            raise ValueError(f"bits must be in [1, {MAX_BITS}], got {bits}")
+
+def _self_mask(seed: int, n: int, bits: int) -> np.ndarray:
+    """PRG(b_u): AES-256-CTR keystream under HKDF(seed); words of the masked values' width."""
+    return _keystream(shamir.to_bytes(seed), _V + b"self", n, "<u2" if bits <= 16 else "<u4")
+
+
+def _raw(sk: X25519PrivateKey) -> bytes:
+    return sk.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+@dataclass
+class _Collected:
+    round_id: int
+    batch_id: int
+    offset: int
+    count: int
+    survivors: list[int]
+    dropped: list[int]
+    bodies: list[bytes]
+
+
+class SecAggServer:
+    """The aggregator: relays public keys, then per aggregation ``collect`` (masked messages in,
+    unmasking requests out) and ``finish`` (responses in, the exact sum out) or SecAggAbort."""
+
+    def __init__(
+        self,
+        n_parties: int,
+        *,
+        bits: int,
+        threshold: int | None = None,
+        session: bytes | None = None,
+    ) -> None:
+        self.threshold = _check_params(n_parties, bits, threshold)
         self.n_parties, self.bits = n_parties, bits
         self.session = bytes(session) if session is not None else os.urandom(16)
+        self._sk = X25519PrivateKey.generate()
+        self._auth: dict[int, bytes] = {}
+        self._state: _Collected | None = None
+        self.survivors: list[int] = []  # the parties summed by the last ``finish``
 
-    def relay(self, public_keys: Mapping[int, bytes | None]) -> dict[int, bytes]:
-        """Check every party published a 32-byte key; return the table sent back to all."""
+    @property
+    def public_key(self) -> bytes:
+        """The server's X25519 public key, relayed with the parties' keys."""
+        return _raw(self._sk)
+
+    def relay(self, public_keys: Mapping[int, Any]) -> dict[int, bytes]:
+        """Check every party published a 32-byte key, derive the auth keys; return the table."""
         out = {}
+        params = _params(self.n_parties, self.bits, self.threshold)
         for k in range(self.n_parties):
             pk = public_keys.get(k)
             if pk is None:
                 raise SecAggAbort(f"key agreement aborted: party {k} published no public key", k)
-            if len(pk) != 32:
+            if not isinstance(pk, bytes | bytearray) or len(pk) != 32:
                 raise SecAggAbort(
-                    f"key agreement aborted: party {k}'s public key must be 32 "
-                    f"bytes, got {len(pk)}",
+                    f"key agreement aborted: party {k}'s public key must be 32 bytes, got "
+                    f"{len(pk) if isinstance(pk, bytes | bytearray) else type(pk).__name__}",
                     k,
                 )
             out[k] = bytes(pk)
+            shared = self._sk.exchange(X25519PublicKey.from_public_bytes(out[k]))
+            info = _V + b"auth" + struct.pack(">I", k) + params
+            self._auth[k] = _hkdf(shared, info, self.session)
         return out
 
-    def unmask(
+    def _masked_size(self, count: int) -> int:
+        return (
+            HEADER_BYTES
+            + packed_bytes(count, self.bits)
+            + SHARE_RECORD_BYTES * (self.n_parties - 1)
+            + TAG_BYTES
+        )
+
+    def collect(
         self,
-        messages: Mapping[int, bytes | None],
+        messages: Mapping[int, Any],
         *,
         round_id: int,
         batch_id: int,
         count: int,
         offset: int | None = None,
-        expected: Iterable[int] | None = None,
-    ) -> np.ndarray:
-        """The sum over all parties (uint64, length ``count``), or SecAggAbort naming a party."""
-        want = (self.session, round_id, batch_id, NO_OFFSET if offset is None else offset, count)
-        bodies = []
-        for k in range(self.n_parties) if expected is None else expected:
+    ) -> dict[int, bytes]:
+        """Check the masked messages; return the unmasking request for each survivor."""
+        if not self._auth:
+            raise SecAggError("the server must relay the public keys before aggregating")
+        where, M = _where(round_id, batch_id), self.n_parties
+        off = NO_OFFSET if offset is None else offset
+        need, size = packed_bytes(count, self.bits), self._masked_size(count)
+        bodies, records = {}, {}
+        for k in range(M):
             msg = messages.get(k)
-            where = f"secure aggregation round {round_id} batch {batch_id} aborted"
             if msg is None:
+                continue  # a dropout, recovered below if few enough
+            want = _Header(MASKED, self.session, k, SERVER, round_id, batch_id, off, count)
+            body = _open(msg, self._auth[k], want, size, where, k, f"party {k}")
+            bodies[k], records[k] = body[:need], body[need:]
+        surv = sorted(bodies)
+        dropped = [k for k in range(M) if k not in bodies]
+        if len(surv) < self.threshold:
+            raise SecAggAbort(
+                f"{where}: parties {dropped} sent no masked values; {len(surv)} remain, fewer "
+                f"than the {self.threshold} needed to unmask (at most {M - self.threshold} "
+                "may drop)",
+                dropped[0],
+                dropped,
+            )
+        self._state = _Collected(round_id, batch_id, off, count, surv, dropped, bodies)
+        head = struct.pack(f">I{len(surv)}I", len(surv), *surv)
+        out = {}
+        for v in surv:
+            fwd = b"".join(
+                records[u][(v - (v > u)) * SHARE_RECORD_BYTES :][:SHARE_RECORD_BYTES]
+                for u in surv
+                if u != v
+            )
+            msg = _HEADER.pack(REQUEST, self.session, SERVER, v, round_id, batch_id, off, count)
+            msg += head + fwd
+            out[v] = msg + _mac(self._auth[v], msg)
+        return out
+
+    def finish(self, responses: Mapping[int, Any]) -> np.ndarray:
+        """The sum over the survivors (uint64, length ``count``), or SecAggAbort naming a party."""
+        st, self._state = self._state, None
+        if st is None:
+            raise SecAggError("finish needs a collected aggregation (call collect first)")
+        where = _where(st.round_id, st.batch_id)
+        ns, nd, t = len(st.survivors), len(st.dropped), self.threshold
+        need = packed_bytes(st.count, self.bits)
+        # per dropped party: the aggregation's 32-byte pair key, or the packed round segment
+        reveal = 32 if st.offset == NO_OFFSET else need
+        size = HEADER_BYTES + shamir.SHARE_BYTES * ns + reveal * nd + TAG_BYTES
+        got, missing = {}, []
+        for v in st.survivors:
+            msg = responses.get(v)
+            if msg is None:
+                missing.append(v)
+                continue
+            want = _Header(
+                RESPONSE, self.session, v, SERVER, st.round_id, st.batch_id, st.offset, st.count
+            )
+            got[v] = _open(msg, self._auth[v], want, size, where, v, f"party {v}")
+        if missing and (st.dropped or len(got) < t):
+            why = (
+                f"it holds the pair masks with dropped parties {st.dropped}"
+                if st.dropped
+                else f"fewer than {t} answered"
+            )
+            raise SecAggAbort(
+                f"{where}: parties {missing} sent no unmasking response ({why})",
+                missing[0],
+                missing,
+            )
+        resp = sorted(got)
+        lam = shamir.lagrange_at_zero(resp[:t])
+        lam2 = shamir.lagrange_at_zero(resp[-t:]) if len(resp) > t else None
+        total = unpack_sum([st.bodies[u] for u in st.survivors], self.bits, st.count)
+        for pos, u in enumerate(st.survivors):
+            shares = {}
+            for v in resp:
+                try:
+                    shares[v] = shamir.from_bytes(got[v][32 * pos : 32 * pos + 32])
+                except ValueError:
+                    raise SecAggAbort(f"{where}: party {v} sent an invalid share", v) from None
+            seed = shamir.reconstruct(shares, lam)
+            # more answers than needed: a second reconstruction catches inconsistent shares
+            if lam2 is not None and shamir.reconstruct(shares, lam2) != seed:
                 raise SecAggAbort(
-                    f"{where}: party {k} sent no masked values (protocol 0 has no "
-                    "dropout recovery, the masks cannot cancel)",
-                    k,
+                    f"{where}: the shares of party {u}'s self-mask seed are inconsistent "
+                    f"(dealt wrongly by party {u} or altered by a responder)",
+                    u,
                 )
-            if len(msg) < _HEADER.size:
-                raise SecAggAbort(f"{where}: party {k}'s message is truncated", k)
-            session, party, r, b, off, n = _HEADER.unpack_from(msg)
-            if party != k or (session, r, b, off, n) != want:
-                raise SecAggAbort(
-                    f"{where}: party {k}'s message is for session/party/round/"
-                    f"batch/offset/count {session.hex()[:8]}/{party}/{r}/{b}/"
-                    f"{off}/{n}",
-                    k,
-                )
-            bodies.append(msg[_HEADER.size :])
-        total = unpack_sum(bodies, self.bits, count)
+            total -= _self_mask(seed, st.count, self.bits).astype(np.uint64)
+        for pos, u in enumerate(st.dropped):
+            for v in st.survivors:
+                start = 32 * ns + reveal * pos
+                part = got[v][start : start + reveal]
+                if st.offset == NO_OFFSET:
+                    m = _aes_stream(part, st.count, "<u4").astype(np.uint64)
+                else:
+                    m = unpack_bits(part, self.bits, st.count)
+                # survivor v added m_vu if v < u, subtracted it otherwise; uint64 wraps mod 2^64
+                if v < u:
+                    total -= m
+                else:
+                    total += m
+        self.survivors = list(st.survivors)
         return total & np.uint64((1 << self.bits) - 1)
+
+
+def aggregate_round(
+    server: SecAggServer,
+    parties: Mapping[int, SecAggParty],
+    values: Mapping[int, np.ndarray],
+    *,
+    round_id: int,
+    batch_id: int,
+    offset: int | None = None,
+    drop: Iterable[int] = (),
+) -> np.ndarray:
+    """One aggregation with every party in this process (tests, demos, benchmarks); parties in
+    ``drop`` go silent after key agreement."""
+    gone = set(drop)
+    msgs = {
+        k: p.mask(values[k], round_id=round_id, batch_id=batch_id, offset=offset)
+        for k, p in parties.items()
+        if k not in gone
+    }
+    count = int(np.asarray(next(iter(values.values()))).size)
+    reqs = server.collect(msgs, round_id=round_id, batch_id=batch_id, count=count, offset=offset)
+    return server.finish({v: parties[v].respond(r) for v, r in reqs.items()})

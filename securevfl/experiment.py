@@ -27,6 +27,7 @@ from securevfl.errors import ConfigError, check_int, check_open_unit, check_posi
 from securevfl.evaluation import metrics_for
 from securevfl.methods.base import Method, PartyView, PublicInfo, RunContext, RunSpec
 from securevfl.registry import create
+from securevfl.rng import noise_generator_name
 from securevfl.runtime.base import Runtime
 from securevfl.runtime.inprocess import InProcessRuntime
 
@@ -216,6 +217,7 @@ def run_experiment(spec: RunSpec, rt: Runtime | None = None) -> dict[str, Any] |
             "config": spec.to_config(),
             "runtime": "inprocess" if len(rt.local_parties) == rt.n_parties else "processes",
             "noise_seeded": spec.seed is not None,
+            "noise_generator": noise_generator_name(spec.seed),
             "model_fingerprint": fps,
             "extra": fit.extra,
             "alignment": alignment_of(spec.dataset) if spec.id_column else None,

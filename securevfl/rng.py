@@ -1,7 +1,9 @@
 """Randomness is always passed in, never global.
 
-DP noise defaults to a generator seeded from OS entropy; a run with ``seed`` set is reproducible
-and its record says the noise was seeded (fine for research, not for deployment). Streams are
+DP noise, PBM randomness and HE masks (``make_noise_rng``) default to a cryptographic generator
+(AES-256-CTR keyed from OS entropy, :mod:`securevfl.csprng`, with floating-point-hardened
+Gaussian and Laplace samplers); a run with ``seed`` set uses numpy's PCG64, is reproducible and
+its record says the noise was seeded (fine for research, not for deployment). Streams are
 separated by a purpose string so that, e.g., minibatch order and party 2's noise never share draws.
 """
 
@@ -24,6 +26,22 @@ def make_rng(seed: int | None, *, purpose: str, party: int | None = None) -> np.
     if party is not None:
         words.append(int(party))
     return np.random.default_rng(np.random.SeedSequence(words))
+
+
+def make_noise_rng(
+    seed: int | None, *, purpose: str, party: int | None = None
+) -> np.random.Generator:
+    """The generator of DP noise, PBM sampling or HE masks: AES-CTR CSPRNG unless seeded."""
+    if seed is None:
+        from securevfl.csprng import CryptoGenerator
+
+        return CryptoGenerator()
+    return make_rng(seed, purpose=purpose, party=party)
+
+
+def noise_generator_name(seed: int | None) -> str:
+    """What the run record says drew the noise: ``aes-ctr-csprng`` or ``pcg64`` (seeded)."""
+    return "aes-ctr-csprng" if seed is None else "pcg64"
 
 
 def derive_seed(seed: int, *, purpose: str) -> int:

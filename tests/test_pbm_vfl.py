@@ -113,12 +113,20 @@ def test_packed_uplink_matches_r_bits_per_value() -> None:
     npq = run_experiment(_spec("npq", **spec))
     assert pbm["extra"]["bits_per_value"] == 8  # bitlength(b*M) = bitlength(192)
     sizes = [100] * 4 + [56]  # 456 training rows in batches of 100
-    # uplink per party and step: 44-byte header + B*P*r bits (plus the pickle framing)
-    packed = sum(3 * (44 + b * 16 * 8 // 8) for b in sizes)
+    # per party and step: masked values (header, B*P*r bits, 2 sealed shares, tag), the
+    # server's unmasking request (3 survivors, 2 forwarded shares) and the answer (3 shares)
+    from protocols.secagg import HEADER_BYTES, SHARE_RECORD_BYTES, TAG_BYTES
+
+    frame = HEADER_BYTES + TAG_BYTES
+    per_step = 2 * SHARE_RECORD_BYTES + frame  # masked message without its values
+    per_step += frame + 4 + 3 * 4 + 2 * SHARE_RECORD_BYTES  # request
+    per_step += frame + 3 * 32  # response
+    packed = sum(3 * (per_step + b * 16 * 8 // 8) for b in sizes)
     floats = sum(3 * b * 16 * 4 for b in sizes)
     train = lambda r: r["comm"]["by_phase"]["train"]["bytes"]  # noqa: E731
     saved = train(npq) - train(pbm)
-    assert abs(saved - (floats - packed)) < 3 * 5 * 200  # framing differs by < 200 B a message
+    # framing differs by < 200 B a message; pbm sends 3 messages a party and step, npq 1
+    assert abs(saved - (floats - packed)) < 3 * 5 * 4 * 200
 
 
 def test_pbm_vfl_is_reproducible_with_a_seed_despite_fresh_masks() -> None:
@@ -154,15 +162,54 @@ def test_secure_sum_equals_plain_sum_of_quantized_values(monkeypatch) -> None:
         assert np.allclose(h, (q_sum - 8 * 3 / 2) / (0.2 * 8), atol=1e-5)
 
 
-def test_a_missing_party_aborts_training_naming_it(monkeypatch) -> None:
+def test_one_dropout_is_recovered_two_abort_naming_them(monkeypatch) -> None:
     orig = mod.PBMSecAggHooks.party_message
+    gone: set[int] = {1}
+    sums = []
+    orig_finish = mod.PBMSecAggHooks.aggregate
 
     def drop(self, ctx, k, emb, step):
-        return None if (k == 1 and step == 2) else orig(self, ctx, k, emb, step)
+        return None if (k in gone and step == 2) else orig(self, ctx, k, emb, step)
+
+    def spy(self, ctx, messages, *, dst, step):
+        h = orig_finish(self, ctx, messages, dst=dst, step=step)
+        if step == 2:
+            sums.append(self.server.survivors)
+        return h
 
     monkeypatch.setattr(mod.PBMSecAggHooks, "party_message", drop)
-    with pytest.raises(ProtocolError, match="party 1 sent no masked values"):
+    monkeypatch.setattr(mod.PBMSecAggHooks, "aggregate", spy)
+    # M = 3, threshold 2: the round of step 2 finishes without party 1
+    rec = run_experiment(_spec("pbm-vfl", epochs=1))
+    assert sums == [[0, 2]] and 0.0 <= rec["metrics"]["accuracy"] <= 1.0
+    assert rec["extra"]["secagg_dropouts"] == 1
+    gone.add(2)
+    with pytest.raises(ProtocolError, match=r"parties \[1, 2\] sent no masked values"):
         run_experiment(_spec("pbm-vfl", epochs=1))
+
+
+@pytest.mark.parametrize(
+    "tamper,match",
+    [
+        (lambda m: 12345, "party 1 sent a value of type int, not bytes"),
+        (lambda m: m[:-1], "party 1's message is truncated"),
+        (lambda m: m + b"x", "party 1's message is extended"),
+        (lambda m: m[:60] + bytes([m[60] ^ 1]) + m[61:], "party 1's message fails authentic"),
+    ],
+)
+def test_a_malformed_message_aborts_training_in_one_line_naming_the_party(
+    monkeypatch, tamper, match
+) -> None:
+    orig = mod.PBMSecAggHooks.party_message
+
+    def bad(self, ctx, k, emb, step):
+        msg = orig(self, ctx, k, emb, step)
+        return tamper(msg) if (k == 1 and step == 2) else msg
+
+    monkeypatch.setattr(mod.PBMSecAggHooks, "party_message", bad)
+    with pytest.raises(ProtocolError, match=match) as exc:
+        run_experiment(_spec("pbm-vfl", epochs=1))
+    assert "\n" not in str(exc.value)
 
 
 def test_ldp_vfl_noise_and_privacy() -> None:
@@ -221,9 +268,14 @@ def test_private_eval_goes_through_secure_aggregation() -> None:
     plain = run_experiment(_spec("pbm-vfl", epochs=1, options={"eval": "plain"}))
     assert priv["model_fingerprint"] == plain["model_fingerprint"]  # same training
     # 113 test rows in 2 batches of <= 64, packed at r = bitlength(64*3) = 8 bits, not float32
+    from protocols.secagg import HEADER_BYTES, SHARE_RECORD_BYTES, TAG_BYTES
+
     ev = lambda r: r["comm"]["by_phase"]["eval"]["bytes"]  # noqa: E731
-    assert ev(priv) < 0.5 * ev(plain)
-    assert priv["comm"]["by_phase"]["eval"]["messages"] == 3 * 2
+    # the values travel packed; on top: sealed shares, unmasking request and answer, tags
+    frame = HEADER_BYTES + TAG_BYTES
+    protocol = 3 * frame + 4 * SHARE_RECORD_BYTES + 4 + 3 * 4 + 3 * 32
+    assert ev(priv) - 3 * 2 * protocol < 0.5 * ev(plain)
+    assert priv["comm"]["by_phase"]["eval"]["messages"] == 3 * 2 * 3
     with pytest.raises(ConfigError, match="eval must be"):
         run_experiment(_spec("pbm-vfl", options={"eval": "noisy"}))
 

@@ -1,4 +1,5 @@
-"""Protocol 0 secure aggregation: exact sums, packing, aborts naming the missing party."""
+"""Secure aggregation: exact sums, packing, authentication, dropout recovery, aborts naming
+the party (replay, forgery, truncation, extension, wrong type, too many dropouts)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from protocols import shamir
+from protocols.bitpack import PackError
 from protocols.secagg import (
+    HEADER_BYTES,
     SecAggAbort,
     SecAggError,
     SecAggParty,
     SecAggServer,
+    aggregate_round,
     modulus_bits,
     pack_bits,
     unpack_bits,
@@ -19,13 +24,25 @@ from protocols.secagg import (
 )
 
 
-def _setup(M: int, bits: int):
-    srv = SecAggServer(M, bits=bits)
-    parties = [SecAggParty(i, M, bits=bits) for i in range(M)]
+def _setup(M: int, bits: int, threshold: int | None = None):
+    srv = SecAggServer(M, bits=bits, threshold=threshold)
+    parties = [SecAggParty(i, M, bits=bits, threshold=threshold) for i in range(M)]
     table = srv.relay({p.index: p.public_key for p in parties})
     for p in parties:
-        p.agree(table, srv.session)
+        p.agree(table, srv.session, srv.public_key)
     return srv, parties
+
+
+def _round(srv, parties, q, *, round_id=7, batch_id=2, offset=None, drop=()):
+    return aggregate_round(
+        srv,
+        dict(enumerate(parties)),
+        dict(enumerate(q)),
+        round_id=round_id,
+        batch_id=batch_id,
+        offset=offset,
+        drop=drop,
+    )
 
 
 @pytest.mark.parametrize("M,b", [(2, 1), (3, 4), (5, 64), (10, 64)])
@@ -35,8 +52,7 @@ def test_sum_is_exact(M: int, b: int) -> None:
     rng = np.random.default_rng(M)
     q = rng.integers(0, b + 1, size=(M, 37))
     q[:, 0] = b  # the largest possible sum, bM, must survive the modulus
-    msgs = {p.index: p.mask(q[p.index], round_id=7, batch_id=2) for p in parties}
-    total = srv.unmask(msgs, round_id=7, batch_id=2, count=37)
+    total = _round(srv, parties, q)
     assert np.array_equal(total, q.sum(axis=0))
     assert total[0] == b * M
 
@@ -48,27 +64,16 @@ def test_masked_values_hide_inputs_and_are_packed() -> None:
     srv, parties = _setup(M, bits)
     q = np.zeros((M, n), dtype=np.int64)
     msg = parties[0].mask(q[0], round_id=0, batch_id=0)
-    body = msg[len(msg) - (n * bits + 7) // 8 :]
-    assert len(body) == n * bits // 8  # r bits per value, not 8 bytes
+    body = msg[HEADER_BYTES : HEADER_BYTES + (n * bits + 7) // 8]
+    assert len(msg) == HEADER_BYTES + n * bits // 8 + (M - 1) * 60 + 32  # r bits per value
     y = unpack_bits(body, bits, n)
     # all-zero input: what travels is the mask, spread over the whole ring
     assert y.std() > (1 << bits) / 4
     assert len(np.unique(y)) > 300
     # a fresh round gives fresh masks
-    y2 = unpack_bits(parties[0].mask(q[0], round_id=1, batch_id=0)[len(msg) - len(body) :], bits, n)
+    msg2 = parties[0].mask(q[0], round_id=1, batch_id=0)
+    y2 = unpack_bits(msg2[HEADER_BYTES : HEADER_BYTES + len(body)], bits, n)
     assert np.mean(y == y2) < 0.05
-
-
-def test_missing_party_aborts_naming_it() -> None:
-    srv, parties = _setup(5, modulus_bits(5 * 8))
-    q = np.ones(10, dtype=np.int64)
-    msgs = {p.index: p.mask(q, round_id=1, batch_id=1) for p in parties if p.index != 3}
-    with pytest.raises(SecAggAbort, match="party 3") as exc:
-        srv.unmask(msgs, round_id=1, batch_id=1, count=10)
-    assert exc.value.party == 3
-    msgs[3] = None
-    with pytest.raises(SecAggAbort, match="party 3"):
-        srv.unmask(msgs, round_id=1, batch_id=1, count=10)
 
 
 def test_replayed_round_aborts() -> None:
@@ -77,7 +82,7 @@ def test_replayed_round_aborts() -> None:
     msgs = {p.index: p.mask(q, round_id=1, batch_id=1) for p in parties}
     msgs[2] = parties[2].mask(q, round_id=0, batch_id=1)  # stale message from another round
     with pytest.raises(SecAggAbort, match="party 2"):
-        srv.unmask(msgs, round_id=1, batch_id=1, count=10)
+        srv.collect(msgs, round_id=1, batch_id=1, count=10)
 
 
 def test_key_agreement_needs_every_key() -> None:
@@ -132,7 +137,7 @@ def test_unpack_sum_is_the_sum_of_unpacks(bits: int, n: int, m: int, seed: int) 
     vs = [rng.integers(0, 1 << bits, size=n, dtype=np.uint64) for _ in range(m)]
     got = unpack_sum([pack_bits(v, bits) for v in vs], bits, n)
     assert got.dtype == np.uint64 and np.array_equal(got, sum(vs, np.zeros(n, dtype=np.uint64)))
-    with pytest.raises(SecAggError, match="packed payload"):
+    with pytest.raises(PackError, match="packed payload"):
         unpack_sum([pack_bits(vs[0], bits) + b"x"], bits, n)
 
 
@@ -145,11 +150,7 @@ def test_prepared_round_segments_sum_exactly_and_are_never_reused() -> None:
     rng = np.random.default_rng(1)
     for batch in range(4):
         q = rng.integers(0, b + 1, size=(M, B))
-        msgs = {
-            p.index: p.mask(q[p.index], round_id=5, batch_id=batch, offset=batch * B)
-            for p in parties
-        }
-        total = srv.unmask(msgs, round_id=5, batch_id=batch, count=B, offset=batch * B)
+        total = _round(srv, parties, q, round_id=5, batch_id=batch, offset=batch * B)
         assert np.array_equal(total, q.sum(axis=0))
     with pytest.raises(SecAggError, match="overlaps"):
         parties[0].mask(np.zeros(B, dtype=np.int64), round_id=5, batch_id=9, offset=10)
@@ -167,4 +168,179 @@ def test_offset_mismatch_aborts_naming_the_party() -> None:
         for p in parties
     }
     with pytest.raises(SecAggAbort, match="party 1"):
-        srv.unmask(msgs, round_id=0, batch_id=1, count=10, offset=10)
+        srv.collect(msgs, round_id=0, batch_id=1, count=10, offset=10)
+
+
+# --- authentication: every malformed message aborts naming the party, never a wrong sum ---
+
+
+def _masked(M=5, n=10, round_id=1, batch_id=1):
+    srv, parties = _setup(M, modulus_bits(M * 8))
+    q = np.arange(M * n).reshape(M, n) % 9
+    msgs = {p.index: p.mask(q[p.index], round_id=round_id, batch_id=batch_id) for p in parties}
+    return srv, parties, q, msgs
+
+
+def _aborts(srv, msgs, party, match, **kw):
+    kw = {"round_id": 1, "batch_id": 1, "count": 10, **kw}
+    with pytest.raises(SecAggAbort, match=match) as exc:
+        srv.collect(msgs, **kw)
+    assert exc.value.party == party and f"party {party}" in str(exc.value)
+    assert "\n" not in str(exc.value)  # one line
+
+
+def test_replayed_body_under_a_fresh_header_aborts() -> None:
+    srv, parties, q, msgs = _masked()
+    old = parties[2].mask(q[2] + 1, round_id=0, batch_id=1)  # an earlier round's message
+    # the old body (values, shares, tag) under this round's header from party 2
+    replay = msgs[2][:HEADER_BYTES] + old[HEADER_BYTES:]
+    _aborts(srv, {**msgs, 2: replay}, 2, "fails authentication")
+    _aborts(srv, {**msgs, 2: old}, 2, "expected a masked values")  # the old message as it was
+
+
+def test_forged_body_aborts() -> None:
+    srv, parties, q, msgs = _masked()
+    forged = bytearray(msgs[3])
+    forged[HEADER_BYTES] ^= 0x01  # one bit of the values
+    _aborts(srv, {**msgs, 3: bytes(forged)}, 3, "fails authentication")
+    rnd = msgs[3][:HEADER_BYTES] + np.random.default_rng(0).bytes(len(msgs[3]) - HEADER_BYTES)
+    _aborts(srv, {**msgs, 3: rnd}, 3, "fails authentication")
+    # a message another party made, under party 3's header: keys differ, tag fails
+    _aborts(srv, {**msgs, 3: msgs[3][:HEADER_BYTES] + msgs[4][HEADER_BYTES:]}, 3, "authentic")
+
+
+def test_truncated_extended_and_wrong_type_abort_naming_the_party() -> None:
+    srv, parties, q, msgs = _masked()
+    _aborts(srv, {**msgs, 1: msgs[1][:-1]}, 1, "truncated")
+    _aborts(srv, {**msgs, 1: msgs[1] + b"\0"}, 1, "extended")
+    _aborts(srv, {**msgs, 1: msgs[1][:5]}, 1, "truncated")
+    _aborts(srv, {**msgs, 0: 12345}, 0, "type int, not bytes")
+    _aborts(srv, {**msgs, 4: [1, 2]}, 4, "type list, not bytes")
+    stale = parties[4].mask(q[4], round_id=0, batch_id=1)
+    _aborts(srv, {**msgs, 4: stale}, 4, "expected a masked")
+    # after all that, the honest messages still give the exact sum
+    reqs = srv.collect(msgs, round_id=1, batch_id=1, count=10)
+    assert np.array_equal(srv.finish({v: parties[v].respond(r) for v, r in reqs.items()}), q.sum(0))
+
+
+def test_tampered_unmasking_messages_abort_naming_the_sender() -> None:
+    srv, parties, q, msgs = _masked()
+    reqs = srv.collect(msgs, round_id=1, batch_id=1, count=10)
+    bad = bytearray(reqs[2])
+    bad[-40] ^= 1  # inside the forwarded shares, under the server's tag
+    with pytest.raises(SecAggAbort, match="fails authentication") as exc:
+        parties[2].respond(bytes(bad))
+    assert exc.value.party == 0xFFFFFFFF  # the server
+    answers = {v: parties[v].respond(r) for v, r in reqs.items()}
+    with pytest.raises(SecAggAbort, match="already answered"):  # a replayed request
+        parties[2].respond(reqs[2])
+    answers[1] = answers[1][:-3]
+    with pytest.raises(SecAggAbort, match="party 1's message is truncated"):
+        srv.finish(answers)
+
+
+def test_forged_share_is_caught_by_the_receiver() -> None:
+    srv, parties, q, msgs = _masked()
+    reqs = srv.collect(msgs, round_id=1, batch_id=1, count=10)
+    # the server itself swaps a forwarded share: AES-GCM under the pair key rejects it, naming
+    # the party whose share it claims to be
+    body = bytearray(reqs[0][:-32])
+    body[-5] ^= 1  # last record: from party 4
+    from protocols.secagg import _mac  # the server's own tag, so only the GCM check can fail
+
+    forged = bytes(body) + _mac(srv._auth[0], bytes(body))
+    with pytest.raises(SecAggAbort, match="party 4's share for party 0") as exc:
+        parties[0].respond(forged)
+    assert exc.value.party == 4
+
+
+def test_mismatched_threshold_fails_authentication() -> None:
+    M, bits = 5, 6
+    srv = SecAggServer(M, bits=bits, threshold=3)
+    parties = [SecAggParty(i, M, bits=bits, threshold=3 if i else 4) for i in range(M)]
+    table = srv.relay({p.index: p.public_key for p in parties})
+    for p in parties:
+        p.agree(table, srv.session, srv.public_key)
+    msgs = {p.index: p.mask(np.ones(10, dtype=int), round_id=1, batch_id=1) for p in parties}
+    _aborts(srv, msgs, 0, "fails authentication")
+
+
+# --- dropout recovery (Bonawitz et al. 2017) ---
+
+
+@pytest.mark.parametrize(
+    "M,drop,prepared",
+    [(5, [3], False), (5, [0], True), (16, [1, 8, 15], False), (16, [2, 5, 6], True)],
+)
+def test_dropouts_after_key_agreement_give_the_survivors_sum(M, drop, prepared) -> None:
+    bits = modulus_bits(64 * M)
+    srv, parties = _setup(M, bits)
+    q = np.random.default_rng(M).integers(0, 65, size=(M, 200))
+    offset = None
+    if prepared:
+        for p in parties:
+            p.prepare_round(3, 400)
+        offset = 200
+        _round(srv, parties, q, round_id=3, batch_id=0, offset=0)  # a full batch first
+    total = _round(srv, parties, q, round_id=3, batch_id=1, offset=offset, drop=drop)
+    alive = [k for k in range(M) if k not in drop]
+    assert srv.survivors == alive
+    assert np.array_equal(total, q[alive].sum(axis=0))
+
+
+def test_more_dropouts_than_tolerated_abort_naming_them() -> None:
+    M = 16  # threshold 9: 7 may drop
+    srv, parties = _setup(M, modulus_bits(64 * M))
+    q = np.ones((M, 20), dtype=np.int64)
+    drop = [0, 2, 3, 5, 7, 11, 13, 14]
+    with pytest.raises(SecAggAbort, match=r"parties \[0, 2, 3, 5, 7, 11, 13, 14\] sent no") as exc:
+        _round(srv, parties, q, drop=drop)
+    assert exc.value.parties == tuple(drop)
+    assert np.array_equal(_round(srv, parties, q, batch_id=3, drop=drop[:7]), q[:9].sum(0))
+
+
+def test_a_survivor_silent_at_unmasking_aborts_when_its_pair_masks_are_needed() -> None:
+    srv, parties, q, msgs = _masked()
+    del msgs[4]  # party 4 dropped: every survivor's pair mask with it is needed
+    reqs = srv.collect(msgs, round_id=1, batch_id=1, count=10)
+    answers = {v: parties[v].respond(r) for v, r in reqs.items() if v != 2}
+    with pytest.raises(SecAggAbort, match=r"parties \[2\] sent no unmasking response") as exc:
+        srv.finish(answers)
+    assert exc.value.party == 2
+    # without dropouts any t answers unmask (self-mask seeds need only t shares)
+    srv, parties, q, msgs = _masked()
+    reqs = srv.collect(msgs, round_id=1, batch_id=1, count=10)
+    answers = {v: parties[v].respond(r) for v, r in reqs.items() if v in (0, 3, 4)}
+    assert np.array_equal(srv.finish(answers), q.sum(0))
+
+
+def test_inconsistent_shares_abort() -> None:
+    srv, parties, q, msgs = _masked()
+    reqs = srv.collect(msgs, round_id=1, batch_id=1, count=10)
+    answers = {v: parties[v].respond(r) for v, r in reqs.items()}
+    # party 3 alters its share of party 1's seed and re-tags: the two reconstructions disagree
+    from protocols.secagg import _mac
+
+    body = bytearray(answers[3][:-32])
+    body[HEADER_BYTES + 32 + 31] ^= 1
+    answers[3] = bytes(body) + _mac(parties[3]._auth, bytes(body))
+    with pytest.raises(SecAggAbort, match="party 1's self-mask seed are inconsistent"):
+        srv.finish(answers)
+
+
+def test_masking_twice_under_the_same_ids_is_refused() -> None:
+    srv, parties, q, msgs = _masked()
+    with pytest.raises(SecAggError, match="already masked"):
+        parties[0].mask(q[0], round_id=1, batch_id=1)
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(2, 12), data=st.data())
+def test_shamir_any_threshold_subset_reconstructs(n: int, data) -> None:
+    t = data.draw(st.integers(1, n))
+    secret = shamir.random_secret()
+    sh = shamir.share(secret, n_parties=n, threshold=t)
+    subset = data.draw(st.lists(st.integers(0, n - 1), min_size=t, max_size=n, unique=True))
+    assert shamir.reconstruct({i: sh[i] for i in subset}) == secret
+    if t > 1:  # t - 1 shares: interpolating them gives an unrelated value
+        assert shamir.reconstruct({i: sh[i] for i in subset[: t - 1]}) != secret

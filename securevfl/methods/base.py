@@ -19,7 +19,7 @@ import numpy as np
 from securevfl.errors import ConfigError
 from securevfl.privacy.events import PrivacyReport
 from securevfl.registry import register
-from securevfl.rng import make_rng
+from securevfl.rng import make_noise_rng, make_rng
 from securevfl.runtime.base import Runtime
 
 
@@ -129,8 +129,8 @@ class RunContext:
     pooled: Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] | None = None
 
     def noise_rng(self, party: int, purpose: str) -> np.random.Generator:
-        """DP-noise generator of one party: OS entropy unless the run is seeded."""
-        return make_rng(self.spec.seed, purpose=f"noise/{purpose}", party=party)
+        """DP-noise generator of one party: AES-CTR CSPRNG unless the run is seeded."""
+        return make_noise_rng(self.spec.seed, purpose=f"noise/{purpose}", party=party)
 
     def shared_rng(self, purpose: str) -> np.random.Generator:
         """A generator every party can reproduce (minibatch order, public initialisation)."""

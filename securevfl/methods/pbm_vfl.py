@@ -6,9 +6,10 @@ w.r.t. the sum goes back to every party (Algorithm 2). The three methods differ 
 party sends and how the server combines it:
 
 * ``pbm-vfl``: each coordinate is quantized by PBM (Algorithm 1), the integer vectors are summed by
-  pairwise-mask secure aggregation (protocol 0, ``protocols.secagg``: X25519 keys in phase
-  "setup", AES-CTR masks mod 2^r, r-bit packing), the server estimates the sum as
-  C/(beta b) (q_hat - bM/2). Privacy: PLD of the sampler's exact pmf (``pbm_accountant``).
+  secure aggregation (``protocols.secagg``: X25519 keys in phase "setup", pair and self masks
+  mod 2^r, r-bit packing, HMAC-authenticated messages, Shamir-shared self-mask seeds so a round
+  survives dropouts), the server estimates the sum as C/(beta b) (q_hat - bM/2). Privacy: PLD of
+  the sampler's exact pmf (``pbm_accountant``).
 * ``npq``: Algorithm 2 without PBM and secure aggregation (plain embeddings, plain sum).
 * ``ldp-vfl``: every party adds N(0, 2M/(b beta^2)) to each coordinate, no secure aggregation.
 
@@ -154,6 +155,7 @@ class PBMSecAggHooks(BoundedSumHooks):
         self.server = SecAggServer(M, bits=self.bits) if ctx.rt.here(ctx.info.server) else None
         self.server_s: list[float] = []
         self.party_s: list[float] = []
+        self.dropouts = 0  # party-aggregations recovered without the party (see the record)
 
     def key_agreement(self, ctx: RunContext) -> None:
         """X25519 public keys go to the server, which relays them with a session id (metered)."""
@@ -167,12 +169,16 @@ class PBMSecAggHooks(BoundedSumHooks):
             table = None
             if self.server is not None:
                 try:
-                    table = {"keys": self.server.relay(got), "session": self.server.session}
+                    table = {
+                        "keys": self.server.relay(got),
+                        "session": self.server.session,
+                        "server_key": self.server.public_key,
+                    }
                 except SecAggError as exc:
                     raise ProtocolError(str(exc)) from exc
             table = rt.broadcast(table, src=S, dsts=parties)
         for client in self.clients.values():
-            client.agree(table["keys"], table["session"])
+            client.agree(table["keys"], table["session"], table["server_key"])
 
     def party_message(self, ctx: RunContext, k: int, emb: np.ndarray, step: int) -> Any:
         t0 = time.perf_counter()
@@ -198,23 +204,37 @@ class PBMSecAggHooks(BoundedSumHooks):
     ) -> np.ndarray | None:
         from protocols.secagg import SecAggError
 
-        got = ctx.rt.gather(_all_senders(ctx, messages), dst=dst)
-        if self.server is None:
-            return None
-        t0 = time.perf_counter()
+        rt = ctx.rt
         rnd, batch, B, row, _ = self.batch_of(ctx, step)
         P = ctx.spec.embedding_dim
+        got = rt.gather(_all_senders(ctx, messages), dst=dst)
+        t0 = time.perf_counter()
         try:
-            q_hat = self.server.unmask(
-                got, round_id=rnd, batch_id=batch, count=B * P, offset=row * P
-            )
+            # masked values in, one unmasking request out to each survivor, its answer back
+            reqs = None
+            if self.server is not None:
+                reqs = self.server.collect(
+                    got, round_id=rnd, batch_id=batch, count=B * P, offset=row * P
+                )
+            answers = {}
+            for k in ctx.data_parties:
+                req = rt.send(reqs.get(k) if reqs is not None else None, src=dst, dst=k)
+                if k in self.clients and req is not None:
+                    answers[k] = self.clients[k].respond(req)
+            answers = rt.gather(_all_senders(ctx, answers), dst=dst)
+            if self.server is None:
+                return None
+            q_hat = self.server.finish(answers)
+            if len(self.server.survivors) < ctx.info.data_parties:
+                self.dropouts += ctx.info.data_parties - len(self.server.survivors)
         except SecAggError as exc:
             raise ProtocolError(str(exc)) from exc
         h = pbm_estimate_sum(
             q_hat.reshape(B, P),
             b=self.b,
             beta=self.beta,
-            n_parties=ctx.info.data_parties,
+            # after a dropout the sum runs over the survivors: centre by their number
+            n_parties=len(self.server.survivors),
             bound=BOUND,
         ).astype(np.float32)
         self.server_s.append(time.perf_counter() - t0)
@@ -434,6 +454,9 @@ class PBMVFL(_SumSplitNN):
                 "median": float(np.median(ms)),
                 "max": float(ms.max()),
             }
+        if hooks.server is not None:
+            # a recovered dropout sums fewer parties' PBM noise than the accountant's M assumes
+            result.extra["secagg_dropouts"] = hooks.dropouts
         if hooks.party_s:
             result.extra["pbm_party_ms_median"] = float(np.median(hooks.party_s) * 1e3)
         return result
