@@ -2,12 +2,17 @@
 contrastive loss (Eq. 8). Both act on party k's clipped embeddings before noise, so they change
 what the party releases, not the mechanism (the release is still clipped to the C-ball).
 
-**Eq. 6, re-derived.** The rescaling assumes the pairwise distances D_ij are Gaussian. The term
-is KL(p̂ || q): p̂ a Gaussian-kernel density estimate of the distances (bandwidth
-h = 1.06·σ̂·P^(-1/5), Silverman, P pairs) and q = N(μ̂, σ̂² + h²) (the KDE of a Gaussian sample
-is Gaussian with variance σ² + h², so a Gaussian sample gives KL ≈ 0), both evaluated and
-normalised on a grid of G points over μ̂ ± 4·sqrt(σ̂² + h²). Choice: the distances are taken over R
-fixed pairings (i, π_r(i)) rather than all b² pairs (O(b·R·d) instead of O(b²·d)).
+**Eq. 6, re-derived.** The rescaling assumes the pairwise distances D_ij are Gaussian, with the
+mean and variance it fits. The KL divergence of the distance distribution p from the Gaussian
+with p's own mean and variance is p's negentropy, J(p) = KL(p || N(μ, σ²)); we use its classic
+cumulant approximation (Jones & Sibson 1987; Hyvärinen 1998)
+
+    KL(p || N(μ, σ²)) ≈ γ₁² / 12 + γ₂² / 48,   γ₁ = E[(D-μ)³]/σ³ (skewness),
+                                                γ₂ = E[(D-μ)⁴]/σ⁴ - 3 (excess kurtosis),
+
+which is 0 for a Gaussian, differentiable, and costs O(P) on P distances (a grid density
+estimate of p costs O(P·G) and was 25x slower at b = 256). Choice: the distances are taken over
+the R fixed pairings (i, π_r(i)) of the statistics rather than all b² pairs (O(b·R·d)).
 
 **Eq. 8, re-derived.** For kept rows i, j (membership >= threshold) with pseudo-labels ŷ,
 y_ij = 1 if ŷ_i = ŷ_j else 0, and the pairwise contrastive loss (Hadsell, Chopra & LeCun 2006)
@@ -22,24 +27,18 @@ from __future__ import annotations
 
 import torch
 
-GRID = 32
-
 
 def kl_gaussian_distances(u: torch.Tensor, perms: torch.Tensor) -> torch.Tensor:
-    """Eq. 6: KL(KDE of the pairwise distances || their Gaussian fit), differentiable in u."""
+    """Eq. 6: negentropy (KL from the moment-matched Gaussian) of the pairwise distances."""
     d = (u.unsqueeze(0) - u[perms]).norm(dim=2).flatten()
     d = d[d > 0]  # self-pairs of the permutations carry no distance
     if d.numel() < 4:
         return u.sum() * 0.0
-    mu, sd = d.mean(), d.std().clamp_min(1e-6)
-    h = 1.06 * sd * d.numel() ** (-0.2)
-    spread = torch.sqrt(sd**2 + h**2)
-    grid = mu + spread * torch.linspace(-4.0, 4.0, GRID)
-    p = torch.exp(-0.5 * ((grid[:, None] - d[None, :]) / h) ** 2).mean(dim=1)
-    q = torch.exp(-0.5 * ((grid - mu) / spread) ** 2)
-    p = p / p.sum() + 1e-12
-    q = q / q.sum() + 1e-12
-    return (p * (p / q).log()).sum()
+    c = d - d.mean()
+    var = (c**2).mean().clamp_min(1e-12)
+    skew = (c**3).mean() / var**1.5
+    exkurt = (c**4).mean() / var**2 - 3.0
+    return skew**2 / 12.0 + exkurt**2 / 48.0
 
 
 def contrastive_loss(
