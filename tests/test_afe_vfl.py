@@ -173,7 +173,7 @@ def test_plan_noise_is_monotone_and_spends_the_share():
     [
         ({"variant": "x"}, "variant"),
         ({"clip": 0}, "clip"),
-        ({"threshold": 1.5}, "threshold"),
+        ({"fcm_threshold": 1.5}, "fcm_threshold"),
         ({"confidence": 0.4}, "confidence"),
         ({"stats_share": 1}, "stats_share"),
         ({"lam_kl": -1}, "lam_kl"),

@@ -132,7 +132,7 @@ class AFEHooks(SplitNNHooks):
         if self.adjusting and self.cfg["lam_cl"] > 0 and len(grad) > 1:
             t0 = time.perf_counter()
             c = min(int(ctx.info.n_classes or 2), len(grad))
-            labels, keep = pseudo_labels(grad, c, threshold=self.cfg["threshold"])
+            labels, keep = pseudo_labels(grad, c, threshold=self.cfg["fcm_threshold"])
             self.kept.append(float(keep.mean()))
             cl = contrastive_loss(u, torch.as_tensor(labels), torch.as_tensor(keep), bound=self.C)
             extra = self.cfg["lam_cl"] * cl if extra is None else extra + self.cfg["lam_cl"] * cl
@@ -193,7 +193,7 @@ OPTIONS = {
     "clip": Option(float, 1.0, "clipping bound C > 0 of each embedding row (Eq. 2)"),
     "lam_kl": Option(float, 0.1, "weight >= 0 of the KL term (Eq. 6; variants r, full)"),
     "lam_cl": Option(float, 0.1, "weight >= 0 of the contrastive loss (Eq. 8; variants d, full)"),
-    "threshold": Option(
+    "fcm_threshold": Option(
         float, 0.7, "FCM membership confidence in (0, 1) a row needs to enter the contrastive loss"
     ),
     "confidence": Option(
@@ -217,7 +217,7 @@ def _check(spec: RunSpec, method: Method) -> dict[str, Any]:
         ("clip", 0.0, np.inf, True),
         ("lam_kl", 0.0, np.inf, False),
         ("lam_cl", 0.0, np.inf, False),
-        ("threshold", 0.0, 1.0, True),
+        ("fcm_threshold", 0.0, 1.0, True),
         ("confidence", 0.5, 1.0, True),
         ("stats_share", 0.0, 1.0, True),
     ):
