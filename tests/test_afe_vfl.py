@@ -9,7 +9,6 @@ import torch
 from securevfl.errors import ConfigError
 from securevfl.experiment import run_experiment
 from securevfl.methods import RunSpec
-from securevfl.methods.afe_vfl import plan_noise
 from securevfl.models.afe_losses import contrastive_loss, kl_gaussian_distances
 from securevfl.privacy.afe import (
     RescaleState,
@@ -18,6 +17,7 @@ from securevfl.privacy.afe import (
     mean_sq_distance,
     noisy_stats,
     pairings,
+    plan_noise,
     rescale,
     stats_sensitivity,
 )

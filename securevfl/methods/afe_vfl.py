@@ -39,35 +39,25 @@ import numpy as np
 import torch
 
 from securevfl.errors import ConfigError, check_open_unit
-from securevfl.methods.base import FitResult, Method, Option, RunContext, RunSpec, register_method
+from securevfl.methods.afe_options import OPTIONS, check_options
+from securevfl.methods.base import FitResult, Method, RunContext, RunSpec, register_method
 from securevfl.models.afe_losses import contrastive_loss, kl_gaussian_distances
-from securevfl.privacy.accountant import PrivacyLedger, calibrate
-from securevfl.privacy.afe import RescaleState, clip_rows, noisy_stats, pairings, rescale, z_of
+from securevfl.privacy.accountant import PrivacyLedger
+from securevfl.privacy.afe import (
+    RescaleState,
+    clip_rows,
+    noisy_stats,
+    pairings,
+    plan_noise,
+    rescale,
+    z_of,
+)
 from securevfl.privacy.events import gaussian_event
 from securevfl.rng import derive_seed
 from securevfl.training import SplitNNHooks, n_batches, splitnn_fingerprints, train_splitnn
 from securevfl.training.fcm import pseudo_labels
 
 DEFAULT_DELTA = 1e-5
-VARIANTS = ("vanilla", "r", "d", "full")
-
-
-def plan_noise(*, epsilon: float, delta: float, epochs: int, rescaling: bool, share: float):
-    """(z_e, z_s, ε): noise multipliers of the embedding (σ = z_e·2C) and statistics releases
-    whose composed ε per passive party (E + 1 embedding releases, E statistics releases) is at
-    most ``epsilon``; ``share`` of μ² goes to the statistics."""
-    ratio = np.sqrt(epochs * (1 - share) / ((epochs + 1) * share)) if rescaling else 0.0
-
-    def ledger_of(z_e: float) -> PrivacyLedger:
-        led = PrivacyLedger("party-row")
-        for _ in range(epochs + 1):
-            led.compose(0, gaussian_event(sigma=z_e, sensitivity=1.0))
-        if rescaling:
-            led.compose(0, gaussian_event(sigma=z_e * ratio, sensitivity=1.0, count=epochs))
-        return led
-
-    z_e, eps = calibrate(lambda z: ledger_of(z).epsilon(delta), epsilon, lo=1e-3, hi=1e4)
-    return z_e, z_e * ratio, eps
 
 
 class AFEHooks(SplitNNHooks):
@@ -183,56 +173,6 @@ def predict_private(ctx: RunContext, state: Any, hooks: AFEHooks) -> np.ndarray 
     return torch.softmax(out, dim=1).numpy().astype(float)
 
 
-OPTIONS = {
-    "variant": Option(
-        str,
-        "full",
-        "vanilla (clip + noise), r (+ rescaling), d (+ distribution adjusting), full (R + D)",
-        VARIANTS,
-    ),
-    "clip": Option(float, 1.0, "clipping bound C > 0 of each embedding row (Eq. 2)"),
-    "lam_kl": Option(float, 0.1, "weight >= 0 of the KL term (Eq. 6; variants r, full)"),
-    "lam_cl": Option(float, 0.1, "weight >= 0 of the contrastive loss (Eq. 8; variants d, full)"),
-    "fcm_threshold": Option(
-        float, 0.7, "FCM membership confidence in (0, 1) a row needs to enter the contrastive loss"
-    ),
-    "confidence": Option(
-        float, 0.999, "confidence p in (0.5, 1) of the distance quantile mu + z_p sigma (Eq. 5)"
-    ),
-    "stats_share": Option(
-        float,
-        0.1,
-        "share in (0, 1) of the Gaussian-DP budget mu^2 spent on the DP distance "
-        "statistics that set the rescaling (variants r, full)",
-    ),
-}
-
-
-def _check(spec: RunSpec, method: Method) -> dict[str, Any]:
-    opt = {name: spec.option(name, method) for name in OPTIONS}
-    if opt["variant"] not in VARIANTS:
-        raise ConfigError(f"variant must be one of {list(VARIANTS)}, got {opt['variant']!r}")
-    cfg: dict[str, Any] = {"variant": opt["variant"]}
-    for name, lo, hi, open_lo in (
-        ("clip", 0.0, np.inf, True),
-        ("lam_kl", 0.0, np.inf, False),
-        ("lam_cl", 0.0, np.inf, False),
-        ("fcm_threshold", 0.0, 1.0, True),
-        ("confidence", 0.5, 1.0, True),
-        ("stats_share", 0.0, 1.0, True),
-    ):
-        try:
-            x = float(opt[name])
-        except (TypeError, ValueError):
-            raise ConfigError(f"{name} must be a number, got {opt[name]!r}") from None
-        ok = (x > lo if open_lo else x >= lo) and (x < hi or (hi == np.inf and np.isfinite(x)))
-        if not ok:
-            side = "(" if open_lo else "["
-            raise ConfigError(f"{name} must lie in {side}{lo:g}, {hi:g}), got {opt[name]!r}")
-        cfg[name] = x
-    return cfg
-
-
 @register_method
 class AFEVFL(Method):
     name = "afe-vfl"
@@ -246,7 +186,7 @@ class AFEVFL(Method):
 
     def validate(self, spec: RunSpec) -> None:
         super().validate(spec)
-        cfg = _check(spec, self)
+        cfg = check_options(spec, self)
         if spec.parties < 2:
             raise ConfigError(f"parties (passive) for 'afe-vfl' must be >= 2, got {spec.parties}")
         if spec.delta is not None:
@@ -256,7 +196,7 @@ class AFEVFL(Method):
         z_of(cfg["confidence"])
 
     def fit(self, ctx: RunContext) -> FitResult:
-        cfg = _check(ctx.spec, self)
+        cfg = check_options(ctx.spec, self)
         if cfg["variant"] in ("d", "full") and ctx.info.task == "regression":
             raise ConfigError(
                 f"variant {cfg['variant']!r} clusters gradients into classes: it needs a "

@@ -52,6 +52,8 @@ import torch
 from scipy.special import erfinv
 
 from securevfl.errors import ConfigError
+from securevfl.privacy.accountant import PrivacyLedger, calibrate
+from securevfl.privacy.events import gaussian_event
 
 PAIRINGS = 4  # R permutations for the mean pairwise distance
 STATS_FIELDS = 3  # a (vector), q, mean distance
@@ -145,3 +147,21 @@ class RescaleState:
             self.mean_sq_d = m * self.mean_sq_d + (1 - m) * msq
         spread = spread_estimate(self.mean_d, self.mean_sq_d, confidence=self.confidence)
         self.factor = min(max(2.0 / spread, 1.0), S_MAX)
+
+
+def plan_noise(*, epsilon: float, delta: float, epochs: int, rescaling: bool, share: float):
+    """(z_e, z_s, ε): noise multipliers of the embedding (σ = z_e·2C) and statistics releases
+    whose composed ε per passive party (E + 1 embedding releases, E statistics releases) is at
+    most ``epsilon``; ``share`` of μ² goes to the statistics."""
+    ratio = np.sqrt(epochs * (1 - share) / ((epochs + 1) * share)) if rescaling else 0.0
+
+    def ledger_of(z_e: float) -> PrivacyLedger:
+        led = PrivacyLedger("party-row")
+        for _ in range(epochs + 1):
+            led.compose(0, gaussian_event(sigma=z_e, sensitivity=1.0))
+        if rescaling:
+            led.compose(0, gaussian_event(sigma=z_e * ratio, sensitivity=1.0, count=epochs))
+        return led
+
+    z_e, eps = calibrate(lambda z: ledger_of(z).epsilon(delta), epsilon, lo=1e-3, hi=1e4)
+    return z_e, z_e * ratio, eps
