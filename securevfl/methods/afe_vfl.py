@@ -41,15 +41,16 @@ import torch
 from securevfl.errors import ConfigError, check_open_unit
 from securevfl.methods.afe_options import OPTIONS, check_options
 from securevfl.methods.base import FitResult, Method, RunContext, RunSpec, register_method
-from securevfl.models.afe_losses import contrastive_loss, kl_gaussian_distances
+from securevfl.models.afe_losses import contrastive_loss, negentropy, pair_distances
 from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.privacy.afe import (
     RescaleState,
     clip_rows,
-    noisy_stats,
     pairings,
     plan_noise,
+    release_stats,
     rescale,
+    stats_of,
     z_of,
 )
 from securevfl.privacy.events import gaussian_event
@@ -80,7 +81,7 @@ class AFEHooks(SplitNNHooks):
             k: RescaleState(ctx.spec.embedding_dim, confidence=cfg["confidence"]) for k in local
         }
         self.clipped: dict[int, torch.Tensor] = {}
-        self.perms: dict[int, torch.Tensor] = {}
+        self.dists: dict[int, torch.Tensor] = {}
         self.ms = {"noise": 0.0, "R": 0.0, "D": 0.0}
         self.kept: list[float] = []
 
@@ -93,12 +94,14 @@ class AFEHooks(SplitNNHooks):
         if not self.rescaling:
             return u
         t0 = time.perf_counter()
-        perms = self._perms(ctx, len(u), step)
-        self.perms[k] = torch.as_tensor(perms)
         st = self.scalers[k]
         if step >= 0 and len(u) > 1:  # training: the batch's statistics, one Gaussian release
+            perms = torch.as_tensor(self._perms(ctx, len(u), step))
+            dist = pair_distances(u, perms)  # once: the statistics and the KL term share it
+            self.dists[k] = dist
             v = u.detach().numpy().astype(np.float64) / self.C
-            w, s = noisy_stats(v, perms, z=self.cfg["z_s"], rng=self.stats_rngs[k])
+            w = stats_of(v, float(dist.detach().mean()) / self.C)
+            w, s = release_stats(w, b=len(u), z=self.cfg["z_s"], rng=self.stats_rngs[k])
             st.update(w, b=len(u), sigma=s)
         centre = torch.as_tensor(st.centre * self.C, dtype=torch.float32)
         out = rescale(u, centre=centre, factor=st.factor, bound=self.C)
@@ -115,9 +118,9 @@ class AFEHooks(SplitNNHooks):
         self, ctx: RunContext, k: int, emb: torch.Tensor, grad: np.ndarray, step: int
     ) -> torch.Tensor | None:
         u, extra = self.clipped.pop(k), None
-        if self.rescaling and self.cfg["lam_kl"] > 0:
+        if self.rescaling and self.cfg["lam_kl"] > 0 and k in self.dists:
             t0 = time.perf_counter()
-            extra = self.cfg["lam_kl"] * kl_gaussian_distances(u, self.perms[k])
+            extra = self.cfg["lam_kl"] * negentropy(self.dists.pop(k))
             self.ms["R"] += time.perf_counter() - t0
         if self.adjusting and self.cfg["lam_cl"] > 0 and len(grad) > 1:
             t0 = time.perf_counter()

@@ -27,13 +27,25 @@ from __future__ import annotations
 
 import torch
 
+MAX_ROWS = 128
+
+
+def pair_distances(u: torch.Tensor, perms: torch.Tensor) -> torch.Tensor:
+    """(R, b) distances ||u_i - u_π_r(i)|| over the pairings (differentiable)."""
+    return (u.unsqueeze(0) - u[perms]).norm(dim=2)
+
 
 def kl_gaussian_distances(u: torch.Tensor, perms: torch.Tensor) -> torch.Tensor:
-    """Eq. 6: negentropy (KL from the moment-matched Gaussian) of the pairwise distances."""
-    d = (u.unsqueeze(0) - u[perms]).norm(dim=2).flatten()
+    """Eq. 6 on the pairings of ``u``: see :func:`negentropy`."""
+    return negentropy(pair_distances(u, perms))
+
+
+def negentropy(dist: torch.Tensor) -> torch.Tensor:
+    """Eq. 6: KL of the distances from their moment-matched Gaussian (cumulant approximation)."""
+    d = dist.flatten()
     d = d[d > 0]  # self-pairs of the permutations carry no distance
     if d.numel() < 4:
-        return u.sum() * 0.0
+        return dist.sum() * 0.0
     c = d - d.mean()
     var = (c**2).mean().clamp_min(1e-12)
     skew = (c**3).mean() / var**1.5
@@ -44,13 +56,15 @@ def kl_gaussian_distances(u: torch.Tensor, perms: torch.Tensor) -> torch.Tensor:
 def contrastive_loss(
     u: torch.Tensor, labels: torch.Tensor, keep: torch.Tensor, *, bound: float
 ) -> torch.Tensor:
-    """Eq. 8 over the kept rows (0 when fewer than two are kept)."""
-    z = u[keep]
+    """Eq. 8 over the kept rows (0 when fewer than two are kept; at most ``MAX_ROWS`` of them,
+    the first in the batch's random order: O(MAX_ROWS²) pairs at any batch size)."""
+    z = u[keep][:MAX_ROWS]
     if z.shape[0] < 2:
         return u.sum() * 0.0
-    y = labels[keep]
+    y = labels[keep][:MAX_ROWS]
     same = (y[:, None] == y[None, :]).float()
-    dist_sq = ((z[:, None, :] - z[None, :, :]) ** 2).sum(dim=2)
+    sq = (z * z).sum(dim=1)
+    dist_sq = (sq[:, None] + sq[None, :] - 2 * z @ z.T).clamp_min(0.0)  # O(b²), not O(b²·d)
     dist = torch.sqrt(dist_sq + 1e-12)
     per = same * dist_sq + (1 - same) * torch.clamp(bound - dist, min=0.0) ** 2
     n = z.shape[0]

@@ -74,10 +74,16 @@ def pairings(b: int, *, seed: int, count: int = PAIRINGS) -> np.ndarray:
 
 def batch_stats(v: np.ndarray, perms: np.ndarray) -> np.ndarray:
     """w = (a, q, mean distance over the pairings) of unit-ball rows ``v`` (b x d): O(b·R·d)."""
-    a = v.mean(axis=0)
-    q = float(np.mean(np.einsum("ij,ij->i", v, v)))
     dist = np.linalg.norm(v[None, :, :] - v[perms], axis=2)  # (R, b); self-pairs count as 0
-    return np.concatenate([a, [q, float(dist.mean())]])
+    return stats_of(v, float(dist.mean()))
+
+
+def stats_of(v: np.ndarray, mean_dist: float) -> np.ndarray:
+    """w from the rows and their mean distance over the pairings (computed once by the caller,
+    who also needs the distances for the KL term)."""
+    return np.concatenate(
+        [v.mean(axis=0), [float(np.mean(np.einsum("ij,ij->i", v, v))), mean_dist]]
+    )
 
 
 def stats_sensitivity(b: int) -> float:
@@ -87,8 +93,12 @@ def stats_sensitivity(b: int) -> float:
 
 def noisy_stats(v: np.ndarray, perms: np.ndarray, *, z: float, rng: np.random.Generator):
     """The Gaussian release w + N(0, (z·Δ_w)²) (noise multiplier ``z``) and its σ."""
-    sigma = z * stats_sensitivity(len(v))
-    w = batch_stats(v, perms)
+    return release_stats(batch_stats(v, perms), b=len(v), z=z, rng=rng)
+
+
+def release_stats(w: np.ndarray, *, b: int, z: float, rng: np.random.Generator):
+    """w + N(0, σ²) with σ = z·√21/b: the statistics' one Gaussian release per batch."""
+    sigma = z * stats_sensitivity(b)
     return w + rng.normal(0.0, sigma, size=w.shape), sigma
 
 
@@ -107,12 +117,15 @@ def z_of(confidence: float) -> float:
     return float(math.sqrt(2.0) * erfinv(2.0 * confidence - 1.0))
 
 
-def spread_estimate(mean_d: float, mean_sq_d: float, *, confidence: float) -> float:
+def spread_estimate(
+    mean_d: float, mean_sq_d: float, *, confidence: float, z: float | None = None
+) -> float:
     """Eq. 5: the Gaussian fit's quantile μ_D + z·σ_D of pairwise distances (unit-ball units),
     kept in [2/S_MAX, 2] (no pair of the ball is farther apart than 2)."""
     mu = min(max(mean_d, 0.0), 2.0)
     sd = math.sqrt(max(mean_sq_d - mu * mu, 0.0))
-    return min(max(mu + z_of(confidence) * sd, 2.0 / S_MAX), 2.0)
+    z = z_of(confidence) if z is None else z
+    return min(max(mu + z * sd, 2.0 / S_MAX), 2.0)
 
 
 def rescale(u: torch.Tensor, *, centre: torch.Tensor, factor: float, bound: float) -> torch.Tensor:
@@ -128,6 +141,7 @@ class RescaleState:
 
     def __init__(self, dim: int, *, confidence: float, momentum: float = 0.9) -> None:
         self.dim, self.confidence, self.momentum = dim, confidence, momentum
+        self.z = z_of(confidence)
         self.centre = np.zeros(dim)  # in unit-ball units
         self.mean_d: float | None = None
         self.mean_sq_d = 0.0
@@ -145,7 +159,7 @@ class RescaleState:
             self.centre = m * self.centre + (1 - m) * a
             self.mean_d = m * self.mean_d + (1 - m) * md
             self.mean_sq_d = m * self.mean_sq_d + (1 - m) * msq
-        spread = spread_estimate(self.mean_d, self.mean_sq_d, confidence=self.confidence)
+        spread = spread_estimate(self.mean_d, self.mean_sq_d, confidence=self.confidence, z=self.z)
         self.factor = min(max(2.0 / spread, 1.0), S_MAX)
 
 

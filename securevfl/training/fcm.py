@@ -25,7 +25,7 @@ def _farthest_points(x: np.ndarray, c: int) -> np.ndarray:
 
 
 def fuzzy_cmeans(
-    x: np.ndarray, c: int, *, m: float = 2.0, iters: int = 30, tol: float = 1e-5
+    x: np.ndarray, c: int, *, m: float = 2.0, iters: int = 20, tol: float = 1e-4
 ) -> tuple[np.ndarray, np.ndarray]:
     """(memberships (n, c), centres (c, d)) of fuzzy c-means with fuzzifier ``m`` > 1."""
     x = np.asarray(x, dtype=np.float64)
@@ -35,9 +35,11 @@ def fuzzy_cmeans(
     x = x / scale  # memberships are scale-free; this only keeps the arithmetic in range
     centres = _farthest_points(x, c)
     u = np.full((len(x), c), 1.0 / c)
+    sq = np.einsum("ij,ij->i", x, x)[:, None]
     for _ in range(iters):
-        dist = np.linalg.norm(x[:, None, :] - centres[None], axis=2) + 1e-12
-        inv = dist ** (-2.0 / (m - 1.0))
+        # squared distances as |x|² + |c|² - 2 x·c: O(n·c) memory, one matrix product
+        d2 = np.maximum(sq + np.einsum("ij,ij->i", centres, centres)[None] - 2 * x @ centres.T, 0)
+        inv = (d2 + 1e-24) ** (-1.0 / (m - 1.0))
         new_u = inv / inv.sum(axis=1, keepdims=True)
         w = new_u**m
         centres = (w.T @ x) / w.sum(axis=0)[:, None]
