@@ -82,11 +82,16 @@ class AFEHooks(SplitNNHooks):
         }
         self.clipped: dict[int, torch.Tensor] = {}
         self.dists: dict[int, torch.Tensor] = {}
+        self.pairs: dict[int, torch.Tensor] = {}
         self.ms = {"noise": 0.0, "R": 0.0, "D": 0.0}
         self.kept: list[float] = []
 
-    def _perms(self, ctx: RunContext, b: int, step: int) -> np.ndarray:
-        return pairings(b, seed=derive_seed(ctx.shared_seed, purpose=f"afe/pairs/{step}"))
+    def _perms(self, ctx: RunContext, b: int) -> torch.Tensor:
+        """The run's fixed pairings for batch size b (public, data-independent; cached)."""
+        if b not in self.pairs:
+            seed = derive_seed(ctx.shared_seed, purpose=f"afe/pairs/{b}")
+            self.pairs[b] = torch.as_tensor(pairings(b, seed=seed))
+        return self.pairs[b]
 
     def embed(self, ctx: RunContext, k: int, emb: torch.Tensor, step: int) -> torch.Tensor:
         u = clip_rows(emb, self.C)
@@ -96,8 +101,9 @@ class AFEHooks(SplitNNHooks):
         t0 = time.perf_counter()
         st = self.scalers[k]
         if step >= 0 and len(u) > 1:  # training: the batch's statistics, one Gaussian release
-            perms = torch.as_tensor(self._perms(ctx, len(u), step))
-            dist = pair_distances(u, perms)  # once: the statistics and the KL term share it
+            dist = pair_distances(
+                u, self._perms(ctx, len(u))
+            )  # once: the statistics and the KL term share it
             self.dists[k] = dist
             v = u.detach().numpy().astype(np.float64) / self.C
             w = stats_of(v, float(dist.detach().mean()) / self.C)

@@ -9,8 +9,11 @@ any two differ by at most 2C. Statistics are computed on v_i = u_i / C (||v_i|| 
     mean ||v_i - v_j||² = 2b/(b-1) · (q - ||a||²),   a = mean v_i,  q = mean ||v_i||²,
 
 since Σ_ij ||v_i - v_j||² = 2b Σ ||v_i||² - 2||Σ v_i||² (the diagonal adds 0): O(b·d). The mean
-distance (not squared) has no such identity; it is taken over R fixed pairings (i, π_r(i)) of
-random permutations π_r drawn from a shared seed, independent of the data: b·R pairs, O(b·R·d).
+distance (not squared) has no such identity; it is taken over R fixed pairings (i, π_r(i)),
+π_r(i) = σ(σ⁻¹(i) + r) for a random cyclic order σ drawn from a public seed, independent of the
+data: b·R pairs, no self-pairs, each row in exactly 2R of them, O(b·R·d). (A uniform random
+pair of distinct rows has the same law as (i, π_r(i)) for a uniform i, so the mean over the
+pairings estimates the mean over all pairs.)
 
 **Gaussian fit and quantile (Eq. 5, re-derived).** The paper fits D ~ N(μ_D, σ_D²) to the
 pairwise distances and bounds their maximum by the quantile μ_D + σ_D·√2·erfinv(2p - 1) (the
@@ -67,14 +70,20 @@ def clip_rows(h: torch.Tensor, bound: float) -> torch.Tensor:
 
 
 def pairings(b: int, *, seed: int, count: int = PAIRINGS) -> np.ndarray:
-    """(count, b) permutations of a public seed: the pairs (i, π_r(i)) of the mean distance."""
-    rng = np.random.default_rng(seed)
-    return np.stack([rng.permutation(b) for _ in range(count)])
+    """(count', b) partners π_r(i) = σ(σ⁻¹(i) + r), r = 1..count' (count' = min(count, b-1)):
+    fixed-point-free, every row in exactly 2·count' pairs, from a public seed."""
+    if b < 2:
+        return np.zeros((0, b), dtype=np.int64)
+    order = np.random.default_rng(seed).permutation(b)
+    pos = np.empty(b, dtype=np.int64)
+    pos[order] = np.arange(b)
+    shifts = np.arange(1, min(count, b - 1) + 1)[:, None]
+    return order[(pos[None, :] + shifts) % b]
 
 
 def batch_stats(v: np.ndarray, perms: np.ndarray) -> np.ndarray:
     """w = (a, q, mean distance over the pairings) of unit-ball rows ``v`` (b x d): O(b·R·d)."""
-    dist = np.linalg.norm(v[None, :, :] - v[perms], axis=2)  # (R, b); self-pairs count as 0
+    dist = np.linalg.norm(v[None, :, :] - v[perms], axis=2)  # (R, b)
     return stats_of(v, float(dist.mean()))
 
 
@@ -151,7 +160,7 @@ class RescaleState:
         """Fold one batch's noisy statistics in; recompute the factor."""
         d = self.dim
         msq = mean_sq_distance(w_noisy, b=b, sigma=sigma)
-        a, md = w_noisy[:d], float(w_noisy[d + 1]) * b / (b - 1)  # self-pairs excluded
+        a, md = w_noisy[:d], float(w_noisy[d + 1])
         if self.mean_d is None:
             self.centre, self.mean_d, self.mean_sq_d = a.copy(), md, msq
         else:
