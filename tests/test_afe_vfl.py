@@ -177,6 +177,7 @@ def test_plan_noise_is_monotone_and_spends_the_share():
         ({"confidence": 0.4}, "confidence"),
         ({"stats_share": 1}, "stats_share"),
         ({"lam_kl": -1}, "lam_kl"),
+        ({"kl_every": 0}, "kl_every"),
     ],
 )
 def test_bad_options_are_refused(opts, match):

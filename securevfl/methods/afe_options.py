@@ -20,6 +20,12 @@ OPTIONS = {
     ),
     "clip": Option(float, 1.0, "clipping bound C > 0 of each embedding row (Eq. 2)"),
     "lam_kl": Option(float, 0.1, "weight >= 0 of the KL term (Eq. 6; variants r, full)"),
+    "kl_every": Option(
+        int,
+        4,
+        "add the KL term every this many steps (>= 1; 1: every step, the paper's schedule; "
+        "4 keeps the rescaling under 15% of a step at b = 256)",
+    ),
     "lam_cl": Option(float, 0.1, "weight >= 0 of the contrastive loss (Eq. 8; variants d, full)"),
     "fcm_threshold": Option(
         float, 0.7, "FCM membership confidence in (0, 1) a row needs to enter the contrastive loss"
@@ -41,6 +47,12 @@ def check_options(spec: RunSpec, method: Method) -> dict[str, Any]:
     if opt["variant"] not in VARIANTS:
         raise ConfigError(f"variant must be one of {list(VARIANTS)}, got {opt['variant']!r}")
     cfg: dict[str, Any] = {"variant": opt["variant"]}
+    every = opt["kl_every"]
+    if isinstance(every, bool) or not isinstance(every, (int, str)) or not str(every).isdigit():
+        raise ConfigError(f"kl_every must be an integer >= 1, got {every!r}")
+    if int(every) < 1:
+        raise ConfigError(f"kl_every must be an integer >= 1, got {every!r}")
+    cfg["kl_every"] = int(every)
     for name, lo, hi, open_lo in (
         ("clip", 0.0, np.inf, True),
         ("lam_kl", 0.0, np.inf, False),

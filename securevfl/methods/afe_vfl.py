@@ -45,6 +45,7 @@ from securevfl.models.afe_losses import contrastive_loss, negentropy, pair_dista
 from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.privacy.afe import (
     RescaleState,
+    batch_stats,
     clip_rows,
     pairings,
     plan_noise,
@@ -101,12 +102,14 @@ class AFEHooks(SplitNNHooks):
         t0 = time.perf_counter()
         st = self.scalers[k]
         if step >= 0 and len(u) > 1:  # training: the batch's statistics, one Gaussian release
-            dist = pair_distances(
-                u, self._perms(ctx, len(u))
-            )  # once: the statistics and the KL term share it
-            self.dists[k] = dist
+            perms = self._perms(ctx, len(u))
             v = u.detach().numpy().astype(np.float64) / self.C
-            w = stats_of(v, float(dist.detach().mean()) / self.C)
+            if self.cfg["lam_kl"] > 0 and step % self.cfg["kl_every"] == 0:
+                dist = pair_distances(u, perms)  # once: the statistics and the KL term share it
+                self.dists[k] = dist
+                w = stats_of(v, float(dist.detach().mean()) / self.C)
+            else:
+                w = batch_stats(v, perms.numpy())
             w, s = release_stats(w, b=len(u), z=self.cfg["z_s"], rng=self.stats_rngs[k])
             st.update(w, b=len(u), sigma=s)
         centre = torch.as_tensor(st.centre * self.C, dtype=torch.float32)
