@@ -64,9 +64,9 @@ S_MAX = 20.0  # the largest rescaling factor (a safeguard for a collapsed batch)
 
 
 def clip_rows(h: torch.Tensor, bound: float) -> torch.Tensor:
-    """Eq. 2: each row scaled to norm at most ``bound`` (differentiable)."""
-    norms = h.norm(dim=1, keepdim=True).clamp_min(1e-12)
-    return h * torch.clamp(bound / norms, max=1.0)
+    """Eq. 2: each row scaled to norm at most ``bound`` (differentiable). ``torch.renorm`` scales
+    a row of norm n > bound by bound / (n + 1e-7): the result is strictly inside the ball."""
+    return torch.renorm(h, 2, 0, bound)
 
 
 def pairings(b: int, *, seed: int, count: int = PAIRINGS) -> np.ndarray:
