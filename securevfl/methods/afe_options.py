@@ -35,7 +35,7 @@ OPTIONS = {
     ),
     "stats_share": Option(
         float,
-        0.1,
+        0.05,
         "share in (0, 1) of the Gaussian-DP budget mu^2 spent on the DP distance "
         "statistics that set the rescaling (variants r, full)",
     ),

@@ -8,15 +8,15 @@ from fuzzy c-means of the gradients it gets back (D, Eqs. 7-8), and sends the em
 N(0, σ² I). ``--variant``: vanilla (clip + noise), r, d, full (R + D).
 
 **Privacy (unit party-row: one row of one passive party's block).** A released row lies in the
-C-ball, so it moves by at most 2C when its row changes, and (given the rescaling factor and
-centre) no other row's release moves. The factor and centre are computed only from Gaussian DP
+C-ball, so it moves by at most 2C when its row changes, and (given the rescaling factor) no other
+row's release moves. The factor is computed only from Gaussian DP
 releases of the batch's distance statistics (``securevfl.privacy.afe``: sensitivity √21/b) and
 their moving average (post-processing); the paper's batch-dependent factor, which moves every
 row of the batch, is not used. Per epoch a row is in one batch (batches of an epoch are
 disjoint: parallel composition), so per epoch and passive party the ledger composes one
 Gaussian release of Δ = 2C (noise σ) and, for R, one of the statistics (noise multiplier z_s);
 the epochs compose exactly (Gaussian DP). Test-time scoring runs through the same noisy path
-(the final factor and centre, no new statistics); it is composed into the ledger as one more
+(the final factor, no new statistics); it is composed into the ledger as one more
 embedding release (conservative: test rows are not training rows). σ and z_s are calibrated so
 that the accountant's ε is at most ``--epsilon`` (``--stats-share`` of the Gaussian-DP budget μ²
 goes to the statistics). No δ' (Theorem 3.6): the 2C bound holds surely.
@@ -112,8 +112,7 @@ class AFEHooks(SplitNNHooks):
                 w = batch_stats(v, perms.numpy())
             w, s = release_stats(w, b=len(u), z=self.cfg["z_s"], rng=self.stats_rngs[k])
             st.update(w, b=len(u), sigma=s)
-        centre = torch.as_tensor(st.centre * self.C, dtype=torch.float32)
-        out = rescale(u, centre=centre, factor=st.factor, bound=self.C)
+        out = rescale(u, factor=st.factor, bound=self.C)
         self.ms["R"] += time.perf_counter() - t0
         return out
 
