@@ -1,10 +1,12 @@
 """Fuzzy c-means (Bezdek, Ehrlich & Full 1984), VFL-AFE's Eq. 7: pseudo-labels from gradients.
 
 Memberships u_ic = 1 / Σ_j (||g_i - c_c|| / ||g_i - c_j||)^(2/(m-1)), centres
-c_c = Σ_i u_ic^m g_i / Σ_i u_ic^m, alternated from a deterministic farthest-point start (no
+c_c = Σ_i u_ic^m g_i / Σ_i u_ic^m (fuzzifier m = 2, the usual choice; the paper's Eq. 7 is
+garbled and names none), alternated from a deterministic farthest-point start (no
 randomness: the same gradients give the same clusters in every runtime). Memberships depend on
 distance *ratios* only, so the gradients' overall scale does not matter. Eq. 7's output is the
 most probable cluster of each row and its membership (the confidence the threshold filters).
+The number of clusters is the number of classes (public, as the paper presumes).
 """
 
 from __future__ import annotations
