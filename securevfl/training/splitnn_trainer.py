@@ -33,9 +33,21 @@ class SplitNNHooks:
     aggregation = "sum"  # "sum" or "concat"
     bounded_embeddings = False  # tanh on the bottom output (PBM needs a bound C)
 
+    def embed(self, ctx: RunContext, k: int, emb: torch.Tensor, step: int) -> torch.Tensor:
+        """A differentiable local transform of party ``k``'s bottom output before it is sent
+        (clipping, rescaling); the bottom model is trained through it (default: identity)."""
+        return emb
+
     def party_message(self, ctx: RunContext, k: int, emb: np.ndarray, step: int) -> Any:
         """What data party ``k`` sends for its embedding (default: the embedding itself)."""
         return emb
+
+    def local_loss(
+        self, ctx: RunContext, k: int, emb: torch.Tensor, grad: np.ndarray, step: int
+    ) -> torch.Tensor | None:
+        """An extra loss party ``k`` adds to its own training from its embedding and the gradient
+        it received (regularisers, contrastive terms); None: none (the default)."""
+        return None
 
     def aggregate(
         self, ctx: RunContext, messages: Mapping[int, Any], *, dst: int, step: int
@@ -117,8 +129,13 @@ def train_splitnn(ctx: RunContext, hooks: SplitNNHooks | None = None) -> tuple[S
             # processes must agree on the senders of a gather
             msgs: dict[int, Any] = dict.fromkeys(senders)
             for k in state.bottoms:
-                embs[k] = state.bottoms[k](
-                    torch.as_tensor(ctx.views[k].X_train[idx], dtype=torch.float32)
+                embs[k] = hooks.embed(
+                    ctx,
+                    k,
+                    state.bottoms[k](
+                        torch.as_tensor(ctx.views[k].X_train[idx], dtype=torch.float32)
+                    ),
+                    step,
                 )
                 msgs[k] = hooks.party_message(ctx, k, embs[k].detach().numpy(), step)
             agg = hooks.aggregate(ctx, msgs, dst=L, step=step)
@@ -145,7 +162,12 @@ def train_splitnn(ctx: RunContext, hooks: SplitNNHooks | None = None) -> tuple[S
                         grads[k] = got
             for k, emb in embs.items():
                 opts[k].zero_grad()
-                emb.backward(torch.as_tensor(np.asarray(grads[k]), dtype=torch.float32))
+                g = torch.as_tensor(np.asarray(grads[k]), dtype=torch.float32)
+                extra = hooks.local_loss(ctx, k, emb, np.asarray(grads[k]), step)
+                if extra is None:
+                    emb.backward(g)
+                else:  # d/d emb of <emb, g> is g: the same update plus the local term's
+                    ((emb * g).sum() + extra).backward()
                 opts[k].step()
             step += 1
     return state, time.perf_counter() - t0
