@@ -154,18 +154,22 @@ def test_achieved_epsilon_meets_the_target_within_two_percent(variant):
     p = rec["privacy"]
     assert p["unit"] == "party-row" and p["target_epsilon"] == 4.0
     assert 0.98 * 4.0 <= p["epsilon"] <= 4.0
-    releases = 2 * 2 + 1 if variant == "full" else 2 + 1  # per epoch (+ stats), + test rows
+    # every release of a party's rows counts: 2 epochs of all training rows, the test rows,
+    # and (full) every batch's statistics
+    n_train, n_test = rec["n_train"], rec["n_test"]
+    releases = 2 * n_train + n_test + (2 * -(-n_train // 64) if variant == "full" else 0)
     assert {v["releases"] for v in p["per_party"].values()} == {releases}
     assert set(p["per_party"]) == {"0", "1"}
     assert rec["extra"]["step_ms"]["total"] > 0
 
 
 def test_plan_noise_is_monotone_and_spends_the_share():
-    z1, s1, e1 = plan_noise(epsilon=1.0, delta=1e-5, epochs=5, rescaling=True, share=0.2)
-    z2, _, _ = plan_noise(epsilon=2.0, delta=1e-5, epochs=5, rescaling=True, share=0.2)
+    kw = dict(delta=1e-5, epochs=5, rescaling=True, share=0.2, rows=(100, 20), batches=4)
+    z1, s1, e1 = plan_noise(epsilon=1.0, **kw)
+    z2, _, _ = plan_noise(epsilon=2.0, **kw)
     assert z2 < z1 and e1 <= 1.0
-    mu_sq = 6 / z1**2 + 5 / s1**2
-    assert 5 / s1**2 / mu_sq == pytest.approx(0.2)
+    mu_sq = (5 * 100 + 20) / z1**2 + 5 * 4 / s1**2  # every embedding and statistics release
+    assert 5 * 4 / s1**2 / mu_sq == pytest.approx(0.2)
 
 
 @pytest.mark.parametrize(

@@ -244,12 +244,14 @@ def render(records: list[dict[str, Any]], out: Path) -> str:
         "## PBM-VFL (issue 5)",
         "",
         "Feature ε (unit `party-row`) and sample ε (unit `sample`) are `privacy.by_unit` of "
-        "each record: dp_accounting PLD of a pair that dominates every release of the sampler "
-        "actually run (exact Binomial(b, j/2^12) at the reachable grid levels, summed over the "
-        "M parties; `securevfl.privacy.pbm_accountant`), composed over P coordinates × epochs "
-        "uses of each row, δ = 1e-5; LDP-VFL's are composed Gaussian events on the same "
-        "accountant. They are reported as computed, however large; what they leave out is in "
-        "each record's `privacy.outside_guarantee`.",
+        "each record: a pair that dominates every release of the sampler actually run (exact "
+        "Binomial(b, j/2^12) at the reachable grid levels, summed over the M parties; "
+        "`securevfl.privacy.pbm_accountant`), composed over EVERY release of a party's rows "
+        "(P coordinates × (epochs × n_train + n_test)) by dp_accounting's RDP accountant, "
+        "δ = 1e-5: the bottom models carry each row into the later releases of all rows, so "
+        "counting only a row's own releases (the seed paper's figure, `privacy.per_row_only`) "
+        "is not a guarantee. LDP-VFL's are Gaussian events composed the same way. They are "
+        "reported as computed, however large.",
         "",
         *_main_table(groups),
         "",

@@ -177,18 +177,29 @@ class RescaleState:
         self.factor = min(max(2.0 / spread, 1.0), S_MAX)
 
 
-def plan_noise(*, epsilon: float, delta: float, epochs: int, rescaling: bool, share: float):
+def plan_noise(
+    *,
+    epsilon: float,
+    delta: float,
+    epochs: int,
+    rescaling: bool,
+    share: float,
+    rows: tuple[int, int],
+    batches: int,
+):
     """(z_e, z_s, ε): noise multipliers of the embedding (σ = z_e·2C) and statistics releases
-    whose composed ε per passive party (E + 1 embedding releases, E statistics releases) is at
-    most ``epsilon``; ``share`` of μ² goes to the statistics."""
-    ratio = np.sqrt(epochs * (1 - share) / ((epochs + 1) * share)) if rescaling else 0.0
+    whose composed ε per passive party is at most ``epsilon``: every release of the party's rows
+    counts (E·n_train + n_test embeddings, E·batches statistics; each may depend on any row
+    through the bottom model); ``share`` of μ² goes to the statistics."""
+    n_train, n_test = rows
+    n_emb, n_stats = epochs * n_train + n_test, epochs * batches
+    ratio = np.sqrt(n_stats * (1 - share) / (n_emb * share)) if rescaling else 0.0
 
     def ledger_of(z_e: float) -> PrivacyLedger:
         led = PrivacyLedger("party-row")
-        for _ in range(epochs + 1):
-            led.compose(0, gaussian_event(sigma=z_e, sensitivity=1.0))
+        led.compose(0, gaussian_event(sigma=z_e, sensitivity=1.0, count=n_emb))
         if rescaling:
-            led.compose(0, gaussian_event(sigma=z_e * ratio, sensitivity=1.0, count=epochs))
+            led.compose(0, gaussian_event(sigma=z_e * ratio, sensitivity=1.0, count=n_stats))
         return led
 
     z_e, eps = calibrate(lambda z: ledger_of(z).epsilon(delta), epsilon, lo=1e-3, hi=1e4)
