@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -95,13 +96,14 @@ def _run_processes(
     addresses = [f"127.0.0.1:{port}" for port in free_ports(len(ps))]
     w = workers or default_workers()
     out_dir.mkdir(parents=True, exist_ok=True)
+    run_id = secrets.token_hex(16)  # this run's parties only: a foreign run cannot join
     with tempfile.TemporaryDirectory(prefix="securevfl-align-") as tmp:
         procs = []
         for i, p in enumerate(ps):
             cmd = [sys.executable, "-m", "securevfl.data.align_files", "--index", str(i)]
             cmd += ["--csv", str(p), "--id-column", id_column, "--out", str(out_dir / p.name)]
             cmd += ["--timeout", str(timeout), "--workers", str(w)]
-            cmd += ["--record", os.path.join(tmp, "record.json")]
+            cmd += ["--record", os.path.join(tmp, "record.json"), "--run-id", run_id]
             for a in addresses:
                 cmd += ["-P", a]
             err = open(os.path.join(tmp, f"party{i}.err"), "w+")
@@ -129,13 +131,20 @@ def party_main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--record", help="where party 0 writes the alignment record (JSON)")
-    ap.add_argument("--ssl", action="store_true")
+    ap.add_argument("--certs", help="TLS certificate directory (MPyC's layout)")
+    ap.add_argument("--run-id", default="", help="the launcher's run ID (all parties agree on it)")
     a = ap.parse_args(argv)
     from securevfl.runtime.networked import NetworkedRuntime
+    from securevfl.runtime.runspec import run_digest
 
     try:
         table = read_party_csv(a.csv, a.id_column, a.index)
-        rt = NetworkedRuntime(a.index, a.addresses, timeout=a.timeout, ssl=a.ssl)
+        # every party must be running the same job: the handshake compares these digests
+        job = {"job": "psi-align", "id_column": a.id_column}
+        digest = run_digest(job, run_id=a.run_id, n_parties=len(a.addresses))
+        rt = NetworkedRuntime(
+            a.index, a.addresses, digest=digest, timeout=a.timeout, cert_dir=a.certs
+        )
         try:
             kept, record = align_tables(rt, {a.index: table}, workers=a.workers)
         finally:
