@@ -148,6 +148,13 @@ async def secure_start(mpc: Any, *, cert_dir: str | None = None) -> None:
                         f"party {peer.pid} at {peer.host}:{peer.port} failed TLS verification: "
                         f"{exc.verify_message}"
                     ) from None
+                except ssl.SSLError as exc:
+                    # the peer listens but the TLS handshake failed (e.g. it refused our
+                    # certificate first): retrying cannot help
+                    raise WireError(
+                        f"party {peer.pid} at {peer.host}:{peer.port} failed TLS verification: "
+                        f"handshake refused ({exc.reason or exc})"
+                    ) from None
                 except OSError:
                     await asyncio.sleep(0.1)  # not listening yet: retry until the caller's timeout
         await mpc.parties[me].protocol

@@ -119,7 +119,9 @@ def test_a_party_with_a_certificate_of_another_ca_or_party_is_refused(tmp_path):
         for p, (out, err) in zip(procs, outs):
             assert p.returncode == 3 and not out, err
             assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
-        assert "failed TLS verification" in outs[0][1], outs[0][1]
+        # the parties that connect to party 2 name the failure; one that was still waiting on
+        # another peer may only see its timeout (seen for party 0 on a quiet machine)
+        assert any("failed TLS verification" in err for _, err in outs), outs
 
 
 def _ip(*args: str) -> None:
