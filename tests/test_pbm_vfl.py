@@ -94,7 +94,7 @@ def test_epsilon_target_is_met_within_two_percent(method: str) -> None:
             level = round(p["sampler"]["beta"] * 4096)
             assert p["sampler"]["beta"] == level / 4096 and 0 < level <= 1024
     if method == "pbm-vfl":  # beta = 2^-12 is the most noise the grid has
-        with pytest.raises(ConfigError, match="cannot be reached"):
+        with pytest.raises(ConfigError, match="cannot be"):
             run_experiment(_spec(method, parties=2, epochs=1, epsilon=1e-6, options={"b": 8}))
         with pytest.raises(ConfigError, match="within 2%"):  # beyond beta = 1/4: change b
             run_experiment(_spec(method, parties=2, epochs=1, epsilon=1e6, options={"b": 8}))

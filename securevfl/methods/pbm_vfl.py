@@ -531,12 +531,16 @@ def calibrate_beta(
     def eps_of(s: float) -> float:
         return eps_at(max(1, int((1 << _GRID_BITS) / s)), b)
 
-    s, eps = calibrate(eps_of, target, lo=4.0, hi=float(1 << _GRID_BITS), what="1/beta")
+    if eps_at(1, b) > target:  # even the smallest beta is too much at this b: fewer trials
+        s, eps = float(1 << _GRID_BITS), eps_at(1, b)
+    else:
+        s, eps = calibrate(eps_of, target, lo=4.0, hi=float(1 << _GRID_BITS), what="1/beta")
     level = max(1, int((1 << _GRID_BITS) / s))
-    if eps >= 0.98 * target:
+    if 0.98 * target <= eps <= target:
         return b, _grid_beta(level)
     # coarser grid steps: a few levels up, each with the largest b' <= b meeting the target
-    for up in range(level + 1, min(level + 17, (1 << (_GRID_BITS - 2)) + 1)):
+    start = level if eps > target else level + 1
+    for up in range(start, min(level + 17, (1 << (_GRID_BITS - 2)) + 1)):
         lo_b, hi_b = 0, b  # eps_at(up, lo_b) <= target < eps_at(up, hi_b), eps(b = 0) = 0
         best = 0.0
         if eps_at(up, b) <= target:
