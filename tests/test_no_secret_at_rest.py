@@ -15,17 +15,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAUNCH = """
 import sys, numpy as np
 from protocols import shamir_products as sp
-M = {0: np.full((50, 3), 7, np.int64), 1: np.full((50, 2), 5, np.int64)}
+n = int(sys.argv[2])
+M = {0: np.full((n, 3), 7, np.int64), 1: np.full((n, 2), 5, np.int64)}
 got, _ = sp.run_block_products(M, {0: np.zeros((3, 2))}, [sp.Pair(0, 1, 0)], n_parties=3,
     receiver=2, frac_bits=4, noise_bound=1.0, timeout=float(sys.argv[1]))
 print(int(got[0][0, 0]))
 """
 
 
-def _launch(tmp, timeout=60.0):
+def _launch(tmp, timeout=60.0, rows=50):
     env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=ROOT)
     return subprocess.Popen(
-        [sys.executable, "-c", LAUNCH, str(timeout)],
+        [sys.executable, "-c", LAUNCH, str(timeout), str(rows)],
         env=env,
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -43,12 +44,12 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def _wait_children(pid: int, n: int, timeout: float = 30) -> list[int]:
+def _wait_children(pid: int, n: int, timeout: float = 30, settle: float = 0.3) -> list[int]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         kids = _children(pid)
         if len(kids) >= n:
-            time.sleep(0.3)  # spawned and handed their inputs
+            time.sleep(settle)  # spawned (and, given time, handed their inputs)
             return kids
         time.sleep(0.02)
     raise AssertionError(f"launcher {pid} did not start {n} parties")
@@ -72,8 +73,10 @@ def test_normal_run_leaves_no_file(tmp_path):
 
 @skip_no_proc
 def test_killed_party_leaves_no_file(tmp_path):
-    p = _launch(tmp_path)
-    kids = _wait_children(p.pid, 3)
+    # the largest job, killed soon after the parties start: on a quiet machine the whole
+    # job takes about 0.6 s, most of it the parties' start-up
+    p = _launch(tmp_path, rows=100_000)
+    kids = _wait_children(p.pid, 3, settle=0.05)
     os.kill(kids[1], signal.SIGKILL)
     _, err = p.communicate(timeout=120)
     assert p.returncode != 0 and "MPyC party" in err
@@ -82,7 +85,7 @@ def test_killed_party_leaves_no_file(tmp_path):
 
 @skip_no_proc
 def test_killed_launcher_leaves_no_file_and_no_party(tmp_path):
-    p = _launch(tmp_path, timeout=120.0)
+    p = _launch(tmp_path, timeout=120.0, rows=100_000)
     kids = _wait_children(p.pid, 3)
     p.kill()
     p.communicate(timeout=30)
