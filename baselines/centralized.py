@@ -13,8 +13,10 @@ import numpy as np
 import torch
 from sklearn.linear_model import LogisticRegression, Ridge
 
-from securevfl.methods import FitResult, Method, RunContext, fingerprint, register_method
+from securevfl.context import RunContext, fingerprint
+from securevfl.methods.base import Method, register_method
 from securevfl.models.nets import pooled_mlp, seeded_init
+from securevfl.results import FitResult
 from securevfl.rng import derive_seed
 from securevfl.training import minibatches
 from securevfl.training.splitnn_trainer import DEFAULT_MLP_LR, _out_dim, _task_loss

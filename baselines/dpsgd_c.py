@@ -21,18 +21,12 @@ import time
 
 import numpy as np
 
-from securevfl.methods import (
-    FitResult,
-    Method,
-    Option,
-    RunContext,
-    fingerprint,
-    parse_bool,
-    register_method,
-)
+from securevfl.context import Option, RunContext, fingerprint, parse_bool
+from securevfl.methods.base import Method, register_method
 from securevfl.methods.fm_vfl import fm_task
 from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.privacy.events import PureDpEvent
+from securevfl.results import FitResult
 from securevfl.training import minibatches
 
 DEFAULT_LR = 0.5

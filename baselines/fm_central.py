@@ -9,15 +9,8 @@ import time
 
 import numpy as np
 
-from securevfl.methods import (
-    FitResult,
-    Method,
-    Option,
-    RunContext,
-    fingerprint,
-    parse_bool,
-    register_method,
-)
+from securevfl.context import Option, RunContext, fingerprint, parse_bool
+from securevfl.methods.base import Method, register_method
 from securevfl.methods.fm_vfl import (
     fm_task,
     label_vector,
@@ -26,6 +19,7 @@ from securevfl.methods.fm_vfl import (
     solve_noisy_quadratic,
 )
 from securevfl.privacy.functional import block_sensitivities, fm_ledger
+from securevfl.results import FitResult
 
 
 def central_fm(

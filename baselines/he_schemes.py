@@ -15,8 +15,8 @@ import numpy as np
 
 from protocols import ckks_he as ck
 from protocols import paillier_he as ph
+from securevfl.context import RunContext
 from securevfl.errors import ConfigError
-from securevfl.methods import RunContext
 
 U_FRAC_BITS = 32  # Paillier fixed point of intermediate results / residuals
 X_FRAC_BITS = 16  # Paillier fixed point of features (|x| <= 1: quantisation error 2^-17)

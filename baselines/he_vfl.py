@@ -30,10 +30,11 @@ import numpy as np
 from baselines.he_schemes import SCHEMES, parse_coeff_bits
 from protocols import ckks_he as ck
 from protocols import paillier_he as ph
+from securevfl.context import Option, RunContext, fingerprint
 from securevfl.errors import ConfigError
-from securevfl.methods import FitResult, Method, Option, RunContext, register_method
-from securevfl.methods.base import fingerprint
+from securevfl.methods.base import Method, register_method
 from securevfl.models.glm import make_loss, make_penalty
+from securevfl.results import FitResult
 from securevfl.training import GLMState, glm_fingerprints, minibatches, n_batches, predict_glm
 from securevfl.training.glm_trainer import DEFAULT_GLM_LR
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from baselines.vfl import fit_plain
-from securevfl.methods import FitResult, Method, RunContext, RunSpec, register_method
+from securevfl.context import RunContext, RunSpec
+from securevfl.methods.base import Method, register_method
+from securevfl.results import FitResult
 from securevfl.runtime import InProcessRuntime
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from securevfl.methods import FitResult, Method, RunContext, register_method
+from securevfl.context import RunContext
+from securevfl.methods.base import Method, register_method
+from securevfl.results import FitResult
 from securevfl.training import (
     SplitNNHooks,
     glm_fingerprints,

@@ -147,8 +147,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
 
 def spec_from_args(args: argparse.Namespace):
     """Build a RunSpec from parsed run arguments (method options converted by their types)."""
+    from securevfl.context import RunSpec
     from securevfl.errors import ConfigError
-    from securevfl.methods.base import RunSpec
     from securevfl.registry import lookup
 
     method = lookup("method", args.method)

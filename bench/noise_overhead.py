@@ -12,8 +12,8 @@ import argparse
 import math
 import statistics
 
+from securevfl.context import RunSpec
 from securevfl.experiment import run_experiment
-from securevfl.methods.base import RunSpec
 
 SPECS = {
     "hdp-vfl": dict(parties=2, epochs=5, batch_size=64, epsilon=1.0, delta=1e-5),

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from securevfl.context import RunSpec
 from securevfl.errors import ConfigError
-from securevfl.methods.base import RunSpec
 
 SUITES_DIR = Path(__file__).parent / "suites"
 _SPEC_FIELDS = {f.name for f in fields(RunSpec)}

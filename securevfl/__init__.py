@@ -9,6 +9,7 @@ Typical use::
 
 __version__ = "0.1.0"
 
+from securevfl.context import Option, RunContext, RunSpec
 from securevfl.data import list_datasets, load_dataset, partition_columns, train_test_split
 from securevfl.errors import (
     ConfigError,
@@ -19,8 +20,9 @@ from securevfl.errors import (
     UnknownNameError,
 )
 from securevfl.experiment import run_experiment, run_in_processes
-from securevfl.methods import FitResult, Method, Option, RunContext, RunSpec, register_method
+from securevfl.methods.base import Method, register_method
 from securevfl.privacy import Accountant, PrivacyLedger, PrivacyReport, calibrate
+from securevfl.results import FitResult
 from securevfl.runtime import InProcessRuntime, Meter, Runtime
 
 __all__ = [

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from securevfl import __version__
+from securevfl.context import PartyView, PublicInfo, RunContext, RunSpec
 from securevfl.data import (
     load_dataset,
     partition_columns,
@@ -25,7 +26,7 @@ from securevfl.data import (
 from securevfl.data.custom import CSV_PREFIX, alignment_of, register_csv_parties
 from securevfl.errors import ConfigError, check_int, check_open_unit, check_positive
 from securevfl.evaluation import metrics_for
-from securevfl.methods.base import Method, PartyView, PublicInfo, RunContext, RunSpec
+from securevfl.methods.base import Method
 from securevfl.registry import create
 from securevfl.rng import noise_generator_name
 from securevfl.runtime.base import Runtime
@@ -219,6 +220,7 @@ def run_experiment(spec: RunSpec, rt: Runtime | None = None) -> dict[str, Any] |
             "noise_seeded": spec.seed is not None,
             "noise_generator": noise_generator_name(spec.seed),
             "model_fingerprint": fps,
+            "stats": fit.stats.to_dict(),
             "extra": fit.extra,
             "alignment": alignment_of(spec.dataset) if spec.id_column else None,
             "version": __version__,

@@ -11,9 +11,9 @@ from dp_accounting.rdp import rdp_privacy_accountant as rdp
 from scipy.stats import binom, norm
 
 from bench.runner import load_plugins
+from securevfl.context import RunSpec
 from securevfl.errors import ConfigError
 from securevfl.experiment import run_experiment
-from securevfl.methods import RunSpec
 from securevfl.privacy import (
     Accountant,
     PMFPairDpEvent,

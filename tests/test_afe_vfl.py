@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+from securevfl.context import RunSpec
 from securevfl.errors import ConfigError
 from securevfl.experiment import run_experiment
-from securevfl.methods import RunSpec
 from securevfl.models.afe_losses import contrastive_loss, kl_gaussian_distances
 from securevfl.privacy.afe import (
     RescaleState,

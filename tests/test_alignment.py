@@ -8,10 +8,10 @@ import pytest
 from sklearn.datasets import load_breast_cancer
 
 from bench.cli import main
+from securevfl.context import RunSpec
 from securevfl.data.align_files import align_files
 from securevfl.errors import ConfigError
 from securevfl.experiment import run_experiment
-from securevfl.methods import RunSpec
 from securevfl.registry import _REGISTRIES
 
 

@@ -2,8 +2,8 @@
 
 import numpy as np
 
+from securevfl.context import RunSpec
 from securevfl.experiment import build_views, validate_spec
-from securevfl.methods import RunSpec
 
 
 def _views(dataset: str, center: bool):

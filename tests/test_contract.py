@@ -4,9 +4,9 @@ import math
 
 import pytest
 
+from securevfl.context import RunSpec
 from securevfl.errors import ConfigError
 from securevfl.experiment import run_experiment
-from securevfl.methods import RunSpec
 from securevfl.registry import lookup, names
 
 METHODS = names("method")

@@ -71,8 +71,8 @@ def test_samplers_validate_and_shape() -> None:
 
 
 def test_unseeded_run_records_the_generator() -> None:
+    from securevfl.context import RunSpec
     from securevfl.experiment import run_experiment
-    from securevfl.methods.base import RunSpec
 
     rec = run_experiment(
         RunSpec(method="hdp-vfl", dataset="breast", parties=2, epochs=1, epsilon=1.0, delta=1e-5)

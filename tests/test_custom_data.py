@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from bench.cli import main
+from securevfl.context import RunSpec
 from securevfl.data.custom import register_party_arrays
 from securevfl.errors import DataError
 from securevfl.experiment import run_experiment
-from securevfl.methods import RunSpec
 from securevfl.registry import _REGISTRIES
 
 

@@ -9,9 +9,9 @@ import pytest
 from baselines.dpsgd_c import vector_laplace
 from baselines.fm_central import central_fm
 from protocols import shamir_products as sp
+from securevfl.context import RunSpec
 from securevfl.errors import ConfigError
 from securevfl.experiment import run_experiment, validate_spec
-from securevfl.methods.base import RunSpec
 from securevfl.methods.fm_vfl import (
     assemble_objective,
     factors,

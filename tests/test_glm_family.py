@@ -85,8 +85,8 @@ def test_prox_is_the_argmin(name):
 
 def test_svm_loss_trains_through_the_core():
     from bench.runner import load_plugins
+    from securevfl.context import RunSpec
     from securevfl.experiment import run_experiment
-    from securevfl.methods import RunSpec
 
     load_plugins()
     rec = run_experiment(

@@ -16,10 +16,9 @@ import numpy as np
 import pytest
 
 from bench.runner import load_plugins
+from securevfl.context import RunContext, RunSpec
 from securevfl.errors import ConfigError
 from securevfl.experiment import build_views, validate_spec
-from securevfl.methods import RunSpec
-from securevfl.methods.base import RunContext
 from securevfl.methods.hdp_vfl import HDPHooks, balanced_batch_size, plan_streams
 from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.privacy.hdp_sensitivity import (

@@ -7,10 +7,9 @@ import pytest
 from dp_accounting.pld import privacy_loss_distribution as pld
 
 from bench.runner import load_plugins
+from securevfl.context import RunContext, RunSpec
 from securevfl.errors import ConfigError
 from securevfl.experiment import build_views, run_experiment, validate_spec
-from securevfl.methods import RunSpec
-from securevfl.methods.base import RunContext
 from securevfl.methods.hdp_vfl import balanced_batch_size, train_hdp
 from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.rng import make_rng

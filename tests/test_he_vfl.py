@@ -6,9 +6,9 @@ import pytest
 from baselines.he_schemes import SCHEMES
 from baselines.he_vfl import taylor_derivative, taylor_loss, train_taylor_he
 from protocols import ckks_he as ck
+from securevfl.context import RunContext, RunSpec
 from securevfl.errors import ConfigError
 from securevfl.experiment import build_views, run_experiment, run_in_processes, validate_spec
-from securevfl.methods import RunContext, RunSpec
 from securevfl.runtime import InProcessRuntime
 from securevfl.training import minibatches
 

@@ -8,9 +8,9 @@ import time
 import pytest
 
 from bench.runner import PLUGINS
+from securevfl.context import RunSpec
 from securevfl.errors import ProtocolError
 from securevfl.experiment import run_experiment, run_in_processes
-from securevfl.methods import RunSpec
 from securevfl.runtime.launcher import free_ports
 
 pytestmark = [pytest.mark.networked, pytest.mark.slow]

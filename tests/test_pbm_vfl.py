@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
+from securevfl.context import RunSpec
 from securevfl.errors import ConfigError, ProtocolError
 from securevfl.experiment import run_experiment
-from securevfl.methods import RunSpec
 from securevfl.methods import pbm_vfl as mod
 
 

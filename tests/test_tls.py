@@ -13,8 +13,8 @@ import uuid
 import pytest
 
 from protocols.certs import make_certs
+from securevfl.context import RunSpec
 from securevfl.experiment import run_experiment
-from securevfl.methods import RunSpec
 from securevfl.runtime.launcher import free_ports
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

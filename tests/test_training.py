@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
+from securevfl.context import RunSpec
 from securevfl.experiment import run_experiment
-from securevfl.methods import RunSpec
 from securevfl.training import minibatches
 
 
@@ -21,8 +21,8 @@ def test_vertical_glm_equals_pooled_sgd():
     spec = RunSpec(
         method="vfl", dataset="breast", parties=3, epochs=2, batch_size=50, seed=1, lr=0.5
     )
+    from securevfl.context import RunContext
     from securevfl.experiment import build_views, validate_spec
-    from securevfl.methods.base import RunContext
     from securevfl.runtime import InProcessRuntime
     from securevfl.training import train_glm
 

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from protocols import wire
-from securevfl.methods import RunSpec
+from securevfl.context import RunSpec
 from securevfl.runtime.launcher import free_ports
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -6,18 +6,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from securevfl.methods.base import (
-    FitResult,
-    Method,
-    Option,
-    PartyView,
-    PublicInfo,
-    RunContext,
-    RunSpec,
-    fingerprint,
-    parse_bool,
-    register_method,
-)
+from securevfl.methods.base import Method, register_method
 
 
 def load_all() -> None:
@@ -27,16 +16,4 @@ def load_all() -> None:
             importlib.import_module(f"{__name__}.{mod.name}")
 
 
-__all__ = [
-    "FitResult",
-    "Method",
-    "Option",
-    "PartyView",
-    "PublicInfo",
-    "RunContext",
-    "RunSpec",
-    "fingerprint",
-    "load_all",
-    "parse_bool",
-    "register_method",
-]
+__all__ = ["Method", "load_all", "register_method"]

@@ -6,8 +6,9 @@ from typing import Any
 
 import numpy as np
 
+from securevfl.context import Option, RunSpec
 from securevfl.errors import ConfigError
-from securevfl.methods.base import Method, Option, RunSpec
+from securevfl.methods.base import Method
 
 VARIANTS = ("vanilla", "r", "d", "full")
 

@@ -39,9 +39,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from securevfl.context import RunContext, RunSpec
 from securevfl.errors import ConfigError, check_open_unit
 from securevfl.methods.afe_options import OPTIONS, check_options
-from securevfl.methods.base import FitResult, Method, RunContext, RunSpec, register_method
+from securevfl.methods.base import Method, register_method
 from securevfl.models.afe_losses import contrastive_loss, negentropy, pair_distances
 from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.privacy.afe import (
@@ -56,6 +57,7 @@ from securevfl.privacy.afe import (
     z_of,
 )
 from securevfl.privacy.events import gaussian_event
+from securevfl.results import FitResult
 from securevfl.rng import derive_seed
 from securevfl.training import SplitNNHooks, n_batches, splitnn_fingerprints, train_splitnn
 from securevfl.training.fcm import pseudo_labels

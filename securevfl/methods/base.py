@@ -1,155 +1,21 @@
-"""What a method (or baseline) is, and what it is handed to run.
+"""What a method (or baseline) is, and how it registers.
 
 A method declares its options (so the CLI can offer ``--b 64`` for one method and refuse it for
-another), validates a :class:`RunSpec`, and implements ``fit`` as SPMD protocol code against the
-runtime in the :class:`RunContext`. The runner around it (``securevfl.experiment``) does the
-shared work: loading and partitioning data, seeding, timing, metering and the result record.
+another), validates a :class:`~securevfl.context.RunSpec`, and implements ``fit`` as SPMD protocol
+code against the runtime in the :class:`~securevfl.context.RunContext`. The runner around it
+(``securevfl.experiment``) does the shared work: loading and partitioning data, seeding, timing,
+metering and the result record.
 """
 
 from __future__ import annotations
 
-import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
-import numpy as np
-
+from securevfl.context import Option, RunContext, RunSpec
 from securevfl.errors import ConfigError
-from securevfl.privacy.events import PrivacyReport
 from securevfl.registry import register
-from securevfl.rng import make_noise_rng, make_rng
-from securevfl.runtime.base import Runtime
-
-
-def parse_bool(value: Any) -> bool:
-    """A boolean method option: true/false, yes/no, on/off, 1/0 (CLI strings) or a bool (suites)."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"a boolean option must be true or false, got {value!r}")
-
-
-@dataclass(frozen=True)
-class Option:
-    """A method-specific option, offered at the CLI as ``--<name>`` (underscores -> dashes)."""
-
-    type: Callable[[str], Any]
-    default: Any
-    help: str
-    choices: tuple[Any, ...] | None = None
-
-
-@dataclass
-class RunSpec:
-    """Everything that defines one run; the CLI and bench suites build these."""
-
-    method: str
-    dataset: str = "breast"
-    parties: int = 2
-    model: str = "glm"
-    epochs: int = 10
-    batch_size: int = 64
-    lr: float | None = None  # None: the trainer's default (GLM 4.0, split-NN Adam 0.01)
-    seed: int | None = None
-    epsilon: float | None = None
-    delta: float | None = None
-    partition: str = "contiguous"
-    loss: str | None = None
-    penalty: str = "l2"
-    lam: float = 0.0
-    embedding_dim: int = 8
-    hidden: int = 32
-    aggregation: str = "sum"
-    center: bool = False  # centre numeric columns on their training mean (see experiment.py)
-    id_column: str | None = None  # csv: datasets: align the parties' rows by PSI on this column
-    dataset_options: dict[str, Any] = field(default_factory=dict)
-    options: dict[str, Any] = field(default_factory=dict)
-    timeout: float = 120.0
-
-    def option(self, name: str, method: Method) -> Any:
-        """The value of a method option, its default when not given."""
-        return self.options.get(name, method.options[name].default)
-
-    def to_config(self) -> dict[str, Any]:
-        out = {
-            k: v
-            for k, v in self.__dict__.items()
-            if k not in ("method", "dataset", "parties", "options", "dataset_options")
-        }
-        out.update(self.dataset_options)
-        out.update(self.options)
-        return out
-
-
-@dataclass
-class PartyView:
-    """What one party holds: its own columns, and the labels only if it is the label holder."""
-
-    index: int
-    columns: np.ndarray
-    X_train: np.ndarray
-    X_test: np.ndarray
-    y_train: np.ndarray | None = None
-    y_test: np.ndarray | None = None
-
-
-@dataclass(frozen=True)
-class PublicInfo:
-    """Facts every party knows: sizes and schema, never values."""
-
-    dataset: str
-    task: str
-    n_classes: int | None
-    n_train: int
-    n_test: int
-    n_features: int
-    features_per_party: tuple[int, ...]
-    data_parties: int
-    n_parties: int
-    label_party: int
-    server: int | None
-    row_norm_bound_sq: float
-
-
-@dataclass
-class RunContext:
-    """Handed to ``Method.fit``: the runtime, the spec, local party views, seeds."""
-
-    rt: Runtime
-    spec: RunSpec
-    info: PublicInfo
-    views: dict[int, PartyView]
-    shared_seed: int
-    pooled: Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] | None = None
-
-    def noise_rng(self, party: int, purpose: str) -> np.random.Generator:
-        """DP-noise generator of one party: AES-CTR CSPRNG unless the run is seeded."""
-        return make_noise_rng(self.spec.seed, purpose=f"noise/{purpose}", party=party)
-
-    def shared_rng(self, purpose: str) -> np.random.Generator:
-        """A generator every party can reproduce (minibatch order, public initialisation)."""
-        return make_rng(self.shared_seed, purpose=purpose)
-
-    @property
-    def data_parties(self) -> range:
-        return range(self.info.data_parties)
-
-
-@dataclass
-class FitResult:
-    """What ``fit`` returns on each process; fields are ``None`` where not held."""
-
-    test_scores: np.ndarray | None
-    train_s: float
-    privacy: PrivacyReport | None = None
-    fingerprints: dict[int, str] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
+from securevfl.results import FitResult
 
 
 class Method(ABC):
@@ -198,13 +64,3 @@ def register_method(cls: type[Method]) -> type[Method]:
     """Class decorator: make a method available by its name."""
     register("method", cls.name, cls)
     return cls
-
-
-def fingerprint(*arrays: np.ndarray) -> str:
-    """sha256 of parameter arrays: compares models across runtimes without moving them."""
-    h = hashlib.sha256()
-    for a in arrays:
-        a = np.ascontiguousarray(np.asarray(a, dtype=np.float64))
-        h.update(str(a.shape).encode())
-        h.update(a.tobytes())
-    return h.hexdigest()[:16]

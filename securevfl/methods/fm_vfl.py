@@ -29,17 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from securevfl.context import Option, RunContext, RunSpec, fingerprint, parse_bool
 from securevfl.errors import ConfigError, ProtocolError, check_positive
-from securevfl.methods.base import (
-    FitResult,
-    Method,
-    Option,
-    RunContext,
-    RunSpec,
-    fingerprint,
-    parse_bool,
-    register_method,
-)
+from securevfl.methods.base import Method, register_method
 from securevfl.privacy.functional import (
     BUDGETS,
     block_sensitivities,
@@ -50,6 +42,7 @@ from securevfl.privacy.functional import (
     target_bottom_up_scales,
     top_down_scales,
 )
+from securevfl.results import FitResult
 
 NOISE_TAIL = 45.0  # |Lap(b)| > 45 b has probability e^-45: the field is sized for 45 b
 

@@ -46,18 +46,10 @@ from typing import Any
 import numpy as np
 
 import securevfl.models.glm_family  # noqa: F401  (registers svm, poisson, gamma, l1, elastic-net)
+from securevfl.context import Option, PartyView, RunContext, RunSpec, parse_bool
 from securevfl.errors import ConfigError, check_positive
 from securevfl.evaluation import metrics_for
-from securevfl.methods.base import (
-    FitResult,
-    Method,
-    Option,
-    PartyView,
-    RunContext,
-    RunSpec,
-    parse_bool,
-    register_method,
-)
+from securevfl.methods.base import Method, register_method
 from securevfl.models.glm import GLMLoss
 from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.privacy.events import gaussian_event
@@ -69,6 +61,7 @@ from securevfl.privacy.hdp_sensitivity import (
     weight_sensitivity,
 )
 from securevfl.privacy.mechanisms import CALIBRATIONS, gaussian_sigma
+from securevfl.results import FitResult
 from securevfl.training import GLMHooks, glm_fingerprints, n_batches, predict_glm, train_glm
 from securevfl.training.glm_trainer import DEFAULT_GLM_LR, GLMState, resolve_loss
 

@@ -53,8 +53,9 @@ from typing import Any
 
 import numpy as np
 
+from securevfl.context import Option, RunContext, RunSpec
 from securevfl.errors import ConfigError, ProtocolError, check_open_unit
-from securevfl.methods.base import FitResult, Method, Option, RunContext, RunSpec, register_method
+from securevfl.methods.base import Method, register_method
 from securevfl.privacy.accountant import Accountant, PrivacyLedger, calibrate
 from securevfl.privacy.events import PrivacyReport
 from securevfl.privacy.pbm import (
@@ -66,6 +67,7 @@ from securevfl.privacy.pbm import (
     pbm_quantize,
 )
 from securevfl.privacy.pbm_accountant import ldp_event, pbm_epsilon, pbm_event, pbm_ledger
+from securevfl.results import FitResult
 from securevfl.training import (
     SplitNNHooks,
     n_batches,

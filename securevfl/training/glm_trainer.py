@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from securevfl.methods.base import RunContext, fingerprint
+from securevfl.context import RunContext, fingerprint
 from securevfl.models.glm import GLMLoss, Penalty, default_loss_for, make_loss, make_penalty
 from securevfl.training.batching import minibatches
 

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from securevfl.methods.base import RunContext, fingerprint
+from securevfl.context import RunContext, fingerprint
 from securevfl.models.nets import bottom_mlp, seeded_init, top_mlp
 from securevfl.rng import derive_seed
 from securevfl.training.batching import minibatches
