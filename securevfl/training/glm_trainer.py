@@ -3,19 +3,24 @@
 Per minibatch: every passive party k computes its intermediate result IR_k = X_k w_k and sends it
 to the active party 0; the active party forms theta = X_0 w_0 + b + sum_k IR_k, the loss
 derivative, and returns it; each party updates its own block. Methods change only the plug points
-of :class:`GLMHooks` (noise on what is sent, what is returned, projection after the update).
+of :class:`GLMHooks` (noise on what is sent, what is returned, projection after the update,
+how the test split is scored, what each stage released). :func:`fit_glm` runs the whole loop:
+training, the eval plug point, scoring, per-epoch statistics and the ledger's events.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from securevfl.context import RunContext, fingerprint
 from securevfl.models.glm import GLMLoss, Penalty, default_loss_for, make_loss, make_penalty
-from securevfl.training.batching import minibatches
+from securevfl.privacy.accountant import PrivacyLedger
+from securevfl.results import RunStats
+from securevfl.training.loop import EpochClock, Release, TrainRun, compose_releases, train_batches
 
 DEFAULT_GLM_LR = 4.0  # safe for logistic with ||x|| <= 1 (smoothness 1/4: stable below 8)
 
@@ -32,7 +37,20 @@ def default_lr(loss: GLMLoss) -> float:
 
 
 class GLMHooks:
-    """Plug points of the GLM trainer; the defaults give non-private VFL."""
+    """Plug points of the GLM trainer; the defaults give non-private VFL.
+
+    Training, per minibatch (``step`` counts training steps over all epochs): each passive party
+    sends ``passive_message`` of its IR; the active party returns ``active_message`` of the loss
+    derivative (and uses the exact one itself if ``active_uses_exact``); each passive party
+    applies ``received_derivative``; every party post-processes its weights with
+    ``after_update``. After each epoch: ``end_epoch`` (any bookkeeping), then the trainer composes
+    ``epoch_releases`` into the run's ledger.
+
+    Evaluation (the eval plug point, after training): ``configure_evaluate`` may adjust the
+    state (e.g. refit the decision threshold from what the active party already holds); the
+    passive parties then score with ``score_weights`` (phase ``eval``), and the trainer composes
+    ``eval_releases``.
+    """
 
     def passive_message(self, ctx: RunContext, k: int, ir: np.ndarray, step: int) -> np.ndarray:
         """What passive party ``k`` sends instead of its exact IR_k."""
@@ -55,11 +73,22 @@ class GLMHooks:
         return w
 
     def end_epoch(self, ctx: RunContext, epoch: int) -> None:
-        """Called on every party after each epoch (e.g. to record the epoch's privacy events)."""
+        """Called on every party after each epoch, before its releases are composed."""
+
+    def epoch_releases(self, ctx: RunContext, epoch: int) -> Iterable[Release]:
+        """The privacy events of what the parties released in ``epoch`` (default: none)."""
+        return ()
+
+    def configure_evaluate(self, ctx: RunContext, state: GLMState) -> None:
+        """Called on every party between training and scoring; may adjust ``state``."""
 
     def score_weights(self, ctx: RunContext, k: int, w: np.ndarray) -> np.ndarray:
         """The weights passive party ``k`` scores rows with (e.g. noisy ones)."""
         return w
+
+    def eval_releases(self, ctx: RunContext, n_rows: int) -> Iterable[Release]:
+        """The privacy events of scoring ``n_rows`` rows (default: none)."""
+        return ()
 
 
 @dataclass
@@ -81,8 +110,14 @@ def train_glm(
     *,
     fit_intercept: bool = True,
     penalty: Penalty | None = None,
+    ledger: PrivacyLedger | None = None,
+    stats: RunStats | None = None,
 ) -> tuple[GLMState, float]:
-    """Run vertical minibatch SGD; return the local state and the training wall time (s)."""
+    """Run vertical minibatch SGD; return the local state and the training wall time (s).
+
+    Each epoch's ``hooks.epoch_releases`` go into ``ledger``; per-epoch statistics into
+    ``stats`` (both optional).
+    """
     hooks = hooks or GLMHooks()
     rt, spec, info = ctx.rt, ctx.spec, ctx.info
     loss = resolve_loss(ctx)
@@ -100,11 +135,13 @@ def train_glm(
     y_enc = (
         rt.local(active, loss.encode_labels, ctx.views[active].y_train) if rt.here(active) else None
     )
+    clock = EpochClock(stats if stats is not None else RunStats(), classify=info.task == "binary")
     step = 0
     t0 = time.perf_counter()
     for epoch in range(spec.epochs):
-        for idx in minibatches(info.n_train, spec.batch_size, seed=ctx.shared_seed, epoch=epoch):
-            b = len(idx)
+        clock.start()
+        for batch, idx in train_batches(ctx, epoch, step):
+            b = batch.size
             sent = {k: rt.local(k, _passive_ir, ctx, hooks, state, k, idx, step) for k in passives}
             received = rt.gather(sent, dst=active)
             back = None
@@ -115,6 +152,7 @@ def train_glm(
                 exact = loss.derivative(theta, y_enc[idx])
                 back = hooks.active_message(ctx, exact, step)
                 state.losses.append(float(np.mean(loss.value(theta, y_enc[idx]))))
+                clock.batch(state.losses[-1], theta > 0, ctx.views[active].y_train[idx] == 1)
             back = rt.broadcast(back, src=active, dsts=passives)
             for k in state.w:
                 if k == active:
@@ -129,7 +167,30 @@ def train_glm(
                     state.bias -= lr * float(np.mean(d))
             step += 1
         hooks.end_epoch(ctx, epoch)
+        compose_releases(ledger, hooks.epoch_releases(ctx, epoch))
+        clock.stop()
     return state, time.perf_counter() - t0
+
+
+def fit_glm(
+    ctx: RunContext,
+    hooks: GLMHooks | None = None,
+    *,
+    fit_intercept: bool = True,
+    penalty: Penalty | None = None,
+    ledger: PrivacyLedger | None = None,
+) -> TrainRun:
+    """The whole run: train, ``configure_evaluate``, score the test split through the hooks,
+    compose every release into ``ledger``; the returned run builds the method's FitResult."""
+    hooks = hooks or GLMHooks()
+    stats = RunStats()
+    state, train_s = train_glm(
+        ctx, hooks, fit_intercept=fit_intercept, penalty=penalty, ledger=ledger, stats=stats
+    )
+    hooks.configure_evaluate(ctx, state)
+    scores = predict_glm(ctx, state, hooks)
+    compose_releases(ledger, hooks.eval_releases(ctx, ctx.info.n_test))
+    return TrainRun(state, train_s, scores, glm_fingerprints(state), stats, eval_mode="hooks")
 
 
 def _passive_ir(

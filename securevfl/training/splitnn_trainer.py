@@ -5,13 +5,14 @@ Each data party k runs a bottom model on its columns and produces an embedding; 
 concatenation, trains its top model, and returns the gradient w.r.t. the aggregate (sum: one
 broadcast of the same gradient; concat: each party gets its own slice). Methods change only the
 plug points of :class:`SplitNNHooks` (what a party sends, how messages are combined, what comes
-back).
+back, how the test split is scored, what each stage released). :func:`fit_splitnn` runs the
+whole loop: training, the eval plug point, scoring, per-epoch statistics and the ledger's events.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,17 +22,48 @@ from torch import nn
 
 from securevfl.context import RunContext, fingerprint
 from securevfl.models.nets import bottom_mlp, seeded_init, top_mlp
+from securevfl.privacy.accountant import PrivacyLedger
+from securevfl.results import RunStats
 from securevfl.rng import derive_seed
-from securevfl.training.batching import minibatches
+from securevfl.training.loop import (
+    Batch,
+    EpochClock,
+    Release,
+    TrainRun,
+    compose_releases,
+    eval_batches,
+    steps_per_epoch,
+    train_batches,
+)
 
 DEFAULT_MLP_LR = 0.01
 
 
 class SplitNNHooks:
-    """Plug points of the split-NN trainer; the defaults give non-private split learning."""
+    """Plug points of the split-NN trainer; the defaults give non-private split learning.
+
+    Before each batch, training or evaluation, ``begin_batch`` receives its public
+    :class:`~securevfl.training.loop.Batch` (phase, epoch, index, rows; kept as ``self.batch``).
+    Training, per minibatch (``step``: the global training step): each data party's bottom output
+    goes through ``embed`` (differentiable) and ``party_message`` (what is sent); ``aggregate``
+    combines the messages at the label holder, which runs its top model, calls ``observe`` and
+    returns ``grad_message``; each party trains through ``local_loss``. After each epoch:
+    ``end_epoch``, then the trainer composes ``epoch_releases`` into the run's ledger.
+
+    Evaluation (the eval plug point): ``configure_evaluate`` says how the test split is scored:
+    ``"private"`` runs it in batches through ``embed``, ``party_message`` and ``aggregate`` (phase
+    ``eval``, ``self.batch.phase == "eval"``; ``step`` is then the number of training steps
+    taken), ``"plain"`` sends plain embeddings to a plain sum/concat. Then the trainer composes
+    ``eval_releases``.
+    """
 
     aggregation = "sum"  # "sum" or "concat"
     bounded_embeddings = False  # tanh on the bottom output (PBM needs a bound C)
+    batch: Batch | None = None  # the current batch, set by ``begin_batch``
+
+    def begin_batch(self, ctx: RunContext, batch: Batch) -> None:
+        """Called on every party before each batch of training or evaluation."""
+        self.batch = batch
 
     def embed(self, ctx: RunContext, k: int, emb: torch.Tensor, step: int) -> torch.Tensor:
         """A differentiable local transform of party ``k``'s bottom output before it is sent
@@ -64,7 +96,22 @@ class SplitNNHooks:
         return grad
 
     def observe(self, ctx: RunContext, step: int, outputs: np.ndarray, y: np.ndarray) -> None:
-        """Called at the label holder with each training batch's outputs (e.g. train accuracy)."""
+        """Called at the label holder with each training batch's outputs."""
+
+    def end_epoch(self, ctx: RunContext, epoch: int) -> None:
+        """Called on every party after each epoch, before its releases are composed."""
+
+    def epoch_releases(self, ctx: RunContext, epoch: int) -> Iterable[Release]:
+        """The privacy events of what the parties released in ``epoch`` (default: none)."""
+        return ()
+
+    def configure_evaluate(self, ctx: RunContext, state: SplitNNState) -> str:
+        """How the test split is scored: ``"private"`` (through these hooks) or ``"plain"``."""
+        return "plain"
+
+    def eval_releases(self, ctx: RunContext, n_rows: int) -> Iterable[Release]:
+        """The privacy events of scoring ``n_rows`` rows (default: none)."""
+        return ()
 
 
 @dataclass
@@ -109,8 +156,18 @@ def build_models(ctx: RunContext, hooks: SplitNNHooks) -> SplitNNState:
     return SplitNNState(bottoms=bottoms, top=top)
 
 
-def train_splitnn(ctx: RunContext, hooks: SplitNNHooks | None = None) -> tuple[SplitNNState, float]:
-    """Train bottoms and top jointly with Adam; return local state and training wall time (s)."""
+def train_splitnn(
+    ctx: RunContext,
+    hooks: SplitNNHooks | None = None,
+    *,
+    ledger: PrivacyLedger | None = None,
+    stats: RunStats | None = None,
+) -> tuple[SplitNNState, float]:
+    """Train bottoms and top jointly with Adam; return local state and training wall time (s).
+
+    Each epoch's ``hooks.epoch_releases`` go into ``ledger``; per-epoch statistics into
+    ``stats`` (both optional).
+    """
     hooks = hooks or SplitNNHooks()
     spec, info, rt = ctx.spec, ctx.info, ctx.rt
     lr = spec.lr if spec.lr is not None else DEFAULT_MLP_LR
@@ -120,10 +177,15 @@ def train_splitnn(ctx: RunContext, hooks: SplitNNHooks | None = None) -> tuple[S
     opts = {k: torch.optim.Adam(m.parameters(), lr=lr) for k, m in state.bottoms.items()}
     top_opt = torch.optim.Adam(state.top.parameters(), lr=lr) if state.top is not None else None
     senders = list(ctx.data_parties)
+    clock = EpochClock(
+        stats if stats is not None else RunStats(), classify=info.task != "regression"
+    )
     step = 0
     t0 = time.perf_counter()
     for epoch in range(spec.epochs):
-        for idx in minibatches(info.n_train, spec.batch_size, seed=ctx.shared_seed, epoch=epoch):
+        clock.start()
+        for batch, idx in train_batches(ctx, epoch, step):
+            hooks.begin_batch(ctx, batch)
             embs: dict[int, torch.Tensor] = {}
             # every data party has a key (None where it does not live): in a networked run all
             # processes must agree on the senders of a gather
@@ -143,12 +205,15 @@ def train_splitnn(ctx: RunContext, hooks: SplitNNHooks | None = None) -> tuple[S
             if rt.here(L):
                 h = torch.as_tensor(agg, dtype=torch.float32).requires_grad_(True)
                 logits = state.top(h)
-                loss = _task_loss(ctx, logits, ctx.views[L].y_train[idx])
-                hooks.observe(ctx, step, logits.detach().numpy(), ctx.views[L].y_train[idx])
+                y = ctx.views[L].y_train[idx]
+                loss = _task_loss(ctx, logits, y)
+                out = logits.detach().numpy()
+                hooks.observe(ctx, step, out, y)
                 top_opt.zero_grad()
                 loss.backward()
                 top_opt.step()
                 state.losses.append(float(loss.detach()))
+                clock.batch(state.losses[-1], out.argmax(axis=1), y)
                 back = hooks.grad_message(ctx, h.grad.numpy(), step)
             if hooks.aggregation == "sum":
                 got = rt.broadcast(back, src=L, dsts=[s for s in senders if s != L])
@@ -170,7 +235,65 @@ def train_splitnn(ctx: RunContext, hooks: SplitNNHooks | None = None) -> tuple[S
                     ((emb * g).sum() + extra).backward()
                 opts[k].step()
             step += 1
+        hooks.end_epoch(ctx, epoch)
+        compose_releases(ledger, hooks.epoch_releases(ctx, epoch))
+        clock.stop()
     return state, time.perf_counter() - t0
+
+
+def fit_splitnn(
+    ctx: RunContext, hooks: SplitNNHooks | None = None, *, ledger: PrivacyLedger | None = None
+) -> TrainRun:
+    """The whole run: train, ask ``configure_evaluate`` how to score, score the test split
+    (privately through the hooks, or plainly), compose every release into ``ledger``; the
+    returned run builds the method's FitResult."""
+    hooks = hooks or SplitNNHooks()
+    stats = RunStats()
+    state, train_s = train_splitnn(ctx, hooks, ledger=ledger, stats=stats)
+    mode = hooks.configure_evaluate(ctx, state)
+    if mode == "private":
+        steps = ctx.spec.epochs * steps_per_epoch(ctx)
+        scores = predict_private(ctx, state, hooks, step=steps)
+    elif mode == "plain":
+        scores = predict_splitnn(ctx, state, hooks)
+    else:
+        raise ValueError(f"configure_evaluate must return 'private' or 'plain', got {mode!r}")
+    compose_releases(ledger, hooks.eval_releases(ctx, ctx.info.n_test))
+    return TrainRun(state, train_s, scores, splitnn_fingerprints(state), stats, eval_mode=mode)
+
+
+def _scores(ctx: RunContext, out: torch.Tensor) -> np.ndarray:
+    """The label holder's test scores from the top model's outputs."""
+    if ctx.info.task == "regression":
+        return out[:, 0].numpy().astype(float)
+    return torch.softmax(out, dim=1).numpy().astype(float)
+
+
+def predict_private(
+    ctx: RunContext, state: SplitNNState, hooks: SplitNNHooks, *, step: int, split: str = "test"
+) -> np.ndarray | None:
+    """Scores of a split through the method's own path (``embed``, ``party_message``,
+    ``aggregate``) in batches of the training batch size, phase 'eval': the label holder never
+    sees what training would not have shown it."""
+    rt, L = ctx.rt, ctx.info.label_party
+    attr = "X_test" if split == "test" else "X_train"
+    n = ctx.info.n_test if split == "test" else ctx.info.n_train
+    outs = []
+    with rt.meter.in_phase("eval"), torch.no_grad():
+        for batch in eval_batches(n, ctx.spec.batch_size, step):
+            hooks.begin_batch(ctx, batch)
+            rows = slice(batch.start, batch.start + batch.size)
+            msgs: dict[int, Any] = dict.fromkeys(ctx.data_parties)
+            for k, m in state.bottoms.items():
+                x = torch.as_tensor(getattr(ctx.views[k], attr)[rows], dtype=torch.float32)
+                emb = hooks.embed(ctx, k, m(x), step)
+                msgs[k] = hooks.party_message(ctx, k, emb.numpy(), step)
+            agg = hooks.aggregate(ctx, msgs, dst=L, step=step)
+            if rt.here(L):
+                outs.append(state.top(torch.as_tensor(agg, dtype=torch.float32)))
+    if not rt.here(L):
+        return None
+    return _scores(ctx, torch.cat(outs))
 
 
 def predict_splitnn(
@@ -182,17 +305,17 @@ def predict_splitnn(
     plain.aggregation = hooks.aggregation
     rt, info = ctx.rt, ctx.info
     attr = "X_test" if split == "test" else "X_train"
+    n = info.n_test if split == "test" else info.n_train
     with rt.meter.in_phase("eval"), torch.no_grad():
         msgs: dict[int, Any] = dict.fromkeys(ctx.data_parties)
         for k, m in state.bottoms.items():
             msgs[k] = m(torch.as_tensor(getattr(ctx.views[k], attr), dtype=torch.float32)).numpy()
-        agg = plain.aggregate(ctx, msgs, dst=info.label_party, step=-1)
+        batch = next(eval_batches(n, n, 0))  # one batch: the whole split
+        agg = plain.aggregate(ctx, msgs, dst=info.label_party, step=batch.step)
         if not rt.here(info.label_party):
             return None
         out = state.top(torch.as_tensor(agg, dtype=torch.float32))
-    if info.task == "regression":
-        return out[:, 0].numpy().astype(float)
-    return torch.softmax(out, dim=1).numpy().astype(float)
+    return _scores(ctx, out)
 
 
 def splitnn_fingerprints(state: SplitNNState) -> dict[Any, str]:

@@ -1,0 +1,28 @@
+"""A party's Gaussian noise drawn in chunks from its own generator (HDP-VFL's noise stream)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class NoiseStream:
+    """σ·N(0, 1) draws from one party's generator, produced in chunks.
+
+    Drawing a chunk of standard normals and slicing it yields exactly the variates that
+    per-step calls would (the generator is consumed in order); it only saves per-call overhead.
+    """
+
+    def __init__(self, rng: np.random.Generator, sigma: float, chunk: int) -> None:
+        self.rng, self.sigma, self.chunk = rng, sigma, max(1, chunk)
+        self.buf = np.empty(0)
+        self.pos = 0
+
+    def take(self, m: int) -> np.ndarray:
+        """The next ``m`` noise values (a read-only view: callers add it, never modify it)."""
+        if self.pos + m > len(self.buf):
+            fresh = self.sigma * self.rng.standard_normal(max(self.chunk, m))
+            self.buf = np.concatenate([self.buf[self.pos :], fresh])
+            self.pos = 0
+        out = self.buf[self.pos : self.pos + m]
+        self.pos += m
+        return out

@@ -1,0 +1,68 @@
+"""Adapters of a GLM run's context: a loss with bounded constants, and the active party's
+intercept as a constant column (so it is clipped with its weight block)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from securevfl.context import RunContext, parse_bool
+from securevfl.errors import ConfigError
+
+# losses whose derivative is not bounded for every θ: their constants fail under θ-noise
+UNBOUNDED_LOSSES = {"least-squares": "least-squares-bounded"}
+
+
+def with_bounded_loss(ctx: RunContext) -> RunContext:
+    """Use a loss whose constants hold for any θ (regression default: least-squares-bounded)."""
+    name = ctx.spec.loss
+    if name in UNBOUNDED_LOSSES:
+        raise ConfigError(
+            f"loss for hdp-vfl must have a bounded derivative (use "
+            f"{UNBOUNDED_LOSSES[name]!r}), got {name!r}"
+        )
+    if name is None and ctx.info.task == "regression":
+        return dataclasses.replace(
+            ctx, spec=dataclasses.replace(ctx.spec, loss="least-squares-bounded")
+        )
+    return ctx
+
+
+def with_constant_feature(ctx: RunContext) -> RunContext:
+    """The active party's columns plus a constant 1: its weight is the intercept.
+
+    The bias then lives in w_A and is clipped with it (||(w_A, b)|| <= k), which the proofs allow
+    (the constant never differs between neighbouring rows). An unclipped bias, as the shared
+    trainer's would be, grows without bound under θ-noise (the noise flattens the sigmoid, the
+    bias compensates) while w stays clipped, and the model then predicts the majority class.
+    """
+    views = dict(ctx.views)
+    active = 0
+    if active in views:
+        v = views[active]
+        views[active] = dataclasses.replace(
+            v,
+            X_train=np.hstack([v.X_train, np.ones((len(v.X_train), 1))]),
+            X_test=np.hstack([v.X_test, np.ones((len(v.X_test), 1))]),
+        )
+    fpp = list(ctx.info.features_per_party)
+    fpp[active] += 1
+    info = dataclasses.replace(ctx.info, features_per_party=tuple(fpp))
+    return dataclasses.replace(ctx, views=views, info=info)
+
+
+INTERCEPTS = ("clipped", "free", "none")
+
+
+def parse_intercept(value: Any) -> str:
+    """'clipped' (true), 'free' or 'none' (false): how the active party's bias is treated."""
+    if isinstance(value, str) and value.strip().lower() in INTERCEPTS:
+        return value.strip().lower()
+    try:
+        return "clipped" if parse_bool(value) else "none"
+    except ConfigError:
+        raise ConfigError(
+            f"intercept must be one of {list(INTERCEPTS)} (or true/false), got {value!r}"
+        ) from None
