@@ -33,7 +33,6 @@ for the algorithm as run (the per-row count of the paper is not one).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -59,7 +58,7 @@ from securevfl.privacy.afe import (
 from securevfl.privacy.events import gaussian_event
 from securevfl.results import FitResult
 from securevfl.rng import derive_seed
-from securevfl.training import SplitNNHooks, n_batches, splitnn_fingerprints, train_splitnn
+from securevfl.training import TRAIN, Release, SplitNNHooks, fit_splitnn, n_batches
 from securevfl.training.fcm import pseudo_labels
 
 DEFAULT_DELTA = 1e-5
@@ -70,9 +69,9 @@ class AFEHooks(SplitNNHooks):
 
     bounded_embeddings = False
 
-    def __init__(self, ctx: RunContext, ledger: PrivacyLedger, **cfg: Any) -> None:
+    def __init__(self, ctx: RunContext, **cfg: Any) -> None:
         self.aggregation = ctx.spec.aggregation
-        self.ledger, self.cfg = ledger, cfg
+        self.cfg = cfg
         self.C = cfg["clip"]
         self.sigma = cfg["z_e"] * 2 * self.C
         self.rescaling = cfg["variant"] in ("r", "full")
@@ -99,12 +98,14 @@ class AFEHooks(SplitNNHooks):
 
     def embed(self, ctx: RunContext, k: int, emb: torch.Tensor, step: int) -> torch.Tensor:
         u = clip_rows(emb, self.C)
-        self.clipped[k] = u
+        training = self.batch is not None and self.batch.phase == TRAIN
+        if training:
+            self.clipped[k] = u  # the contrastive term of local_loss uses it
         if not self.rescaling:
             return u
         t0 = time.perf_counter()
         st = self.scalers[k]
-        if step >= 0 and len(u) > 1:  # training: the batch's statistics, one Gaussian release
+        if training and len(u) > 1:  # the batch's statistics, one Gaussian release
             perms = self._perms(ctx, len(u))
             v = u.detach().numpy().astype(np.float64) / self.C
             if self.cfg["lam_kl"] > 0 and step % self.cfg["kl_every"] == 0:
@@ -116,13 +117,15 @@ class AFEHooks(SplitNNHooks):
             w, s = release_stats(w, b=len(u), z=self.cfg["z_s"], rng=self.stats_rngs[k])
             st.update(w, b=len(u), sigma=s)
         out = rescale(u, factor=st.factor, bound=self.C)
-        self.ms["R"] += time.perf_counter() - t0
+        if training:  # per-step costs are of training steps only
+            self.ms["R"] += time.perf_counter() - t0
         return out
 
     def party_message(self, ctx: RunContext, k: int, emb: np.ndarray, step: int) -> Any:
         t0 = time.perf_counter()
         out = (emb + self.rngs[k].normal(0.0, self.sigma, size=emb.shape)).astype(np.float32)
-        self.ms["noise"] += time.perf_counter() - t0
+        if self.batch is not None and self.batch.phase == TRAIN:
+            self.ms["noise"] += time.perf_counter() - t0
         return out
 
     def local_loss(
@@ -143,57 +146,26 @@ class AFEHooks(SplitNNHooks):
             self.ms["D"] += time.perf_counter() - t0
         return extra
 
-    def aggregate(
-        self, ctx: RunContext, messages: Mapping[int, Any], *, dst: int, step: int
-    ) -> np.ndarray | None:
-        msgs = {k: messages.get(k) for k in ctx.data_parties}
-        out = super().aggregate(ctx, msgs, dst=dst, step=step)
-        if step >= 0 and step % self.n_batches == self.n_batches - 1:
-            self.end_epoch(ctx)
-        return out
-
-    def end_epoch(self, ctx: RunContext) -> None:
+    def epoch_releases(self, ctx: RunContext, epoch: int) -> list[Release]:
         """The epoch's releases: every row's embedding and every batch's statistics of each
         passive party (each may depend on any row through the bottom model: all count)."""
+        emb = gaussian_event(sigma=self.sigma, sensitivity=2 * self.C, count=ctx.info.n_train)
+        stats = gaussian_event(sigma=self.cfg["z_s"], sensitivity=1.0, count=self.n_batches)
+        out = []
         for k in ctx.data_parties:
-            self.ledger.compose(
-                k,
-                gaussian_event(sigma=self.sigma, sensitivity=2 * self.C, count=ctx.info.n_train),
-            )
+            out.append((k, emb))
             if self.rescaling:
-                self.ledger.compose(
-                    k,
-                    gaussian_event(sigma=self.cfg["z_s"], sensitivity=1.0, count=self.n_batches),
-                )
+                out.append((k, stats))
+        return out
 
+    def configure_evaluate(self, ctx: RunContext, state: Any) -> str:
+        """Test rows go through the training path (clip, the final factor, noise)."""
+        return "private"
 
-def predict_private(ctx: RunContext, state: Any, hooks: AFEHooks) -> np.ndarray | None:
-    """Score the test split through the training path (clip, rescale with the final factor,
-    noise), in batches, phase 'eval'; one more embedding release per passive party."""
-    rt, info, L = ctx.rt, ctx.info, ctx.info.label_party
-    bs = min(ctx.spec.batch_size, info.n_test)
-    outs = []
-    with rt.meter.in_phase("eval"), torch.no_grad():
-        for chunk, start in enumerate(range(0, info.n_test, bs)):
-            msgs: dict[int, Any] = dict.fromkeys(ctx.data_parties)
-            for k, m in state.bottoms.items():
-                x = torch.as_tensor(ctx.views[k].X_test[start : start + bs], dtype=torch.float32)
-                emb = hooks.embed(ctx, k, m(x), -chunk - 1)
-                hooks.clipped.pop(k, None)
-                msgs[k] = hooks.party_message(ctx, k, emb.numpy(), -chunk - 1)
-            agg = hooks.aggregate(ctx, msgs, dst=L, step=-chunk - 1)
-            if rt.here(L):
-                outs.append(state.top(torch.as_tensor(agg, dtype=torch.float32)))
-    for k in ctx.data_parties:
-        hooks.ledger.compose(
-            k, gaussian_event(sigma=hooks.sigma, sensitivity=2 * hooks.C, count=info.n_test)
-        )
-    if not rt.here(L):
-        return None
-    out = torch.cat(outs)
-    if info.task == "regression":
-        return out[:, 0].numpy().astype(float)
-    return torch.softmax(out, dim=1).numpy().astype(float)
+    def eval_releases(self, ctx: RunContext, n_rows: int) -> list[Release]:
+        """One more embedding release of every test row per passive party."""
+        event = gaussian_event(sigma=self.sigma, sensitivity=2 * self.C, count=n_rows)
+        return [(k, event) for k in ctx.data_parties]
 
 
 @register_method
@@ -237,10 +209,9 @@ class AFEVFL(Method):
             batches=n_batches(ctx.info.n_train, ctx.spec.batch_size),
         )
         ledger = PrivacyLedger("party-row")
-        hooks = AFEHooks(ctx, ledger, z_e=z_e, z_s=z_s, **cfg)
-        state, train_s = train_splitnn(ctx, hooks)
+        hooks = AFEHooks(ctx, z_e=z_e, z_s=z_s, **cfg)
+        run = fit_splitnn(ctx, hooks, ledger=ledger)
         steps = E * hooks.n_batches
-        scores = predict_private(ctx, state, hooks)
         outside: list[str] = []
         report = ledger.report(
             delta,
@@ -257,26 +228,13 @@ class AFEVFL(Method):
                 "planned_epsilon": planned,
             },
         )
-        extra: dict[str, Any] = {
-            "variant": cfg["variant"],
-            "sigma": hooks.sigma,
-            "step_ms": {
-                "total": 1e3 * train_s / steps,
-                **{key: 1e3 * v / steps for key, v in hooks.ms.items()},
-            },
-        }
-        extra["step_ms"]["vfl"] = extra["step_ms"]["total"] - sum(
-            extra["step_ms"][key] for key in hooks.ms
-        )
+        extra: dict[str, Any] = {"variant": cfg["variant"], "sigma": hooks.sigma}
+        step_ms = {key: 1e3 * v / steps for key, v in hooks.ms.items()}
+        step_ms["total"] = 1e3 * run.train_s / steps
+        step_ms["vfl"] = step_ms["total"] - sum(step_ms[key] for key in hooks.ms)
+        run.stats.step_ms = step_ms
         if hooks.scalers:
             extra["rescale_factor"] = {str(k): s.factor for k, s in hooks.scalers.items()}
         if hooks.kept:
             extra["fcm_kept_fraction"] = float(np.mean(hooks.kept))
-        losses, nb = state.losses, hooks.n_batches
-        if losses:
-            extra["epoch_train_loss"] = [
-                float(np.mean(losses[e * nb : (e + 1) * nb])) for e in range(E)
-            ]
-        return FitResult(
-            scores, train_s, privacy=report, fingerprints=splitnn_fingerprints(state), extra=extra
-        )
+        return run.result(privacy=report, extra=extra)

@@ -1,0 +1,120 @@
+"""PBM-VFL's baselines: NPQ (Algorithm 2 without PBM or secure aggregation) and LDP-VFL
+(Gaussian noise 2M/(b beta^2) on every embedding coordinate, no secure aggregation). The
+privacy analysis, units and the count of releases are PBM-VFL's (see ``pbm_vfl``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from securevfl.context import RunContext, RunSpec
+from securevfl.errors import ConfigError
+from securevfl.methods.base import register_method
+from securevfl.methods.pbm_vfl import (
+    BOUND,
+    DEFAULT_DELTA,
+    PBM_OPTIONS,
+    BoundedSumHooks,
+    SumSplitNN,
+    eval_mode,
+    outside,
+    private_eval,
+)
+from securevfl.privacy.accountant import Accountant, PrivacyLedger, calibrate
+from securevfl.privacy.pbm import ldp_sigma
+from securevfl.privacy.pbm_accountant import ldp_event
+from securevfl.results import FitResult
+from securevfl.training import row_uses
+
+
+class LDPHooks(BoundedSumHooks):
+    """LDP-VFL: Gaussian noise of variance 2M/(b beta^2) on every coordinate of every embedding."""
+
+    def __init__(self, ctx: RunContext, *, sigma: float, eval_mode: str) -> None:
+        super().__init__(ctx, eval_mode=eval_mode)
+        self.sigma = sigma
+        self.rngs = {
+            k: ctx.noise_rng(k, "ldp-vfl")
+            for k in ctx.rt.local_parties
+            if k < ctx.info.data_parties
+        }
+
+    def party_message(self, ctx: RunContext, k: int, emb: np.ndarray, step: int) -> Any:
+        return (emb + self.rngs[k].normal(0.0, self.sigma, size=emb.shape)).astype(np.float32)
+
+
+@register_method
+class NPQ(SumSplitNN):
+    name = "npq"
+    summary = "PBM-VFL's baseline: Algorithm 2 without PBM or secure aggregation (no privacy)"
+    family = "plain"
+
+    def fit(self, ctx: RunContext) -> FitResult:
+        return self.finish(ctx, BoundedSumHooks(ctx), None, {})
+
+
+@register_method
+class LDPVFL(SumSplitNN):
+    name = "ldp-vfl"
+    summary = "PBM-VFL's baseline: Gaussian noise 2M/(b beta^2) per embedding coordinate, no secagg"
+    family = "dp"
+    options = PBM_OPTIONS
+    calibrates = True
+
+    def validate(self, spec: RunSpec) -> None:
+        super().validate(spec)
+        self.pbm_params(spec)
+
+    def fit(self, ctx: RunContext) -> FitResult:
+        spec = ctx.spec
+        b, beta = self.pbm_params(spec)
+        M, P, E = ctx.info.data_parties, spec.embedding_dim, spec.epochs
+        delta = spec.delta or DEFAULT_DELTA
+
+        # every release of a party's rows counts (module docstring): all uses of all its rows
+        uses = row_uses(ctx, private_eval=private_eval(self, spec))
+
+        def eps_of(unit: str, sigma: float, uses: int = uses) -> float:
+            ev = ldp_event(unit, sigma=sigma, n_parties=M, dim=P, uses=uses, bound=BOUND)
+            return Accountant().compose(ev).get_epsilon(delta)
+
+        if spec.epsilon is None:
+            sigma = ldp_sigma(b=b, beta=beta, n_parties=M)
+        else:
+            sigma, eps = calibrate(
+                lambda s: eps_of("party-row", s),
+                float(spec.epsilon),
+                lo=1e-4,
+                hi=1e6,
+                what="sigma",
+            )
+            if eps < 0.98 * float(spec.epsilon):
+                raise ConfigError(
+                    f"epsilon {spec.epsilon:g} cannot be met within 2%: sigma 1e-4 gives {eps:.4g}"
+                )
+        ledger = PrivacyLedger("party-row")
+        for k in ctx.data_parties:
+            ledger.compose(
+                k, ldp_event("party-row", sigma=sigma, n_parties=M, dim=P, uses=uses, bound=BOUND)
+            )
+        report = ledger.report(
+            delta,
+            target_epsilon=spec.epsilon,
+            outside_guarantee=outside(self, spec),
+            extra={
+                "by_unit": {
+                    "party-row": eps_of("party-row", sigma),
+                    "sample": eps_of("sample", sigma),
+                },
+                "per_row_only": eps_of("party-row", sigma, E),
+                "sigma": sigma,
+                "releases_per_row": {"train": P * E, "test": P if private_eval(self, spec) else 0},
+            },
+        )
+        return self.finish(
+            ctx,
+            LDPHooks(ctx, sigma=sigma, eval_mode=eval_mode(self, spec)),
+            report,
+            {"sigma": sigma},
+        )
