@@ -160,7 +160,7 @@ def test_achieved_epsilon_meets_the_target_within_two_percent(variant):
     releases = 2 * n_train + n_test + (2 * -(-n_train // 64) if variant == "full" else 0)
     assert {v["releases"] for v in p["per_party"].values()} == {releases}
     assert set(p["per_party"]) == {"0", "1"}
-    assert rec["extra"]["step_ms"]["total"] > 0
+    assert rec["stats"]["step_ms"]["total"] > 0
 
 
 def test_plan_noise_is_monotone_and_spends_the_share():

@@ -19,7 +19,7 @@ from bench.runner import load_plugins
 from securevfl.context import RunContext, RunSpec
 from securevfl.errors import ConfigError
 from securevfl.experiment import build_views, validate_spec
-from securevfl.methods.hdp_vfl import HDPHooks, balanced_batch_size, plan_streams
+from securevfl.methods.hdp_vfl import HDPHooks, plan_streams
 from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.privacy.hdp_sensitivity import (
     active_epoch_sensitivities,
@@ -29,7 +29,7 @@ from securevfl.privacy.hdp_sensitivity import (
     weight_sensitivity,
 )
 from securevfl.runtime import InProcessRuntime
-from securevfl.training import train_glm
+from securevfl.training import balanced_batch_size, train_glm
 from securevfl.training.glm_trainer import predict_glm, resolve_loss
 
 load_plugins()
@@ -154,32 +154,34 @@ def _max_shift_ratio(
             derivative_clip=1.0,
             score_share=0.25,
         )
-        hook_d = _Recording(ctx, plan, PrivacyLedger("party-row"), clip=1.0, tag="audit")
+        hook_d = _Recording(ctx, plan, clip=1.0, tag="audit")
         hook_d.clip_received = clip_received
-        state_d, _ = train_glm(ctx, hook_d, fit_intercept=False)
+        state_d, _ = train_glm(ctx, hook_d, fit_intercept=False, ledger=PrivacyLedger("party-row"))
         if tail is not None:
             history = _with_tail(ctx, hook_d.sent_back, j, tail * plan.sigma_a)
             hook_d = _Recording(
                 ctx,
                 plan,
-                PrivacyLedger("party-row"),
                 clip=1.0,
                 tag="audit",
                 clip_received=clip_received,
                 replay=history,
             )
-            state_d, _ = train_glm(ctx, hook_d, fit_intercept=False)
+            state_d, _ = train_glm(
+                ctx, hook_d, fit_intercept=False, ledger=PrivacyLedger("party-row")
+            )
             hook_d.sent_back = history
         hook_n = _Recording(
             ctx_n,
             plan,
-            PrivacyLedger("party-row"),
             clip=1.0,
             tag="audit",
             clip_received=clip_received,
             replay=hook_d.sent_back,
         )
-        state_n, _ = train_glm(ctx_n, hook_n, fit_intercept=False)
+        state_n, _ = train_glm(
+            ctx_n, hook_n, fit_intercept=False, ledger=PrivacyLedger("party-row")
+        )
         # the privacy loss's scale: each release's mean shift over its own noise, composed
         shift = sum(float(np.sum((a - b) ** 2)) for a, b in zip(hook_d.ir, hook_n.ir))
         mu_sq = shift / plan.sigma_b**2
@@ -250,12 +252,13 @@ def test_predict_glm_uses_the_scoring_hook():
         score_share=0.25,
     )
     ledger = PrivacyLedger("party-row")
-    hooks = HDPHooks(ctx, plan, ledger, clip=1.0, tag="t")
-    state, _ = train_glm(ctx, hooks, fit_intercept=False)
+    hooks = HDPHooks(ctx, plan, clip=1.0, tag="t")
+    state, _ = train_glm(ctx, hooks, fit_intercept=False, ledger=ledger)
     plain = predict_glm(ctx, state)
     noisy = predict_glm(ctx, state, hooks)
     assert not np.allclose(plain, noisy)
     # one epoch event per party so far; the noisy weights add one release to the passive party
     assert ledger.parties[1].releases == 1
-    hooks.scored(ctx)
+    for k, event in hooks.eval_releases(ctx, info.n_test):
+        ledger.compose(k, event)
     assert ledger.parties[1].releases == 2 and ledger.parties[0].releases == 1

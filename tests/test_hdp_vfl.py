@@ -10,11 +10,11 @@ from bench.runner import load_plugins
 from securevfl.context import RunContext, RunSpec
 from securevfl.errors import ConfigError
 from securevfl.experiment import build_views, run_experiment, validate_spec
-from securevfl.methods.hdp_vfl import balanced_batch_size, train_hdp
+from securevfl.methods.hdp_vfl import train_hdp
 from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.rng import make_rng
 from securevfl.runtime import InProcessRuntime
-from securevfl.training import minibatches
+from securevfl.training import balanced_batch_size, minibatches
 
 load_plugins()
 
@@ -62,7 +62,7 @@ def test_algorithm_1_matches_a_numpy_reference_with_the_same_noise():
     method = validate_spec(spec)
     info, views, _ = build_views(spec, method, [0, 1, 2])
     ctx = RunContext(InProcessRuntime(3), spec, info, views, shared_seed=3)
-    state, _, hooks = train_hdp(
+    run, hooks = train_hdp(
         ctx,
         PrivacyLedger("party-row"),
         epochs=2,
@@ -71,7 +71,7 @@ def test_algorithm_1_matches_a_numpy_reference_with_the_same_noise():
         tag="final",
         intercept=True,
     )
-    facts = hooks.plan.facts
+    state, facts = run.state, hooks.plan.facts
     # reference: Algorithm 1 written out (balanced batches, noise from the same party streams);
     # the intercept is a constant column of the active party, clipped with its block
     n, b = info.n_train, balanced_batch_size(info.n_train, 100)
@@ -229,7 +229,7 @@ def test_free_intercept_is_an_unclipped_bias_of_the_active_party():
     method = validate_spec(spec)
     info, views, _ = build_views(spec, method, [0, 1])
     ctx = RunContext(InProcessRuntime(2), spec, info, views, shared_seed=2)
-    state, _, hooks = train_hdp(
+    run, hooks = train_hdp(
         ctx,
         PrivacyLedger("party-row"),
         epochs=3,
@@ -238,6 +238,7 @@ def test_free_intercept_is_an_unclipped_bias_of_the_active_party():
         tag="final",
         intercept="free",
     )
+    state = run.state
     assert hooks.plan.facts["feature_norm"] == pytest.approx(math.sqrt(2.0))
     assert len(state.w[0]) == info.features_per_party[0]  # no constant column
     assert abs(state.bias) > 0.05  # breast's prior logit: the bias is not held to k
@@ -245,8 +246,8 @@ def test_free_intercept_is_an_unclipped_bias_of_the_active_party():
 
 
 def test_theta_is_recovered_from_the_logistic_derivative():
-    from securevfl.methods.hdp_vfl import theta_from_logistic_derivative
     from securevfl.models.glm import LogisticLoss
+    from securevfl.models.logistic_threshold import theta_from_logistic_derivative
 
     theta = np.linspace(-20, 20, 41)
     y = np.where(np.arange(41) % 2 == 0, 1.0, -1.0)
@@ -256,7 +257,7 @@ def test_theta_is_recovered_from_the_logistic_derivative():
 
 
 def test_deconvolved_threshold_recovers_the_noise_free_crossing():
-    from securevfl.methods.hdp_vfl import deconvolved_threshold, logistic_fit_1d
+    from securevfl.models.logistic_threshold import deconvolved_threshold, logistic_fit_1d
 
     rng = np.random.default_rng(0)
     s = rng.normal(0.0, 1.0, 200_000)

@@ -258,7 +258,7 @@ def test_secagg_demo_prints_the_recovered_sum(capsys) -> None:
 
 def test_per_epoch_train_accuracy_is_recorded() -> None:
     rec = run_experiment(_spec("npq", epochs=3))
-    acc = rec["extra"]["epoch_train_accuracy"]
+    acc = rec["stats"]["epoch_accuracy"]
     assert len(acc) == 3 and all(0.0 <= a <= 1.0 for a in acc)
     assert acc[-1] > 0.7  # breast is easy: the training forward pass learns within 3 epochs
 

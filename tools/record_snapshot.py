@@ -48,6 +48,12 @@ CASES: list[dict[str, Any]] = [
     dict(method="vfl", model="mlp", epochs=2, aggregation="concat"),
     dict(method="local", model="mlp", epochs=2),
     dict(method="centralized", model="mlp", epochs=2),
+    dict(method="afe-vfl", model="mlp", epsilon=4.0, epochs=2, options={"variant": "vanilla"}),
+    dict(method="afe-vfl", model="mlp", epsilon=4.0, epochs=2, options={"variant": "r"}),
+    dict(method="vfl", dataset="diabetes", epochs=2),
+    dict(method="vfl", dataset="diabetes", model="mlp", epochs=2),
+    dict(method="hdp-vfl", dataset="diabetes", epsilon=4.0, epochs=2),
+    dict(method="ldp-vfl", dataset="diabetes", model="mlp", epsilon=4.0, epochs=2),
 ]
 SKIP = {"time", "timestamp", "version", "config", "stats", "extra", "runtime"}
 
@@ -60,7 +66,7 @@ def save(path: str) -> None:
 
     out = []
     for case in CASES:
-        spec = RunSpec(dataset="breast", parties=2, seed=3, delta=1e-5, **case)
+        spec = RunSpec(**{"dataset": "breast", "parties": 2, "seed": 3, "delta": 1e-5, **case})
         try:
             rec = run_experiment(spec)
         except Exception as e:  # a case a branch no longer accepts is reported, not fatal

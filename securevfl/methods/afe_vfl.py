@@ -150,12 +150,12 @@ class AFEHooks(SplitNNHooks):
         """The epoch's releases: every row's embedding and every batch's statistics of each
         passive party (each may depend on any row through the bottom model: all count)."""
         emb = gaussian_event(sigma=self.sigma, sensitivity=2 * self.C, count=ctx.info.n_train)
-        stats = gaussian_event(sigma=self.cfg["z_s"], sensitivity=1.0, count=self.n_batches)
         out = []
         for k in ctx.data_parties:
             out.append((k, emb))
-            if self.rescaling:
-                out.append((k, stats))
+            if self.rescaling:  # the batch statistics (z_s is 0 without rescaling)
+                z_s = self.cfg["z_s"]
+                out.append((k, gaussian_event(sigma=z_s, sensitivity=1.0, count=self.n_batches)))
         return out
 
     def configure_evaluate(self, ctx: RunContext, state: Any) -> str:
