@@ -1,6 +1,10 @@
-"""PBM-VFL's baselines: NPQ (Algorithm 2 without PBM or secure aggregation) and LDP-VFL
-(Gaussian noise 2M/(b beta^2) on every embedding coordinate, no secure aggregation). The
-privacy analysis, units and the count of releases are PBM-VFL's (see ``pbm_vfl``)."""
+"""PBM-VFL's baselines on the same split-NN shape (see ``pbm_vfl``):
+
+* ``npq``: Algorithm 2 without PBM and secure aggregation (plain embeddings, plain sum);
+* ``ldp-vfl``: every party adds N(0, 2M/(b beta^2)) to each coordinate, no secure aggregation.
+
+The privacy units and the count of releases are PBM-VFL's (``pbm_vfl``'s docstring).
+"""
 
 from __future__ import annotations
 

@@ -1,17 +1,13 @@
-"""PBM-VFL (Tran, Castiglia, Patterson, Milanova) and the paper's baselines NPQ and LDP-VFL.
+"""PBM-VFL (Tran, Castiglia, Patterson, Milanova); its baselines NPQ and LDP-VFL are in ``ldp_vfl``.
 
 M data parties (0..M-1) each run a bottom model with tanh-bounded embeddings (C = 1); the server
 (index M) holds the labels and a fusion model on the SUM of the embeddings (Eq. 1-3); the gradient
-w.r.t. the sum goes back to every party (Algorithm 2). The three methods differ only in what a
-party sends and how the server combines it:
-
-* ``pbm-vfl``: each coordinate is quantized by PBM (Algorithm 1), the integer vectors are summed by
-  secure aggregation (``protocols.secagg``: X25519 keys in phase "setup", pair and self masks
-  mod 2^r, r-bit packing, HMAC-authenticated messages, Shamir-shared self-mask seeds so a round
-  survives dropouts), the server estimates the sum as C/(beta b) (q_hat - bM/2). Privacy: PLD of
-  the sampler's exact pmf (``pbm_accountant``).
-* ``npq``: Algorithm 2 without PBM and secure aggregation (plain embeddings, plain sum).
-* ``ldp-vfl``: every party adds N(0, 2M/(b beta^2)) to each coordinate, no secure aggregation.
+w.r.t. the sum goes back to every party (Algorithm 2). In ``pbm-vfl`` each coordinate is
+quantized by PBM (Algorithm 1), the integer vectors are summed by secure aggregation
+(``protocols.secagg``: X25519 keys in phase "setup", pair and self masks mod 2^r, r-bit packing,
+HMAC-authenticated messages, Shamir-shared self-mask seeds so a round survives dropouts), the
+server estimates the sum as C/(beta b) (q_hat - bM/2). Privacy: PLD of the sampler's exact pmf
+(``pbm_accountant``). NPQ and LDP-VFL differ only in what a party sends.
 
 Test-time scoring (``--eval private``, the default) runs through the same aggregation as
 training, so the server never sees a plain embedding; ``--eval plain`` scores on plain
@@ -46,7 +42,6 @@ noise from --b and --beta as before.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -58,7 +53,7 @@ from securevfl.errors import ConfigError, ProtocolError, check_open_unit
 from securevfl.methods.base import Method, register_method
 from securevfl.privacy.events import PrivacyReport
 from securevfl.privacy.pbm import check_pbm_params, pbm_estimate_sum, pbm_quantize
-from securevfl.privacy.pbm_calibration import calibrate_beta, pbm_report
+from securevfl.privacy.pbm_calibration import calibrate_beta, pbm_report, void_on_dropouts
 from securevfl.results import FitResult
 from securevfl.training import EVAL, SplitNNHooks, fit_splitnn, row_uses
 
@@ -302,23 +297,14 @@ class PBMVFL(SumSplitNN):
         if hooks.server is not None:
             result.extra["secagg_dropouts"] = hooks.dropouts
             if hooks.dropouts and result.privacy is not None:
-                # a recovered round sums fewer parties' PBM noise than the accountant's M
-                # assumes: the figure no longer covers it
-                result.privacy = dataclasses.replace(
-                    result.privacy,
-                    epsilon=None,
-                    outside_guarantee=(
-                        *result.privacy.outside_guarantee,
-                        f"secure aggregation recovered {hooks.dropouts} party dropout(s): those "
-                        "sums hold fewer parties' PBM noise than the accountant assumes",
-                    ),
-                )
+                result.privacy = void_on_dropouts(result.privacy, hooks.dropouts)
         if hooks.party_s:
             result.extra["pbm_party_ms_median"] = float(np.median(hooks.party_s) * 1e3)
         return result
 
 
 def private_eval(method: Method, spec: RunSpec) -> bool:
+    """Whether the test split is scored through the private aggregation."""
     return "eval" in method.options and spec.option("eval", method) == "private"
 
 

@@ -86,3 +86,14 @@ def refit_threshold(
         scores.append(th - bias_at[step])
         labels.append(y01)
     return deconvolved_threshold(np.concatenate(scores), np.concatenate(labels), noise_var)
+
+
+RECORD_SHARE = 8  # the threshold uses the last 1/RECORD_SHARE of the final epoch's steps
+
+
+def recording_start(total_steps: int, epochs: int) -> int:
+    """The first step whose derivative the refit uses: the last eighth of the final epoch
+    (>= 1 step). The weights are still moving after a short run, and earlier scores understate
+    the final ones (measured on adult: 1/2 of the epoch or all of it put the threshold too low)."""
+    r = total_steps // epochs
+    return total_steps - max(1, -(-r // RECORD_SHARE))

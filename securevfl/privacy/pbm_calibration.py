@@ -4,6 +4,8 @@ the per-row-only figure of the seed paper)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from securevfl.errors import ConfigError
 from securevfl.privacy.accountant import Accountant, calibrate
 from securevfl.privacy.events import PrivacyReport
@@ -118,3 +120,18 @@ def pbm_report(
         .get_epsilon(delta),
     }
     return report
+
+
+def void_on_dropouts(report: PrivacyReport, dropouts: int) -> PrivacyReport:
+    """The report of a run whose secure aggregation recovered ``dropouts`` party dropouts: a
+    recovered round sums fewer parties' PBM noise than the accountant's M assumes, so the figure
+    no longer covers it (ε voided, the reason listed)."""
+    return dataclasses.replace(
+        report,
+        epsilon=None,
+        outside_guarantee=(
+            *report.outside_guarantee,
+            f"secure aggregation recovered {dropouts} party dropout(s): those "
+            "sums hold fewer parties' PBM noise than the accountant assumes",
+        ),
+    )

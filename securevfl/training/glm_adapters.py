@@ -66,3 +66,11 @@ def parse_intercept(value: Any) -> str:
         raise ConfigError(
             f"intercept must be one of {list(INTERCEPTS)} (or true/false), got {value!r}"
         ) from None
+
+
+def check_deconvolvable(loss_name: str, intercept: str) -> None:
+    """A deconvolved threshold needs the logistic loss and a bias that is not clipped."""
+    if loss_name != "logistic":
+        raise ConfigError(f"threshold 'deconvolved' needs the logistic loss, got {loss_name!r}")
+    if intercept == "clipped":
+        raise ConfigError("threshold 'deconvolved' needs intercept 'free' or 'none', got 'clipped'")

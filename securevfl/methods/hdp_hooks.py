@@ -1,0 +1,170 @@
+"""HDP-VFL's plug points on the GLM trainer and one private run of Algorithm 1 (see
+``hdp_vfl`` for the method, its privacy unit and options)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+from securevfl.context import RunContext
+from securevfl.models.glm import GLMLoss
+from securevfl.models.logistic_threshold import recording_start, refit_threshold
+from securevfl.privacy.accountant import PrivacyLedger
+from securevfl.privacy.events import gaussian_event
+from securevfl.privacy.hdp_plan import (
+    AUTO_CLIP_SHARE,
+    DEFAULT_SCORE_SHARE,
+    StreamPlan,
+    hdp_lr,
+    loss_constants,
+    plan_hdp_streams,
+)
+from securevfl.privacy.noise_stream import NoiseStream
+from securevfl.training import GLMHooks, GLMState, Release, TrainRun, fit_glm
+from securevfl.training.batching import balanced_batch_size
+from securevfl.training.glm_adapters import (
+    check_deconvolvable,
+    parse_intercept,
+    with_constant_feature,
+)
+from securevfl.training.glm_trainer import DEFAULT_GLM_LR, resolve_loss
+
+
+class HDPHooks(GLMHooks):
+    """Algorithm 1's plug points: noisy IR_B, noisy derivative back (clipped where received),
+    weight-norm clipping, private scoring; each epoch's and the scoring's releases as events."""
+
+    record_from: int | None = None  # steps >= this keep the exact derivative (threshold)
+    refit: dict[str, Any] | None = None  # threshold 'deconvolved': lr and free_bias
+
+    def __init__(self, ctx: RunContext, plan: StreamPlan, *, clip: float, tag: str) -> None:
+        self.plan, self.clip = plan, clip
+        self.recorded: list[tuple[int, np.ndarray]] = []
+        self.mean_deriv: list[float] = []
+        chunk = ctx.info.n_train  # about one epoch of draws per refill
+        # one generator per party living here: party k's noise never depends on another's draws
+        self.noise = {
+            k: NoiseStream(
+                ctx.noise_rng(k, f"hdp/{tag}"), plan.sigma_a if k == 0 else plan.sigma_b, chunk
+            )
+            for k in ctx.rt.local_parties
+        }
+
+    def passive_message(self, ctx: RunContext, k: int, ir: np.ndarray, step: int) -> np.ndarray:
+        return ir + self.noise[k].take(len(ir))
+
+    def active_message(self, ctx: RunContext, deriv: np.ndarray, step: int) -> np.ndarray:
+        if self.record_from is not None:
+            self.mean_deriv.append(float(np.mean(deriv)))  # replays a free bias's trajectory
+            if step >= self.record_from:
+                self.recorded.append((step, np.array(deriv, dtype=float)))
+        return deriv + self.noise[0].take(len(deriv))
+
+    def received_derivative(self, ctx: RunContext, k: int, deriv: np.ndarray) -> np.ndarray:
+        c = self.plan.derivative_clip
+        return np.clip(deriv, -c, c)  # bounds every per-row gradient: the passive bound holds
+
+    def after_update(self, ctx: RunContext, k: int, w: np.ndarray) -> np.ndarray:
+        norm = math.sqrt(float(w @ w))
+        return w if norm <= self.clip else w * (self.clip / norm)
+
+    def epoch_releases(self, ctx: RunContext, epoch: int) -> list[Release]:
+        plan = self.plan
+        out = [(0, gaussian_event(sigma=plan.sigma_a, sensitivity=plan.active_epochs[epoch]))]
+        for k in range(1, ctx.info.data_parties):
+            out.append(
+                (k, gaussian_event(sigma=plan.sigma_b, sensitivity=plan.passive_epochs[epoch]))
+            )
+        return out
+
+    def configure_evaluate(self, ctx: RunContext, state: GLMState) -> None:
+        """threshold 'deconvolved': the active party refits its decision threshold from the
+        noisy scores it already received (post-processing, no release)."""
+        if self.refit is None or not ctx.rt.here(0):
+            return
+        noise_var = (ctx.info.data_parties - 1) * self.plan.sigma_b**2
+        t, info = refit_threshold(self.recorded, self.mean_deriv, noise_var=noise_var, **self.refit)
+        info["trained_bias"] = float(state.bias)
+        if t is not None:
+            state.bias = -t  # decide x·w >= t: scoring adds state.bias to every score
+        self.plan.facts["threshold"] = {"applied": t is not None, **info}
+
+    def score_weights(self, ctx: RunContext, k: int, w: np.ndarray) -> np.ndarray:
+        if self.plan.sigma_w == 0:
+            return w
+        # the stream's unit normals, rescaled: party k's noise stays one generator's draws
+        return w + self.noise[k].take(len(w)) * (self.plan.sigma_w / self.plan.sigma_b)
+
+    def eval_releases(self, ctx: RunContext, n_rows: int) -> list[Release]:
+        """Every passive party's noisy-weight release (none under plain scoring)."""
+        if self.plan.sigma_w == 0:
+            return []
+        event = gaussian_event(sigma=self.plan.sigma_w, sensitivity=self.plan.weights)
+        return [(k, event) for k in range(1, ctx.info.data_parties)]
+
+
+def plan_streams(ctx: RunContext, loss: GLMLoss, **kw: Any) -> StreamPlan:
+    """The run's noise plan (``privacy.hdp_plan``) for the batching and (ε, δ) of ``ctx``."""
+    spec = ctx.spec
+    return plan_hdp_streams(
+        loss,
+        rows=ctx.info.n_train,
+        batch_size=spec.batch_size,
+        epsilon=float(spec.epsilon),
+        delta=float(spec.delta),
+        **kw,
+    )
+
+
+def train_hdp(
+    ctx: RunContext,
+    ledger: PrivacyLedger,
+    *,
+    epochs: int,
+    clip: float,
+    calibration: str,
+    tag: str,
+    derivative_clip: float | None = None,
+    scoring: str = "private",
+    score_share: float = DEFAULT_SCORE_SHARE,
+    intercept: str = "clipped",
+    threshold: str = "trained",
+) -> tuple[TrainRun, HDPHooks]:
+    """One run of Algorithm 1 (clipped received derivative) at the spec's (ε, δ), test split
+    scored through the hooks; every release (epochs, noisy scoring weights) enters ``ledger``."""
+    b = balanced_batch_size(ctx.info.n_train, ctx.spec.batch_size)
+    spec = dataclasses.replace(ctx.spec, epochs=epochs, batch_size=b)
+    ctx = dataclasses.replace(ctx, spec=spec)
+    loss = resolve_loss(ctx)
+    intercept = parse_intercept(intercept)
+    c = 1.0 if intercept == "none" else math.sqrt(2.0)
+    L, beta_theta = loss_constants(loss)[:2]
+    lr = hdp_lr(
+        spec.lr, default=DEFAULT_GLM_LR, beta_theta=beta_theta, lam=spec.lam, feature_norm=c
+    )
+    ctx = dataclasses.replace(ctx, spec=dataclasses.replace(spec, lr=lr))
+    plan = plan_streams(
+        ctx,
+        loss,
+        epochs=epochs,
+        clip=clip,
+        lr=lr,
+        calibration=calibration,
+        derivative_clip=L * AUTO_CLIP_SHARE if derivative_clip is None else derivative_clip,
+        score_share=score_share if scoring == "private" else 0.0,
+        feature_norm=c,
+    )
+    hooks = HDPHooks(ctx, plan, clip=clip, tag=tag)
+    facts = plan.facts
+    if threshold == "deconvolved":
+        check_deconvolvable(loss.name, intercept)
+        hooks.record_from = recording_start(facts["T"], epochs)
+        hooks.refit = {"lr": lr, "free_bias": intercept == "free"}
+    if intercept == "clipped":
+        ctx = with_constant_feature(ctx)
+    run = fit_glm(ctx, hooks, fit_intercept=intercept == "free", ledger=ledger)
+    facts.update(sigma_a=plan.sigma_a, sigma_b=plan.sigma_b)
+    return run, hooks
