@@ -1,7 +1,7 @@
 """Report section for VFL-AFE (issue 13): Table 2 ablation, accuracy vs ε, Table 3 overheads.
 
 Computed from the records alone: test accuracy, the accountant's ε (unit party-row) in
-``privacy``, and the per-step milliseconds the hooks measured in ``extra.step_ms`` (one run: the
+``privacy``, and the per-step milliseconds the hooks measured in ``stats.step_ms`` (one run: the
 base step, noise, rescaling R with its KL term, distribution adjusting D with FCM).
 """
 
@@ -77,6 +77,11 @@ def _ablation(afe, plain) -> list[str]:
     return lines
 
 
+def _step_ms(r: dict) -> dict[str, float] | None:
+    """Per-step milliseconds: typed ``stats.step_ms`` (older records: ``extra.step_ms``)."""
+    return (r.get("stats") or {}).get("step_ms") or r["extra"].get("step_ms")
+
+
 def _overheads(afe, extra) -> list[str]:
     lines = [
         "| dataset | batch | variant | step ms | VFL | +noise | +R | +D | R % of step | "
@@ -86,11 +91,11 @@ def _overheads(afe, extra) -> list[str]:
     rows: dict[tuple, list[dict[str, float]]] = defaultdict(list)
     for (ds, _, v), rs in afe.items():
         for r in rs:
-            if "step_ms" in r["extra"]:
-                rows[(ds, r["config"]["batch_size"], v)].append(r["extra"]["step_ms"])
+            if _step_ms(r):
+                rows[(ds, r["config"]["batch_size"], v)].append(_step_ms(r))
     for (ds, b, v, every), rs in extra.items():
         for r in rs:
-            rows[(ds, b, f"{v}|{every}")].append(r["extra"]["step_ms"])
+            rows[(ds, b, f"{v}|{every}")].append(_step_ms(r))
     med = {
         key: {k: float(np.median([x[k] for x in ms])) for k in ("total", "vfl", "noise", "R", "D")}
         for key, ms in rows.items()

@@ -62,6 +62,13 @@ def _eps(r: dict[str, Any], notion: str) -> float | None:
     return (p.get(notion) or {}).get("epsilon")
 
 
+def _per_epoch(r: dict[str, Any], stat: str, old: str) -> float | None:
+    """Mean over epochs of the typed ``stats.<stat>``; records before typed statistics carried
+    the mean in ``extra.<old>``."""
+    vals = (r.get("stats") or {}).get(stat)
+    return float(np.mean(vals)) if vals else r["extra"].get(old)
+
+
 def _main_table(groups: dict[tuple, list[dict[str, Any]]]) -> list[str]:
     lines = [
         "| dataset | M | method | b | β | accuracy | AUPRC | feature ε | sample ε | "
@@ -69,21 +76,21 @@ def _main_table(groups: dict[tuple, list[dict[str, Any]]]) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     npq_t = {
-        (k[0], k[1]): _ms([r["extra"].get("epoch_train_s") for r in rs])[0]
+        (k[0], k[1]): _ms([_per_epoch(r, "epoch_s", "epoch_train_s") for r in rs])[0]
         for k, rs in groups.items()
         if k[2] == "npq"
     }
     npq_c = {
-        (k[0], k[1]): _ms([r["extra"].get("epoch_train_cpu_s") for r in rs])[0]
+        (k[0], k[1]): _ms([_per_epoch(r, "epoch_cpu_s", "epoch_train_cpu_s") for r in rs])[0]
         for k, rs in groups.items()
         if k[2] == "npq"
     }
     for (ds, M, method, b, beta), rs in groups.items():
         acc = _ms([r["metrics"].get("accuracy") for r in rs])
         pr = _ms([r["extra"].get("auprc") for r in rs])
-        t = _ms([r["extra"].get("epoch_train_s") for r in rs])[0]
+        t = _ms([_per_epoch(r, "epoch_s", "epoch_train_s") for r in rs])[0]
         ratio = t / npq_t[(ds, M)] if (ds, M) in npq_t else math.nan
-        c = _ms([r["extra"].get("epoch_train_cpu_s") for r in rs])[0]
+        c = _ms([_per_epoch(r, "epoch_cpu_s", "epoch_train_cpu_s") for r in rs])[0]
         c_ratio = c / npq_c[(ds, M)] if (ds, M) in npq_c else math.nan
         fe, se = _eps(rs[0], "feature"), _eps(rs[0], "sample")
         sa = [
@@ -158,7 +165,9 @@ def _target_table(groups: dict[tuple, list[dict[str, Any]]]) -> list[str]:
             continue
         epochs, mbs = [], []
         for r in rs:
-            curve = r["extra"].get("epoch_train_accuracy") or []
+            curve = (r.get("stats") or {}).get("epoch_accuracy") or r["extra"].get(
+                "epoch_train_accuracy", []
+            )
             hit = next((i + 1 for i, a in enumerate(curve) if a >= target), None)
             if hit is None:
                 epochs.append(math.inf)
