@@ -40,11 +40,12 @@ def central_fm(
     d = X.shape[1]
     sens = block_sensitivities(task, [d])
     scale = sens[(0, 0)] / epsilon
-    lam0, lam, U = single_coefficients(task, X, label_vector(task, y))
+    # the objective's polynomial coefficients: constant, first-order (linear) and second-order
+    _, linear, U = single_coefficients(task, X, label_vector(task, y))
     if unit_noise is None:
         unit_noise = (laplace_upper(rng, d, 1.0), rng.laplace(0.0, 1.0, d), rng.laplace(0.0, 1.0))
     E_U, E_l, _ = unit_noise
-    w = solve_noisy_quadratic(lam + scale * E_l, U + scale * E_U, scale=scale, ridge=ridge)
+    w = solve_noisy_quadratic(linear + scale * E_l, U + scale * E_U, scale=scale, ridge=ridge)
     return w, scale, sens[(0, 0)], fm_ledger(sens, {(0, 0): scale})
 
 

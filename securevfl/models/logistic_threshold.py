@@ -44,13 +44,13 @@ def deconvolved_threshold(
     post-processing, no extra release, no extra privacy cost (Theorems 1 and 2 unchanged).
     """
     mu, var = float(np.mean(scores)), float(np.var(scores))
-    lam = max(0.0, 1.0 - noise_var / var) if var > 0 else 0.0
+    reliability = max(0.0, 1.0 - noise_var / var) if var > 0 else 0.0
     a, c, z = logistic_fit_1d(scores, y01)
-    info = {"mu": mu, "reliability": lam, "slope": a, "slope_z": z, "rows": float(len(y01))}
-    if lam <= 0.0 or a <= 0.0 or z < min_z:
+    info = {"mu": mu, "reliability": reliability, "slope": a, "slope_z": z, "rows": float(len(y01))}
+    if reliability <= 0.0 or a <= 0.0 or z < min_z:
         return None, info
     t_naive = -c / a
-    t = mu + lam * (t_naive - mu)
+    t = mu + reliability * (t_naive - mu)
     info.update(naive_threshold=t_naive, threshold=t)
     return t, info
 

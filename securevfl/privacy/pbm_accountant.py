@@ -11,8 +11,8 @@ Dominating pair of one release (derivation). Let N = bM and F_t be the pmf of th
 independent trials of which t are Bernoulli(hi) and N - t Bernoulli(lo):
 F_t = Binomial(t, hi) * Binomial(N - t, lo).
 
-1. Any trial Bernoulli(r), r in [lo, hi], is the mixture lam Bernoulli(lo) + (1 - lam)
-   Bernoulli(hi), lam = (hi - r) / (hi - lo), with weights that do not depend on the neighbour.
+1. Any trial Bernoulli(r), r in [lo, hi], is the mixture a Bernoulli(lo) + (1 - a)
+   Bernoulli(hi), a = (hi - r) / (hi - lo), with weights that do not depend on the neighbour.
 2. A party whose input changes draws its b trials with p under one neighbour and p' under the
    other, p <= p' both in [lo, hi] (else swap the neighbours). Per trial, the pair
    (Bernoulli(p), Bernoulli(p')) = mu (Bernoulli(lo), Bernoulli(hi)) + (1 - mu) (Bernoulli(r),
