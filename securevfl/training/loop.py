@@ -115,6 +115,8 @@ class TrainRun:
     scores: np.ndarray | None  # at the label holder, None elsewhere
     fingerprints: dict[Any, str]
     stats: RunStats = field(default_factory=RunStats)
+    # how the test split was scored: split-NN "private" (through the hooks) or "plain"; GLM
+    # "hooks" (its passive parties always score with ``score_weights``)
     eval_mode: str = "plain"
 
     def result(self, privacy: Any = None, extra: dict[str, Any] | None = None) -> FitResult:
