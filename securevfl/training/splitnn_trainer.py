@@ -305,13 +305,11 @@ def predict_splitnn(
     plain.aggregation = hooks.aggregation
     rt, info = ctx.rt, ctx.info
     attr = "X_test" if split == "test" else "X_train"
-    n = info.n_test if split == "test" else info.n_train
     with rt.meter.in_phase("eval"), torch.no_grad():
         msgs: dict[int, Any] = dict.fromkeys(ctx.data_parties)
         for k, m in state.bottoms.items():
             msgs[k] = m(torch.as_tensor(getattr(ctx.views[k], attr), dtype=torch.float32)).numpy()
-        batch = next(eval_batches(n, n, 0))  # one batch: the whole split
-        agg = plain.aggregate(ctx, msgs, dst=info.label_party, step=batch.step)
+        agg = plain.aggregate(ctx, msgs, dst=info.label_party, step=0)  # one batch: the split
         if not rt.here(info.label_party):
             return None
         out = state.top(torch.as_tensor(agg, dtype=torch.float32))
