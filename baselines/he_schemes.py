@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from baselines.he_hooks import PhaseClock
 from protocols import ckks_he as ck
 from protocols import paillier_he as ph
 from securevfl.errors import ConfigError
@@ -44,6 +45,7 @@ class Scheme:
         self.ctx = ctx
         self.K = ctx.info.data_parties
         self.setup_s = 0.0
+        self.clock = PhaseClock()
 
     def setup(self) -> None:
         """Key generation at the coordinator and shipping of public material (phase setup)."""
@@ -138,26 +140,41 @@ class CKKSScheme(Scheme):
         self.setup_s = time.perf_counter() - t0
 
     def encrypt_ir(self, k, v):
-        return [ck.to_bytes(c) for c in ck.encrypt_tiled(self.ctxs[k], self.layout, v)]
+        with self.clock("encrypt"):
+            cts = ck.encrypt_tiled(self.ctxs[k], self.layout, v)
+        with self.clock("serialize"):
+            return [ck.to_bytes(c) for c in cts]
 
     def combine(self, k, payloads, plain):
         c = self.ctxs[k]
         if payloads:
-            acc = ck.add_encrypted([[ck.from_bytes(c, x) for x in p] for p in payloads])
-            cts = ck.add_plain_tiled(acc, self.layout, plain)
+            with self.clock("serialize"):
+                parts = [[ck.from_bytes(c, x) for x in p] for p in payloads]
+            with self.clock("combine"):
+                cts = ck.add_plain_tiled(ck.add_encrypted(parts), self.layout, plain)
         else:
-            cts = ck.encrypt_tiled(c, self.layout, plain)
-        return [ck.to_bytes(x) for x in cts]
+            with self.clock("encrypt"):
+                cts = ck.encrypt_tiled(c, self.layout, plain)
+        with self.clock("serialize"):
+            return [ck.to_bytes(x) for x in cts]
 
     def gradient_message(self, k, d_payload, X, rng):
         c = self.ctxs[k]
-        d_cts = [ck.from_bytes(c, x) for x in d_payload]
-        cts, mask_sums = ck.masked_products(d_cts, self.layout, X, rng, mask_bound=self.mask_bound)
-        return [ck.to_bytes(x) for x in cts], mask_sums
+        with self.clock("serialize"):
+            d_cts = [ck.from_bytes(c, x) for x in d_payload]
+        with self.clock("multiply"):
+            cts, mask_sums = ck.masked_products(
+                d_cts, self.layout, X, rng, mask_bound=self.mask_bound
+            )
+        with self.clock("serialize"):
+            return [ck.to_bytes(x) for x in cts], mask_sums
 
     def open(self, payload, features):
         c = self.ctxs[self.K]
-        return ck.reduce_blocks([ck.from_bytes(c, x) for x in payload], self.layout, features)
+        with self.clock("serialize"):
+            cts = [ck.from_bytes(c, x) for x in payload]
+        with self.clock("decrypt"):
+            return ck.reduce_blocks(cts, self.layout, features)
 
     def unmask(self, k, opened, mask):
         return np.asarray(opened) - mask
@@ -211,26 +228,40 @@ class PaillierScheme(Scheme):
 
     def encrypt_ir(self, k, v):
         p = self.pub[k]
-        return ph.to_bytes(p, ph.encrypt_vector(p, v, U_FRAC_BITS))
+        with self.clock("encrypt"):
+            cts = ph.encrypt_vector(p, v, U_FRAC_BITS)
+        with self.clock("serialize"):
+            return ph.to_bytes(p, cts)
 
     def combine(self, k, payloads, plain):
         p = self.pub[k]
         if payloads:
-            acc = ph.add_encrypted(p, [ph.from_bytes(p, x) for x in payloads])
-            cts = ph.add_plain(p, acc, plain, U_FRAC_BITS)
+            with self.clock("serialize"):
+                parts = [ph.from_bytes(p, x) for x in payloads]
+            with self.clock("combine"):
+                cts = ph.add_plain(p, ph.add_encrypted(p, parts), plain, U_FRAC_BITS)
         else:
-            cts = ph.encrypt_vector(p, plain, U_FRAC_BITS)
-        return ph.to_bytes(p, cts)
+            with self.clock("encrypt"):
+                cts = ph.encrypt_vector(p, plain, U_FRAC_BITS)
+        with self.clock("serialize"):
+            return ph.to_bytes(p, cts)
 
     def gradient_message(self, k, d_payload, X, rng):
         p = self.pub[k]
-        cts, masks = ph.masked_matvec(p, ph.from_bytes(p, d_payload), X, X_FRAC_BITS, rng)
-        return ph.to_bytes(p, cts), masks
+        with self.clock("serialize"):
+            d_cts = ph.from_bytes(p, d_payload)
+        with self.clock("multiply"):
+            cts, masks = ph.masked_matvec(p, d_cts, X, X_FRAC_BITS, rng)
+        with self.clock("serialize"):
+            return ph.to_bytes(p, cts), masks
 
     def open(self, payload, features):
         p = self.pub[self.K]
+        with self.clock("serialize"):
+            cts = ph.from_bytes(p, payload)
         # residues mod n travel as Python ints (arbitrary precision, allowed by the channel)
-        return ph.decrypt_vector(self.priv, ph.from_bytes(p, payload))
+        with self.clock("decrypt"):
+            return ph.decrypt_vector(self.priv, cts)
 
     def unmask(self, k, opened, mask):
         return ph.unmask(self.pub[k], opened, mask, U_FRAC_BITS + X_FRAC_BITS)

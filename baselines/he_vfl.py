@@ -23,19 +23,17 @@ Scores are computed by the shared GLM predictor (plain IRs to party 0, metered a
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 
+from baselines.he_hooks import HEHooks
 from baselines.he_schemes import SCHEMES, parse_coeff_bits
 from protocols import ckks_he as ck
 from protocols import paillier_he as ph
 from securevfl.errors import ConfigError
 from securevfl.methods import FitResult, Method, Option, RunContext, register_method
 from securevfl.methods.base import fingerprint
-from securevfl.models.glm import make_loss, make_penalty
-from securevfl.training import GLMState, glm_fingerprints, minibatches, n_batches, predict_glm
-from securevfl.training.glm_trainer import DEFAULT_GLM_LR
+from securevfl.training import GLMState, glm_fingerprints, n_batches, predict_glm, train_glm
 
 
 def taylor_loss(theta: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -147,38 +145,15 @@ class HEVFL(Method):
 def train_taylor_he(
     ctx: RunContext, scheme, timed_batches: int = 0
 ) -> tuple[GLMState, float, dict]:
-    """The SPMD training loop of the HE-VFL protocol; returns (state, train seconds, extra)."""
-    rt, spec, info = ctx.rt, ctx.spec, ctx.info
-    K, active, C = info.data_parties, 0, info.data_parties
-    passives = list(range(1, K))
-    lr = spec.lr if spec.lr is not None else DEFAULT_GLM_LR
-    penalty = make_penalty(spec.penalty, spec.lam)
-    state = GLMState(w={k: np.zeros(info.features_per_party[k]) for k in rt.local_parties if k < K})
-    y = make_loss("logistic").encode_labels(ctx.views[active].y_train) if rt.here(active) else None
-    rngs = {k: ctx.noise_rng(k, "he-vfl/mask") for k in state.w}
-    # party 0's gradient message carries the bias through a column of ones (built once)
-    feats = {k: ctx.views[k].X_train for k in state.w}
-    if active in feats:
-        feats[active] = np.hstack([feats[active], np.ones((info.n_train, 1))])
-    per_epoch = n_batches(info.n_train, spec.batch_size)
-    run_batches = min(per_epoch, timed_batches) if timed_batches else per_epoch
-    epoch_s: list[float] = []
-    epoch_cpu: list[float] = []
-    batch_s: list[float] = []
-    t0 = time.perf_counter()
-    for epoch in range(spec.epochs):
-        te, ce = time.perf_counter(), time.process_time()
-        for bi, idx in enumerate(
-            minibatches(info.n_train, spec.batch_size, seed=ctx.shared_seed, epoch=epoch)
-        ):
-            if bi >= run_batches:
-                break
-            tb = time.perf_counter()
-            _step(ctx, scheme, state, feats, idx, y, rngs, lr, penalty, passives, C)
-            batch_s.append(time.perf_counter() - tb)
-        epoch_s.append(time.perf_counter() - te)
-        epoch_cpu.append(time.process_time() - ce)
-    train_s = time.perf_counter() - t0
+    """HE-VFL on the shared GLM trainer; returns (state, train seconds, extra)."""
+    per_epoch = n_batches(ctx.info.n_train, ctx.spec.batch_size)
+    hooks = HEHooks(ctx, scheme, timed_batches)
+    run_batches = hooks.batches_per_epoch(ctx, per_epoch)
+    hooks.start()
+    state, train_s = train_glm(ctx, hooks)
+    epoch_s, epoch_cpu = hooks.epoch_s, hooks.epoch_cpu
+    phases = dict(scheme.clock.seconds)
+    phases["other"] = phases.get("other", 0.0) + max(0.0, train_s - sum(phases.values()))
     extra: dict = {
         "scheme": scheme.name,
         "loss": "taylor-2 logistic (log2 - yt/2 + t^2/8)",
@@ -190,16 +165,20 @@ def train_taylor_he(
         # core); unlike wall time it does not grow when other jobs share the machine
         "epoch_cpu_s": [round(t, 4) for t in epoch_cpu],
         "epoch_cpu_s_mean": round(float(np.mean(epoch_cpu)), 4),
+        # where the training seconds went (all epochs, every party living in this process) and
+        # the bytes the channel metered per protocol message
+        "phases_s": {k: round(v, 4) for k, v in sorted(phases.items())},
+        "phases_bytes": dict(sorted(hooks.bytes.items())),
     }
     if run_batches < per_epoch:
         # only the first batches of each epoch ran: the epoch time is an extrapolation and the
         # model saw fewer updates than a full run (its accuracy is not the scheme's accuracy)
-        est = float(np.mean(batch_s)) * per_epoch
+        est = float(np.mean(epoch_s)) / run_batches * per_epoch
         extra.update(
             {
                 "extrapolated": True,
                 "epoch_s_extrapolated": round(est, 3),
-                "extrapolation": f"mean of {len(batch_s)} timed minibatches x "
+                "extrapolation": f"mean of {run_batches * ctx.spec.epochs} timed minibatches x "
                 f"{per_epoch} minibatches per epoch",
                 "truncated_training": True,
             }
@@ -207,35 +186,3 @@ def train_taylor_he(
     else:
         extra["extrapolated"] = False
     return state, train_s, extra
-
-
-def _step(ctx, scheme, state, feats, idx, y, rngs, lr, penalty, passives, C) -> None:
-    """One minibatch of the protocol (all parties, SPMD)."""
-    rt, active = ctx.rt, 0
-    b = len(idx)
-    Xb = {k: feats[k][idx] for k in feats}  # party 0: its columns + a column of ones
-    sent = {k: rt.local(k, lambda k=k: scheme.encrypt_ir(k, Xb[k] @ state.w[k])) for k in passives}
-    got = rt.gather(sent, dst=active)
-    d_msg = None
-    if rt.here(active):
-        plain = Xb[active][:, :-1] @ state.w[active] + state.bias - 2.0 * y[idx]
-        d_msg = scheme.combine(active, [got[k] for k in passives], plain)
-    d_msg = rt.broadcast(d_msg, src=active, dsts=passives) if passives else d_msg
-    masks, msgs = {}, {}
-    for k in state.w:
-        msgs[k], masks[k] = scheme.gradient_message(k, d_msg, Xb[k], rngs[k])
-    got = rt.gather({k: msgs.get(k) for k in range(C)}, dst=C)
-    opened = {}
-    if rt.here(C):
-        opened = {
-            k: scheme.open(got[k], ctx.info.features_per_party[k] + (k == active)) for k in range(C)
-        }
-    for k in range(C):
-        back = rt.send(opened.get(k), src=C, dst=k)
-        if k in state.w:
-            g = scheme.unmask(k, back, masks[k]) / (4.0 * b)  # undo the residual's factor 4
-            w = state.w[k]
-            if k == active:
-                state.bias -= lr * float(g[-1])
-                g = g[:-1]
-            state.w[k] = penalty.prox(w - lr * (g + penalty.grad(w)), lr)
