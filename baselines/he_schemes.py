@@ -15,12 +15,15 @@ import numpy as np
 
 from baselines.he_hooks import PhaseClock
 from protocols import ckks_he as ck
+from protocols import ckks_packed as cp
 from protocols import paillier_he as ph
 from securevfl.errors import ConfigError
 from securevfl.methods import RunContext
 
 U_FRAC_BITS = 32  # Paillier fixed point of intermediate results / residuals
 X_FRAC_BITS = 16  # Paillier fixed point of features (|x| <= 1: quantisation error 2^-17)
+DEFAULT_COEFF_BITS = "60,60,60"  # CKKS: two data primes + the special prime (depth 0)
+DEFAULT_SCALE_BITS = 40  # CKKS scale of the residual d
 
 
 def parse_coeff_bits(text: str | Any) -> tuple[int, ...]:
@@ -101,95 +104,114 @@ class PlainScheme(Scheme):
         return opened - mask
 
 
+def ckks_params(options: dict[str, Any], batch: int) -> cp.PackedParams:
+    """The packed depth-0 CKKS parameters of a run's options, validated at ``batch`` rows."""
+    p = cp.PackedParams(
+        int(options.get("ckks_degree", 8192)),
+        parse_coeff_bits(options.get("ckks_coeff_bits", DEFAULT_COEFF_BITS)),
+        int(options.get("ckks_scale_bits", DEFAULT_SCALE_BITS)),
+        int(options.get("ckks_mask_bits", 20)),
+    )
+    try:
+        p.validate(batch)
+    except ck.CKKSParameterError as exc:
+        raise ConfigError(f"he-vfl ckks: {exc}") from None
+    return p
+
+
 class CKKSScheme(Scheme):
-    """TenSEAL CKKS: packed elementwise products, coordinator-side block sums of masked slots."""
+    """CKKS on SEAL: complex-packed depth-0 products, coordinator-side block sums of masked slots."""
 
     name = "ckks"
 
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
         o = ctx.spec.options
-        self.params = ck.CKKSParams(
-            int(o.get("ckks_degree", 8192)),
-            parse_coeff_bits(o.get("ckks_coeff_bits", "60,40,40,60")),
-            int(o.get("ckks_scale_bits", 40)),
-        )
-        self.mask_bound = 2.0 ** int(o.get("ckks_mask_bits", 20))
         b = min(ctx.spec.batch_size, ctx.info.n_train)
+        self.params = ckks_params(o, b)
         F = max(f + (1 if k == 0 else 0) for k, f in enumerate(ctx.info.features_per_party))
-        P = int(o.get("ckks_rows_per_ct", 0)) or ck.choose_rows_per_ct(self.params.slots, b, F)
+        # two features share a complex slot: size the layout for half the columns
+        P = int(o.get("ckks_rows_per_ct", 0)) or ck.choose_rows_per_ct(
+            self.params.slots, b, -(-F // 2)
+        )
         self.layout = ck.PackedLayout(self.params.slots, P)
-        self.ctxs: dict[int, Any] = {}
+        self.sides: dict[int, Any] = {}
         self.public_bytes = 0
         self.key_holder_keys = "CKKS secret key + public key (generates them; never sends sk)"
-        self.data_party_keys = "CKKS public context: public key only (no secret/Galois/relin keys)"
+        self.data_party_keys = "CKKS parameters + public key only (no secret/Galois/relin keys)"
 
     def setup(self):
         rt, C = self.ctx.rt, self.K
         t0 = time.perf_counter()
         pub = None
         if rt.here(C):
-            self.ctxs[C] = ck.make_secret_context(self.params, depth=1)
-            pub = ck.public_context_bytes(self.ctxs[C])
+            self.sides[C] = cp.KeyHolder(self.params)
+            pub = self.sides[C].public_bytes()
         with rt.meter.in_phase("setup"):
             pub = rt.broadcast(pub, src=C, dsts=list(range(self.K)))
         for k in range(self.K):
             if rt.here(k):
-                self.ctxs[k] = ck.load_context(pub)
+                self.sides[k] = cp.load_public(self.params, pub)
         self.public_bytes = len(pub) if pub is not None else 0
         self.setup_s = time.perf_counter() - t0
 
+    def _dump(self, side, cts) -> list[bytes]:
+        with self.clock("serialize"):
+            return [side.to_bytes(c) for c in cts]
+
+    def _load(self, side, payload) -> list[Any]:
+        with self.clock("serialize"):
+            return [side.from_bytes(x) for x in payload]
+
     def encrypt_ir(self, k, v):
         with self.clock("encrypt"):
-            cts = ck.encrypt_tiled(self.ctxs[k], self.layout, v)
-        with self.clock("serialize"):
-            return [ck.to_bytes(c) for c in cts]
+            cts = cp.encrypt_rows(self.sides[k], self.layout, v)
+        return self._dump(self.sides[k], cts)
 
     def combine(self, k, payloads, plain):
-        c = self.ctxs[k]
+        side = self.sides[k]
         if payloads:
-            with self.clock("serialize"):
-                parts = [[ck.from_bytes(c, x) for x in p] for p in payloads]
+            parts = [self._load(side, p) for p in payloads]
             with self.clock("combine"):
-                cts = ck.add_plain_tiled(ck.add_encrypted(parts), self.layout, plain)
+                cts = cp.add_rows(side, parts, self.layout, plain)
         else:
             with self.clock("encrypt"):
-                cts = ck.encrypt_tiled(c, self.layout, plain)
-        with self.clock("serialize"):
-            return [ck.to_bytes(x) for x in cts]
+                cts = cp.encrypt_rows(side, self.layout, plain)
+        return self._dump(side, cts)
 
     def gradient_message(self, k, d_payload, X, rng):
-        c = self.ctxs[k]
-        with self.clock("serialize"):
-            d_cts = [ck.from_bytes(c, x) for x in d_payload]
+        side = self.sides[k]
+        d_cts = self._load(side, d_payload)
         with self.clock("multiply"):
-            cts, mask_sums = ck.masked_products(
-                d_cts, self.layout, X, rng, mask_bound=self.mask_bound
-            )
-        with self.clock("serialize"):
-            return [ck.to_bytes(x) for x in cts], mask_sums
+            cts, mask_sums = cp.masked_products(side, d_cts, self.layout, X, rng)
+        return self._dump(side, cts), mask_sums
 
     def open(self, payload, features):
-        c = self.ctxs[self.K]
-        with self.clock("serialize"):
-            cts = [ck.from_bytes(c, x) for x in payload]
+        holder = self.sides[self.K]
+        cts = self._load(holder, payload)
         with self.clock("decrypt"):
-            return ck.reduce_blocks(cts, self.layout, features)
+            return cp.open_blocks(holder, cts, self.layout, features)
 
     def unmask(self, k, opened, mask):
         return np.asarray(opened) - mask
 
     def describe(self):
         out = super().describe()
+        p = self.params
         out.update(
             {
                 "ckks": {
-                    "poly_modulus_degree": self.params.poly_modulus_degree,
-                    "coeff_mod_bit_sizes": list(self.params.coeff_mod_bit_sizes),
-                    "scale_bits": self.params.scale_bits,
+                    "backend": "SEAL via tenseal.sealapi, depth 0, complex packing",
+                    "poly_modulus_degree": p.poly_modulus_degree,
+                    "coeff_mod_bit_sizes": list(p.coeff_mod_bit_sizes),
+                    "scale_bits": p.scale_bits,
+                    "x_scale_bits": p.x_scale_bits,
                     "rows_per_ciphertext": self.layout.rows_per_ct,
-                    "features_per_ciphertext": self.layout.feats_per_ct,
-                    "mask_bound": self.mask_bound,
+                    "features_per_ciphertext": 2 * self.layout.feats_per_ct,
+                    "mask_bound": 2.0**p.mask_bits,
+                    "predicted_gradient_error": p.predicted_error(
+                        min(self.ctx.spec.batch_size, self.ctx.info.n_train)
+                    ),
                 },
                 "public_context_bytes": self.public_bytes,
             }

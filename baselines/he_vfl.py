@@ -27,8 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from baselines.he_hooks import HEHooks
-from baselines.he_schemes import SCHEMES, parse_coeff_bits
-from protocols import ckks_he as ck
+from baselines.he_schemes import DEFAULT_COEFF_BITS, DEFAULT_SCALE_BITS, SCHEMES, ckks_params
 from protocols import paillier_he as ph
 from securevfl.errors import ConfigError
 from securevfl.methods import FitResult, Method, Option, RunContext, register_method
@@ -44,6 +43,16 @@ def taylor_loss(theta: np.ndarray, y: np.ndarray) -> np.ndarray:
 def taylor_derivative(theta: np.ndarray, y: np.ndarray) -> np.ndarray:
     """d/dtheta of :func:`taylor_loss`: theta / 4 - y / 2."""
     return 0.25 * theta - 0.5 * y
+
+
+_SCHEME_OF_OPTION = {
+    "paillier_bits": "paillier",
+    "ckks_degree": "ckks",
+    "ckks_coeff_bits": "ckks",
+    "ckks_scale_bits": "ckks",
+    "ckks_rows_per_ct": "ckks",
+    "ckks_mask_bits": "ckks",
+}
 
 
 @register_method
@@ -65,8 +74,16 @@ class HEVFL(Method):
         ),
         "paillier_bits": Option(int, 2048, "Paillier modulus bits (>= 256)"),
         "ckks_degree": Option(int, 8192, "CKKS ring degree N"),
-        "ckks_coeff_bits": Option(str, "60,40,40,60", "CKKS coefficient modulus chain, bits"),
-        "ckks_scale_bits": Option(int, 40, "CKKS scale 2^bits"),
+        "ckks_coeff_bits": Option(
+            str,
+            DEFAULT_COEFF_BITS,
+            "CKKS coefficient modulus chain, bits (the last prime is the special prime)",
+        ),
+        "ckks_scale_bits": Option(
+            int,
+            DEFAULT_SCALE_BITS,
+            "CKKS scale 2^bits of the encrypted residual (checked for the gradient's precision)",
+        ),
         "ckks_rows_per_ct": Option(int, 0, "CKKS minibatch rows per ciphertext (0 = auto)"),
         "ckks_mask_bits": Option(int, 20, "CKKS gradient mask range 2^bits"),
         "timed_batches": Option(
@@ -89,18 +106,15 @@ class HEVFL(Method):
         tb = spec.option("timed_batches", self)
         if not isinstance(tb, int) or tb < 0:
             raise ConfigError(f"timed_batches must be an integer >= 0, got {tb!r}")
+        # options of another scheme would be silently ignored: refuse them
+        for name in sorted(spec.options):
+            owner = _SCHEME_OF_OPTION.get(name)
+            if owner and owner != scheme:
+                raise ConfigError(
+                    f"{name} applies to scheme {owner!r} only, got it with scheme {scheme!r}"
+                )
         if scheme == "ckks":
-            try:
-                ck.CKKSParams(
-                    int(spec.option("ckks_degree", self)),
-                    parse_coeff_bits(spec.option("ckks_coeff_bits", self)),
-                    int(spec.option("ckks_scale_bits", self)),
-                ).validate(depth=1)
-            except ck.CKKSParameterError as exc:
-                raise ConfigError(str(exc)) from None
-            mb = spec.option("ckks_mask_bits", self)
-            if not 0 <= int(mb) <= 40:
-                raise ConfigError(f"ckks_mask_bits must be in [0, 40], got {mb!r}")
+            ckks_params(spec.options, spec.batch_size)  # secure, fits, precise enough at b
             P = int(spec.option("ckks_rows_per_ct", self))
             slots = int(spec.option("ckks_degree", self)) // 2
             if P and (P < 0 or slots % P):

@@ -199,8 +199,10 @@ class PackedLayout:
     def tile_features(self, X: np.ndarray) -> list[list[np.ndarray]]:
         """``out[g][c]``: slots of feature group ``g``, row chunk ``c`` (feature-major)."""
         P, F = self.rows_per_ct, self.feats_per_ct
+        X = np.asarray(X)
         b, d = X.shape
-        padded = np.zeros((self.n_chunks(b) * P, self.n_groups(d) * F))
+        # complex features (two columns per slot, see protocols.ckks_packed) keep their dtype
+        padded = np.zeros((self.n_chunks(b) * P, self.n_groups(d) * F), dtype=X.dtype)
         padded[:b, :d] = X
         # (chunks, P, groups, F) -> (groups, chunks, F, P): feature-major inside each ciphertext
         blocks = padded.reshape(self.n_chunks(b), P, self.n_groups(d), F).transpose(2, 0, 3, 1)
@@ -210,8 +212,11 @@ class PackedLayout:
 
     def block_sums(self, slots: np.ndarray) -> np.ndarray:
         """Sum each feature block of ``P`` slots: ``S`` values -> ``S // P`` values."""
+        slots = np.asarray(slots)
+        if not np.iscomplexobj(slots):
+            slots = slots.astype(np.float64)
         return (
-            np.asarray(slots, dtype=np.float64)[: self.slots]
+            slots[: self.slots]
             .reshape(self.feats_per_ct, self.rows_per_ct)
             .sum(axis=1)
         )
