@@ -170,3 +170,19 @@ def test_report_section_and_demo(tmp_path, capsys):
     assert demo.main(["--rows", "4"]) == 0
     out = capsys.readouterr().out
     assert "C sees" in out and "ValueError" in out and "public context" in out
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--batch-size", "1024", "--ckks-scale-bits", "25"], "use scale_bits >= 3"),
+        (["--paillier-bits", "1024"], "paillier_bits applies to scheme 'paillier' only"),
+        (["--scheme", "plain", "--ckks-degree", "4096"], "ckks_degree applies to scheme 'ckks'"),
+    ],
+)
+def test_cli_refuses_imprecise_ckks_and_options_of_another_scheme(argv, needle, capsys):
+    from bench.cli import main
+
+    assert main(["run", "he-vfl", "--dataset", "breast", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1 and "Traceback" not in err
