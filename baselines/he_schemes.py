@@ -227,11 +227,14 @@ class PaillierScheme(Scheme):
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
         self.bits = int(ctx.spec.options.get("paillier_bits", 2048))
+        self.randomness = str(ctx.spec.options.get("paillier_randomness", "full"))
         self.pub: dict[int, Any] = {}
+        self.fast: dict[int, ph.FixedBaseEncryptor] = {}
         self.priv = None
         self.public_bytes = 0
-        self.key_holder_keys = f"Paillier-{self.bits} private key (p, q) + public key n"
-        self.data_party_keys = f"Paillier-{self.bits} public key n only"
+        extra = " and h_s (DJN base)" if self.randomness == "djn" else ""
+        self.key_holder_keys = f"Paillier-{self.bits} private key (p, q) + public key n{extra}"
+        self.data_party_keys = f"Paillier-{self.bits} public key n{extra} only"
 
     def setup(self):
         rt, C = self.ctx.rt, self.K
@@ -240,18 +243,26 @@ class PaillierScheme(Scheme):
         if rt.here(C):
             self.pub[C], self.priv = ph.generate_keypair(self.bits)
             pub = ph.public_key_bytes(self.pub[C])
+            if self.randomness == "djn":  # n, then h_s at ciphertext width
+                pub = [pub, ph.to_bytes(self.pub[C], [ph.djn_base(self.pub[C])])]
         with rt.meter.in_phase("setup"):
             pub = rt.broadcast(pub, src=C, dsts=list(range(self.K)))
         for k in range(self.K):
             if rt.here(k):
-                self.pub[k] = ph.load_public_key(pub)
+                n_bytes = pub[0] if self.randomness == "djn" else pub
+                self.pub[k] = ph.load_public_key(n_bytes)
+                if self.randomness == "djn":  # the fixed-base table: precomputed at setup
+                    h_s = ph.from_bytes(self.pub[k], pub[1])[0]
+                    self.fast[k] = ph.FixedBaseEncryptor(self.pub[k], h_s)
+        if self.randomness == "djn":
+            pub = b"".join(pub) if pub is not None else None
         self.public_bytes = len(pub) if pub is not None else 0
         self.setup_s = time.perf_counter() - t0
 
     def encrypt_ir(self, k, v):
         p = self.pub[k]
         with self.clock("encrypt"):
-            cts = ph.encrypt_vector(p, v, U_FRAC_BITS)
+            cts = ph.encrypt_vector(p, v, U_FRAC_BITS, self.fast.get(k))
         with self.clock("serialize"):
             return ph.to_bytes(p, cts)
 
@@ -264,7 +275,7 @@ class PaillierScheme(Scheme):
                 cts = ph.add_plain(p, ph.add_encrypted(p, parts), plain, U_FRAC_BITS)
         else:
             with self.clock("encrypt"):
-                cts = ph.encrypt_vector(p, plain, U_FRAC_BITS)
+                cts = ph.encrypt_vector(p, plain, U_FRAC_BITS, self.fast.get(k))
         with self.clock("serialize"):
             return ph.to_bytes(p, cts)
 
@@ -294,6 +305,9 @@ class PaillierScheme(Scheme):
             {
                 "paillier": {
                     "key_bits": self.bits,
+                    "randomness": "h_s^a, a of n_bits/2 bits, fixed-base table (DJN)"
+                    if self.randomness == "djn"
+                    else "r^n, r uniform mod n (textbook)",
                     "u_frac_bits": U_FRAC_BITS,
                     "x_frac_bits": X_FRAC_BITS,
                 },

@@ -109,6 +109,19 @@ def test_record_reports_keys_setup_traffic_and_accuracy_close_to_plain():
     assert ex["phases_bytes"]["gradient"] > ex["phases_bytes"]["opened"] > 0
 
 
+def test_paillier_djn_randomness_trains_like_textbook_paillier():
+    full = run_experiment(_spec(options={"scheme": "paillier", "paillier_bits": 512}))
+    djn = run_experiment(
+        _spec(options={"scheme": "paillier", "paillier_bits": 512, "paillier_randomness": "djn"})
+    )
+    # exact fixed-point arithmetic either way: the same model, only the randomness differs
+    assert djn["model_fingerprint"] == full["model_fingerprint"]
+    assert "DJN" in djn["extra"]["paillier"]["randomness"]
+    assert "h_s" in djn["extra"]["keys"]["party 1"]
+    # n and h_s (at ciphertext width) reach each data party
+    assert djn["comm"]["by_phase"]["setup"]["bytes"] > 2 * (64 + 128)
+
+
 def test_paillier_timed_batches_are_extrapolated_and_say_so():
     rec = run_experiment(
         _spec(options={"scheme": "paillier", "paillier_bits": 512, "timed_batches": 2})
