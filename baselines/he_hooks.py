@@ -73,7 +73,7 @@ class HEHooks(GLMHooks):
         self._t = (time.perf_counter(), time.process_time())
 
     def send(self, message: str, fn, *args, **kwargs):
-        """A runtime transfer, timed as phase 'send', its metered bytes counted under ``message``."""
+        """A runtime transfer, timed as phase send; its metered bytes count under ``message``."""
         rt = self.scheme.ctx.rt
         before = _meter_bytes(rt)
         with self.clock("send"):

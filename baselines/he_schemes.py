@@ -120,7 +120,7 @@ def ckks_params(options: dict[str, Any], batch: int) -> cp.PackedParams:
 
 
 class CKKSScheme(Scheme):
-    """CKKS on SEAL: complex-packed depth-0 products, coordinator-side block sums of masked slots."""
+    """CKKS on SEAL: complex-packed depth-0 products; the coordinator sums masked slot blocks."""
 
     name = "ckks"
 

@@ -23,7 +23,6 @@ Scores are computed by the shared GLM predictor (plain IRs to party 0, metered a
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from baselines.he_hooks import HEHooks

@@ -215,11 +215,7 @@ class PackedLayout:
         slots = np.asarray(slots)
         if not np.iscomplexobj(slots):
             slots = slots.astype(np.float64)
-        return (
-            slots[: self.slots]
-            .reshape(self.feats_per_ct, self.rows_per_ct)
-            .sum(axis=1)
-        )
+        return slots[: self.slots].reshape(self.feats_per_ct, self.rows_per_ct).sum(axis=1)
 
 
 def choose_rows_per_ct(slots: int, batch: int, max_features: int) -> int:

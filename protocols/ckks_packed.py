@@ -206,7 +206,13 @@ class PublicSide:
         return _spool().dump(ct)
 
     def from_bytes(self, data: bytes) -> seal.Ciphertext:
-        return _spool().load(seal.Ciphertext(), data, self.ctx)
+        try:
+            return _spool().load(seal.Ciphertext(), data, self.ctx)
+        except (RuntimeError, ValueError) as exc:  # SEAL's validation of what arrived
+            raise CKKSParameterError(
+                f"ciphertext bytes must be a valid SEAL ciphertext for these parameters, "
+                f"got {len(data)} bytes ({exc})"
+            ) from None
 
 
 class KeyHolder(PublicSide):

@@ -5,7 +5,6 @@ import pytest
 
 from baselines.he_schemes import SCHEMES
 from baselines.he_vfl import taylor_derivative, taylor_loss, train_taylor_he
-from protocols import ckks_he as ck
 from securevfl.errors import ConfigError
 from securevfl.experiment import build_views, run_experiment, run_in_processes, validate_spec
 from securevfl.methods import RunContext, RunSpec
@@ -174,7 +173,11 @@ def test_report_section_and_demo(tmp_path, capsys):
 
     recs = [
         run_experiment(_spec(options={"scheme": s, "timed_batches": t} | extra))
-        for s, t, extra in (("ckks", 0, {}), ("plain", 0, {}), ("paillier", 2, {"paillier_bits": 512}))
+        for s, t, extra in (
+            ("ckks", 0, {}),
+            ("plain", 0, {}),
+            ("paillier", 2, {"paillier_bits": 512}),
+        )
     ]
     md = he.render(recs, tmp_path)
     assert "| breast | 456 | 64 | 2 | he-vfl/paillier | 1 |" in md and "CPU s / epoch" in md

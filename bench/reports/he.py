@@ -89,9 +89,10 @@ def _phase_table(records: list[dict[str, Any]]) -> list[str]:
             for p in PHASES
         ]
         mb = [
-            f"{np.median([per_epoch(r, r['extra']['phases_bytes'].get(m, 0)) for r in rs]) / 1e6:.2f}"
+            np.median([per_epoch(r, r["extra"]["phases_bytes"].get(m, 0)) for r in rs]) / 1e6
             for m in MESSAGES
         ]
+        mb = [f"{x:.2f}" for x in mb]
         lines.append(f"| {key[0]} | {key[2]} | {key[4]} | " + " | ".join(secs + mb) + " |")
     return lines
 
