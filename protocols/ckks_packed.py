@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 from tenseal import sealapi as seal
 
-from protocols.ckks_he import MAX_COEFF_BITS_128, CKKSParameterError, PackedLayout
+from protocols.ckks_he import CKKSParameterError, PackedLayout, check_ring
 
 X_SCALE_CAP = 50  # features |x| <= 1 need no more fractional bits than a double carries
 GRAD_ERROR_BITS = 20  # an opened gradient entry must be exact to 2^-20 (see predicted_error)
@@ -97,21 +97,8 @@ class PackedParams:
 
     def validate(self, batch: int) -> None:
         """Raise CKKSParameterError unless secure, well-formed and precise enough at ``batch``."""
-        n, bits = self.poly_modulus_degree, list(self.coeff_mod_bit_sizes)
-        if n not in MAX_COEFF_BITS_128:
-            raise CKKSParameterError(
-                f"poly_modulus_degree must be one of {sorted(MAX_COEFF_BITS_128)}, got {n}"
-            )
-        if len(bits) < 2 or any(not 20 <= b <= 60 for b in bits):
-            raise CKKSParameterError(
-                f"coeff_mod_bit_sizes must hold >= 2 primes of 20..60 bits (the last is the "
-                f"special prime), got {bits}"
-            )
-        if sum(bits) > MAX_COEFF_BITS_128[n]:
-            raise CKKSParameterError(
-                f"coeff_mod_bit_sizes must total <= {MAX_COEFF_BITS_128[n]} bits for 128-bit "
-                f"security at N={n}, got {sum(bits)}"
-            )
+        check_ring(self.poly_modulus_degree, self.coeff_mod_bit_sizes)
+        bits = list(self.coeff_mod_bit_sizes)
         if not 0 <= self.mask_bits <= 40:
             raise CKKSParameterError(f"mask_bits must be in [0, 40], got {self.mask_bits}")
         if not 20 <= self.scale_bits <= 60:
