@@ -16,8 +16,8 @@ rescale: the same X^T d entries cost about a third (see ``bench/suites/perf.d/he
 The residual ``d`` is tiled as in :class:`protocols.ckks_he.PackedLayout` (``P`` rows per chunk,
 repeated once per feature block). Data parties hold the public key only; the key holder decrypts
 masked slots and sums blocks (:func:`open_blocks`). Ciphertexts travel as SEAL's own serialized
-bytes; sealapi saves only to paths, so bytes pass through a private spool file (ciphertexts and
-public keys only: the secret key is never written).
+bytes; sealapi saves only to paths, so bytes pass through an anonymous in-memory file
+(ciphertexts, parameters and the public key only: the secret key is never saved).
 """
 
 from __future__ import annotations
@@ -131,34 +131,41 @@ class PackedParams:
 
 
 class _Spool:
-    """A private directory (0700) where sealapi objects turn into bytes and back."""
+    """An anonymous in-memory file (memfd) where sealapi objects turn into bytes and back.
+
+    It has no name in any filesystem, so nothing is left behind even when the process is
+    killed; where memfd is missing, a private 0700 temporary directory removed at exit.
+    """
 
     def __init__(self) -> None:
-        base = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
-        self.dir = tempfile.mkdtemp(prefix="securevfl-ckks-", dir=base)
-        self.path = os.path.join(self.dir, "obj")
-        atexit.register(shutil.rmtree, self.dir, True)
+        if hasattr(os, "memfd_create"):
+            self.fd = os.memfd_create("securevfl-ckks", os.MFD_CLOEXEC)
+            self.path = f"/proc/self/fd/{self.fd}"
+        else:  # pragma: no cover - non-Linux
+            d = tempfile.mkdtemp(prefix="securevfl-ckks-")
+            atexit.register(shutil.rmtree, d, True)
+            self.path = os.path.join(d, "obj")
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
 
     def dump(self, obj) -> bytes:
         obj.save(self.path)
-        with open(self.path, "rb") as f:
-            return f.read()
+        return os.pread(self.fd, os.fstat(self.fd).st_size, 0)
 
     def load(self, obj, data: bytes, *ctx):
-        with open(self.path, "wb") as f:
-            f.write(data)
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, data, 0)
         obj.load(*ctx, self.path)  # SEAL checks the object is valid for the context
         return obj
 
 
-_SPOOL: _Spool | None = None
+_SPOOL: dict[int, _Spool] = {}  # by process id: a forked child opens its own
 
 
 def _spool() -> _Spool:
-    global _SPOOL
-    if _SPOOL is None or not os.path.isdir(_SPOOL.dir):
-        _SPOOL = _Spool()
-    return _SPOOL
+    pid = os.getpid()
+    if pid not in _SPOOL:
+        _SPOOL[pid] = _Spool()
+    return _SPOOL[pid]
 
 
 def _context(params: PackedParams, parms: seal.EncryptionParameters) -> seal.SEALContext:
