@@ -256,8 +256,9 @@ def render(records: list[dict[str, Any]], out: Path) -> str:
         "",
         "**What each party learns.** Data parties see only ciphertexts and their own gradient; "
         "the coordinator sees each gradient plus a mask. Paillier masks are uniform modulo n, so "
-        "they hide the value perfectly. CKKS masks are real numbers drawn uniformly from "
-        "[-2^20, 2^20) in every slot; they hide a slot value v (plus its encryption noise) up to "
+        "they hide the value perfectly. CKKS masks are drawn uniformly from "
+        "[-2^20, 2^20) in every slot (real and imaginary part: two features share a complex slot); "
+        "they hide a slot value v (plus its encryption noise) up to "
         "a statistical distance of about |v|/2^21. Here |v| is a few units, so that distance is "
         "about 1e-6. Test-set scoring uses the shared GLM predictor, which sends plaintext "
         "intermediate results to party 0.",
