@@ -106,12 +106,13 @@ class PackedParams:
         if not 20 <= self.scale_bits <= 60:
             raise CKKSParameterError(f"scale_bits must be in [20, 60], got {self.scale_bits}")
         if self.x_scale_bits < 20:
+            most = self.data_bits - self.mask_bits - 23
+            hint = f"use scale_bits <= {most}" if most >= 20 else "use a longer chain"
             raise CKKSParameterError(
                 f"scale_bits + mask_bits + 23 must be <= the data modulus ({self.data_bits} "
                 f"bits: every prime but the last) so the features keep >= 20 bits and the "
                 f"masked product fits; got scale_bits={self.scale_bits}, "
-                f"mask_bits={self.mask_bits}: use scale_bits <= "
-                f"{self.data_bits - self.mask_bits - 23} or a longer chain"
+                f"mask_bits={self.mask_bits}: {hint}"
             )
         err = self.predicted_error(batch)
         if err > 2.0**-GRAD_ERROR_BITS:

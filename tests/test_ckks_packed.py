@@ -58,7 +58,8 @@ def test_predicted_error_matches_what_decryption_gives(scale):
     "kw, batch, match",
     [
         (dict(scale_bits=25), 1024, r"2\^-20 at batch 1024.*use scale_bits >= 3"),
-        (dict(coeff_mod_bit_sizes=(60, 60), scale_bits=20), 64, "or a longer chain"),
+        (dict(coeff_mod_bit_sizes=(60, 60), scale_bits=20), 64, "use a longer chain"),
+        (dict(coeff_mod_bit_sizes=(60, 50, 60), scale_bits=60, mask_bits=40), 64, "<= 47"),
         (dict(scale_bits=60, mask_bits=40), 64, "features keep >= 20 bits"),
         (dict(coeff_mod_bit_sizes=(60, 60, 60, 60)), 64, "<= 218 bits"),
         (dict(poly_modulus_degree=5000), 64, "poly_modulus_degree"),
