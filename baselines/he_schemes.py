@@ -13,13 +13,17 @@ from typing import Any
 
 import numpy as np
 
+from baselines.he_hooks import PhaseClock
 from protocols import ckks_he as ck
+from protocols import ckks_packed as cp
 from protocols import paillier_he as ph
 from securevfl.context import RunContext
 from securevfl.errors import ConfigError
 
 U_FRAC_BITS = 32  # Paillier fixed point of intermediate results / residuals
 X_FRAC_BITS = 16  # Paillier fixed point of features (|x| <= 1: quantisation error 2^-17)
+DEFAULT_COEFF_BITS = "60,60,60"  # CKKS: two data primes + the special prime (depth 0)
+DEFAULT_SCALE_BITS = 40  # CKKS scale of the residual d
 
 
 def parse_coeff_bits(text: str | Any) -> tuple[int, ...]:
@@ -44,6 +48,7 @@ class Scheme:
         self.ctx = ctx
         self.K = ctx.info.data_parties
         self.setup_s = 0.0
+        self.clock = PhaseClock()
 
     def setup(self) -> None:
         """Key generation at the coordinator and shipping of public material (phase setup)."""
@@ -99,80 +104,114 @@ class PlainScheme(Scheme):
         return opened - mask
 
 
+def ckks_params(options: dict[str, Any], batch: int) -> cp.PackedParams:
+    """The packed depth-0 CKKS parameters of a run's options, validated at ``batch`` rows."""
+    p = cp.PackedParams(
+        int(options.get("ckks_degree", 8192)),
+        parse_coeff_bits(options.get("ckks_coeff_bits", DEFAULT_COEFF_BITS)),
+        int(options.get("ckks_scale_bits", DEFAULT_SCALE_BITS)),
+        int(options.get("ckks_mask_bits", 20)),
+    )
+    try:
+        p.validate(batch)
+    except ck.CKKSParameterError as exc:
+        raise ConfigError(f"he-vfl ckks: {exc}") from None
+    return p
+
+
 class CKKSScheme(Scheme):
-    """TenSEAL CKKS: packed elementwise products, coordinator-side block sums of masked slots."""
+    """CKKS on SEAL: complex-packed depth-0 products; the coordinator sums masked slot blocks."""
 
     name = "ckks"
 
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
         o = ctx.spec.options
-        self.params = ck.CKKSParams(
-            int(o.get("ckks_degree", 8192)),
-            parse_coeff_bits(o.get("ckks_coeff_bits", "60,40,40,60")),
-            int(o.get("ckks_scale_bits", 40)),
-        )
-        self.mask_bound = 2.0 ** int(o.get("ckks_mask_bits", 20))
         b = min(ctx.spec.batch_size, ctx.info.n_train)
+        self.params = ckks_params(o, b)
         F = max(f + (1 if k == 0 else 0) for k, f in enumerate(ctx.info.features_per_party))
-        P = int(o.get("ckks_rows_per_ct", 0)) or ck.choose_rows_per_ct(self.params.slots, b, F)
+        # two features share a complex slot: size the layout for half the columns
+        P = int(o.get("ckks_rows_per_ct", 0)) or ck.choose_rows_per_ct(
+            self.params.slots, b, -(-F // 2)
+        )
         self.layout = ck.PackedLayout(self.params.slots, P)
-        self.ctxs: dict[int, Any] = {}
+        self.sides: dict[int, Any] = {}
         self.public_bytes = 0
         self.key_holder_keys = "CKKS secret key + public key (generates them; never sends sk)"
-        self.data_party_keys = "CKKS public context: public key only (no secret/Galois/relin keys)"
+        self.data_party_keys = "CKKS parameters + public key only (no secret/Galois/relin keys)"
 
     def setup(self):
         rt, C = self.ctx.rt, self.K
         t0 = time.perf_counter()
         pub = None
         if rt.here(C):
-            self.ctxs[C] = ck.make_secret_context(self.params, depth=1)
-            pub = ck.public_context_bytes(self.ctxs[C])
+            self.sides[C] = cp.KeyHolder(self.params)
+            pub = self.sides[C].public_bytes()
         with rt.meter.in_phase("setup"):
             pub = rt.broadcast(pub, src=C, dsts=list(range(self.K)))
         for k in range(self.K):
             if rt.here(k):
-                self.ctxs[k] = ck.load_context(pub)
+                self.sides[k] = cp.load_public(self.params, pub)
         self.public_bytes = len(pub) if pub is not None else 0
         self.setup_s = time.perf_counter() - t0
 
+    def _dump(self, side, cts) -> list[bytes]:
+        with self.clock("serialize"):
+            return [side.to_bytes(c) for c in cts]
+
+    def _load(self, side, payload) -> list[Any]:
+        with self.clock("serialize"):
+            return [side.from_bytes(x) for x in payload]
+
     def encrypt_ir(self, k, v):
-        return [ck.to_bytes(c) for c in ck.encrypt_tiled(self.ctxs[k], self.layout, v)]
+        with self.clock("encrypt"):
+            cts = cp.encrypt_rows(self.sides[k], self.layout, v)
+        return self._dump(self.sides[k], cts)
 
     def combine(self, k, payloads, plain):
-        c = self.ctxs[k]
+        side = self.sides[k]
         if payloads:
-            acc = ck.add_encrypted([[ck.from_bytes(c, x) for x in p] for p in payloads])
-            cts = ck.add_plain_tiled(acc, self.layout, plain)
+            parts = [self._load(side, p) for p in payloads]
+            with self.clock("combine"):
+                cts = cp.add_rows(side, parts, self.layout, plain)
         else:
-            cts = ck.encrypt_tiled(c, self.layout, plain)
-        return [ck.to_bytes(x) for x in cts]
+            with self.clock("encrypt"):
+                cts = cp.encrypt_rows(side, self.layout, plain)
+        return self._dump(side, cts)
 
     def gradient_message(self, k, d_payload, X, rng):
-        c = self.ctxs[k]
-        d_cts = [ck.from_bytes(c, x) for x in d_payload]
-        cts, mask_sums = ck.masked_products(d_cts, self.layout, X, rng, mask_bound=self.mask_bound)
-        return [ck.to_bytes(x) for x in cts], mask_sums
+        side = self.sides[k]
+        d_cts = self._load(side, d_payload)
+        with self.clock("multiply"):
+            cts, mask_sums = cp.masked_products(side, d_cts, self.layout, X, rng)
+        return self._dump(side, cts), mask_sums
 
     def open(self, payload, features):
-        c = self.ctxs[self.K]
-        return ck.reduce_blocks([ck.from_bytes(c, x) for x in payload], self.layout, features)
+        holder = self.sides[self.K]
+        cts = self._load(holder, payload)
+        with self.clock("decrypt"):
+            return cp.open_blocks(holder, cts, self.layout, features)
 
     def unmask(self, k, opened, mask):
         return np.asarray(opened) - mask
 
     def describe(self):
         out = super().describe()
+        p = self.params
         out.update(
             {
                 "ckks": {
-                    "poly_modulus_degree": self.params.poly_modulus_degree,
-                    "coeff_mod_bit_sizes": list(self.params.coeff_mod_bit_sizes),
-                    "scale_bits": self.params.scale_bits,
+                    "backend": "SEAL via tenseal.sealapi, depth 0, complex packing",
+                    "poly_modulus_degree": p.poly_modulus_degree,
+                    "coeff_mod_bit_sizes": list(p.coeff_mod_bit_sizes),
+                    "scale_bits": p.scale_bits,
+                    "x_scale_bits": p.x_scale_bits,
                     "rows_per_ciphertext": self.layout.rows_per_ct,
-                    "features_per_ciphertext": self.layout.feats_per_ct,
-                    "mask_bound": self.mask_bound,
+                    "features_per_ciphertext": 2 * self.layout.feats_per_ct,
+                    "mask_bound": 2.0**p.mask_bits,
+                    "predicted_gradient_error": p.predicted_error(
+                        min(self.ctx.spec.batch_size, self.ctx.info.n_train)
+                    ),
                 },
                 "public_context_bytes": self.public_bytes,
             }
@@ -188,11 +227,14 @@ class PaillierScheme(Scheme):
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
         self.bits = int(ctx.spec.options.get("paillier_bits", 2048))
+        self.randomness = str(ctx.spec.options.get("paillier_randomness", "full"))
         self.pub: dict[int, Any] = {}
+        self.fast: dict[int, ph.FixedBaseEncryptor] = {}
         self.priv = None
         self.public_bytes = 0
-        self.key_holder_keys = f"Paillier-{self.bits} private key (p, q) + public key n"
-        self.data_party_keys = f"Paillier-{self.bits} public key n only"
+        extra = " and h_s (DJN base)" if self.randomness == "djn" else ""
+        self.key_holder_keys = f"Paillier-{self.bits} private key (p, q) + public key n{extra}"
+        self.data_party_keys = f"Paillier-{self.bits} public key n{extra} only"
 
     def setup(self):
         rt, C = self.ctx.rt, self.K
@@ -201,36 +243,58 @@ class PaillierScheme(Scheme):
         if rt.here(C):
             self.pub[C], self.priv = ph.generate_keypair(self.bits)
             pub = ph.public_key_bytes(self.pub[C])
+            if self.randomness == "djn":  # n, then h_s at ciphertext width
+                pub = [pub, ph.to_bytes(self.pub[C], [ph.djn_base(self.pub[C])])]
         with rt.meter.in_phase("setup"):
             pub = rt.broadcast(pub, src=C, dsts=list(range(self.K)))
         for k in range(self.K):
             if rt.here(k):
-                self.pub[k] = ph.load_public_key(pub)
+                n_bytes = pub[0] if self.randomness == "djn" else pub
+                self.pub[k] = ph.load_public_key(n_bytes)
+                if self.randomness == "djn":  # the fixed-base table: precomputed at setup
+                    h_s = ph.from_bytes(self.pub[k], pub[1])[0]
+                    self.fast[k] = ph.FixedBaseEncryptor(self.pub[k], h_s)
+        if self.randomness == "djn":
+            pub = b"".join(pub) if pub is not None else None
         self.public_bytes = len(pub) if pub is not None else 0
         self.setup_s = time.perf_counter() - t0
 
     def encrypt_ir(self, k, v):
         p = self.pub[k]
-        return ph.to_bytes(p, ph.encrypt_vector(p, v, U_FRAC_BITS))
+        with self.clock("encrypt"):
+            cts = ph.encrypt_vector(p, v, U_FRAC_BITS, self.fast.get(k))
+        with self.clock("serialize"):
+            return ph.to_bytes(p, cts)
 
     def combine(self, k, payloads, plain):
         p = self.pub[k]
         if payloads:
-            acc = ph.add_encrypted(p, [ph.from_bytes(p, x) for x in payloads])
-            cts = ph.add_plain(p, acc, plain, U_FRAC_BITS)
+            with self.clock("serialize"):
+                parts = [ph.from_bytes(p, x) for x in payloads]
+            with self.clock("combine"):
+                cts = ph.add_plain(p, ph.add_encrypted(p, parts), plain, U_FRAC_BITS)
         else:
-            cts = ph.encrypt_vector(p, plain, U_FRAC_BITS)
-        return ph.to_bytes(p, cts)
+            with self.clock("encrypt"):
+                cts = ph.encrypt_vector(p, plain, U_FRAC_BITS, self.fast.get(k))
+        with self.clock("serialize"):
+            return ph.to_bytes(p, cts)
 
     def gradient_message(self, k, d_payload, X, rng):
         p = self.pub[k]
-        cts, masks = ph.masked_matvec(p, ph.from_bytes(p, d_payload), X, X_FRAC_BITS, rng)
-        return ph.to_bytes(p, cts), masks
+        with self.clock("serialize"):
+            d_cts = ph.from_bytes(p, d_payload)
+        with self.clock("multiply"):
+            cts, masks = ph.masked_matvec(p, d_cts, X, X_FRAC_BITS, rng)
+        with self.clock("serialize"):
+            return ph.to_bytes(p, cts), masks
 
     def open(self, payload, features):
         p = self.pub[self.K]
+        with self.clock("serialize"):
+            cts = ph.from_bytes(p, payload)
         # residues mod n travel as Python ints (arbitrary precision, allowed by the channel)
-        return ph.decrypt_vector(self.priv, ph.from_bytes(p, payload))
+        with self.clock("decrypt"):
+            return ph.decrypt_vector(self.priv, cts)
 
     def unmask(self, k, opened, mask):
         return ph.unmask(self.pub[k], opened, mask, U_FRAC_BITS + X_FRAC_BITS)
@@ -241,6 +305,9 @@ class PaillierScheme(Scheme):
             {
                 "paillier": {
                     "key_bits": self.bits,
+                    "randomness": "h_s^a, a of n_bits/2 bits, fixed-base table (DJN)"
+                    if self.randomness == "djn"
+                    else "r^n, r uniform mod n (textbook)",
                     "u_frac_bits": U_FRAC_BITS,
                     "x_frac_bits": X_FRAC_BITS,
                 },

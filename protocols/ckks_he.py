@@ -36,6 +36,25 @@ class CKKSParameterError(ValueError):
     """CKKS parameters that are insecure, malformed, or cannot carry the requested depth."""
 
 
+def check_ring(n: int, coeff_mod_bit_sizes: Sequence[int]) -> None:
+    """Raise CKKSParameterError unless N is supported and the chain is 128-bit secure at N."""
+    if n not in MAX_COEFF_BITS_128:
+        raise CKKSParameterError(
+            f"poly_modulus_degree must be one of {sorted(MAX_COEFF_BITS_128)}, got {n}"
+        )
+    bits = list(coeff_mod_bit_sizes)
+    if len(bits) < 2 or any(not 20 <= b <= 60 for b in bits):
+        raise CKKSParameterError(
+            f"coeff_mod_bit_sizes must hold >= 2 primes of 20..60 bits (the last is the special "
+            f"prime), got {bits}"
+        )
+    if sum(bits) > MAX_COEFF_BITS_128[n]:
+        raise CKKSParameterError(
+            f"coeff_mod_bit_sizes must total <= {MAX_COEFF_BITS_128[n]} bits for 128-bit "
+            f"security at N={n}, got {sum(bits)}"
+        )
+
+
 @dataclass(frozen=True)
 class CKKSParams:
     """Ring degree, coefficient-modulus chain and scale (bits) of a CKKS context."""
@@ -55,21 +74,8 @@ class CKKSParams:
 
     def validate(self, depth: int = 1) -> None:
         """Raise CKKSParameterError unless the parameters are secure and carry ``depth``."""
-        n = self.poly_modulus_degree
-        if n not in MAX_COEFF_BITS_128:
-            raise CKKSParameterError(
-                f"poly_modulus_degree must be one of {sorted(MAX_COEFF_BITS_128)}, got {n}"
-            )
+        check_ring(self.poly_modulus_degree, self.coeff_mod_bit_sizes)
         bits = list(self.coeff_mod_bit_sizes)
-        if len(bits) < 2 or any(not 20 <= b <= 60 for b in bits):
-            raise CKKSParameterError(
-                f"coeff_mod_bit_sizes must hold >= 2 primes of 20..60 bits, got {bits}"
-            )
-        if sum(bits) > MAX_COEFF_BITS_128[n]:
-            raise CKKSParameterError(
-                f"coeff_mod_bit_sizes must total <= {MAX_COEFF_BITS_128[n]} bits for 128-bit "
-                f"security at N={n}, got {sum(bits)}"
-            )
         if not 20 <= self.scale_bits <= min(bits[1:-1] or bits[:1]):
             raise CKKSParameterError(
                 f"scale_bits must be in [20, {min(bits[1:-1] or bits[:1])}] (the middle primes), "
@@ -199,8 +205,10 @@ class PackedLayout:
     def tile_features(self, X: np.ndarray) -> list[list[np.ndarray]]:
         """``out[g][c]``: slots of feature group ``g``, row chunk ``c`` (feature-major)."""
         P, F = self.rows_per_ct, self.feats_per_ct
+        X = np.asarray(X)
         b, d = X.shape
-        padded = np.zeros((self.n_chunks(b) * P, self.n_groups(d) * F))
+        # complex features (two columns per slot, see protocols.ckks_packed) keep their dtype
+        padded = np.zeros((self.n_chunks(b) * P, self.n_groups(d) * F), dtype=X.dtype)
         padded[:b, :d] = X
         # (chunks, P, groups, F) -> (groups, chunks, F, P): feature-major inside each ciphertext
         blocks = padded.reshape(self.n_chunks(b), P, self.n_groups(d), F).transpose(2, 0, 3, 1)
@@ -210,11 +218,10 @@ class PackedLayout:
 
     def block_sums(self, slots: np.ndarray) -> np.ndarray:
         """Sum each feature block of ``P`` slots: ``S`` values -> ``S // P`` values."""
-        return (
-            np.asarray(slots, dtype=np.float64)[: self.slots]
-            .reshape(self.feats_per_ct, self.rows_per_ct)
-            .sum(axis=1)
-        )
+        slots = np.asarray(slots)
+        if not np.iscomplexobj(slots):
+            slots = slots.astype(np.float64)
+        return slots[: self.slots].reshape(self.feats_per_ct, self.rows_per_ct).sum(axis=1)
 
 
 def choose_rows_per_ct(slots: int, batch: int, max_features: int) -> int:

@@ -75,10 +75,58 @@ def raw_encrypt(pub: paillier.PaillierPublicKey, m: int) -> gmpy2.mpz:
 
 
 def encrypt_vector(
-    pub: paillier.PaillierPublicKey, values: np.ndarray, frac_bits: int
+    pub: paillier.PaillierPublicKey,
+    values: np.ndarray,
+    frac_bits: int,
+    fast: FixedBaseEncryptor | None = None,
 ) -> list[gmpy2.mpz]:
-    """Encrypt each entry of ``values`` (one ciphertext per value, as FATE does)."""
-    return [raw_encrypt(pub, m) for m in encode(pub, values, frac_bits)]
+    """Encrypt each entry of ``values`` (one ciphertext per value, as FATE does); with ``fast``,
+    by its short-exponent fixed-base randomness instead of a fresh r^n."""
+    enc = fast.encrypt if fast is not None else (lambda m: raw_encrypt(pub, m))
+    return [enc(m) for m in encode(pub, values, frac_bits)]
+
+
+def djn_base(pub: paillier.PaillierPublicKey) -> gmpy2.mpz:
+    """Key holder: h_s = (-x^2)^n mod n^2 for a random x (Damgard-Jurik-Nielsen's fast variant).
+
+    Ciphertexts then take their randomness as h_s^a with a of n_bits/2 random bits: h_s^a is an
+    n-th power like r^n, drawn from a subgroup too large to search (the DJN short-exponent
+    assumption, a stronger one than textbook Paillier's DCR alone).
+    """
+    n, n2 = gmpy2.mpz(pub.n), gmpy2.mpz(pub.nsquare)
+    x = gmpy2.mpz(secrets.randbelow(int(n) - 2) + 2)
+    return gmpy2.powmod((-x * x) % n, n, n2)
+
+
+class FixedBaseEncryptor:
+    """Encryption with randomness h_s^a from a fixed-base table (built once per data party).
+
+    ``table[k][d] = h_s^(d * 2^(window k)) mod n^2``: an encryption costs one product per
+    window of the exponent (128 for 2048-bit n at window 8) instead of a 2048-bit powmod
+    (~1,500 products): the precomputation lever (16 MiB of table at 2048 bits).
+    """
+
+    def __init__(self, pub: paillier.PaillierPublicKey, h_s: gmpy2.mpz, window: int = 8) -> None:
+        self.pub, self.window = pub, window
+        self.n, self.n2 = gmpy2.mpz(pub.n), gmpy2.mpz(pub.nsquare)
+        self.exp_bits = -(-int(pub.n).bit_length() // 2)
+        self.table: list[list[gmpy2.mpz]] = []
+        base = gmpy2.mpz(h_s)
+        for _ in range(-(-self.exp_bits // window)):
+            row = [gmpy2.mpz(1), base]
+            for _ in range((1 << window) - 2):
+                row.append(row[-1] * base % self.n2)
+            self.table.append(row)
+            base = row[-1] * base % self.n2  # h_s^(2^(window (k+1)))
+
+    def encrypt(self, m: int) -> gmpy2.mpz:
+        a, mask, r = secrets.randbits(self.exp_bits), (1 << self.window) - 1, gmpy2.mpz(1)
+        for row in self.table:
+            d = a & mask
+            if d:
+                r = r * row[d] % self.n2
+            a >>= self.window
+        return (1 + gmpy2.mpz(m) * self.n) % self.n2 * r % self.n2
 
 
 def add_encrypted(
@@ -127,20 +175,53 @@ def masked_matvec(
         raise PaillierParameterError(f"X has {b} rows but the residual {len(d_cts)} entries")
     Xi = np.rint(np.asarray(X, dtype=np.float64) * 2.0**x_frac_bits).astype(np.int64)
     inv = [gmpy2.invert(c, n2) for c in d_cts]
+    bits = max(1, int(np.abs(Xi).max(initial=0)).bit_length())
     out, masks = [], []
     nbytes = (int(n).bit_length() + 7) // 8 + 16  # 128 extra bits: statistically uniform mod n
     for j in range(F):
-        acc = gmpy2.mpz(1)
-        for i in range(b):
-            e = int(Xi[i, j])
-            if e > 0:
-                acc = acc * gmpy2.powmod(d_cts[i], e, n2) % n2
-            elif e < 0:
-                acc = acc * gmpy2.powmod(inv[i], -e, n2) % n2
+        col = Xi[:, j].tolist()
+        terms = [(d_cts[i] if e > 0 else inv[i], abs(e)) for i, e in enumerate(col) if e]
+        acc = multi_exp(terms, n2, bits)
         R = int.from_bytes(rng.bytes(nbytes), "big") % int(n)
         out.append(acc * ((1 + gmpy2.mpz(R) * n) % n2) % n2)
         masks.append(R)
     return out, masks
+
+
+def multi_exp(
+    terms: Sequence[tuple[gmpy2.mpz, int]], modulus: gmpy2.mpz, bits: int, window: int = 6
+) -> gmpy2.mpz:
+    """``prod g^e mod modulus`` over ``terms`` (e >= 0, < 2^bits) by Pippenger's bucket method.
+
+    Per window of ``window`` exponent bits every term costs one product (into the bucket of
+    its digit) and the buckets 2 * 2^window more, instead of ~1.5 products per exponent bit and
+    term for separate powmods: 6.8x fewer seconds at 1024 terms of 17 bits, 2048-bit n
+    (measured). The result is the same integer.
+    """
+    mask = (1 << window) - 1
+    res = None
+    for w in range(-(-bits // window) - 1, -1, -1):
+        if res is not None:
+            for _ in range(window):
+                res = res * res % modulus
+        buckets: list[gmpy2.mpz | None] = [None] * (mask + 1)
+        shift = w * window
+        for g, e in terms:
+            k = (e >> shift) & mask
+            if k:
+                x = buckets[k]
+                buckets[k] = g if x is None else x * g % modulus
+        # sum_k k * bucket_k as a running product: bucket k enters k times
+        run = acc = None
+        for k in range(mask, 0, -1):
+            x = buckets[k]
+            if x is not None:
+                run = x if run is None else run * x % modulus
+            if run is not None:
+                acc = run if acc is None else acc * run % modulus
+        if acc is not None:
+            res = acc if res is None else res * acc % modulus
+    return gmpy2.mpz(1) if res is None else res
 
 
 def decrypt_vector(priv: paillier.PaillierPrivateKey, cts: Sequence[gmpy2.mpz]) -> list[int]:

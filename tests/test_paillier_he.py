@@ -1,5 +1,6 @@
 """Paillier helpers: fixed point, homomorphic sums and masked plaintext-matrix products, bytes."""
 
+import gmpy2
 import numpy as np
 import pytest
 
@@ -63,3 +64,30 @@ def test_operand_checks(keys):
         ph.from_bytes(pub, b"\x00" * 100)
     with pytest.raises(ph.PaillierParameterError, match="finite"):
         ph.encode(pub, np.array([np.inf]), 32)
+
+
+def test_multi_exp_is_the_product_of_powmods():
+    pub, _ = ph.generate_keypair(256)
+    n2 = gmpy2.mpz(pub.nsquare)
+    rng = np.random.default_rng(3)
+    bases = [gmpy2.mpz(int(x)) for x in rng.integers(2, 2**62, size=40)]
+    for bits in (1, 7, 17):
+        exps = [int(e) for e in rng.integers(0, 2**bits, size=40)]
+        want = gmpy2.mpz(1)
+        for g, e in zip(bases, exps, strict=True):
+            want = want * gmpy2.powmod(g, e, n2) % n2
+        assert ph.multi_exp(list(zip(bases, exps, strict=True)), n2, bits) == want
+    assert ph.multi_exp([], n2, 5) == 1
+
+
+def test_djn_fixed_base_encryption_decrypts_and_is_randomised():
+    pub, priv = ph.generate_keypair(512)
+    fast = ph.FixedBaseEncryptor(pub, ph.djn_base(pub))
+    v = np.array([0.5, -1.25, 3.0, 0.0])
+    cts = ph.encrypt_vector(pub, v, 32, fast)
+    np.testing.assert_allclose(ph.decode(pub, ph.decrypt_vector(priv, cts), 32), v, atol=1e-9)
+    again = ph.encrypt_vector(pub, v, 32, fast)
+    assert all(a != b for a, b in zip(cts, again, strict=True))  # fresh randomness each time
+    # sums and plaintext products work on DJN ciphertexts as on textbook ones
+    s = ph.add_encrypted(pub, [cts, again])
+    np.testing.assert_allclose(ph.decode(pub, ph.decrypt_vector(priv, s), 32), 2 * v, atol=1e-9)

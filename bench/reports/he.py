@@ -46,8 +46,55 @@ def epoch_cpu_seconds(r: dict[str, Any]) -> float | None:
 
 def label(r: dict[str, Any]) -> str:
     if r["method"] == "he-vfl":
-        return f"he-vfl/{(r.get('extra') or {}).get('scheme', r['config'].get('scheme', 'ckks'))}"
+        ex = r.get("extra") or {}
+        scheme = ex.get("scheme", r["config"].get("scheme", "ckks"))
+        djn = "DJN" in str((ex.get("paillier") or {}).get("randomness", ""))
+        return f"he-vfl/{scheme}{'-djn' if djn else ''}"
     return r["method"]
+
+
+PHASES = ("encrypt", "combine", "multiply", "decrypt", "serialize", "send", "other")
+MESSAGES = ("ir", "residual", "gradient", "opened")
+
+
+def _phase_table(records: list[dict[str, Any]]) -> list[str]:
+    """Median seconds and MB per epoch by phase / message (he-vfl records with phases_s)."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in records:
+        if "phases_s" in (r.get("extra") or {}):
+            groups[(*_key(r), label(r))].append(r)
+    if not groups:
+        return []
+
+    def per_epoch(r: dict[str, Any], v: float) -> float:
+        ex = r["extra"]
+        scale = ex["batches_per_epoch"] / max(1, ex["batches_run_per_epoch"])
+        return v * scale / max(1, int(r["config"].get("epochs", 1)))
+
+    lines = [
+        "",
+        "**Where each second and byte goes** (per epoch, median over runs; every party of the "
+        "in-process run; Paillier scaled up from its timed minibatches):",
+        "",
+        "| dataset | batch | method | "
+        + " | ".join(f"{p} s" for p in PHASES)
+        + " | "
+        + " | ".join(f"{m} MB" for m in MESSAGES)
+        + " |",
+        "|---|---|---|" + "---|" * (len(PHASES) + len(MESSAGES)),
+    ]
+    for key, rs in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        secs = [
+            f"{np.median([per_epoch(r, r['extra']['phases_s'].get(p, 0.0)) for r in rs]):.3f}"
+            for p in PHASES
+        ]
+        mb = [
+            np.median([per_epoch(r, r["extra"]["phases_bytes"].get(m, 0)) for r in rs]) / 1e6
+            for m in MESSAGES
+        ]
+        mb = [f"{x:.2f}" for x in mb]
+        lines.append(f"| {key[0]} | {key[2]} | {key[4]} | " + " | ".join(secs + mb) + " |")
+    return lines
 
 
 def _key(r: dict[str, Any]) -> tuple:
@@ -189,6 +236,7 @@ def render(records: list[dict[str, Any]], out: Path) -> str:
         "",
     ]
     lines += _table(rel)
+    lines += _phase_table(rel)
     acc = _acceptance(rel)
     if acc:
         lines += ["", "**Per dataset:**", ""] + acc
@@ -208,8 +256,9 @@ def render(records: list[dict[str, Any]], out: Path) -> str:
         "",
         "**What each party learns.** Data parties see only ciphertexts and their own gradient; "
         "the coordinator sees each gradient plus a mask. Paillier masks are uniform modulo n, so "
-        "they hide the value perfectly. CKKS masks are real numbers drawn uniformly from "
-        "[-2^20, 2^20) in every slot; they hide a slot value v (plus its encryption noise) up to "
+        "they hide the value perfectly. CKKS masks are drawn uniformly from "
+        "[-2^20, 2^20) in every slot (real and imaginary part: two features share a complex slot); "
+        "they hide a slot value v (plus its encryption noise) up to "
         "a statistical distance of about |v|/2^21. Here |v| is a few units, so that distance is "
         "about 1e-6. Test-set scoring uses the shared GLM predictor, which sends plaintext "
         "intermediate results to party 0.",

@@ -20,6 +20,7 @@ from securevfl.context import RunContext, fingerprint
 from securevfl.models.glm import GLMLoss, Penalty, default_loss_for, make_loss, make_penalty
 from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.results import RunStats
+from securevfl.training.batching import n_batches
 from securevfl.training.loop import EpochClock, Release, TrainRun, compose_releases, train_batches
 
 DEFAULT_GLM_LR = 4.0  # safe for logistic with ||x|| <= 1 (smoothness 1/4: stable below 8)
@@ -90,6 +91,41 @@ class GLMHooks:
         """The privacy events of scoring ``n_rows`` rows (default: none)."""
         return ()
 
+    def batches_per_epoch(self, ctx: RunContext, n: int) -> int:
+        """How many of an epoch's ``n`` minibatches run (HE-VFL times a few and extrapolates)."""
+        return n
+
+    def combine(
+        self,
+        ctx: RunContext,
+        loss: GLMLoss,
+        own: np.ndarray,
+        received: list,
+        y: np.ndarray,
+        step: int,
+    ) -> tuple[object, object, float | None]:
+        """At the active party: (its own derivative, the message to the passives, mean loss).
+
+        ``own`` is X_0 w_0 + b for the minibatch, ``received`` the passive messages. The default
+        sums plain IRs; HE-VFL sums ciphertexts and returns an encrypted residual (no loss).
+        """
+        theta = own + sum(received)
+        exact = loss.derivative(theta, y)
+        return exact, self.active_message(ctx, exact, step), float(np.mean(loss.value(theta, y)))
+
+    def gradients(
+        self, ctx: RunContext, idx: np.ndarray, derivs: dict[int, object], step: int
+    ) -> dict[int, tuple[np.ndarray, float]]:
+        """Per local data party: (loss gradient of its weights, of the bias) from its derivative.
+
+        Every process calls this once per step, so a protocol that needs a third party (HE-VFL's
+        key holder) can run here; the default is local: X_k^T d / b and mean(d).
+        """
+        b = len(idx)
+        return {
+            k: (ctx.views[k].X_train[idx].T @ d / b, float(np.mean(d))) for k, d in derivs.items()
+        }
+
 
 @dataclass
 class GLMState:
@@ -138,33 +174,40 @@ def train_glm(
     clock = EpochClock(stats if stats is not None else RunStats(), classify=info.task == "binary")
     step = 0
     t0 = time.perf_counter()
+    n_run = hooks.batches_per_epoch(ctx, n_batches(info.n_train, spec.batch_size))
     for epoch in range(spec.epochs):
         clock.start()
         for batch, idx in train_batches(ctx, epoch, step):
-            b = batch.size
+            if batch.index >= n_run:
+                break
             sent = {k: rt.local(k, _passive_ir, ctx, hooks, state, k, idx, step) for k in passives}
             received = rt.gather(sent, dst=active)
             back = None
             exact = None
             if rt.here(active):
-                theta = ctx.views[active].X_train[idx] @ state.w[active] + state.bias
-                theta = theta + sum(received[k] for k in passives)
-                exact = loss.derivative(theta, y_enc[idx])
-                back = hooks.active_message(ctx, exact, step)
-                state.losses.append(float(np.mean(loss.value(theta, y_enc[idx]))))
-                clock.batch(state.losses[-1], theta > 0, ctx.views[active].y_train[idx] == 1)
+                own = ctx.views[active].X_train[idx] @ state.w[active] + state.bias
+                exact, back, value = hooks.combine(
+                    ctx, loss, own, [received[k] for k in passives], y_enc[idx], step
+                )
+                if value is not None:  # a loss the label holder can see (not under HE)
+                    state.losses.append(value)
+                    theta = own + sum(received[k] for k in passives)
+                    clock.batch(value, theta > 0, ctx.views[active].y_train[idx] == 1)
             back = rt.broadcast(back, src=active, dsts=passives)
+            derivs = {}
             for k in state.w:
                 if k == active:
-                    d = exact if hooks.active_uses_exact() else back
+                    derivs[k] = exact if hooks.active_uses_exact() else back
                 else:
-                    d = hooks.received_derivative(ctx, k, back)
-                X = ctx.views[k].X_train[idx]
-                grad = X.T @ d / b + penalty.grad(state.w[k])
+                    derivs[k] = hooks.received_derivative(ctx, k, back)
+            grads = hooks.gradients(ctx, idx, derivs, step)
+            for k in state.w:
+                g_w, g_b = grads[k]
+                grad = g_w + penalty.grad(state.w[k])
                 w = penalty.prox(state.w[k] - lr * grad, lr)
                 state.w[k] = hooks.after_update(ctx, k, w)
                 if k == active and fit_intercept:
-                    state.bias -= lr * float(np.mean(d))
+                    state.bias -= lr * g_b
             step += 1
         hooks.end_epoch(ctx, epoch)
         compose_releases(ledger, hooks.epoch_releases(ctx, epoch))

@@ -1,0 +1,144 @@
+"""HE-VFL on the shared GLM trainer: the hooks that encrypt, combine and open, and a phase clock.
+
+The trainer owns the loop (batching, updates, proximal step, bias, epochs); these hooks change
+what passive parties send (encrypted IRs), how the active party combines them (ciphertext sum plus
+its plain part, minus 2y: the Taylor residual 4 dl/dt, encrypted), and how gradients are formed
+(masked encrypted X^T(4d) opened by the key holder; see :mod:`baselines.he_vfl`).
+
+Where each second goes is recorded per phase (encrypt, combine, multiply, decrypt, serialize,
+send, other) and each byte per protocol message (ir, residual, gradient, opened), as the channel
+metered it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from securevfl.context import RunContext
+from securevfl.models.glm import GLMLoss
+from securevfl.training import GLMHooks
+
+
+class PhaseClock:
+    """Wall seconds per named phase (nested phases count in the innermost one only)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self._stack: list[list[float]] = []
+
+    @contextmanager
+    def __call__(self, phase: str):
+        t0 = time.perf_counter()
+        self._stack.append([0.0])  # time spent in phases nested inside this one
+        try:
+            yield
+        finally:
+            inner = self._stack.pop()[0]
+            spent = time.perf_counter() - t0
+            self.seconds[phase] += spent - inner
+            if self._stack:
+                self._stack[-1][0] += spent
+
+
+def _meter_bytes(rt) -> int:
+    return sum(c.bytes_total for c in rt.meter.phases.values())
+
+
+class HEHooks(GLMHooks):
+    """GLM trainer hooks of the HE-VFL protocol over one :class:`baselines.he_schemes.Scheme`."""
+
+    def __init__(self, ctx: RunContext, scheme: Any, batches: int) -> None:
+        self.scheme, self.batches = scheme, batches
+        self.K = ctx.info.data_parties
+        self.clock = scheme.clock
+        self.bytes: dict[str, int] = defaultdict(int)
+        local = [k for k in ctx.rt.local_parties if k < self.K]
+        self.rngs = {k: ctx.noise_rng(k, "he-vfl/mask") for k in local}
+        # party 0's gradient message carries the bias through a column of ones (built once)
+        self.feats = {k: ctx.views[k].X_train for k in local}
+        if 0 in self.feats:
+            self.feats[0] = np.hstack([self.feats[0], np.ones((ctx.info.n_train, 1))])
+        self._open: tuple[str, float, int] | None = None
+        self.epoch_s: list[float] = []
+        self.epoch_cpu: list[float] = []
+        self._t = (time.perf_counter(), time.process_time())
+
+    def start(self) -> None:
+        """Start the epoch clock (call right before the trainer)."""
+        self._t = (time.perf_counter(), time.process_time())
+
+    def send(self, message: str, fn, *args, **kwargs):
+        """A runtime transfer, timed as phase send; its metered bytes count under ``message``."""
+        rt = self.scheme.ctx.rt
+        before = _meter_bytes(rt)
+        with self.clock("send"):
+            out = fn(*args, **kwargs)
+        self.bytes[message] += _meter_bytes(rt) - before
+        return out
+
+    def _mark(self, message: str) -> None:
+        """The trainer moves the IRs and the residual itself: note where its transfer begins."""
+        self._open = (message, time.perf_counter(), _meter_bytes(self.scheme.ctx.rt))
+
+    def _close(self) -> None:
+        """Count the trainer's transfer since :meth:`_mark` as 'send' (in-process: exactly it)."""
+        if self._open is not None:
+            message, t0, b0 = self._open
+            self.clock.seconds["send"] += time.perf_counter() - t0
+            self.bytes[message] += _meter_bytes(self.scheme.ctx.rt) - b0
+            self._open = None
+
+    # ---- GLM trainer plug points ----------------------------------------------------------
+
+    def batches_per_epoch(self, ctx, n):
+        return min(n, self.batches) if self.batches else n
+
+    def passive_message(self, ctx, k, ir, step):
+        out = self.scheme.encrypt_ir(k, ir)
+        self._mark("ir")
+        return out
+
+    def combine(self, ctx, loss: GLMLoss, own, received, y, step):
+        self._close()
+        # the Taylor residual times 4: sum_k u_k + X_0 w_0 + b - 2y (encrypted), no loss value
+        msg = self.scheme.combine(0, received, own - 2.0 * y)
+        self._mark("residual")
+        return msg, msg, None
+
+    def active_uses_exact(self) -> bool:
+        return False  # the active party, too, only holds the encrypted residual
+
+    def gradients(self, ctx, idx, derivs, step):
+        self._close()
+        rt, C, b = ctx.rt, self.K, len(idx)
+        masks, msgs = {}, {}
+        for k, d_msg in derivs.items():
+            msgs[k], masks[k] = self.scheme.gradient_message(
+                k, d_msg, self.feats[k][idx], self.rngs[k]
+            )
+        got = self.send("gradient", rt.gather, {k: msgs.get(k) for k in range(C)}, dst=C)
+        opened = {}
+        if rt.here(C):
+            opened = {
+                k: self.scheme.open(got[k], ctx.info.features_per_party[k] + (k == 0))
+                for k in range(C)
+            }
+        out = {}
+        for k in range(C):
+            back = self.send("opened", rt.send, opened.get(k), src=C, dst=k)
+            if k in derivs:
+                with self.clock("other"):
+                    g = self.scheme.unmask(k, back, masks[k]) / (4.0 * b)  # undo the factor 4
+                out[k] = (g[:-1], float(g[-1])) if k == 0 else (g, 0.0)
+        return out
+
+    def end_epoch(self, ctx, epoch):
+        now = (time.perf_counter(), time.process_time())
+        self.epoch_s.append(now[0] - self._t[0])
+        self.epoch_cpu.append(now[1] - self._t[1])
+        self._t = now
