@@ -1,0 +1,29 @@
+"""ZOO-VFL (Zhang et al., 2021): every client estimates the gradient of its whole bottom model by
+zeroth order: it uploads its embedding and its outputs at q perturbed copies of its weights (its
+own private directions), the server returns the q loss differences, the client steps on
+Avg-RandGradEst in the d-dimensional weight space (the server trains by first order, as in
+VFL-CZOFO). ``--schedule async`` (default) is ZOO-VFL, ``sync`` Syn-ZOO-VFL."""
+
+from __future__ import annotations
+
+from baselines.compressed_vfl import fit_cascade
+from securevfl.methods import FitResult, Method, RunContext, RunSpec, register_method
+from securevfl.methods.cascade_options import cascade_options, check_cascade
+
+
+@register_method
+class ZOOVFL(Method):
+    name = "zoo-vfl"
+    summary = "ZOO-VFL: zeroth order on each client's whole model, FO server"
+    family = "zo"
+    models = ("mlp",)
+    uses_server = True
+    labels_at_server = True
+    options = cascade_options(schedule="async", uplink_bits=32, downlink_bits=32, zo=True)
+
+    def validate(self, spec: RunSpec) -> None:
+        super().validate(spec)
+        check_cascade(spec, self, "zo-model")
+
+    def fit(self, ctx: RunContext) -> FitResult:
+        return fit_cascade(self, ctx, "zo-model")[1]
