@@ -4,11 +4,13 @@ For a loss f of a point h in R^d, q random directions u_j and a smoothing radius
 
     ĝ = φ / (q μ) Σ_j [f(h + μ u_j) − f(h)] u_j
 
-with φ = d for directions uniform on the unit sphere (E[u uᵀ] = I/d) and for a random coordinate
-e_k (E[e_k e_kᵀ] = I/d), φ = 1 for standard Gaussian directions (E[u uᵀ] = I). For the sphere
-and the Gaussian, ĝ is unbiased for ∇f_μ, the gradient of f smoothed over the ball / the Gaussian
-of radius μ (for a quadratic f, ∇f_μ = ∇f). For coordinates, E[ĝ] is the forward difference
-(f(h + μ e_k) − f(h)) / μ along every axis.
+with φ = d for directions uniform on the unit sphere (E[u uᵀ] = I/d) and for a random signed
+coordinate ±e_k (E[u uᵀ] = I/d), φ = 1 for standard Gaussian directions (E[u uᵀ] = I). For the
+sphere and the Gaussian, ĝ is unbiased for ∇f_μ, the gradient of f smoothed over the ball / the
+Gaussian of radius μ (for a quadratic f, ∇f_μ = ∇f). For signed coordinates, E[ĝ] is the central
+difference (f(h + μ e_k) − f(h − μ e_k)) / 2μ along every axis (∇f for a quadratic). The sign
+matters: every direction has mean zero, which the per-batch form below relies on (unsigned
+coordinates would add the other rows' mean loss change to every row's estimate).
 
 Batched forms: ``h`` is (b, d), one direction per row and per j, ``dirs`` is (q, b, d).
 *Per-sample* δ: one scalar per row and direction, δ[j, i] = f_i(h_i + μ u_ji) − f_i(h_i), shape
@@ -44,7 +46,8 @@ def sample_directions(
     if direction == "coordinate":
         out = np.zeros(shape)
         k = rng.integers(shape[-1], size=shape[:-1])
-        np.put_along_axis(out, k[..., None], 1.0, axis=-1)
+        sign = rng.choice([-1.0, 1.0], size=shape[:-1])
+        np.put_along_axis(out, k[..., None], sign[..., None], axis=-1)
         return out
     u = rng.standard_normal(shape)
     if direction == "sphere":
