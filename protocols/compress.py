@@ -110,7 +110,9 @@ def decode(data: bytes) -> np.ndarray:
     """Inverse of :func:`encode` (up to the compression error): a float64 array."""
     view = memoryview(data)
     if len(view) < _HEAD.size:
-        raise CompressError(f"a compressed message must hold >= {_HEAD.size} bytes, got {len(view)}")
+        raise CompressError(
+            f"a compressed message must hold >= {_HEAD.size} bytes, got {len(view)}"
+        )
     kind, bits, ndim = _HEAD.unpack_from(view)
     check_bits(bits)
     off = _HEAD.size + 4 * ndim

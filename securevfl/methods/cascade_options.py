@@ -29,8 +29,9 @@ def cascade_options(*, schedule: str, uplink_bits: int, downlink_bits: int, zo: 
             SCHEDULES,
         ),
         "uplink_bits": Option(
-            int, uplink_bits, "bits per embedding entry sent (1..16 uniform min/max quantiser; 32 = "
-            "float32)"
+            int,
+            uplink_bits,
+            "bits per embedding entry sent (1..16 uniform min/max quantiser; 32 = float32)",
         ),
         "downlink_bits": Option(
             int, downlink_bits, "bits per entry of each reply (1..16 quantised; 32 = float32)"
@@ -83,7 +84,9 @@ def check_cascade(spec: RunSpec, method: Method, client_grad: str) -> CascadeCon
         try:
             kw[name] = check_bits(_number(name, opt[name], int))
         except CompressError:
-            raise ConfigError(f"{name} must be an integer in 1..16 or 32, got {opt[name]!r}") from None
+            raise ConfigError(
+                f"{name} must be an integer in 1..16 or 32, got {opt[name]!r}"
+            ) from None
     kw["topk"] = _number("topk", opt["topk"], float)
     if not 0 < kw["topk"] <= 1:
         raise ConfigError(f"topk must lie in (0, 1], got {opt['topk']!r}")

@@ -1,4 +1,4 @@
-"""VFL-CZOFO: cascaded zeroth-order clients and a first-order server, compressed both ways (seed 002).
+"""VFL-CZOFO: cascaded zeroth-order clients, a first-order server, compression both ways (seed 002).
 
 Parties: K >= 2 clients (0..K-1: features, a bottom model each) and the server (index K: labels
 and the top model). Per round the active client (async: one drawn at random; sync: all) uploads

@@ -1,4 +1,4 @@
-"""Split-NN with a server, compressed messages, sync/async rounds and first- or zeroth-order clients.
+"""Split-NN with a server: compressed messages, sync/async rounds, first- or zeroth-order clients.
 
 Parties: clients 0..K-1 (features, a bottom model each) and the server K (labels, top model).
 Per round (``securevfl.training.rounds``) each sending client uploads C_up(h_k) for the round's
@@ -67,9 +67,7 @@ class CascadeHooks:
         """The embedding rows client k releases (default: as computed)."""
         return h
 
-    def on_zo_reply(
-        self, k: int, estimate: np.ndarray, true_grad: np.ndarray, step: int
-    ) -> None:
+    def on_zo_reply(self, k: int, estimate: np.ndarray, true_grad: np.ndarray, step: int) -> None:
         """The estimate client k will form from this reply, beside the exact gradient."""
 
 
@@ -103,7 +101,9 @@ class CascadeTrainer:
         shape.aggregation = spec.aggregation
         self.state = build_models(ctx, shape)
         lr = spec.lr if spec.lr is not None else DEFAULT_MLP_LR
-        self.opts = {k: torch.optim.Adam(m.parameters(), lr=lr) for k, m in self.state.bottoms.items()}
+        self.opts = {
+            k: torch.optim.Adam(m.parameters(), lr=lr) for k, m in self.state.bottoms.items()
+        }
         top = self.state.top
         self.top_opt = torch.optim.Adam(top.parameters(), lr=lr) if top is not None else None
         self.plan = plan_rounds(
@@ -115,6 +115,7 @@ class CascadeTrainer:
             seed=ctx.shared_seed,
             max_staleness=cfg.max_staleness,
         )
+
         # ZO-output directions: one generator per (client, server) pair, one copy on each side
         def pair_rng(k: int) -> np.random.Generator:
             return np.random.default_rng(derive_seed(ctx.shared_seed, purpose=f"zo/dirs/{k}"))
@@ -136,7 +137,9 @@ class CascadeTrainer:
         return torch.as_tensor(X if idx is None else X[idx], dtype=torch.float32)
 
     def _combine(self, parts: list[torch.Tensor]) -> torch.Tensor:
-        return torch.stack(parts).sum(0) if self.ctx.spec.aggregation == "sum" else torch.cat(parts, 1)
+        return (
+            torch.stack(parts).sum(0) if self.ctx.spec.aggregation == "sum" else torch.cat(parts, 1)
+        )
 
     def _upload(
         self, k: int, idx: np.ndarray | None, step: int, *, active: bool = False
@@ -234,7 +237,7 @@ class CascadeTrainer:
 
     # --- the loop ------------------------------------------------------------------------------
     def train(self) -> float:
-        ctx, rt, S = self.ctx, self.ctx.rt, self.S
+        rt, S = self.ctx.rt, self.S
         t0 = time.perf_counter()
         if self.cfg.schedule == "async":
             self._fill_table()
@@ -292,10 +295,16 @@ class CascadeTrainer:
             parts.update(v["embs"])
             sent += v["train_bytes"]
         with torch.no_grad():
-            agg = self._combine([torch.as_tensor(parts[k], dtype=torch.float32) for k in range(self.K)])
+            agg = self._combine(
+                [torch.as_tensor(parts[k], dtype=torch.float32) for k in range(self.K)]
+            )
             out = self.state.top(agg).numpy()
         y = self.ctx.views[S].y_test
-        acc = float((out.argmax(1) == y).mean()) if self.ctx.info.task != "regression" else float("nan")
+        acc = (
+            float((out.argmax(1) == y).mean())
+            if self.ctx.info.task != "regression"
+            else float("nan")
+        )
         self.stats.curve.append({"rounds": rounds, "train_bytes": sent, "accuracy": acc})
 
     def predict(self) -> np.ndarray | None:

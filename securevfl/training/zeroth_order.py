@@ -55,9 +55,7 @@ def sample_directions(
     return u
 
 
-def zo_estimate(
-    deltas: np.ndarray, dirs: np.ndarray, *, mu: float, direction: str
-) -> np.ndarray:
+def zo_estimate(deltas: np.ndarray, dirs: np.ndarray, *, mu: float, direction: str) -> np.ndarray:
     """Avg-RandGradEst from the loss differences and the directions they were taken along.
 
     ``dirs`` (q, ..., d); ``deltas`` (q,) per batch or (q, ...) per sample.
