@@ -19,10 +19,14 @@ import math
 
 import numpy as np
 
-from baselines.compressed_vfl import fit_cascade
 from securevfl.errors import ConfigError
-from securevfl.methods import FitResult, Method, Option, RunContext, RunSpec, register_method
-from securevfl.methods.cascade_options import cascade_options, check_cascade
+from securevfl.methods import FitResult, Option, RunContext, RunSpec, register_method
+from securevfl.methods.cascade_options import (
+    CascadeMethod,
+    cascade_options,
+    check_cascade,
+    fit_cascade,
+)
 from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.privacy.analytic_gaussian import analytic_gaussian_sigma
 from securevfl.privacy.events import gaussian_event
@@ -33,21 +37,11 @@ DEFAULT_DELTA = 1e-5
 
 
 @register_method
-class VAFL(Method):
+class VAFL(CascadeMethod):
     name = "vafl"
     summary = "VAFL: asynchronous FO split learning with a server-side embedding table"
     family = "plain"
-    models = ("mlp",)
-    uses_server = True
-    labels_at_server = True
     options = cascade_options(schedule="async", uplink_bits=32, downlink_bits=32, zo=False)
-
-    def validate(self, spec: RunSpec) -> None:
-        super().validate(spec)
-        check_cascade(spec, self, "foo")
-
-    def fit(self, ctx: RunContext) -> FitResult:
-        return fit_cascade(self, ctx, "foo")[1]
 
 
 def row_releases(ctx: RunContext, schedule: str, max_staleness: int) -> list[int]:
@@ -75,14 +69,11 @@ class NoisyEmbeddings(CascadeHooks):
 
 
 @register_method
-class VAFLDP(Method):
+class VAFLDP(CascadeMethod):
     name = "vafl-dp"
     summary = "VAFL + DP: clipped embeddings with Gaussian noise (party-row, accounted)"
     family = "dp"
-    models = ("mlp",)
     private = True
-    uses_server = True
-    labels_at_server = True
     options = {
         **cascade_options(schedule="async", uplink_bits=32, downlink_bits=32, zo=False),
         "clip": Option(float, 1.0, "clipping bound C > 0 of each released embedding row"),
@@ -99,7 +90,6 @@ class VAFLDP(Method):
 
     def validate(self, spec: RunSpec) -> None:
         super().validate(spec)
-        check_cascade(spec, self, "foo")
         self._clip(spec)
 
     def fit(self, ctx: RunContext) -> FitResult:
@@ -111,7 +101,7 @@ class VAFLDP(Method):
         sigma = analytic_gaussian_sigma(
             epsilon=eps, delta=delta, sensitivity=2 * C * math.sqrt(max(rows))
         )
-        _, fit = fit_cascade(self, ctx, "foo", NoisyEmbeddings(ctx, C, sigma))
+        _, fit = fit_cascade(self, ctx, NoisyEmbeddings(ctx, C, sigma))
         ledger = PrivacyLedger("party-row")
         for k, n in enumerate(rows):
             ledger.compose(k, gaussian_event(sigma=sigma, sensitivity=2 * C, count=n))

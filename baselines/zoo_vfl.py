@@ -6,24 +6,14 @@ VFL-CZOFO). ``--schedule async`` (default) is ZOO-VFL, ``sync`` Syn-ZOO-VFL."""
 
 from __future__ import annotations
 
-from baselines.compressed_vfl import fit_cascade
-from securevfl.methods import FitResult, Method, RunContext, RunSpec, register_method
-from securevfl.methods.cascade_options import cascade_options, check_cascade
+from securevfl.methods import register_method
+from securevfl.methods.cascade_options import CascadeMethod, cascade_options
 
 
 @register_method
-class ZOOVFL(Method):
+class ZOOVFL(CascadeMethod):
     name = "zoo-vfl"
     summary = "ZOO-VFL: zeroth order on each client's whole model, FO server"
     family = "zo"
-    models = ("mlp",)
-    uses_server = True
-    labels_at_server = True
+    client_grad = "zo-model"
     options = cascade_options(schedule="async", uplink_bits=32, downlink_bits=32, zo=True)
-
-    def validate(self, spec: RunSpec) -> None:
-        super().validate(spec)
-        check_cascade(spec, self, "zo-model")
-
-    def fit(self, ctx: RunContext) -> FitResult:
-        return fit_cascade(self, ctx, "zo-model")[1]

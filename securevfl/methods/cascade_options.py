@@ -4,15 +4,16 @@ run statistics they all record."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from protocols.compress import CompressError, check_bits
 from securevfl.errors import ConfigError
-from securevfl.methods.base import Method, Option, RunSpec
-from securevfl.training.cascade_trainer import CascadeConfig, CascadeTrainer
+from securevfl.methods.base import FitResult, Method, Option, RunContext, RunSpec
+from securevfl.training.cascade_trainer import CascadeConfig, CascadeHooks, CascadeTrainer
 from securevfl.training.rounds import SCHEDULES
+from securevfl.training.splitnn_trainer import splitnn_fingerprints
 from securevfl.training.zeroth_order import DIRECTIONS
 
 ZO_OPTIONS = ("q", "mu", "direction", "deltas")
@@ -141,3 +142,35 @@ def run_statistics(trainer: CascadeTrainer, train_s: float) -> dict[str, Any]:
     if st.losses:
         out["final_train_loss"] = float(np.mean(st.losses[-20:]))
     return out
+
+
+class CascadeMethod(Method):
+    """A method on the cascade trainer: clients 0..K-1, the server K with the labels; what the
+    server returns is ``client_grad`` (see ``securevfl.training.cascade_trainer``)."""
+
+    client_grad: ClassVar[str] = "foo"
+    models = ("mlp",)
+    uses_server = True
+    labels_at_server = True
+
+    def validate(self, spec: RunSpec) -> None:
+        super().validate(spec)
+        check_cascade(spec, self, self.client_grad)
+
+    def fit(self, ctx: RunContext) -> FitResult:
+        return fit_cascade(self, ctx)[1]
+
+
+def fit_cascade(
+    method: CascadeMethod, ctx: RunContext, hooks: CascadeHooks | None = None
+) -> tuple[CascadeTrainer, FitResult]:
+    """Train with the cascade trainer and score the test split (no privacy record)."""
+    trainer = CascadeTrainer(ctx, check_cascade(ctx.spec, method, method.client_grad), hooks)
+    train_s = trainer.train()
+    scores = trainer.predict()
+    return trainer, FitResult(
+        scores,
+        train_s,
+        fingerprints=splitnn_fingerprints(trainer.state),
+        extra=run_statistics(trainer, train_s),
+    )

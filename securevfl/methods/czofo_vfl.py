@@ -15,11 +15,10 @@ computes the δ before it steps (the authors' code steps first, so each δ mixes
 
 from __future__ import annotations
 
-from securevfl.methods.base import FitResult, Method, RunContext, RunSpec, register_method
-from securevfl.methods.cascade_options import cascade_options, check_cascade, run_statistics
+from securevfl.methods.base import FitResult, RunContext, register_method
+from securevfl.methods.cascade_options import CascadeMethod, cascade_options, fit_cascade
 from securevfl.privacy.czofo_intrinsic import IntrinsicTracker, intrinsic_report
-from securevfl.training import splitnn_fingerprints
-from securevfl.training.cascade_trainer import CascadeHooks, CascadeTrainer
+from securevfl.training.cascade_trainer import CascadeHooks
 
 DEFAULT_DELTA = 1e-6  # the poster's δ = δ' of Table 2
 
@@ -35,39 +34,25 @@ class IntrinsicHooks(CascadeHooks):
 
 
 @register_method
-class CZOFOVFL(Method):
+class CZOFOVFL(CascadeMethod):
     name = "czofo-vfl"
     summary = "VFL-CZOFO: ZO clients (estimate at their output), FO server, compressed both ways"
     family = "zo"
-    models = ("mlp",)
-    uses_server = True
-    labels_at_server = True
+    client_grad = "zo-output"
     options = cascade_options(schedule="async", uplink_bits=8, downlink_bits=8, zo=True)
 
-    def validate(self, spec: RunSpec) -> None:
-        super().validate(spec)
-        check_cascade(spec, self, "zo-output")
-
     def fit(self, ctx: RunContext) -> FitResult:
-        cfg = check_cascade(ctx.spec, self, "zo-output")
-        d_h = ctx.spec.embedding_dim
-        trackers = {k: IntrinsicTracker(cfg.q, d_h) for k in ctx.data_parties}
-        trainer = CascadeTrainer(ctx, cfg, IntrinsicHooks(trackers))
-        train_s = trainer.train()
-        scores = trainer.predict()
-        extra = run_statistics(trainer, train_s)
-        extra.update(q=cfg.q, mu=cfg.mu, direction=cfg.direction,
-                     deltas="sample" if cfg.per_sample else "batch")  # fmt: skip
-        privacy = None
+        q = int(ctx.spec.option("q", self))
+        trackers = {k: IntrinsicTracker(q, ctx.spec.embedding_dim) for k in ctx.data_parties}
+        trainer, fit = fit_cascade(self, ctx, IntrinsicHooks(trackers))
+        cfg = trainer.cfg
+        fit.extra.update(q=cfg.q, mu=cfg.mu, direction=cfg.direction,
+                         deltas="sample" if cfg.per_sample else "batch")  # fmt: skip
         if ctx.rt.here(ctx.info.label_party):
-            delta = float(ctx.spec.delta or DEFAULT_DELTA)
-            privacy = intrinsic_report(
-                trackers, n=ctx.info.n_train, delta=delta, delta_prime=DEFAULT_DELTA
+            fit.privacy = intrinsic_report(
+                trackers,
+                n=ctx.info.n_train,
+                delta=float(ctx.spec.delta or DEFAULT_DELTA),
+                delta_prime=DEFAULT_DELTA,
             )
-        return FitResult(
-            scores,
-            train_s,
-            privacy=privacy,
-            fingerprints=splitnn_fingerprints(trainer.state),
-            extra=extra,
-        )
+        return fit
