@@ -39,17 +39,17 @@ PAPER_T2 = {10: (1.61, 20.1, 2.8e-3, 85.9, 9.4e-2), 100: (0.15, 7.3, 3.3e-3, 93.
 
 def label(r: dict[str, Any]) -> str:
     """A method and the options that set it apart (what a Table 3 row names)."""
-    c, m = r["config"], r["method"]
+    c, x, m = r["config"], r["extra"], r["method"]
     if m == "vfl":
         return "vfl (split learning, label holder with features)"
-    sched = c.get("schedule", "")
-    bits = f"up {c.get('uplink_bits')}b / down {c.get('downlink_bits')}b"
-    if m == "compressed-vfl" and c.get("uplink_bits") == 32 and c.get("downlink_bits") == 32:
+    sched = x.get("schedule", "")
+    bits = f"up {x.get('uplink_bits')}b / down {x.get('downlink_bits')}b"
+    if m == "compressed-vfl" and x.get("uplink_bits") == 32 and x.get("downlink_bits") == 32:
         return f"split learning (server, {sched})"
     if m == "czofo-vfl":
-        return f"czofo-vfl ({sched}, δ per {c.get('deltas')}, q={c.get('q')}, {bits})"
+        return f"czofo-vfl ({sched}, δ per {x.get('deltas')}, q={x.get('q')}, {bits})"
     if m == "zoo-vfl":
-        return f"{'Syn-' if sched == 'sync' else ''}zoo-vfl (q={c.get('q')}, {bits})"
+        return f"{'Syn-' if sched == 'sync' else ''}zoo-vfl (q={x.get('q')}, {bits})"
     if m == "vafl-dp":
         return f"vafl-dp (ε={c.get('epsilon')}, {bits})"
     return f"{m} ({sched}, {bits})"
@@ -177,8 +177,8 @@ def _table2(records) -> list[str]:
     for r in records:
         f = (r.get("privacy") or {}).get("intrinsic_heuristic")
         if r["method"] == "czofo-vfl" and f:
-            c = r["config"]
-            rows[(r["dataset"], c.get("q"), c.get("deltas"), c.get("schedule"))].append(f)
+            x = r["extra"]
+            rows[(r["dataset"], x.get("q"), x.get("deltas"), x.get("schedule"))].append(f)
     lines = [
         "| dataset | q | δ per | schedule | σ² | ζ | δ | ε per step | T | ε̄ | δ̄ | seeds |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",

@@ -132,6 +132,9 @@ def run_statistics(trainer: CascadeTrainer, train_s: float) -> dict[str, Any]:
         "curve_note": "test accuracy measured by the benchmark through an unmetered control "
         "plane (not a protocol message); train_bytes: bytes of phase 'train' so far",
     }
+    if cfg.client_grad != "foo":
+        out.update(q=cfg.q, mu=cfg.mu, direction=cfg.direction)
+        out["deltas"] = "sample" if cfg.per_sample and cfg.client_grad == "zo-output" else "batch"
     if cfg.schedule == "async":
         out["staleness"] = {
             "bound": cfg.max_staleness or None,

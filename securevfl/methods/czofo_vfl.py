@@ -44,10 +44,7 @@ class CZOFOVFL(CascadeMethod):
     def fit(self, ctx: RunContext) -> FitResult:
         q = int(ctx.spec.option("q", self))
         trackers = {k: IntrinsicTracker(q, ctx.spec.embedding_dim) for k in ctx.data_parties}
-        trainer, fit = fit_cascade(self, ctx, IntrinsicHooks(trackers))
-        cfg = trainer.cfg
-        fit.extra.update(q=cfg.q, mu=cfg.mu, direction=cfg.direction,
-                         deltas="sample" if cfg.per_sample else "batch")  # fmt: skip
+        _, fit = fit_cascade(self, ctx, IntrinsicHooks(trackers))
         if ctx.rt.here(ctx.info.label_party):
             fit.privacy = intrinsic_report(
                 trackers,
