@@ -205,3 +205,21 @@ def test_same_fingerprints_in_both_runtimes(method):
     assert net["comm"]["bytes_total"] == local["comm"]["bytes_total"] > 0
     assert net["extra"]["curve"] == local["extra"]["curve"]
     assert net["extra"]["staleness"] == local["extra"]["staleness"]
+
+
+def test_report_section_reads_bytes_to_reach_from_the_curve(tmp_path):
+    from bench.reports import czofo
+
+    sl = run_experiment(
+        _spec("compressed-vfl", epochs=3, options={"uplink_bits": 32, "curve_points": 6})
+    )
+    cz = run_experiment(_spec(epochs=3, options={"schedule": "sync", "deltas": "sample",
+                                                 "curve_points": 6}))  # fmt: skip
+    target = 0.9 * sl["metrics"]["accuracy"]
+    first = next(p for p in sl["extra"]["curve"] if p["accuracy"] >= target)
+    assert czofo.bytes_to_reach(sl, target) == first["train_bytes"]
+    md = czofo.render([sl, cz], tmp_path)
+    assert "| breast | split learning (server, sync) |" in md
+    assert "czofo-vfl (sync, δ per sample, q=10, up 8b / down 8b)" in md
+    assert "fewer bytes" in md and "T = 93,999 steps" in md and "not the printed 85.9" in md
+    assert (tmp_path / "czofo_convergence_breast.png").exists()
