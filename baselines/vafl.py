@@ -7,8 +7,9 @@ most 2C when the row changes, and no other row's release moves given the model; 
 model trains on the client's exact rows, so every later release of any row may depend on a row
 once used. The ledger therefore composes every row release of each client — the table's first
 fill, every training upload (active and refresh rounds, counted from the public round plan) and
-the test embeddings — each a Gaussian release of Δ = 2C (exact Gaussian-DP composition); σ is
-calibrated so the largest client's ε meets ``--epsilon``. The gradients returned to a client are
+the test embeddings — each a Gaussian release of Δ = 2C (exact Gaussian-DP composition), composed
+at the server as each message arrives; σ is calibrated from the public round plan so the largest
+client's ε meets ``--epsilon``. The gradients returned to a client are
 post-processing for that client's rows. Outside: the server's labels (replies carry them with no
 noise) and the benchmark's unmetered accuracy curve.
 """
@@ -56,11 +57,17 @@ def row_releases(ctx: RunContext, schedule: str, max_staleness: int) -> list[int
 
 
 class NoisyEmbeddings(CascadeHooks):
-    """Clip each released row to norm C, add N(0, σ²) per entry (the client's noise generator)."""
+    """Clip each released row to norm C, add N(0, σ²) per entry (the client's noise generator);
+    at the server, compose one Gaussian release (Δ = 2C) per row that arrives."""
 
-    def __init__(self, ctx: RunContext, clip: float, sigma: float) -> None:
-        self.clip, self.sigma = clip, sigma
+    def __init__(self, ctx: RunContext, clip: float, sigma: float, ledger: PrivacyLedger) -> None:
+        self.clip, self.sigma, self.ledger = clip, sigma, ledger
         self.rngs = {k: ctx.noise_rng(k, "vafl-dp/embedding") for k in ctx.rt.local_parties}
+
+    def on_upload(self, k: int, rows: int, step: int) -> None:
+        self.ledger.compose(
+            k, gaussian_event(sigma=self.sigma, sensitivity=2 * self.clip, count=rows)
+        )
 
     def release(self, ctx: RunContext, k: int, h: np.ndarray, step: int) -> np.ndarray:
         norms = np.linalg.norm(h, axis=1, keepdims=True)
@@ -97,14 +104,15 @@ class VAFLDP(CascadeMethod):
         C, eps = self._clip(ctx.spec), float(ctx.spec.epsilon)
         delta = float(ctx.spec.delta or DEFAULT_DELTA)
         rows = row_releases(ctx, cfg.schedule, cfg.max_staleness)
-        # one Gaussian release of the whole run's rows: σ for sensitivity 2C √(rows)
+        # calibration: the plan's row releases compose exactly into one Gaussian release of
+        # sensitivity 2C √(rows); the ledger then counts the releases as they arrive
         sigma = analytic_gaussian_sigma(
             epsilon=eps, delta=delta, sensitivity=2 * C * math.sqrt(max(rows))
         )
-        _, fit = fit_cascade(self, ctx, NoisyEmbeddings(ctx, C, sigma))
         ledger = PrivacyLedger("party-row")
-        for k, n in enumerate(rows):
-            ledger.compose(k, gaussian_event(sigma=sigma, sensitivity=2 * C, count=n))
+        _, fit = fit_cascade(self, ctx, NoisyEmbeddings(ctx, C, sigma, ledger))
+        if not ctx.rt.here(ctx.info.label_party):
+            return fit
         fit.privacy = ledger.report(
             delta,
             outside_guarantee=[

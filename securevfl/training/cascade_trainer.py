@@ -60,12 +60,15 @@ class CascadeConfig:
 
 
 class CascadeHooks:
-    """What private variants change: the client's embedding before it is encoded, and a view of
-    each ZO reply at the server (for measurement only)."""
+    """What private variants change: the client's embedding before it is encoded; what the server
+    sees arrive (to account releases as they happen) and each ZO reply (for measurement)."""
 
     def release(self, ctx: RunContext, k: int, h: np.ndarray, step: int) -> np.ndarray:
         """The embedding rows client k releases (default: as computed)."""
         return h
+
+    def on_upload(self, k: int, rows: int, step: int) -> None:
+        """At the server: client k's message with ``rows`` embedding rows arrived."""
 
     def on_zo_reply(self, k: int, estimate: np.ndarray, true_grad: np.ndarray, step: int) -> None:
         """The estimate client k will form from this reply, beside the exact gradient."""
@@ -166,6 +169,8 @@ class CascadeTrainer:
     def _replies(self, r: Round, got: dict[int, Any], step: int) -> dict[int, bytes]:
         cfg, idx = self.cfg, r.idx
         fresh = {k: decode(got[k]) for k in r.senders}
+        for k in r.senders:
+            self.hooks.on_upload(k, len(idx), step)
         stacked = cfg.client_grad == "zo-model"  # an active client's [h, h(w + μ v_1), ...]
         base = {k: fresh[k][0] if stacked and k in r.active else fresh[k] for k in fresh}
         for k in range(self.K):
@@ -272,6 +277,8 @@ class CascadeTrainer:
             got = rt.gather(msgs, dst=S)
         if rt.here(S):
             self.table = {k: decode(got[k]) for k in range(self.K)}
+            for k in range(self.K):
+                self.hooks.on_upload(k, len(self.table[k]), -1)
 
     def _curve_marks(self) -> set[int]:
         n, p = len(self.plan), self.cfg.curve_points
@@ -319,6 +326,8 @@ class CascadeTrainer:
             if not rt.here(S):
                 return None
             parts = [torch.as_tensor(decode(got[k]), dtype=torch.float32) for k in range(self.K)]
+            for k in range(self.K):
+                self.hooks.on_upload(k, len(parts[k]), -1)
             out = self.state.top(self._combine(parts))
         if info.task == "regression":
             return out[:, 0].numpy().astype(float)
