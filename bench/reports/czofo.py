@@ -90,11 +90,16 @@ def _mb(vals: list[float]) -> str:
     return f"{m:.3g}{tail}"
 
 
+def where(r: dict[str, Any]) -> str:
+    """The dataset and the embedding width d_h (what sets the float32 gradient's size)."""
+    return f"{r['dataset']}, d_h={r['config'].get('embedding_dim')}"
+
+
 def _groups(records: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
     out: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in records:
         if r["method"] in METHODS and r["config"].get("model") == "mlp":
-            out[(r["dataset"], label(r))].append(r)
+            out[(where(r), label(r))].append(r)
     return out
 
 
@@ -185,7 +190,7 @@ def _table2(records) -> list[str]:
         f = (r.get("privacy") or {}).get("intrinsic_heuristic")
         if r["method"] == "czofo-vfl" and f:
             x = r["extra"]
-            rows[(r["dataset"], x.get("q"), x.get("deltas"), x.get("schedule"))].append(f)
+            rows[(where(r), x.get("q"), x.get("deltas"), x.get("schedule"))].append(f)
     lines = [
         "| dataset | q | δ per | schedule | σ² | ζ | δ | ε per step | T | ε̄ | δ̄ | seeds |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -241,7 +246,7 @@ def _plot(groups, out: Path) -> list[str]:
         ax.set_ylabel("test accuracy (seed of the first record)")
         ax.set_title(f"{ds}: ZOO-VFL vs VFL-CZOFO vs split learning")
         ax.legend(fontsize=6)
-        name = f"czofo_convergence_{ds}.png"
+        name = f"czofo_convergence_{ds.replace(', d_h=', '_dh')}.png"
         fig.tight_layout()
         fig.savefig(out / name, dpi=110)
         plt.close(fig)
