@@ -9,8 +9,9 @@ trains its top model by first order. What goes back to an active client k (``cli
 
 * ``foo``: C_down(∂L/∂h_k), a b x d_h gradient (split learning, Compressed-VFL, VAFL);
 * ``zo-output`` (VFL-CZOFO): C_down(δ), the loss differences along q directions at h_k that the
-  client and the server both draw from a generator seeded for that pair (the directions never
-  cross the wire); the client forms Avg-RandGradEst and backpropagates it through its model;
+  client and the server both draw from a generator derived from the run's shared seed for that
+  client (so the directions never cross the wire; they are public randomness, not a secret of
+  the pair); the client forms Avg-RandGradEst and backpropagates it through its model;
 * ``zo-model`` (ZOO-VFL): the client uploads h_k and its outputs at q perturbed copies of its
   weights (its own private directions); the server returns δ; the client steps on the estimate.
 
@@ -119,7 +120,7 @@ class CascadeTrainer:
             max_staleness=cfg.max_staleness,
         )
 
-        # ZO-output directions: one generator per (client, server) pair, one copy on each side
+        # ZO-output directions: one generator per client, one copy at the client, one at the server
         def pair_rng(k: int) -> np.random.Generator:
             return np.random.default_rng(derive_seed(ctx.shared_seed, purpose=f"zo/dirs/{k}"))
 
