@@ -190,20 +190,24 @@ def _table2(records) -> list[str]:
         f = (r.get("privacy") or {}).get("intrinsic_heuristic")
         if r["method"] == "czofo-vfl" and f:
             x = r["extra"]
-            rows[(where(r), x.get("q"), x.get("deltas"), x.get("schedule"))].append(f)
+            bits = f"{x.get('uplink_bits')}/{x.get('downlink_bits')}"
+            rows[(where(r), x.get("q"), x.get("deltas"), x.get("schedule"), bits)].append(f)
     lines = [
-        "| dataset | q | δ per | schedule | σ² | ζ | δ | ε per step | T | ε̄ | δ̄ | seeds |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| dataset | q | δ per | schedule | bits up/down | σ² | ζ | δ | ε per step | T | ε̄ | δ̄ "
+        "| seeds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for (ds, q, per, sched), fs in sorted(rows.items(), key=lambda kv: tuple(map(str, kv[0]))):
+    for (ds, q, per, sched, bits), fs in sorted(
+        rows.items(), key=lambda kv: tuple(map(str, kv[0]))
+    ):
         g = {k: float(np.mean([f[k] for f in fs])) for k in fs[0] if isinstance(fs[0][k], float)}
         lines.append(
-            f"| {ds} | {q} | {per} | {sched} | {g['sigma_sq']:.3g} | {g['zeta']:.3g} | "
+            f"| {ds} | {q} | {per} | {sched} | {bits} | {g['sigma_sq']:.3g} | {g['zeta']:.3g} | "
             f"{g['delta']:.0e} | {g['epsilon_step']:.2g} | {fs[0]['T']} | "
             f"{g['epsilon_bar']:.3g} | {g['delta_bar']:.2g} | {len(fs)} |"
         )
     for q, (s2, z, e, eb, db) in PAPER_T2.items():
-        lines.append(f"| MNIST (poster) | {q} | — | — | {s2} | {z} | 1e-06 | {e} | — | "
+        lines.append(f"| MNIST (poster) | {q} | — | — | — | {s2} | {z} | 1e-06 | {e} | — | "
                      f"{eb} | {db} | — |")  # fmt: skip
     T = round((9.4e-2 - 1e-6) / 1e-6)
     redo = [advanced_composition(PAPER_T2[q][2], steps=T, delta=1e-6, delta_prime=1e-6)[0]
