@@ -151,7 +151,7 @@ def test_every_dp_method_reaches_its_target_from_below(method, target):
         seed=0,
         epsilon=target,
         delta=1e-5,
-        model="mlp" if method in ("pbm-vfl", "ldp-vfl", "afe-vfl") else "glm",
+        model="mlp" if method in ("pbm-vfl", "ldp-vfl", "afe-vfl", "vafl-dp") else "glm",
     )
     priv = run_experiment(spec)["privacy"]
     assert priv["target_epsilon"] == target

@@ -1,0 +1,150 @@
+"""Lossy compressors for split-NN messages, serialized to the exact bytes that are sent.
+
+Two compressors, composable: the uniform ``bits``-bit quantiser with the message's min/max
+(``bits`` = 32: float32, uncompressed) and top-k sparsification (keep the ``k`` entries of largest
+magnitude, indices packed at ceil(log2 n) bits). A message is one self-describing ``bytes``:
+
+    kind u8 | bits u8 | ndim u8 | shape u32 x ndim | body
+    kind 0 (raw):       float32 x n
+    kind 1 (uniform):   lo f64 | hi f64 | codes packed at ``bits`` bits (protocols.bitpack)
+    kind 2 (top-k):     k u32 | indices packed at ceil(log2 n) bits | a kind-0/1 body of k values
+
+Quantiser error: nearest rounding to 2^bits - 1 equal steps of [lo, hi], so each entry moves by
+at most (hi - lo) / (2 (2^bits - 1)). Top-k: the dropped entries are the smallest in magnitude.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+
+import numpy as np
+
+from protocols.bitpack import pack_bits, packed_bytes, unpack_bits
+
+RAW, UNIFORM, TOPK = 0, 1, 2
+FLOAT_BITS = 32
+_HEAD = struct.Struct("<BBB")
+_RANGE = struct.Struct("<dd")
+_COUNT = struct.Struct("<I")
+
+
+class CompressError(ValueError):
+    """A compressor parameter or a received payload is invalid."""
+
+
+def check_bits(bits: int) -> int:
+    """Quantiser width: 1..16 bits, or 32 (float32, no quantisation)."""
+    if isinstance(bits, bool) or int(bits) != bits or not (1 <= bits <= 16 or bits == FLOAT_BITS):
+        raise CompressError(f"bits must be an integer in 1..16 or 32, got {bits!r}")
+    return int(bits)
+
+
+def index_bits(n: int) -> int:
+    """Bits of one top-k index into ``n`` entries."""
+    return max(1, math.ceil(math.log2(n))) if n > 1 else 1
+
+
+def max_error(lo: float, hi: float, bits: int) -> float:
+    """The largest |x - decode(encode(x))| of the uniform quantiser on [lo, hi] (bits = 32:
+    float32 rounding, half an ulp of the largest magnitude)."""
+    if bits == FLOAT_BITS:
+        return max(abs(lo), abs(hi)) * 2.0**-24
+    return (hi - lo) / (2 * ((1 << bits) - 1))
+
+
+def _values(x: np.ndarray, bits: int) -> bytes:
+    """A kind-0 or kind-1 body for the flat vector ``x``."""
+    if bits == FLOAT_BITS:
+        return np.ascontiguousarray(x, dtype="<f4").tobytes()
+    lo, hi = (float(x.min()), float(x.max())) if x.size else (0.0, 0.0)
+    levels = (1 << bits) - 1
+    span = hi - lo
+    codes = np.zeros(x.size, dtype=np.int64) if span == 0 else np.rint((x - lo) / span * levels)
+    return _RANGE.pack(lo, hi) + pack_bits(np.clip(codes, 0, levels).astype(np.int64), bits)
+
+
+def _read_values(body: memoryview, bits: int, count: int) -> tuple[np.ndarray, int]:
+    """Decode ``count`` values from the front of ``body``; return them and the bytes used."""
+    if bits == FLOAT_BITS:
+        need = 4 * count
+        if len(body) < need:
+            raise CompressError(f"float32 body must hold {need} bytes, got {len(body)}")
+        return np.frombuffer(body[:need], dtype="<f4").astype(np.float64), need
+    need = _RANGE.size + packed_bytes(count, bits)
+    if len(body) < need:
+        raise CompressError(f"quantised body must hold {need} bytes, got {len(body)}")
+    lo, hi = _RANGE.unpack_from(body)
+    codes = unpack_bits(bytes(body[_RANGE.size : need]), bits, count).astype(np.float64)
+    return lo + codes * ((hi - lo) / ((1 << bits) - 1)), need
+
+
+def encode(x: np.ndarray, *, bits: int = FLOAT_BITS, topk: int | None = None) -> bytes:
+    """Compress ``x`` (any shape) to the bytes that are sent.
+
+    ``topk``: keep that many entries of largest magnitude (None: all, no index overhead).
+    """
+    bits = check_bits(bits)
+    a = np.asarray(x, dtype=np.float64)
+    flat = a.ravel()
+    if a.ndim > 255 or any(s >= 1 << 32 for s in a.shape):
+        raise CompressError(f"shape must have < 256 axes of < 2^32 entries, got {a.shape}")
+    shape = struct.pack(f"<{a.ndim}I", *a.shape)
+    if topk is not None and topk < flat.size:
+        if int(topk) != topk or topk < 0:
+            raise CompressError(f"topk must be an integer >= 0, got {topk!r}")
+        keep = np.sort(np.argpartition(-np.abs(flat), int(topk) - 1)[: int(topk)]) if topk else []
+        keep = np.asarray(keep, dtype=np.int64)
+        return (
+            _HEAD.pack(TOPK, bits, a.ndim)
+            + shape
+            + _COUNT.pack(len(keep))
+            + pack_bits(keep, index_bits(flat.size))
+            + _values(flat[keep], bits)
+        )
+    kind = RAW if bits == FLOAT_BITS else UNIFORM
+    return _HEAD.pack(kind, bits, a.ndim) + shape + _values(flat, bits)
+
+
+def decode(data: bytes) -> np.ndarray:
+    """Inverse of :func:`encode` (up to the compression error): a float64 array."""
+    view = memoryview(data)
+    if len(view) < _HEAD.size:
+        raise CompressError(
+            f"a compressed message must hold >= {_HEAD.size} bytes, got {len(view)}"
+        )
+    kind, bits, ndim = _HEAD.unpack_from(view)
+    check_bits(bits)
+    off = _HEAD.size + 4 * ndim
+    if kind not in (RAW, UNIFORM, TOPK) or len(view) < off:
+        raise CompressError(f"message kind must be 0, 1 or 2 with a full shape, got kind {kind}")
+    shape = struct.unpack_from(f"<{ndim}I", view, _HEAD.size)
+    n = int(np.prod(shape, dtype=np.int64))
+    if kind != TOPK:
+        vals, used = _read_values(view[off:], bits, n)
+        if off + used != len(view):
+            raise CompressError(f"message must be {off + used} bytes, got {len(view)}")
+        return vals.reshape(shape)
+    (k,) = _COUNT.unpack_from(view, off)
+    off += _COUNT.size
+    ib = packed_bytes(k, index_bits(n))
+    idx = unpack_bits(bytes(view[off : off + ib]), index_bits(n), k).astype(np.int64)
+    vals, used = _read_values(view[off + ib :], bits, k)
+    if off + ib + used != len(view) or (k and idx.max() >= n):
+        raise CompressError(f"top-k message of {k} of {n} entries is malformed")
+    out = np.zeros(n)
+    out[idx] = vals
+    return out.reshape(shape)
+
+
+def encoded_size(shape: tuple[int, ...], *, bits: int = FLOAT_BITS, topk: int | None = None) -> int:
+    """Bytes :func:`encode` produces for an array of ``shape`` (independent of its values)."""
+    n = int(np.prod(shape, dtype=np.int64))
+    head = _HEAD.size + 4 * len(shape)
+
+    def body(count: int) -> int:
+        return 4 * count if bits == FLOAT_BITS else _RANGE.size + packed_bytes(count, bits)
+
+    if topk is not None and topk < n:
+        return head + _COUNT.size + packed_bytes(topk, index_bits(n)) + body(topk)
+    return head + body(n)

@@ -1,0 +1,179 @@
+"""Options shared by VFL-CZOFO and its baselines on the cascade trainer, their validation, and the
+run statistics they all record."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+
+from protocols.compress import CompressError, check_bits
+from securevfl.errors import ConfigError
+from securevfl.methods.base import FitResult, Method, Option, RunContext, RunSpec
+from securevfl.training.cascade_trainer import CascadeConfig, CascadeHooks, CascadeTrainer
+from securevfl.training.rounds import SCHEDULES
+from securevfl.training.splitnn_trainer import splitnn_fingerprints
+from securevfl.training.zeroth_order import DIRECTIONS
+
+ZO_OPTIONS = ("q", "mu", "direction", "deltas")
+
+
+def cascade_options(*, schedule: str, uplink_bits: int, downlink_bits: int, zo: bool) -> dict:
+    """The option table of one method (its defaults; ZO options only where ``zo``)."""
+    out = {
+        "schedule": Option(
+            str,
+            schedule,
+            "sync (every client each round) or async (one random client per round, the others' "
+            "embeddings from the server's table)",
+            SCHEDULES,
+        ),
+        "uplink_bits": Option(
+            int,
+            uplink_bits,
+            "bits per embedding entry sent (1..16 uniform min/max quantiser; 32 = float32)",
+        ),
+        "downlink_bits": Option(
+            int, downlink_bits, "bits per entry of each reply (1..16 quantised; 32 = float32)"
+        ),
+        "topk": Option(
+            float, 1.0, "share in (0, 1] of entries each message keeps (top-k by magnitude)"
+        ),
+        "max_staleness": Option(
+            int, 0, "async: refresh table entries older than this many rounds (0: unbounded)"
+        ),
+        "curve_points": Option(
+            int, 10, "test-accuracy measurements during training (unmetered instrument; 0: none)"
+        ),
+    }
+    if zo:
+        out.update(
+            {
+                "q": Option(int, 10, "directions per zeroth-order estimate (q >= 1)"),
+                "mu": Option(float, 1e-3, "smoothing radius mu > 0 of the estimate"),
+                "direction": Option(str, "sphere", "random directions", DIRECTIONS),
+                "deltas": Option(
+                    str,
+                    "batch",
+                    "batch: q loss differences per batch (the authors' code); sample: q per row "
+                    "(the poster's Eq. 2)",
+                    ("batch", "sample"),
+                ),
+            }
+        )
+    return out
+
+
+def _number(name: str, value: Any, kind: type) -> Any:
+    try:
+        x = kind(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} must be a number, got {value!r}") from None
+    if kind is int and (isinstance(value, bool) or float(value) != x):
+        raise ConfigError(f"{name} must be an integer, got {value!r}")
+    return x
+
+
+def check_cascade(spec: RunSpec, method: Method, client_grad: str) -> CascadeConfig:
+    """Validate the spec's options into a trainer configuration (ConfigError naming the rule)."""
+    opt = {name: spec.option(name, method) for name in method.options}
+    if opt["schedule"] not in SCHEDULES:
+        raise ConfigError(f"schedule must be one of {list(SCHEDULES)}, got {opt['schedule']!r}")
+    kw: dict[str, Any] = {"client_grad": client_grad, "schedule": opt["schedule"]}
+    for name in ("uplink_bits", "downlink_bits"):
+        try:
+            kw[name] = check_bits(_number(name, opt[name], int))
+        except CompressError:
+            raise ConfigError(
+                f"{name} must be an integer in 1..16 or 32, got {opt[name]!r}"
+            ) from None
+    kw["topk"] = _number("topk", opt["topk"], float)
+    if not 0 < kw["topk"] <= 1:
+        raise ConfigError(f"topk must lie in (0, 1], got {opt['topk']!r}")
+    for name in ("max_staleness", "curve_points"):
+        kw[name] = _number(name, opt[name], int)
+        if kw[name] < 0:
+            raise ConfigError(f"{name} must be an integer >= 0, got {opt[name]!r}")
+    if "q" in opt:
+        kw["q"] = _number("q", opt["q"], int)
+        if kw["q"] < 1:
+            raise ConfigError(f"q must be an integer >= 1, got {opt['q']!r}")
+        kw["mu"] = _number("mu", opt["mu"], float)
+        if not (kw["mu"] > 0 and math.isfinite(kw["mu"])):
+            raise ConfigError(f"mu must be a finite number > 0, got {opt['mu']!r}")
+        if opt["direction"] not in DIRECTIONS:
+            raise ConfigError(
+                f"direction must be one of {list(DIRECTIONS)}, got {opt['direction']!r}"
+            )
+        if opt["deltas"] not in ("batch", "sample"):
+            raise ConfigError(f"deltas must be 'batch' or 'sample', got {opt['deltas']!r}")
+        kw.update(direction=opt["direction"], per_sample=opt["deltas"] == "sample")
+    if spec.parties < 2:
+        raise ConfigError(f"parties (clients) for {method.name!r} must be >= 2, got {spec.parties}")
+    return CascadeConfig(**kw)
+
+
+def run_statistics(trainer: CascadeTrainer, train_s: float) -> dict[str, Any]:
+    """The record's ``extra``: rounds, replies per client, staleness, the accuracy curve."""
+    st, cfg = trainer.stats, trainer.cfg
+    stale = np.asarray(st.staleness or [0])
+    out: dict[str, Any] = {
+        "schedule": cfg.schedule,
+        "client_grad": cfg.client_grad,
+        "rounds": st.rounds,
+        "replies": {str(k): v for k, v in st.replies.items()},
+        "server": trainer.S,
+        "uplink_bits": cfg.uplink_bits,
+        "downlink_bits": cfg.downlink_bits,
+        "topk": cfg.topk,
+        "step_ms": 1e3 * train_s / max(1, st.rounds),
+        "curve": st.curve,
+        "curve_note": "test accuracy measured by the benchmark through an unmetered control "
+        "plane (not a protocol message); train_bytes: bytes of phase 'train' so far",
+    }
+    if cfg.client_grad != "foo":
+        out.update(q=cfg.q, mu=cfg.mu, direction=cfg.direction)
+        out["deltas"] = "sample" if cfg.per_sample and cfg.client_grad == "zo-output" else "batch"
+    if cfg.schedule == "async":
+        out["staleness"] = {
+            "bound": cfg.max_staleness or None,
+            "max": int(stale.max()),
+            "mean": float(stale.mean()),
+            "refreshes": st.refreshes,
+        }
+    if st.losses:
+        out["final_train_loss"] = float(np.mean(st.losses[-20:]))
+    return out
+
+
+class CascadeMethod(Method):
+    """A method on the cascade trainer: clients 0..K-1, the server K with the labels; what the
+    server returns is ``client_grad`` (see ``securevfl.training.cascade_trainer``)."""
+
+    client_grad: ClassVar[str] = "foo"
+    models = ("mlp",)
+    uses_server = True
+    labels_at_server = True
+
+    def validate(self, spec: RunSpec) -> None:
+        super().validate(spec)
+        check_cascade(spec, self, self.client_grad)
+
+    def fit(self, ctx: RunContext) -> FitResult:
+        return fit_cascade(self, ctx)[1]
+
+
+def fit_cascade(
+    method: CascadeMethod, ctx: RunContext, hooks: CascadeHooks | None = None
+) -> tuple[CascadeTrainer, FitResult]:
+    """Train with the cascade trainer and score the test split (no privacy record)."""
+    trainer = CascadeTrainer(ctx, check_cascade(ctx.spec, method, method.client_grad), hooks)
+    train_s = trainer.train()
+    scores = trainer.predict()
+    return trainer, FitResult(
+        scores,
+        train_s,
+        fingerprints=splitnn_fingerprints(trainer.state),
+        extra=run_statistics(trainer, train_s),
+    )

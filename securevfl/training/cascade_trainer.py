@@ -1,0 +1,335 @@
+"""Split-NN with a server: compressed messages, sync/async rounds, first- or zeroth-order clients.
+
+Parties: clients 0..K-1 (features, a bottom model each) and the server K (labels, top model).
+Per round (``securevfl.training.rounds``) each sending client uploads C_up(h_k) for the round's
+rows; the server completes the batch (async: the other clients' latest embeddings from its table),
+computes what each active client gets back with its top model *before* it steps (so every reply
+of a round is taken at one server model: the authors' code steps first, mixing two models), then
+trains its top model by first order. What goes back to an active client k (``client_grad``):
+
+* ``foo``: C_down(∂L/∂h_k), a b x d_h gradient (split learning, Compressed-VFL, VAFL);
+* ``zo-output`` (VFL-CZOFO): C_down(δ), the loss differences along q directions at h_k that the
+  client and the server both draw from a generator derived from the run's shared seed for that
+  client (so the directions never cross the wire; they are public randomness, not a secret of
+  the pair); the client forms Avg-RandGradEst and backpropagates it through its model;
+* ``zo-model`` (ZOO-VFL): the client uploads h_k and its outputs at q perturbed copies of its
+  weights (its own private directions); the server returns δ; the client steps on the estimate.
+
+Every message is the ``protocols.compress`` bytes, so the meter counts packed bits, not floats.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from protocols.compress import decode, encode
+from securevfl.methods.base import RunContext
+from securevfl.rng import derive_seed
+from securevfl.training.rounds import Round, plan_rounds
+from securevfl.training.splitnn_trainer import DEFAULT_MLP_LR, SplitNNHooks, build_models
+from securevfl.training.zeroth_order import (
+    add_to_parameters,
+    flat_parameters,
+    sample_directions,
+    zo_estimate,
+)
+
+CLIENT_GRADS = ("foo", "zo-output", "zo-model")
+
+
+@dataclass(frozen=True)
+class CascadeConfig:
+    """How a run moves: see the module docstring."""
+
+    client_grad: str = "foo"
+    schedule: str = "sync"
+    q: int = 1
+    mu: float = 1e-3
+    direction: str = "sphere"
+    per_sample: bool = False
+    uplink_bits: int = 32
+    downlink_bits: int = 32
+    topk: float = 1.0  # share of entries kept on both links (1.0: no sparsification)
+    max_staleness: int = 0
+    curve_points: int = 0  # test-accuracy measurements during training (instrument, unmetered)
+
+
+class CascadeHooks:
+    """What private variants change: the client's embedding before it is encoded; what the server
+    sees arrive (to account releases as they happen) and each ZO reply (for measurement)."""
+
+    def release(self, ctx: RunContext, k: int, h: np.ndarray, step: int) -> np.ndarray:
+        """The embedding rows client k releases (default: as computed)."""
+        return h
+
+    def on_upload(self, k: int, rows: int, step: int) -> None:
+        """At the server: client k's message with ``rows`` embedding rows arrived."""
+
+    def on_zo_reply(self, k: int, estimate: np.ndarray, true_grad: np.ndarray, step: int) -> None:
+        """The estimate client k will form from this reply, beside the exact gradient."""
+
+
+@dataclass
+class CascadeStats:
+    rounds: int = 0
+    replies: dict[int, int] = field(default_factory=dict)
+    staleness: list[int] = field(default_factory=list)
+    refreshes: int = 0
+    curve: list[dict[str, float]] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+
+
+def _losses(ctx: RunContext, logits: torch.Tensor, y: np.ndarray) -> torch.Tensor:
+    """Per-row task losses (the batch loss is their mean)."""
+    if ctx.info.task == "regression":
+        t = torch.as_tensor(y, dtype=torch.float32)
+        return nn.functional.mse_loss(logits[:, 0], t, reduction="none")
+    t = torch.as_tensor(y, dtype=torch.long)
+    return nn.functional.cross_entropy(logits, t, reduction="none")
+
+
+class CascadeTrainer:
+    """One run's models, generators and table; :meth:`train` runs the plan."""
+
+    def __init__(self, ctx: RunContext, cfg: CascadeConfig, hooks: CascadeHooks | None = None):
+        self.ctx, self.cfg, self.hooks = ctx, cfg, hooks or CascadeHooks()
+        spec, info = ctx.spec, ctx.info
+        self.K, self.S = info.data_parties, info.label_party
+        shape = SplitNNHooks()
+        shape.aggregation = spec.aggregation
+        self.state = build_models(ctx, shape)
+        lr = spec.lr if spec.lr is not None else DEFAULT_MLP_LR
+        self.opts = {
+            k: torch.optim.Adam(m.parameters(), lr=lr) for k, m in self.state.bottoms.items()
+        }
+        top = self.state.top
+        self.top_opt = torch.optim.Adam(top.parameters(), lr=lr) if top is not None else None
+        self.plan = plan_rounds(
+            info.n_train,
+            spec.batch_size,
+            spec.epochs,
+            self.K,
+            schedule=cfg.schedule,
+            seed=ctx.shared_seed,
+            max_staleness=cfg.max_staleness,
+        )
+
+        # ZO-output directions: one generator per client, one copy at the client, one at the server
+        def pair_rng(k: int) -> np.random.Generator:
+            return np.random.default_rng(derive_seed(ctx.shared_seed, purpose=f"zo/dirs/{k}"))
+
+        self.client_dirs = {k: pair_rng(k) for k in self.state.bottoms}
+        self.server_dirs = {k: pair_rng(k) for k in range(self.K)} if top is not None else {}
+        self.model_dirs = {k: ctx.noise_rng(k, "zo/model-dirs") for k in self.state.bottoms}
+        self.table: dict[int, np.ndarray] = {}
+        self.stats = CascadeStats(replies=dict.fromkeys(range(self.K), 0))
+
+    # --- messages ------------------------------------------------------------------------------
+    def _enc(self, x: np.ndarray, bits: int) -> bytes:
+        n = int(np.prod(x.shape))
+        k = None if self.cfg.topk >= 1.0 else max(1, int(np.ceil(self.cfg.topk * n)))
+        return encode(x, bits=bits, topk=k)
+
+    def _x(self, k: int, idx: np.ndarray | None, split: str = "train") -> torch.Tensor:
+        X = getattr(self.ctx.views[k], f"X_{split}")
+        return torch.as_tensor(X if idx is None else X[idx], dtype=torch.float32)
+
+    def _combine(self, parts: list[torch.Tensor]) -> torch.Tensor:
+        return (
+            torch.stack(parts).sum(0) if self.ctx.spec.aggregation == "sum" else torch.cat(parts, 1)
+        )
+
+    def _upload(
+        self, k: int, idx: np.ndarray | None, step: int, *, active: bool = False
+    ) -> tuple[bytes, Any]:
+        """Client k's message for rows ``idx`` and what it keeps to use the reply."""
+        model = self.state.bottoms[k]
+        h = model(self._x(k, idx))
+        rows = self.hooks.release(self.ctx, k, h.detach().numpy().astype(np.float64), step)
+        if self.cfg.client_grad != "zo-model" or not active:
+            return self._enc(rows, self.cfg.uplink_bits), h
+        params = list(model.parameters())
+        w = flat_parameters(params)
+        dirs = sample_directions(self.model_dirs[k], self.cfg.direction, (self.cfg.q, w.size))
+        outs = [rows]
+        with torch.no_grad():
+            for v in dirs:
+                add_to_parameters(params, self.cfg.mu * v)
+                hv = model(self._x(k, idx)).numpy().astype(np.float64)
+                outs.append(self.hooks.release(self.ctx, k, hv, step))
+                add_to_parameters(params, -self.cfg.mu * v)
+        return self._enc(np.stack(outs), self.cfg.uplink_bits), dirs
+
+    # --- the server ----------------------------------------------------------------------------
+    def _replies(self, r: Round, got: dict[int, Any], step: int) -> dict[int, bytes]:
+        cfg, idx = self.cfg, r.idx
+        fresh = {k: decode(got[k]) for k in r.senders}
+        for k in r.senders:
+            self.hooks.on_upload(k, len(idx), step)
+        stacked = cfg.client_grad == "zo-model"  # an active client's [h, h(w + μ v_1), ...]
+        base = {k: fresh[k][0] if stacked and k in r.active else fresh[k] for k in fresh}
+        for k in range(self.K):
+            if k in base and k in self.table:
+                self.table[k][idx] = base[k]
+            elif k not in base:
+                base[k] = self.table[k][idx]
+        parts = [torch.as_tensor(base[k], dtype=torch.float32).requires_grad_(k in r.active)
+                 for k in range(self.K)]  # fmt: skip
+        y = self.ctx.views[self.S].y_train[idx]
+        per_row = _losses(self.ctx, self.state.top(self._combine(parts)), y)
+        loss = per_row.mean()
+        self.top_opt.zero_grad()
+        loss.backward()  # the top model's gradient and ∂L/∂h_k, all at the pre-step model
+        out: dict[int, bytes] = {}
+        for k in r.active:
+            g = parts[k].grad.numpy().astype(np.float64)
+            if cfg.client_grad == "foo":
+                out[k] = self._enc(g, cfg.downlink_bits)
+                continue
+            with torch.no_grad():
+                if cfg.client_grad == "zo-output":
+                    dirs = sample_directions(
+                        self.server_dirs[k], cfg.direction, (cfg.q, *base[k].shape)
+                    )
+                    moved = base[k][None] + cfg.mu * dirs
+                else:
+                    dirs, moved = None, fresh[k][1:]
+                deltas = self._deltas(parts, k, moved, per_row.detach(), y)
+            out[k] = self._enc(deltas, cfg.downlink_bits)
+            if dirs is not None:
+                est = zo_estimate(decode(out[k]), dirs, mu=cfg.mu, direction=cfg.direction)
+                self.hooks.on_zo_reply(k, est * len(idx), g * len(idx), step)  # per-row scale
+        self.top_opt.step()
+        self.stats.losses.append(float(loss.detach()))
+        return out
+
+    def _deltas(self, parts, k: int, moved: np.ndarray, base_rows, y) -> np.ndarray:
+        """Loss differences with client k's embedding replaced by each of ``moved`` (q, b, d)."""
+        q, b = moved.shape[0], moved.shape[1]
+        stacked = [p.detach().repeat(q, 1) for p in parts]
+        stacked[k] = torch.as_tensor(moved.reshape(q * b, -1), dtype=torch.float32)
+        rows = _losses(self.ctx, self.state.top(self._combine(stacked)), np.tile(y, q))
+        # per row first: the float32 losses cancel more accurately than their means
+        diff = (rows.reshape(q, b) - base_rows[None]).numpy().astype(np.float64) / b
+        per_sample = self.cfg.per_sample and self.cfg.client_grad == "zo-output"
+        return diff if per_sample else diff.sum(axis=1)
+
+    # --- a client using its reply --------------------------------------------------------------
+    def _apply(self, k: int, kept: Any, reply: bytes, idx: np.ndarray) -> None:
+        cfg, opt = self.cfg, self.opts[k]
+        opt.zero_grad()
+        back = decode(reply)
+        if cfg.client_grad == "foo":
+            kept.backward(torch.as_tensor(back, dtype=torch.float32))
+        elif cfg.client_grad == "zo-output":
+            dirs = sample_directions(self.client_dirs[k], cfg.direction, (cfg.q, *kept.shape))
+            est = zo_estimate(back, dirs, mu=cfg.mu, direction=cfg.direction)
+            kept.backward(torch.as_tensor(est, dtype=torch.float32))
+        else:
+            est = zo_estimate(back, kept, mu=cfg.mu, direction=cfg.direction)
+            params = list(self.state.bottoms[k].parameters())
+            off = 0
+            for p in params:
+                n = p.numel()
+                p.grad = torch.as_tensor(est[off : off + n].reshape(p.shape), dtype=p.dtype)
+                off += n
+        opt.step()
+
+    # --- the loop ------------------------------------------------------------------------------
+    def train(self) -> float:
+        rt, S = self.ctx.rt, self.S
+        t0 = time.perf_counter()
+        if self.cfg.schedule == "async":
+            self._fill_table()
+        marks = self._curve_marks()
+        for step, r in enumerate(self.plan):
+            msgs: dict[int, Any] = dict.fromkeys(r.senders)
+            kept: dict[int, Any] = {}
+            for k in r.senders:
+                if rt.here(k):
+                    msgs[k], kept[k] = self._upload(k, r.idx, step, active=k in r.active)
+            got = rt.gather(msgs, dst=S)
+            replies = self._replies(r, got, step) if rt.here(S) else {}
+            for k in r.active:
+                back = rt.send(replies.get(k), src=S, dst=k)
+                if rt.here(k):
+                    self._apply(k, kept[k], back, r.idx)
+                self.stats.replies[k] += 1
+            self.stats.rounds += 1
+            self.stats.staleness.append(r.staleness)
+            self.stats.refreshes += len(r.refresh)
+            if step + 1 in marks:
+                self._curve_point(step + 1)
+        return time.perf_counter() - t0
+
+    def _fill_table(self) -> None:
+        """Async: every client uploads all its training rows once (phase ``setup``)."""
+        rt, S = self.ctx.rt, self.S
+        with rt.meter.in_phase("setup"), torch.no_grad():
+            msgs: dict[int, Any] = dict.fromkeys(range(self.K))
+            for k in self.state.bottoms:
+                msgs[k] = self._upload(k, None, -1)[0]
+            got = rt.gather(msgs, dst=S)
+        if rt.here(S):
+            self.table = {k: decode(got[k]) for k in range(self.K)}
+            for k in range(self.K):
+                self.hooks.on_upload(k, len(self.table[k]), -1)
+
+    def _curve_marks(self) -> set[int]:
+        n, p = len(self.plan), self.cfg.curve_points
+        return {int(round(n * (i + 1) / p)) for i in range(p)} if p > 0 else set()
+
+    def _curve_point(self, rounds: int) -> None:
+        """Test accuracy now (an instrument: unmetered control plane, not a protocol release)."""
+        rt, S = self.ctx.rt, self.S
+        with torch.no_grad():
+            embs = {
+                k: decode(self._enc(m(self._x(k, None, "test")).numpy(), self.cfg.uplink_bits))
+                for k, m in self.state.bottoms.items()
+            }
+        mine = {"embs": embs, "train_bytes": rt.meter.phases["train"].bytes_total}
+        got = rt.collect(mine, dst=S)
+        if not rt.here(S):
+            return
+        uniq = list({id(v): v for v in got.values()}.values())
+        parts, sent = {}, 0
+        for v in uniq:
+            parts.update(v["embs"])
+            sent += v["train_bytes"]
+        with torch.no_grad():
+            agg = self._combine(
+                [torch.as_tensor(parts[k], dtype=torch.float32) for k in range(self.K)]
+            )
+            out = self.state.top(agg).numpy()
+        y = self.ctx.views[S].y_test
+        acc = (
+            float((out.argmax(1) == y).mean())
+            if self.ctx.info.task != "regression"
+            else float("nan")
+        )
+        self.stats.curve.append({"rounds": rounds, "train_bytes": sent, "accuracy": acc})
+
+    def predict(self) -> np.ndarray | None:
+        """Test scores at the server through the uplink (clients' releases, phase ``eval``)."""
+        rt, S, info = self.ctx.rt, self.S, self.ctx.info
+        with rt.meter.in_phase("eval"), torch.no_grad():
+            msgs: dict[int, Any] = dict.fromkeys(range(self.K))
+            for k, m in self.state.bottoms.items():
+                rows = self.hooks.release(self.ctx, k, m(self._x(k, None, "test")).numpy(), -1)
+                msgs[k] = self._enc(rows.astype(np.float64), self.cfg.uplink_bits)
+            got = rt.gather(msgs, dst=S)
+            if not rt.here(S):
+                return None
+            parts = [torch.as_tensor(decode(got[k]), dtype=torch.float32) for k in range(self.K)]
+            for k in range(self.K):
+                self.hooks.on_upload(k, len(parts[k]), -1)
+            out = self.state.top(self._combine(parts))
+        if info.task == "regression":
+            return out[:, 0].numpy().astype(float)
+        return torch.softmax(out, dim=1).numpy().astype(float)
