@@ -20,8 +20,9 @@ import math
 
 import numpy as np
 
+from securevfl.context import Option, RunContext, RunSpec
 from securevfl.errors import ConfigError
-from securevfl.methods import FitResult, Option, RunContext, RunSpec, register_method
+from securevfl.methods.base import register_method
 from securevfl.methods.cascade_options import (
     CascadeMethod,
     cascade_options,
@@ -31,6 +32,7 @@ from securevfl.methods.cascade_options import (
 from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.privacy.analytic_gaussian import analytic_gaussian_sigma
 from securevfl.privacy.events import gaussian_event
+from securevfl.results import FitResult
 from securevfl.training.cascade_trainer import CascadeHooks
 from securevfl.training.rounds import plan_rounds, releases_per_client
 

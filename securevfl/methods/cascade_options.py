@@ -9,8 +9,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from protocols.compress import CompressError, check_bits
+from securevfl.context import Option, RunContext, RunSpec
 from securevfl.errors import ConfigError
-from securevfl.methods.base import FitResult, Method, Option, RunContext, RunSpec
+from securevfl.methods.base import Method
+from securevfl.results import FitResult
 from securevfl.training.cascade_trainer import CascadeConfig, CascadeHooks, CascadeTrainer
 from securevfl.training.rounds import SCHEDULES
 from securevfl.training.splitnn_trainer import splitnn_fingerprints

@@ -15,9 +15,11 @@ computes the δ before it steps (the authors' code steps first, so each δ mixes
 
 from __future__ import annotations
 
-from securevfl.methods.base import FitResult, RunContext, register_method
+from securevfl.context import RunContext
+from securevfl.methods.base import register_method
 from securevfl.methods.cascade_options import CascadeMethod, cascade_options, fit_cascade
 from securevfl.privacy.czofo_intrinsic import IntrinsicTracker, intrinsic_report
+from securevfl.results import FitResult
 from securevfl.training.cascade_trainer import CascadeHooks
 
 DEFAULT_DELTA = 1e-6  # the poster's δ = δ' of Table 2

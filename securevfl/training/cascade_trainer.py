@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from protocols.compress import decode, encode
-from securevfl.methods.base import RunContext
+from securevfl.context import RunContext
 from securevfl.rng import derive_seed
 from securevfl.training.rounds import Round, plan_rounds
 from securevfl.training.splitnn_trainer import DEFAULT_MLP_LR, SplitNNHooks, build_models
