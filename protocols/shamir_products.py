@@ -28,26 +28,19 @@ is the secret) and bounds every wait by a timeout.
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import secrets
-import subprocess
-import sys
-import tempfile
-import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from protocols import wire
-from protocols.processes import free_ports, spawn
-from protocols.processes import wait_all as _wait_all
+from protocols.shamir_rns import PartyPhases, rns_block_products
 
-IMPLS = ("vectorized", "naive")
+IMPLS = ("rns", "vectorized", "naive")
+LEGACY_IMPLS = ("vectorized", "naive")  # MPyC's own arithmetic, in a field sized for MAX_ROWS
 MAX_FRAC_BITS = 16
 MAX_ROWS = 100_000  # the design range: n up to this many rows never overflows
 # The prime field of the shares: next_prime(2**56). Small enough that shares fit int64 (fast
@@ -74,18 +67,6 @@ class Pair:
     a: int
     b: int
     noise_party: int
-
-
-@dataclass
-class PhaseStats:
-    """What each MPyC party measured about itself."""
-
-    secure_s: dict[int, float] = field(default_factory=dict)
-    wall_s: float = 0.0
-    peak_rss_mb: dict[int, float] = field(default_factory=dict)
-    bytes_sent: dict[int, dict[int, int]] = field(default_factory=dict)  # [src][dst]
-    frac_bits: int = 0
-    trace: dict[int, dict[str, Any]] = field(default_factory=dict)  # demo: each party's shares
 
 
 def choose_frac_bits(n_max: int, noise_bound: float, *, max_frac_bits: int = MAX_FRAC_BITS) -> int:
@@ -329,151 +310,67 @@ def modmatmul_t(A: np.ndarray, B: np.ndarray, p: int) -> np.ndarray:
     return C % p
 
 
-# --------------------------------------------------------------------------- launcher
-
-
-def run_block_products(
-    matrices: dict[int, np.ndarray],
-    noises: dict[int, np.ndarray],
-    pairs: Sequence[Pair],
+async def secure_phase(
+    mpc: Any,
     *,
-    n_parties: int,
-    receiver: int,
-    frac_bits: int,
-    noise_bound: float,
-    impl: str = "vectorized",
-    timeout: float = 120.0,
-    n_max: int = MAX_ROWS,
-    trace: bool = False,
-) -> tuple[dict[int, np.ndarray], PhaseStats]:
-    """Spawn ``n_parties`` MPyC processes, run :func:`block_products`, return the opened blocks.
-
-    Each process receives only its own matrix and its own noise, over its stdin (never a file:
-    a killed launcher leaves no party's inputs on disk), plus the run's key; the public job
-    description is on its command line. Each writes what it reports to its stdout. Raises
-    :class:`ShamirProtocolError` if a party fails and :class:`ShamirTimeoutError` if the phase
-    does not finish within ``timeout``.
-    """
-    if n_parties < 3:
-        raise ValueError(f"n_parties must be >= 3 (Shamir threshold t >= 1), got {n_parties}")
-    if impl not in IMPLS:
-        raise ValueError(f"impl must be one of {list(IMPLS)}, got {impl!r}")
-    n = check_inputs(matrices, frac_bits, n_max)
-    if frac_bits > choose_frac_bits(n_max, noise_bound):
-        raise ValueError(
-            f"frac_bits must be <= {choose_frac_bits(n_max, noise_bound)} for "
-            f"n_max {n_max} and noise_bound {noise_bound:.3g}, got {frac_bits}"
-        )
-    shapes = {i: (n, M.shape[1]) for i, M in matrices.items()}
-    enc_noise = {j: encode_noise(noises[j], frac_bits, noise_bound) for j in noises}
-    addresses = [f"127.0.0.1:{p}" for p in free_ports(n_parties)]
-    job = {
-        "shapes": {str(k): v for k, v in shapes.items()},
-        "pairs": [[p.a, p.b, p.noise_party] for p in pairs],
-        "receiver": receiver,
-        "impl": impl,
-        "timeout": timeout,
-        "trace": trace,
-    }
-    key = secrets.token_bytes(32)
-    t0 = time.perf_counter()
-    procs = []
-    for i in range(n_parties):  # a party is handed only its own inputs
-        own = {
-            "matrix": matrices.get(i),
-            "noises": {j: v for j, v in enc_noise.items() if pairs[j].noise_party == i},
-        }
-        procs.append(spawn_party(job, own, i, addresses, key))
-    reports = wait_all(procs, timeout + 10.0)
-    stats = PhaseStats(wall_s=time.perf_counter() - t0, frac_bits=frac_bits)
-    for i, rep in enumerate(reports):
-        stats.secure_s[i] = rep["secure_s"]
-        stats.peak_rss_mb[i] = rep["peak_rss_mb"]
-        stats.bytes_sent[i] = {int(k): int(v) for k, v in rep["bytes_sent"].items()}
-        if trace:
-            stats.trace[i] = rep["trace"]
-    return reports[receiver]["result"], stats
-
-
-class PartyProcess:
-    """A spawned MPyC party: its process, its stderr (an unnamed temporary file) and a thread
-    collecting what it reports on stdout."""
-
-    def __init__(self, proc: subprocess.Popen, err: Any) -> None:
-        self.proc, self.err = proc, err
-        self.out: list[bytes] = []
-        self.reader = threading.Thread(target=lambda: self.out.append(proc.stdout.read()))
-        self.reader.daemon = True
-        self.reader.start()
-
-    def report(self, index: int) -> dict[str, Any]:
-        """The party's decoded report (after it exited 0)."""
-        self.reader.join(10.0)
-        data = self.out[0] if self.out else b""
-        if not data.startswith(REPORT_MAGIC):
-            raise ShamirProtocolError(f"MPyC party {index} exited without a report")
-        return wire.loads(data[len(REPORT_MAGIC) :])
-
-
-REPORT_MAGIC = b"SVFL-REPORT\n"
-
-
-def spawn_party(
     job: dict[str, Any],
-    own: dict[str, Any],
-    index: int,
-    addresses: Sequence[str],
-    key: bytes,
-) -> PartyProcess:
-    """Start MPyC party ``index`` of ``job``; ``own`` (its inputs) and ``key`` go over stdin."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "protocols.mpyc_party",
-        "--job-json",
-        json.dumps(job),
-        "-I",
-        str(index),
-        "--no-log",
-    ]
-    for a in addresses:
-        cmd += ["-P", a]
-    err = tempfile.TemporaryFile("w+")  # unnamed: nothing left on disk whatever happens
-    env = dict(
-        os.environ, PYTHONPATH=_project_root() + os.pathsep + os.environ.get("PYTHONPATH", "")
-    )
-    stdin = wire.dumps({"key": key, **own})
-    proc = spawn(cmd, stdin_data=stdin, stderr=err, stdout=subprocess.PIPE, env=env)
-    return PartyProcess(proc, err)
+    matrix: np.ndarray | None,
+    noises: dict[int, np.ndarray],
+    trace: dict[str, Any] | None = None,
+) -> tuple[dict[int, np.ndarray] | None, dict[str, Any]]:
+    """This party's part of a job (``shapes``, ``pairs``, ``receiver``, ``impl``, and ``primes``
+    for impl ``rns``); returns (opened blocks at the receiver, this party's report: secure
+    seconds, seconds per phase, and ``sent``: the payload bytes of every message it sent as
+    ``(phase, dst, bytes)``)."""
+    shapes = {int(k): tuple(v) for k, v in job["shapes"].items()}
+    pairs = [Pair(*p) for p in job["pairs"]]
+    me, impl = mpc.pid, job["impl"]
+    t0 = time.perf_counter()
+    if impl == "rns":
+        phases = PartyPhases()
+        res = await rns_block_products(
+            mpc,
+            shapes=shapes,
+            pairs=pairs,
+            matrix=matrix,
+            noises=noises,
+            receiver=job["receiver"],
+            primes=tuple(job["primes"]),
+            phases=phases,
+        )
+        secs, sent = phases.seconds, phases.sent
+    else:
+        before = _nbytes_sent(mpc)
+        res = await block_products(
+            mpc,
+            me=me,
+            shapes=shapes,
+            pairs=pairs,
+            matrix=matrix,
+            noises=noises,
+            receiver=job["receiver"],
+            impl=impl,
+            trace=trace,
+        )
+        after = _nbytes_sent(mpc)  # MPyC's own messages: what its transport wrote per peer
+        sent = [("secure", j, after[j] - before[j]) for j in after]
+        secs = {"secure": time.perf_counter() - t0}
+    report = {"secure_s": time.perf_counter() - t0, "phases_s": secs, "sent": sent}
+    return res, report
 
 
-def _project_root() -> str:
-    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+def _nbytes_sent(mpc: Any) -> dict[int, int]:
+    return {p.pid: p.protocol.nbytes_sent for p in mpc.parties if p.pid != mpc.pid and p.protocol}
 
 
-def wait_all(procs: list[PartyProcess], timeout: float) -> list[dict[str, Any]]:
-    """Wait for every MPyC party; on the first failure or the deadline kill the rest and raise.
-    Returns each party's report."""
-
-    def failed(i: int, line: str) -> Exception:
-        if os.environ.get("SHAMIR_DEBUG"):
-            print(line, file=sys.stderr)
-        return ShamirProtocolError(f"MPyC party {i} failed: {line}")
-
-    _wait_all(
-        [(p.proc, p.err) for p in procs],
-        timeout,
-        on_failure=failed,
-        on_timeout=lambda: ShamirTimeoutError(
-            f"the {len(procs)} MPyC parties did not finish within {timeout:g} s"
-        ),
-    )
-    return [p.report(i) for i, p in enumerate(procs)]
+_LAUNCH = {"run_block_products", "spawn_party", "wait_all", "decode_products", "PhaseStats"}
+_LAUNCH |= {"REPORT_MAGIC", "free_ports", "job_for"}
 
 
-def decode_products(blocks: dict[int, np.ndarray], frac_bits: int) -> dict[int, np.ndarray]:
-    """Opened integers -> floats: divide by ``2**(2f)`` (exact ints until this division)."""
-    return {
-        j: np.asarray(B, dtype=np.int64).astype(np.float64) / float(4**frac_bits)
-        for j, B in blocks.items()
-    }
+def __getattr__(name: str) -> Any:
+    """The launcher lives in :mod:`protocols.shamir_launch`; names imported from here still work."""
+    if name in _LAUNCH:
+        from protocols import shamir_launch  # noqa: PLC0415  (it imports this module)
+
+        return getattr(shamir_launch, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
