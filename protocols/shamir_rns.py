@@ -96,20 +96,22 @@ def deal(
     targets: Sequence[int],
 ) -> dict[int, np.ndarray]:
     """Shares f(x_j), j in ``targets``, of the degree-t polynomial through f(0) = M and the
-    pseudo-random shares ``seeded = {party k: f(x_k) residues}`` (t of them).
+    pseudo-random shares ``seeded = {party k: f(x_k)}`` (t of them).
 
-    ``M``: residues (r, ...); returns residues (r, ...) per target party.
+    ``M``: signed ints as float64 (|M| < p/2, shape S); ``seeded[k]``: centred residues
+    (r, *S). Returns centred residues (r, *S) per target party (float64).
     """
     ks = sorted(seeded)
     xs = [0, *[k + 1 for k in ks]]
-    out = {j: np.empty_like(M) for j in targets}
+    out = {j: np.empty((len(primes), *M.shape)) for j in targets}
     for i, p in enumerate(primes):
         for j in targets:
-            lam = rns.lagrange(xs, j + 1, p)
-            acc = lam[0] * M[i]
+            lam = [c - p if c > p // 2 else c for c in rns.lagrange(xs, j + 1, p)]
+            acc = out[j][i]
+            np.multiply(M, float(lam[0]), out=acc)
             for c, k in zip(lam[1:], ks):
-                acc = acc + c * seeded[k][i]  # < (t + 1) * 2**42: no int64 overflow
-            out[j][i] = acc % p
+                acc += float(c) * seeded[k][i]  # |terms| <= 2**40: exact in float64
+            rns.reduce(acc, p)
     return out
 
 
@@ -119,7 +121,11 @@ def random_sharing(
     """Shares at x_j (j in ``targets``) of a uniformly random polynomial of ``degree`` with
     constant term ``const`` (residues (r, ...)); coefficients from the OS CSPRNG."""
     stream = rns.ResidueStream(os.urandom(SEED_BYTES))
-    coeffs = [stream.residues(primes, const.shape[1:]) for _ in range(degree)]
+    count = int(np.prod(const.shape[1:]))
+    coeffs = [
+        np.stack([stream.uniform(p, count).astype(np.int64) for p in primes]).reshape(const.shape)
+        for _ in range(degree)
+    ]
     out = {}
     for j in targets:
         x = j + 1
@@ -163,12 +169,8 @@ async def rns_block_products(
         seeds = {k: os.urandom(SEED_BYTES) for k in seeded[i]} if me == i else {}
         got = {k: send("input sharing", seeds.get(k), i, k) for k in seeded[i]}
         explicit = [j for j in nodes if j != i and j not in seeded[i]]
-        shape = shapes[i]
         if me == i:
-            res = rns.to_residues(matrix, primes)
-            prg = {k: rns.ResidueStream(s).residues(primes, shape) for k, s in seeds.items()}
-            dealt = deal(res, primes, prg, [*explicit, i] if i in nodes else explicit)
-            del res, prg
+            dealt = _deal_chunked(matrix, primes, seeds, [*explicit, i] if i in nodes else explicit)
             for j in explicit:
                 send("input sharing", rns.pack(dealt.pop(j)), i, j)
             shares[i] = dealt.get(i)
@@ -196,6 +198,7 @@ async def rns_block_products(
                 ]
             )
             dealt = random_sharing(rns.to_residues(const, primes)[:, None, :], primes, 2 * t, nodes)
+            dealt = {j: rns.centre(z, primes) for j, z in dealt.items()}
         for j in nodes:
             if j == i:
                 if me == i:
@@ -223,7 +226,7 @@ async def rns_block_products(
             lam = rns.lagrange(xs, 0, p)
             acc = np.zeros(width, dtype=np.int64)
             for c, j in zip(lam, nodes):
-                acc = (acc + c * Hs[j][i]) % p
+                acc = (acc + c * (np.asarray(Hs[j][i]).astype(np.int64) % p)) % p
             opened[i] = acc
         flat = rns.from_residues(opened, primes).astype(np.int64)  # |v| < 2**63: job_for
         result, off = {}, 0
@@ -256,7 +259,7 @@ async def _local_product(
             kind, fut = s
             data = (await fut)[0]
             shares[i] = (
-                rns.ResidueStream(data).residues(primes, shapes[i])
+                _expand_seed(data, primes, shapes[i])
                 if kind == "seed"
                 else rns.unpack(data, r, shapes[i])
             )
@@ -266,12 +269,41 @@ async def _local_product(
     t1 = time.perf_counter()
     phases.seconds["input sharing"] = t1 - t0
     # 3. local product: H_j = f_a(x_j)ᵀ f_b(x_j) + Σ_i Z_i(x_j)
-    P = np.asarray(primes, dtype=np.int64).reshape(-1, 1)
-    H = sum(z.reshape(r, width) for z in zs.values()) % P
+    H = sum(np.asarray(z, dtype=np.float64).reshape(r, width) for z in zs.values())
     off = 0
     for p, (a, b) in zip(pairs, out_shapes):
-        prod = rns.matmul_t_mod(shares[p.a], shares[p.b], primes)
-        H[:, off : off + a * b] = (H[:, off : off + a * b] + prod.reshape(r, -1)) % P
+        H[:, off : off + a * b] += rns.matmul_t_mod(shares[p.a], shares[p.b], primes).reshape(r, -1)
         off += a * b
+    for i, q in enumerate(primes):
+        rns.reduce(H[i], q)
     phases.seconds["local product"] = time.perf_counter() - t1
     return H
+
+
+DEAL_ROWS = 8192  # dealing and seed expansion run in row chunks that stay in cache
+
+
+def _deal_chunked(
+    matrix: np.ndarray, primes: Sequence[int], seeds: dict[int, bytes], targets: Sequence[int]
+) -> dict[int, np.ndarray]:
+    """The dealer's shares for ``targets`` (float32 residues (r, n, c)), chunk by chunk; the
+    seeded shares are drawn chunk by chunk exactly as :func:`_expand_seed` draws them."""
+    n, c = matrix.shape
+    streams = {k: rns.ResidueStream(s) for k, s in seeds.items()}
+    out = {j: np.empty((len(primes), n, c), dtype=np.float32) for j in targets}
+    for s in range(0, n, DEAL_ROWS):
+        Mc = np.asarray(matrix[s : s + DEAL_ROWS], dtype=np.float64)
+        seeded = {k: st.centred(primes, Mc.shape) for k, st in streams.items()}
+        for j, sh in deal(Mc, primes, seeded, targets).items():
+            out[j][:, s : s + DEAL_ROWS] = sh
+    return out
+
+
+def _expand_seed(seed: bytes, primes: Sequence[int], shape: tuple[int, int]) -> np.ndarray:
+    """A seeded share (float32 residues (r, n, c)), drawn in the dealer's chunk order."""
+    n, c = shape
+    stream = rns.ResidueStream(seed)
+    out = np.empty((len(primes), n, c), dtype=np.float32)
+    for s in range(0, n, DEAL_ROWS):
+        out[:, s : s + DEAL_ROWS] = stream.centred(primes, (min(DEAL_ROWS, n - s), c))
+    return out
