@@ -132,7 +132,9 @@ class PartyProcess:
         self._out: list[bytes] = []
         self._reader = None
         if capture:
-            self._reader = threading.Thread(target=lambda: self._out.append(self.proc.stdout.read()))
+            self._reader = threading.Thread(
+                target=lambda: self._out.append(self.proc.stdout.read())
+            )
             self._reader.daemon = True
             self._reader.start()
 

@@ -99,8 +99,7 @@ def unpack(data: bytes, r: int, shape: tuple[int, ...]) -> np.ndarray:
     count = r * int(np.prod(shape))
     if len(data) != 4 * count:
         raise ValueError(
-            f"a share of shape {shape} with {r} residues must be {4 * count} bytes, "
-            f"got {len(data)}"
+            f"a share of shape {shape} with {r} residues must be {4 * count} bytes, got {len(data)}"
         )
     return np.frombuffer(data, dtype="<f4").reshape(r, *shape)
 
