@@ -21,8 +21,9 @@ Three implementations (``impl``), run by every party through :func:`secure_phase
 
 For ``vectorized`` and ``naive``, why a prime field with the fixed-point encoding done in the
 clear: the product of two encoded values carries 2f fractional bits and is never truncated
-inside the MPC (the receiver divides by ``2**(2f)`` after opening), so no secure truncation runs and the opened value is exact integer
-arithmetic mod P. It is the true integer as long as ``|M_aᵀM_b + N| < P/2``, which
+inside the MPC (the receiver divides by ``2**(2f)`` after opening), so no secure truncation
+runs and the opened value is exact integer arithmetic mod P. It is the true integer as long as
+``|M_aᵀM_b + N| < P/2``, which
 :func:`choose_frac_bits` guarantees for n <= ``MAX_ROWS`` rows and noise below a public bound,
 and :func:`check_inputs` / :func:`encode_noise` enforce every premise of (raising otherwise).
 
