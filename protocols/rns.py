@@ -70,10 +70,13 @@ def centre(R: np.ndarray, primes: Sequence[int]) -> np.ndarray:
     return F
 
 
-def reduce(F: np.ndarray, p: int) -> np.ndarray:
-    """Float64 integers (|F| < 2**52) -> the same class mod p in [-p/2, p/2], in place."""
-    q = np.rint(F * (1.0 / p))  # the nearest multiple: exact enough, F / p < 2**31
-    F -= q * p
+def reduce(F: np.ndarray, p: int, tmp: np.ndarray | None = None) -> np.ndarray:
+    """Float64 integers (|F| < 2**52) -> the same class mod p in [-p/2, p/2], in place
+    (``tmp``: an optional scratch array of F's shape, to allocate nothing)."""
+    q = np.multiply(F, 1.0 / p, out=tmp)
+    np.rint(q, out=q)  # the nearest multiple: exact enough, F / p < 2**31
+    q *= p
+    F -= q
     return F
 
 

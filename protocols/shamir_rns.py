@@ -104,14 +104,15 @@ def deal(
     ks = sorted(seeded)
     xs = [0, *[k + 1 for k in ks]]
     out = {j: np.empty((len(primes), *M.shape)) for j in targets}
+    tmp = np.empty(M.shape)
     for i, p in enumerate(primes):
         for j in targets:
             lam = [c - p if c > p // 2 else c for c in rns.lagrange(xs, j + 1, p)]
             acc = out[j][i]
             np.multiply(M, float(lam[0]), out=acc)
             for c, k in zip(lam[1:], ks):
-                acc += float(c) * seeded[k][i]  # |terms| <= 2**40: exact in float64
-            rns.reduce(acc, p)
+                acc += np.multiply(seeded[k][i], float(c), out=tmp)  # |terms| <= 2**40: exact
+            rns.reduce(acc, p, tmp)
     return out
 
 
