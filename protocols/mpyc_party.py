@@ -73,6 +73,11 @@ def main() -> int:
 
     trace = {} if job.get("trace") else None
 
+    if job["impl"] == "rns":
+        from protocols.shamir_rns import warm_up  # noqa: PLC0415
+
+        warm_up()
+
     async def program():
         await secure_start(mpc)
         await handshake(mpc, job_digest(job), key=key)

@@ -16,8 +16,8 @@ shares, so only nodes compute and open):
    nodes S_a (the receiver first) are pseudo-random: a sends each k in S_a a fresh 32-byte seed
    and k expands it with AES-256-CTR into its share f(x_k) (:class:`protocols.rns.ResidueStream`);
    the other nodes' shares follow by Lagrange interpolation through 0 and S_a and are sent
-   explicitly, three 21-bit residues per uint64. So a seed replaces t of the shares (t = 1:
-   the receiver gets only seeds and the input traffic is halved).
+   explicitly (float32 residues, in blocks of rows sent as they are dealt). So a seed replaces
+   t of the shares (t = 1: the receiver gets only seeds and the input traffic is halved).
 2. Re-randomisation. Every node i, and every noise party, deals a random degree-2t sharing of
    Z_i (Z_i = its noise N for the pairs it noises, else 0) to the other nodes (output-sized).
 3. Local product. Node j computes H_j = f_a(x_j)ᵀ f_b(x_j) + Σ_i Z_i(x_j) mod each p: one exact
@@ -42,6 +42,7 @@ sent, so the caller meters exactly what crossed the channel.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Sequence
@@ -55,6 +56,9 @@ from protocols.mpyc_net import exchange
 
 PHASES = ("input sharing", "local product", "opening")
 SEED_BYTES = 32
+DEAL_ROWS = 8192  # dealing and seed expansion run in row chunks that stay in cache
+BLOCK_ROWS = 8 * DEAL_ROWS  # explicit shares travel in blocks of this many rows (pipelining;
+# and MPyC frames a message with a 4-byte length, so one message must stay below 4 GiB)
 
 
 @dataclass
@@ -164,24 +168,41 @@ async def rns_block_products(
             phases.sent.append((phase, dst, len(data)))
         return exchange(mpc, data, [src], [dst])
 
-    # 1. input sharing: seeds to S_a, explicit shares to the other nodes
-    shares: dict[int, Any] = {}  # dealer -> this party's share (residues) or a pending message
+    # 1. input sharing: seeds to S_a first (their holders expand them while the dealers deal),
+    #    then the explicit shares to the other nodes, block by block as they are dealt
+    seeds = {i: {k: os.urandom(SEED_BYTES) for k in seeded[i]} if me == i else {} for i in dealers}
+    shares: dict[int, Any] = {}  # dealer -> this party's share (residues) or pending messages
     for i in dealers:
-        seeds = {k: os.urandom(SEED_BYTES) for k in seeded[i]} if me == i else {}
-        got = {k: send("input sharing", seeds.get(k), i, k) for k in seeded[i]}
+        for k in seeded[i]:
+            fut = send("input sharing", seeds[i].get(k), i, k)
+            if me == k:
+                shares[i] = ("seed", fut)
+    await asyncio.sleep(0)  # let the seed messages go out now
+    for i in dealers:
+        n, c = shapes[i]
         explicit = [j for j in nodes if j != i and j not in seeded[i]]
+        blocks = range(0, n, BLOCK_ROWS)
         if me == i:
-            dealt = _deal_chunked(matrix, primes, seeds, [*explicit, i] if i in nodes else explicit)
-            for j in explicit:
-                send("input sharing", rns.pack(dealt.pop(j)), i, j)
-            shares[i] = dealt.get(i)
+            streams = {k: rns.ResidueStream(sd) for k, sd in seeds[i].items()}
+            own = np.empty((r, n, c), dtype=np.float32) if i in nodes else None
+            for s in blocks:
+                targets = [*explicit, i] if i in nodes else explicit
+                dealt = _deal_rows(matrix[s : s + BLOCK_ROWS], primes, streams, targets)
+                if own is not None:
+                    own[:, s : s + BLOCK_ROWS] = dealt.pop(i)
+                for j in explicit:
+                    send("input sharing", rns.pack(dealt[j]), i, j)
+                await asyncio.sleep(0)  # the block goes out while the next one is dealt
+            shares[i] = own
         else:
-            for j in explicit:
-                fut = send("input sharing", None, i, j)
-                if me == j:
-                    shares[i] = ("packed", fut)
-            if me in seeded[i]:
-                shares[i] = ("seed", got[me])
+            pending = []
+            for s in blocks:
+                for j in explicit:
+                    fut = send("input sharing", None, i, j)
+                    if me == j:
+                        pending.append((s, fut))
+            if pending:
+                shares[i] = ("packed", pending)
     # 2. re-randomisation: a degree-2t sharing of Z_i (noise or zero) from every contributor
     out_shapes = [(shapes[p.a][1], shapes[p.b][1]) for p in pairs]
     width = sum(a * b for a, b in out_shapes)
@@ -256,14 +277,14 @@ async def _local_product(
     out_shapes = [(shapes[p.a][1], shapes[p.b][1]) for p in pairs]
     width = sum(a * b for a, b in out_shapes)
     for i, s in list(shares.items()):
-        if isinstance(s, tuple):
-            kind, fut = s
-            data = (await fut)[0]
-            shares[i] = (
-                _expand_seed(data, primes, shapes[i])
-                if kind == "seed"
-                else rns.unpack(data, r, shapes[i])
-            )
+        if isinstance(s, tuple) and s[0] == "seed":
+            shares[i] = _expand_seed((await s[1])[0], primes, shapes[i])
+        elif isinstance(s, tuple):
+            n, c = shapes[i]
+            shares[i] = np.empty((r, n, c), dtype=np.float32)
+            for start, fut in s[1]:
+                rows = min(BLOCK_ROWS, n - start)
+                shares[i][:, start : start + rows] = rns.unpack((await fut)[0], r, (rows, c))
     for i, z in list(zs.items()):
         if not isinstance(z, np.ndarray):
             zs[i] = rns.unpack((await z)[0], r, (1, width))
@@ -281,19 +302,19 @@ async def _local_product(
     return H
 
 
-DEAL_ROWS = 8192  # dealing and seed expansion run in row chunks that stay in cache
-
-
-def _deal_chunked(
-    matrix: np.ndarray, primes: Sequence[int], seeds: dict[int, bytes], targets: Sequence[int]
+def _deal_rows(
+    rows: np.ndarray,
+    primes: Sequence[int],
+    streams: dict[int, rns.ResidueStream],
+    targets: Sequence[int],
 ) -> dict[int, np.ndarray]:
-    """The dealer's shares for ``targets`` (float32 residues (r, n, c)), chunk by chunk; the
-    seeded shares are drawn chunk by chunk exactly as :func:`_expand_seed` draws them."""
-    n, c = matrix.shape
-    streams = {k: rns.ResidueStream(s) for k, s in seeds.items()}
+    """The dealer's shares of ``rows`` for ``targets`` (float32 residues (r, rows, c)), in
+    :data:`DEAL_ROWS` chunks; the seeded shares are drawn from ``streams`` chunk by chunk,
+    exactly as :func:`_expand_seed` draws them."""
+    n, c = rows.shape
     out = {j: np.empty((len(primes), n, c), dtype=np.float32) for j in targets}
     for s in range(0, n, DEAL_ROWS):
-        Mc = np.asarray(matrix[s : s + DEAL_ROWS], dtype=np.float64)
+        Mc = np.asarray(rows[s : s + DEAL_ROWS], dtype=np.float64)
         seeded = {k: st.centred(primes, Mc.shape) for k, st in streams.items()}
         for j, sh in deal(Mc, primes, seeded, targets).items():
             out[j][:, s : s + DEAL_ROWS] = sh
@@ -308,3 +329,16 @@ def _expand_seed(seed: bytes, primes: Sequence[int], shape: tuple[int, int]) -> 
     for s in range(0, n, DEAL_ROWS):
         out[:, s : s + DEAL_ROWS] = stream.centred(primes, (min(DEAL_ROWS, n - s), c))
     return out
+
+
+def warm_up() -> None:
+    """Run every local step once on a tiny job (no messages), so that a fresh party process
+    pays numpy's and OpenSSL's first-call costs before its secure phase, not inside it."""
+    primes = rns.PRIMES[:3]
+    M = np.ones((4, 2), dtype=np.int64)
+    dealt = _deal_rows(M, primes, {1: rns.ResidueStream(bytes(SEED_BYTES))}, [0, 2])
+    rns.unpack(rns.pack(dealt[0]), 3, (4, 2))
+    seeded = _expand_seed(bytes(SEED_BYTES), primes, (4, 2))
+    rns.matmul_t_mod(dealt[0], seeded, primes)
+    z = random_sharing(rns.to_residues(np.zeros((1, 2), np.int64), primes), primes, 2, [0, 1, 2])
+    rns.from_residues(rns.centre(z[0], primes), primes)
