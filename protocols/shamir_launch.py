@@ -43,6 +43,7 @@ class PhaseStats:
     """What each MPyC party measured about itself."""
 
     secure_s: dict[int, float] = field(default_factory=dict)
+    cpu_s: dict[int, float] = field(default_factory=dict)
     wall_s: float = 0.0
     peak_rss_mb: dict[int, float] = field(default_factory=dict)
     bytes_sent: dict[int, dict[int, int]] = field(default_factory=dict)  # [src][dst]
@@ -148,6 +149,7 @@ def run_block_products(
     stats = PhaseStats(wall_s=time.perf_counter() - t0, frac_bits=frac_bits)
     for i, rep in enumerate(reports):
         stats.secure_s[i] = rep["secure_s"]
+        stats.cpu_s[i] = rep["cpu_s"]
         stats.peak_rss_mb[i] = rep["peak_rss_mb"]
         stats.phases_s[i] = rep["phases_s"]
         stats.sent[i] = [tuple(s) for s in rep["sent"]]

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from securevfl.errors import ProtocolError
+from securevfl.errors import ConfigError, ProtocolError
 
 PHASE = "mpc"  # the meter phase every secure-product message is counted in
 
@@ -46,6 +46,7 @@ class ProductResult:
 
     blocks: dict[int, np.ndarray] | None
     secure_s: dict[int, float] = field(default_factory=dict)
+    cpu_s: dict[int, float] = field(default_factory=dict)
     peak_rss_mb: dict[int, float] = field(default_factory=dict)
     phases_s: dict[int, dict[str, float]] = field(default_factory=dict)
     phases_bytes: dict[str, int] = field(default_factory=dict)
@@ -53,7 +54,11 @@ class ProductResult:
 
     def stats(self) -> dict[str, Any]:
         """The record's ``extra.mpc`` entry."""
-        out: dict[str, Any] = {"secure_s": self.secure_s, "peak_rss_mb": self.peak_rss_mb}
+        out: dict[str, Any] = {
+            "secure_s": self.secure_s,
+            "cpu_s": self.cpu_s,
+            "peak_rss_mb": self.peak_rss_mb,
+        }
         if self.wall_s is not None:
             out["wall_s"] = self.wall_s
         return out
@@ -128,10 +133,13 @@ def run_local(
         )
     except sp.ShamirProtocolError as exc:
         raise ProtocolError(f"secure products failed: {exc}") from None
+    except ValueError as exc:  # a premise of the field sizing or of the inputs
+        raise ConfigError(f"secure products: {exc}") from None
     _meter(rt.meter, st.sent, _rounds(request))
     return ProductResult(
         blocks=sl.decode_products(opened, request.frac_bits),
         secure_s=dict(st.secure_s),
+        cpu_s=dict(st.cpu_s),
         peak_rss_mb=dict(st.peak_rss_mb),
         phases_s=dict(st.phases_s),
         phases_bytes=_phase_bytes(st.sent),
@@ -160,15 +168,18 @@ def run_networked(
             f"party {me}'s matrix must have the public shape {request.shapes[me]}, "
             f"got {enc[me].shape}"
         )
-    job = sl.job_for(
-        request.shapes,
-        [sp.Pair(*p) for p in request.pairs],
-        receiver=request.receiver,
-        impl=request.impl,
-        frac_bits=request.frac_bits,
-        noise_bound=request.noise_bound,
-        n_max=max(n, sp.MAX_ROWS) if request.impl == "rns" else sp.MAX_ROWS,
-    )
+    try:
+        job = sl.job_for(
+            request.shapes,
+            [sp.Pair(*p) for p in request.pairs],
+            receiver=request.receiver,
+            impl=request.impl,
+            frac_bits=request.frac_bits,
+            noise_bound=request.noise_bound,
+            n_max=max(n, sp.MAX_ROWS) if request.impl == "rns" else sp.MAX_ROWS,
+        )
+    except ValueError as exc:  # a premise of the field sizing
+        raise ConfigError(f"secure products: {exc}") from None
     try:
         opened, rep = rt._run(
             sp.secure_phase(rt.mpc, job=job, matrix=enc.get(me), noises=enc_noise),
@@ -179,6 +190,7 @@ def run_networked(
     _meter(rt.meter, {me: rep["sent"]}, _rounds(request))
     mine = {
         "secure_s": rep["secure_s"],
+        "cpu_s": rep["cpu_s"],
         "peak_rss_mb": peak_rss_kb() / 1024.0,
         "phases_s": rep["phases_s"],
         "phases_bytes": _phase_bytes({me: rep["sent"]}),
@@ -191,6 +203,7 @@ def run_networked(
     return ProductResult(
         blocks=sl.decode_products(opened, request.frac_bits) if opened is not None else None,
         secure_s={k: s["secure_s"] for k, s in got.items()},
+        cpu_s={k: s["cpu_s"] for k, s in got.items()},
         peak_rss_mb={k: s["peak_rss_mb"] for k, s in got.items()},
         phases_s={k: s["phases_s"] for k, s in got.items()},
         phases_bytes=total,
