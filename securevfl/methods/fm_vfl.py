@@ -7,21 +7,20 @@ perturbs its single-party block itself; every cross-party block M_aᵀM_b (the l
 M_0 = [v | X_0] with v = 1/2 - y or y, else M_k = X_k) is ONE secure matrix product under Shamir
 sharing among the K data parties and the server (m = K + 1 >= 3 MPyC parties, asked of the
 runtime: ``rt.secure_products``), with party a's Laplace noise shared into the sum before it is
-opened to the server only; so unlike the paper,
-where the parties see the exact cross products before noising them, nobody sees an exact
-cross-party coefficient. The server assembles the noisy objective and minimises it.
+opened to the server only; so unlike the paper, where the parties see the exact cross products
+before noising them, nobody sees an exact cross-party coefficient. The server assembles the
+noisy objective and minimises it.
 
 Inputs follow the paper's range: each party multiplies its block back by sqrt(T) (T the public
 row-norm bound of the partition) so every feature lies in [-1, 1], labels in {0, 1} / [-1, 1];
 Lemma 1 then holds with B_k = d_k. Option ``intercept`` adds a constant-1 column at the label
-party (counted in d). Solving: see :func:`solve_noisy_quadratic`.
+party (counted in d). Solving: :func:`securevfl.privacy.fm_objective.solve_noisy_quadratic`.
 
 Δ_f grows as d², so the encoding matters: on adult, ``--encoding compact`` (the paper's 41
 columns, d = 42 with the intercept) against the default one-hot (108 columns, d = 109). The
 record reports d, Δ_f, the global ε and every party's ε^(k); ``extra.mpc`` has each MPyC
 party's secure-phase seconds and peak memory (VmHWM of its own process), ``extra.phases_s`` /
-``extra.phases_bytes`` the secure phase's parts (slowest party's seconds, payload bytes). The
-objective's math is in :mod:`securevfl.privacy.fm_objective`.
+``extra.phases_bytes`` the secure phase's parts (slowest party's seconds, payload bytes).
 
 Precision and scale: inputs are rounded to 2**-f (``frac_bits`` in the record: 16 unless the
 public noise bound needs fewer), the products are exact integers from there on, so an opened
