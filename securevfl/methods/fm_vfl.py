@@ -22,10 +22,9 @@ record reports d, Δ_f, the global ε and every party's ε^(k); ``extra.mpc`` ha
 party's secure-phase seconds and peak memory (VmHWM of its own process), ``extra.phases_s`` /
 ``extra.phases_bytes`` the secure phase's parts (slowest party's seconds, payload bytes).
 
-Precision and scale: inputs are rounded to 2**-f (``frac_bits`` in the record: 16 unless the
-public noise bound needs fewer), the products are exact integers from there on, so an opened
-coefficient is within n * 2**-f of the real sum; the default ``rns`` products size their
-modulus from n (any n, memory is the limit); ``vectorized``/``naive`` stop at 100,000 rows.
+Precision: inputs are rounded to 2**-f (``frac_bits``: 16 unless the noise bound needs fewer),
+products are exact, so an opened coefficient is within n * 2**-f of the real sum. Scale: the
+default ``rns`` products size their modulus from n; ``vectorized``/``naive`` stop at 1e5 rows.
 """
 
 from __future__ import annotations
