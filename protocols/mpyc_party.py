@@ -1,4 +1,4 @@
-"""The program each MPyC party process runs for ``run_block_products`` (one process per party).
+"""The program each MPyC party process runs for ``run_block_products`` (one per party).
 
 Usage (spawned by the launcher, one process per party)::
 
@@ -22,12 +22,10 @@ import json
 import os
 import resource
 import sys
-import time
 
 from protocols import wire
 from protocols.mpyc_net import handshake, secure_start
 from protocols.processes import die_with_parent
-from protocols.shamir_products import REPORT_MAGIC
 from protocols.wire import WireError, guard_mpyc_unpickling
 
 
@@ -60,7 +58,8 @@ def main() -> int:
     key = own.pop("key")
     from mpyc.runtime import mpc  # noqa: PLC0415  (parses sys.argv on import)
 
-    from protocols.shamir_products import Pair, block_products  # noqa: PLC0415
+    from protocols.shamir_launch import REPORT_MAGIC  # noqa: PLC0415
+    from protocols.shamir_products import secure_phase  # noqa: PLC0415
 
     me = mpc.pid
 
@@ -70,51 +69,33 @@ def main() -> int:
         os._exit(3)
 
     guard_mpyc_unpickling(refuse)
-    shapes = {int(k): tuple(v) for k, v in job["shapes"].items()}
-    pairs = [Pair(*p) for p in job["pairs"]]
     timeout = float(job["timeout"])
 
     trace = {} if job.get("trace") else None
 
+    if job["impl"] == "rns":
+        from protocols.shamir_rns import warm_up  # noqa: PLC0415
+
+        warm_up()
+
     async def program():
         await secure_start(mpc)
         await handshake(mpc, job_digest(job), key=key)
-        t0 = time.perf_counter()
-        res = await block_products(
-            mpc,
-            me=me,
-            shapes=shapes,
-            pairs=pairs,
-            matrix=own["matrix"],
-            noises=own["noises"],
-            receiver=job["receiver"],
-            impl=job["impl"],
-            trace=trace,
+        res, rep = await secure_phase(
+            mpc, job=job, matrix=own["matrix"], noises=own["noises"], trace=trace
         )
-        secure_s = time.perf_counter() - t0
-        nbytes = {
-            p.pid: p.protocol.nbytes_sent
-            for p in mpc.parties
-            if p.pid != me and p.protocol is not None
-        }
         await mpc.shutdown()
-        return res, secure_s, nbytes
+        return res, rep
 
     try:
-        res, secure_s, nbytes = mpc.run(asyncio.wait_for(program(), timeout))
+        res, rep = mpc.run(asyncio.wait_for(program(), timeout))
     except TimeoutError:
         print(f"party {me}: secure phase exceeded {timeout:g} s", file=sys.stderr)
         return 3
     except (WireError, OSError) as exc:
         print(f"party {me}: {exc}", file=sys.stderr)
         return 3
-    report = {
-        "result": res,
-        "trace": trace,
-        "secure_s": secure_s,
-        "peak_rss_mb": peak_rss_kb() / 1024.0,
-        "bytes_sent": nbytes,
-    }
+    report = {"result": res, "trace": trace, "peak_rss_mb": peak_rss_kb() / 1024.0, **rep}
     sys.stdout.buffer.write(REPORT_MAGIC + wire.dumps(report))
     sys.stdout.buffer.flush()
     return 0

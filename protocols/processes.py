@@ -1,7 +1,9 @@
-"""Local party processes: free loopback ports, and waiting for a group of processes.
+"""The one launcher of local party processes: free loopback ports, starting a group of
+processes (inputs over stdin, stderr in unnamed temporary files, stdout collected), and waiting
+for the group.
 
-Used by every launcher that starts one OS process per party (MPyC's products here, the
-networked runtime's launcher in securevfl): the first party that fails, or the deadline, stops
+Used by every launcher that starts one OS process per party (MPyC's secure products, the
+networked runtime's local runs in securevfl): the first party that fails, or the deadline, stops
 the whole group, so no process is left waiting for a dead peer.
 """
 
@@ -12,10 +14,11 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import IO
+from typing import IO, Any
 
 
 def free_ports(n: int) -> list[int]:
@@ -114,3 +117,65 @@ def wait_all(
                 p.kill()
                 p.wait()
             err.close()
+
+
+class PartyProcess:
+    """A started party: its process, its stderr (an unnamed temporary file: nothing is left on
+    disk whatever happens) and, if captured, a thread collecting its stdout."""
+
+    def __init__(
+        self, cmd: Sequence[str], stdin_data: bytes, *, env: dict[str, str] | None, capture: bool
+    ) -> None:
+        self.err: Any = tempfile.TemporaryFile("w+")
+        out = subprocess.PIPE if capture else subprocess.DEVNULL
+        self.proc = spawn(cmd, stdin_data=stdin_data, stderr=self.err, stdout=out, env=env)
+        self._out: list[bytes] = []
+        self._reader = None
+        if capture:
+            self._reader = threading.Thread(
+                target=lambda: self._out.append(self.proc.stdout.read())
+            )
+            self._reader.daemon = True
+            self._reader.start()
+
+    def stdout(self) -> bytes:
+        """What the process wrote on stdout (after it exited)."""
+        if self._reader is not None:
+            self._reader.join(10.0)
+        return self._out[0] if self._out else b""
+
+
+def wait_group(
+    parties: Sequence[PartyProcess],
+    timeout: float,
+    *,
+    on_failure: Callable[[int, str], Exception],
+    on_timeout: Callable[[], Exception],
+    poll_s: float = 0.01,
+) -> list[bytes]:
+    """:func:`wait_all` for started parties; returns each one's stdout."""
+    wait_all(
+        [(p.proc, p.err) for p in parties],
+        timeout,
+        on_failure=on_failure,
+        on_timeout=on_timeout,
+        poll_s=poll_s,
+    )
+    return [p.stdout() for p in parties]
+
+
+def run_group(
+    cmds: Sequence[Sequence[str]],
+    stdins: Sequence[bytes],
+    timeout: float,
+    *,
+    on_failure: Callable[[int, str], Exception],
+    on_timeout: Callable[[], Exception],
+    env: dict[str, str] | None = None,
+    capture: bool = True,
+    poll_s: float = 0.01,
+) -> list[bytes]:
+    """Start one process per command (its stdin data over a pipe), wait for all of them (the
+    first failure or the deadline stops the rest), return each one's stdout."""
+    parties = [PartyProcess(c, d, env=env, capture=capture) for c, d in zip(cmds, stdins)]
+    return wait_group(parties, timeout, on_failure=on_failure, on_timeout=on_timeout, poll_s=poll_s)

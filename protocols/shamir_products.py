@@ -6,48 +6,49 @@ parties compute ``M_aᵀ M_b + N_ab`` where ``N_ab`` is a noise matrix secret-sh
 (already encoded at scale ``2**(2f)``), and open the sum to the ``receiver`` only. Nobody, not
 even ``a``, ``b`` or ``p``, sees the exact product.
 
-Two implementations:
+Three implementations (``impl``), run by every party through :func:`secure_phase`:
 
+- ``rns`` (fm-vfl's default): our own protocol on MPyC's transport, Shamir sharing over several
+  21-bit prime fields with BLAS products, seeded input shares and the degree-2t product opened
+  straight to the receiver; any n (the number of primes grows with n). See
+  :mod:`protocols.shamir_rns`, which documents who sends what and why it is private; the
+  tests check it against the plaintext product and against ``vectorized``.
 - ``vectorized``: each block is ONE secure matrix product of MPyC secure arrays
   (``mpc.SecFld(P).array``; MPyC's np_matmul algorithm, one resharing per block, see
-  :func:`_vector_ops` for the two hot spots done in numpy);
+  :func:`protocols.shamir_mpyc_ops.vector_ops` for the two hot spots done in numpy);
 - ``naive``: the seed paper's approach, one ``mpc.in_prod`` of two length-n lists of secure
   field elements per coefficient (the benchmark peer).
 
-Why a prime field with the fixed-point encoding done in the clear: the product of two encoded
-values carries 2f fractional bits and is never truncated inside the MPC (the receiver divides by
-``2**(2f)`` after opening), so no secure truncation runs and the opened value is exact integer
-arithmetic mod P. It is the true integer as long as ``|M_aᵀM_b + N| < P/2``, which
+For ``vectorized`` and ``naive``, why a prime field with the fixed-point encoding done in the
+clear: the product of two encoded values carries 2f fractional bits and is never truncated
+inside the MPC (the receiver divides by ``2**(2f)`` after opening), so no secure truncation
+runs and the opened value is exact integer arithmetic mod P. It is the true integer as long as
+``|M_aᵀM_b + N| < P/2``, which
 :func:`choose_frac_bits` guarantees for n <= ``MAX_ROWS`` rows and noise below a public bound,
 and :func:`check_inputs` / :func:`encode_noise` enforce every premise of (raising otherwise).
 
-The party program run in each process is :mod:`protocols.mpyc_party`; :func:`run_block_products`
-spawns it for m = K + 1 >= 3 parties (threshold t >= 1: with 2 MPyC parties t = 0 and a share
-is the secret) and bounds every wait by a timeout.
+The party program run in each process is :mod:`protocols.mpyc_party`;
+:func:`protocols.shamir_launch.run_block_products` spawns it for m = K + 1 >= 3 parties
+(threshold t >= 1: with 2 MPyC parties t = 0 and a share is the secret) and bounds every wait
+by a timeout.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import secrets
-import subprocess
-import sys
-import tempfile
-import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from protocols import wire
-from protocols.processes import free_ports, spawn
-from protocols.processes import wait_all as _wait_all
+from protocols.shamir_mpyc_ops import vector_ops
+from protocols.shamir_rns import PartyPhases, rns_block_products
 
-IMPLS = ("vectorized", "naive")
+IMPLS = ("rns", "vectorized", "naive")
+LEGACY_IMPLS = ("vectorized", "naive")  # MPyC's own arithmetic, in a field sized for MAX_ROWS
 MAX_FRAC_BITS = 16
 MAX_ROWS = 100_000  # the design range: n up to this many rows never overflows
 # The prime field of the shares: next_prime(2**56). Small enough that shares fit int64 (fast
@@ -74,18 +75,6 @@ class Pair:
     a: int
     b: int
     noise_party: int
-
-
-@dataclass
-class PhaseStats:
-    """What each MPyC party measured about itself."""
-
-    secure_s: dict[int, float] = field(default_factory=dict)
-    wall_s: float = 0.0
-    peak_rss_mb: dict[int, float] = field(default_factory=dict)
-    bytes_sent: dict[int, dict[int, int]] = field(default_factory=dict)  # [src][dst]
-    frac_bits: int = 0
-    trace: dict[int, dict[str, Any]] = field(default_factory=dict)  # demo: each party's shares
 
 
 def choose_frac_bits(n_max: int, noise_bound: float, *, max_frac_bits: int = MAX_FRAC_BITS) -> int:
@@ -202,7 +191,7 @@ async def block_products(
     involved = sorted({p.a for p in pairs} | {p.b for p in pairs})
     futures = []
     if impl == "vectorized":
-        fast_input, at_b = _vector_ops(mpc, secfld, trace)
+        fast_input, at_b = vector_ops(mpc, secfld, trace)
         sec = {
             i: fast_input(matrix if me == i else None, i, shapes[i], False, f"M_{i}")
             for i in involved
@@ -253,227 +242,72 @@ async def block_products(
     }
 
 
-def _vector_ops(mpc: Any, secfld: Any, trace: dict[str, Any] | None = None):
-    """Two MPyC coroutines over secure field arrays.
-
-    ``fast_input(M, sender, shape)``: like ``mpc.input`` for one array, but the sender splits
-    with :func:`shamir_split` (numpy, int64) and ships raw int64 bytes. MPyC 0.11's
-    ``np_random_split`` draws every coefficient with ``secrets.randbelow`` into object arrays
-    and pickles them, ~2.5 us per entry; n = 40,000 x 40 entries made that the bottleneck.
-    ``at_b(A, B)``: secure ``A.T @ B``, MPyC's own ``np_matmul`` algorithm (local product of
-    the shares, then one GRR resharing to degree t) with the local product done exactly by BLAS
-    on 18-bit limbs (:func:`modmatmul_t`) instead of numpy's object-dtype loop (~10x slower).
-    Both use MPyC's program-counter-labelled transport, so they interleave with its own ops.
-    """
-    from mpyc.asyncoro import mpc_coro  # noqa: PLC0415  (no mpyc import in callers' processes)
-
-    field = secfld.field
-    p = int(field.order)
-
-    @mpc_coro
-    async def fast_input(M, sender, shape, as_object=False, name=""):
-        await mpc.returnType((secfld.array, tuple(shape)))
-        me, m = mpc.pid, len(mpc.parties)
-        if me == sender:
-            rows = shamir_split(np.asarray(M, dtype=np.int64), p, mpc.threshold, m)
-            for j in range(m):
-                if j != me:
-                    mpc._send_message(j, rows[j].tobytes())
-            mine = rows[me]
-        else:
-            msg = mpc._receive_message(sender)  # bytes if already arrived, else a Future
-            if not isinstance(msg, bytes | bytearray):
-                msg = await msg
-            mine = np.frombuffer(msg, dtype=np.int64)
-        # int64 values are only ever read by at_b; anything MPyC itself computes on gets objects
-        mine = mine.reshape(shape)
-        if trace is not None:
-            trace.setdefault("shares", {})[name] = {"sender": sender, "share": mine.copy()}
-        return field.array(mine.astype(object) if as_object else mine, check=False)
-
-    @mpc_coro
-    async def at_b(A, B, name=""):
-        await mpc.returnType((type(A), (A.shape[1], B.shape[1])))
-        A, B = await mpc.gather(A, B)  # this party's shares, as finite-field arrays
-        C = field.array(modmatmul_t(A.value, B.value, p), check=False)
-        if trace is not None:
-            trace.setdefault("product_shares", {})[name] = np.asarray(C.value, dtype=object)
-        return mpc._reshare(C)  # degree 2t -> t; MPyC 0.11's own resharing step
-
-    return fast_input, at_b
-
-
-_LIMB = 18  # 2*18 + 17 bits < 53: limb products summed over n <= 2**17 rows stay exact in float64
-
-
-def _limbs(X: np.ndarray, count: int) -> list[np.ndarray]:
-    """Split ints in [0, 2**63) into ``count`` float64 limbs of 18 bits."""
-    X = np.asarray(X).astype(np.int64) if np.asarray(X).dtype == object else np.asarray(X)
-    mask = (1 << _LIMB) - 1
-    return [((X >> (_LIMB * u)) & mask).astype(np.float64) for u in range(count)]
-
-
-def modmatmul_t(A: np.ndarray, B: np.ndarray, p: int) -> np.ndarray:
-    """``(A.T @ B) mod p`` exactly (object array), for ints in [0, p), p < 2**63, n < 2**17."""
-    if A.shape[0] >= 2**17:
-        raise ValueError(f"rows must be < 2**17 for exact limb products, got {A.shape[0]}")
-    if p.bit_length() > 63:
-        raise ValueError(f"modulus must be < 2**63, got {p.bit_length()} bits")
-    count = -(-p.bit_length() // _LIMB)
-    la, lb = _limbs(A, count), _limbs(B, count)
-    C = np.zeros((A.shape[1], B.shape[1]), dtype=object)
-    for u in range(count):
-        for v in range(count):
-            part = (la[u].T @ lb[v]).astype(np.int64).astype(object)  # exact: < 2**53
-            C = C + part * (1 << (_LIMB * (u + v)))
-    return C % p
-
-
-# --------------------------------------------------------------------------- launcher
-
-
-def run_block_products(
-    matrices: dict[int, np.ndarray],
-    noises: dict[int, np.ndarray],
-    pairs: Sequence[Pair],
+async def secure_phase(
+    mpc: Any,
     *,
-    n_parties: int,
-    receiver: int,
-    frac_bits: int,
-    noise_bound: float,
-    impl: str = "vectorized",
-    timeout: float = 120.0,
-    n_max: int = MAX_ROWS,
-    trace: bool = False,
-) -> tuple[dict[int, np.ndarray], PhaseStats]:
-    """Spawn ``n_parties`` MPyC processes, run :func:`block_products`, return the opened blocks.
-
-    Each process receives only its own matrix and its own noise, over its stdin (never a file:
-    a killed launcher leaves no party's inputs on disk), plus the run's key; the public job
-    description is on its command line. Each writes what it reports to its stdout. Raises
-    :class:`ShamirProtocolError` if a party fails and :class:`ShamirTimeoutError` if the phase
-    does not finish within ``timeout``.
-    """
-    if n_parties < 3:
-        raise ValueError(f"n_parties must be >= 3 (Shamir threshold t >= 1), got {n_parties}")
-    if impl not in IMPLS:
-        raise ValueError(f"impl must be one of {list(IMPLS)}, got {impl!r}")
-    n = check_inputs(matrices, frac_bits, n_max)
-    if frac_bits > choose_frac_bits(n_max, noise_bound):
-        raise ValueError(
-            f"frac_bits must be <= {choose_frac_bits(n_max, noise_bound)} for "
-            f"n_max {n_max} and noise_bound {noise_bound:.3g}, got {frac_bits}"
-        )
-    shapes = {i: (n, M.shape[1]) for i, M in matrices.items()}
-    enc_noise = {j: encode_noise(noises[j], frac_bits, noise_bound) for j in noises}
-    addresses = [f"127.0.0.1:{p}" for p in free_ports(n_parties)]
-    job = {
-        "shapes": {str(k): v for k, v in shapes.items()},
-        "pairs": [[p.a, p.b, p.noise_party] for p in pairs],
-        "receiver": receiver,
-        "impl": impl,
-        "timeout": timeout,
-        "trace": trace,
-    }
-    key = secrets.token_bytes(32)
-    t0 = time.perf_counter()
-    procs = []
-    for i in range(n_parties):  # a party is handed only its own inputs
-        own = {
-            "matrix": matrices.get(i),
-            "noises": {j: v for j, v in enc_noise.items() if pairs[j].noise_party == i},
-        }
-        procs.append(spawn_party(job, own, i, addresses, key))
-    reports = wait_all(procs, timeout + 10.0)
-    stats = PhaseStats(wall_s=time.perf_counter() - t0, frac_bits=frac_bits)
-    for i, rep in enumerate(reports):
-        stats.secure_s[i] = rep["secure_s"]
-        stats.peak_rss_mb[i] = rep["peak_rss_mb"]
-        stats.bytes_sent[i] = {int(k): int(v) for k, v in rep["bytes_sent"].items()}
-        if trace:
-            stats.trace[i] = rep["trace"]
-    return reports[receiver]["result"], stats
-
-
-class PartyProcess:
-    """A spawned MPyC party: its process, its stderr (an unnamed temporary file) and a thread
-    collecting what it reports on stdout."""
-
-    def __init__(self, proc: subprocess.Popen, err: Any) -> None:
-        self.proc, self.err = proc, err
-        self.out: list[bytes] = []
-        self.reader = threading.Thread(target=lambda: self.out.append(proc.stdout.read()))
-        self.reader.daemon = True
-        self.reader.start()
-
-    def report(self, index: int) -> dict[str, Any]:
-        """The party's decoded report (after it exited 0)."""
-        self.reader.join(10.0)
-        data = self.out[0] if self.out else b""
-        if not data.startswith(REPORT_MAGIC):
-            raise ShamirProtocolError(f"MPyC party {index} exited without a report")
-        return wire.loads(data[len(REPORT_MAGIC) :])
-
-
-REPORT_MAGIC = b"SVFL-REPORT\n"
-
-
-def spawn_party(
     job: dict[str, Any],
-    own: dict[str, Any],
-    index: int,
-    addresses: Sequence[str],
-    key: bytes,
-) -> PartyProcess:
-    """Start MPyC party ``index`` of ``job``; ``own`` (its inputs) and ``key`` go over stdin."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "protocols.mpyc_party",
-        "--job-json",
-        json.dumps(job),
-        "-I",
-        str(index),
-        "--no-log",
-    ]
-    for a in addresses:
-        cmd += ["-P", a]
-    err = tempfile.TemporaryFile("w+")  # unnamed: nothing left on disk whatever happens
-    env = dict(
-        os.environ, PYTHONPATH=_project_root() + os.pathsep + os.environ.get("PYTHONPATH", "")
-    )
-    stdin = wire.dumps({"key": key, **own})
-    proc = spawn(cmd, stdin_data=stdin, stderr=err, stdout=subprocess.PIPE, env=env)
-    return PartyProcess(proc, err)
-
-
-def _project_root() -> str:
-    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def wait_all(procs: list[PartyProcess], timeout: float) -> list[dict[str, Any]]:
-    """Wait for every MPyC party; on the first failure or the deadline kill the rest and raise.
-    Returns each party's report."""
-
-    def failed(i: int, line: str) -> Exception:
-        if os.environ.get("SHAMIR_DEBUG"):
-            print(line, file=sys.stderr)
-        return ShamirProtocolError(f"MPyC party {i} failed: {line}")
-
-    _wait_all(
-        [(p.proc, p.err) for p in procs],
-        timeout,
-        on_failure=failed,
-        on_timeout=lambda: ShamirTimeoutError(
-            f"the {len(procs)} MPyC parties did not finish within {timeout:g} s"
-        ),
-    )
-    return [p.report(i) for i, p in enumerate(procs)]
-
-
-def decode_products(blocks: dict[int, np.ndarray], frac_bits: int) -> dict[int, np.ndarray]:
-    """Opened integers -> floats: divide by ``2**(2f)`` (exact ints until this division)."""
-    return {
-        j: np.asarray(B, dtype=np.int64).astype(np.float64) / float(4**frac_bits)
-        for j, B in blocks.items()
+    matrix: np.ndarray | None,
+    noises: dict[int, np.ndarray],
+    trace: dict[str, Any] | None = None,
+) -> tuple[dict[int, np.ndarray] | None, dict[str, Any]]:
+    """This party's part of a job (``shapes``, ``pairs``, ``receiver``, ``impl``, and ``primes``
+    for impl ``rns``); returns (opened blocks at the receiver, this party's report: secure and
+    CPU seconds, seconds per phase, and ``sent``: the payload bytes of every message it sent as
+    ``(phase, dst, bytes)``)."""
+    shapes = {int(k): tuple(v) for k, v in job["shapes"].items()}
+    pairs = [Pair(*p) for p in job["pairs"]]
+    me, impl = mpc.pid, job["impl"]
+    t0, c0 = time.perf_counter(), time.process_time()
+    if impl == "rns":
+        phases = PartyPhases()
+        res = await rns_block_products(
+            mpc,
+            shapes=shapes,
+            pairs=pairs,
+            matrix=matrix,
+            noises=noises,
+            receiver=job["receiver"],
+            primes=tuple(job["primes"]),
+            phases=phases,
+        )
+        secs, sent = phases.seconds, phases.sent
+    else:
+        before = _nbytes_sent(mpc)
+        res = await block_products(
+            mpc,
+            me=me,
+            shapes=shapes,
+            pairs=pairs,
+            matrix=matrix,
+            noises=noises,
+            receiver=job["receiver"],
+            impl=impl,
+            trace=trace,
+        )
+        after = _nbytes_sent(mpc)  # MPyC's own messages: what its transport wrote per peer
+        sent = [("secure", j, after[j] - before[j]) for j in after]
+        secs = {"secure": time.perf_counter() - t0}
+    report = {
+        "secure_s": time.perf_counter() - t0,
+        "cpu_s": time.process_time() - c0,  # this process's CPU seconds: less load-sensitive
+        "phases_s": secs,
+        "sent": sent,
     }
+    return res, report
+
+
+def _nbytes_sent(mpc: Any) -> dict[int, int]:
+    return {p.pid: p.protocol.nbytes_sent for p in mpc.parties if p.pid != mpc.pid and p.protocol}
+
+
+_LAUNCH = {"run_block_products", "spawn_party", "wait_all", "decode_products", "PhaseStats"}
+_LAUNCH |= {"REPORT_MAGIC", "free_ports", "job_for"}
+
+
+def __getattr__(name: str) -> Any:
+    """The launcher lives in :mod:`protocols.shamir_launch`; names imported from here still work."""
+    if name in _LAUNCH:
+        from protocols import shamir_launch  # noqa: PLC0415  (it imports this module)
+
+        return getattr(shamir_launch, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -59,6 +59,19 @@ class Runtime(ABC):
         """Unmetered control-plane gather of each process's ``value`` (keyed by party)."""
         return {k: value for k in self.local_parties} if self.here(dst) else None
 
+    def secure_products(
+        self,
+        request: Any,
+        matrices: Mapping[int, Any],
+        noises: Mapping[int, Any],
+        *,
+        stats_at: int = 0,
+    ) -> Any:
+        """Blocks M_aᵀM_b + N opened to ``request.receiver`` only (MPC among all parties);
+        ``matrices``/``noises`` hold the inputs of the parties that live here. See
+        :mod:`securevfl.runtime.secure_products` (ProductRequest, ProductResult)."""
+        raise NotImplementedError(f"{type(self).__name__} offers no secure products")
+
     def close(self) -> None:  # noqa: B027  (optional hook: in-process has nothing to release)
         """Release resources (network connections)."""
 

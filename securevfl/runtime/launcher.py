@@ -15,7 +15,7 @@ import sys
 import tempfile
 from typing import Any
 
-from protocols.processes import free_ports, spawn, wait_all
+from protocols.processes import free_ports, run_group
 from securevfl.errors import PartyTimeoutError, ProtocolError
 
 
@@ -26,7 +26,7 @@ def run_local_processes(
     addresses = [f"127.0.0.1:{p}" for p in free_ports(n_parties)]
     run_id, key = secrets.token_hex(8), secrets.token_bytes(32)
     with tempfile.TemporaryDirectory(prefix="securevfl-") as tmp:
-        procs = []
+        cmds = []
         for i in range(n_parties):
             cmd = [
                 sys.executable,
@@ -46,15 +46,16 @@ def run_local_processes(
             ]
             for a in addresses:
                 cmd += ["-P", a]
-            err = open(os.path.join(tmp, f"party{i}.err"), "w+")
-            procs.append((spawn(cmd, stdin_data=key.hex().encode() + b"\n", stderr=err), err))
-        wait_all(
-            procs,
+            cmds.append(cmd)
+        run_group(
+            cmds,
+            [key.hex().encode() + b"\n"] * n_parties,
             timeout,
             on_failure=lambda i, line: ProtocolError(f"party {i} failed: {line}"),
             on_timeout=lambda: PartyTimeoutError(
                 f"the {n_parties} party processes did not finish within {timeout:g} s"
             ),
+            capture=False,
             poll_s=0.02,
         )
         for i in range(n_parties):

@@ -214,6 +214,19 @@ class NetworkedRuntime(Runtime):
             return None
         return {k: value if k == dst else serialization.loads(b) for k, b in enumerate(got)}
 
+    def secure_products(
+        self,
+        request: Any,
+        matrices: Mapping[int, Any],
+        noises: Mapping[int, Any],
+        *,
+        stats_at: int = 0,
+    ) -> Any:
+        # the parties already run MPyC: the same protocol on this runtime's own connections
+        from securevfl.runtime.secure_products import run_networked  # noqa: PLC0415
+
+        return run_networked(self, request, dict(matrices), dict(noises), stats_at=stats_at)
+
     def close(self, *, graceful: bool = True) -> None:
         """Shut MPyC down with the peers (``graceful``), or, after a failure, just hang up:
         the cooperative shutdown would wait on (and decode from) the peer that failed us."""

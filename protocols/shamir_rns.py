@@ -1,0 +1,344 @@
+"""Fast cross-party products M_aᵀM_b + N opened to one party: Shamir sharing over residue
+fields, pseudo-random input shares, degree-2t opening. Runs on MPyC's transport.
+
+Setting: m >= 3 MPyC parties, threshold t = MPyC's (honest majority, m >= 2t + 1), semi-honest.
+Data party ``a`` holds an integer matrix M_a (n x c_a, fixed-point encoded, |entries| <= 2**f);
+for each pair (a, b) the noise party holds N_ab (c_a x c_b, at scale 4**f). The ``receiver``
+learns exactly M_aᵀM_b + N_ab for every pair and nothing else; every other party learns nothing.
+Arithmetic is Shamir sharing modulo P = p_1...p_r (21-bit primes, residue by residue, see
+:mod:`protocols.rns`), with MPyC's evaluation points x_j = j + 1; r is chosen so that
+|M_aᵀM_b + N| < P/2 (:func:`primes_for_job`), hence the opened residues are the exact integer.
+
+Who sends what (``nodes``: the receiver and 2t other parties; the degree-2t product has 2t + 1
+shares, so only nodes compute and open):
+
+1. Input sharing. Each dealer a picks a degree-t polynomial f with f(0) = M_a whose values at t
+   nodes S_a (the receiver first) are pseudo-random: a sends each k in S_a a fresh 32-byte seed
+   and k expands it with AES-256-CTR into its share f(x_k) (:class:`protocols.rns.ResidueStream`);
+   the other nodes' shares follow by Lagrange interpolation through 0 and S_a and are sent
+   explicitly (float32 residues, in blocks of rows sent as they are dealt). So a seed replaces
+   t of the shares (t = 1: the receiver gets only seeds and the input traffic is halved).
+2. Re-randomisation. Every node i, and every noise party, deals a random degree-2t sharing of
+   Z_i (Z_i = its noise N for the pairs it noises, else 0) to the other nodes (output-sized).
+3. Local product. Node j computes H_j = f_a(x_j)ᵀ f_b(x_j) + Σ_i Z_i(x_j) mod each p: one exact
+   float64 matrix product per prime and 4096-row chunk.
+4. Opening. Every node sends H_j to the receiver, which interpolates h(0) = Σ λ_j H_j mod p
+   (degree 2t through 2t + 1 points) and recovers the signed integers by CRT.
+
+Why it is private against t corrupt parties (one, for m = 3): (i) a corrupt party's input shares
+are t values of degree-t polynomials with t uniform coefficients (its seed-derived shares are
+AES-CTR output, pseudo-random), so they are uniform and independent of M_a (the tests check
+this on two different inputs); (ii) the receiver sees 2t + 1 values of h = f_aᵀf_b + Σ Z_i: with
+one honest contributor, Σ Z_i is a uniform degree-2t polynomial with the given constant term, so
+h's coefficients beyond h(0) are uniform given the corrupt parties' own values (the opening of a
+re-randomised product in BGW / Gennaro-Rabin-Rabin), and only h(0) = M_aᵀM_b + N is revealed.
+Nothing is opened to anyone but the receiver. As MPyC's own protocol, it assumes private
+authenticated channels (TLS between hosts).
+
+Every party runs :func:`rns_block_products` in lockstep (MPyC labels each message by a program
+counter); it returns each party's per-phase seconds and the payload bytes of every message it
+sent, so the caller meters exactly what crossed the channel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from protocols import rns
+from protocols.mpyc_net import exchange
+
+PHASES = ("input sharing", "local product", "opening")
+SEED_BYTES = 32
+DEAL_ROWS = 8192  # dealing and seed expansion run in row chunks that stay in cache
+BLOCK_ROWS = 8 * DEAL_ROWS  # explicit shares travel in blocks of this many rows (pipelining;
+# and MPyC frames a message with a 4-byte length, so one message must stay below 4 GiB)
+
+
+@dataclass
+class PartyPhases:
+    """What one party measured: seconds per phase and payload bytes it sent per phase/peer."""
+
+    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
+    sent: list[tuple[str, int, int]] = field(default_factory=list)  # (phase, dst, bytes)
+
+    def bytes_by_phase(self) -> dict[str, int]:
+        out = dict.fromkeys(PHASES, 0)
+        for phase, _, nb in self.sent:
+            out[phase] += nb
+        return out
+
+
+def primes_for_job(n: int, frac_bits: int, noise_bound: float) -> tuple[int, ...]:
+    """Primes for |M_aᵀM_b + N| <= (n + noise_bound) * 4**f, any n (memory is the limit)."""
+    return rns.primes_for((int(n) + int(np.ceil(noise_bound))) * 4**frac_bits)
+
+
+def opening_nodes(m: int, t: int, receiver: int) -> list[int]:
+    """The receiver and the 2t lowest other parties: the 2t + 1 points of the product."""
+    if m < 2 * t + 1 or t < 1:
+        raise ValueError(f"need t >= 1 and m >= 2t + 1 parties, got m = {m}, t = {t}")
+    return sorted([receiver, *[j for j in range(m) if j != receiver][: 2 * t]])
+
+
+def seed_receivers(dealer: int, nodes: Sequence[int], t: int, receiver: int) -> list[int]:
+    """The t nodes whose share of ``dealer``'s input is pseudo-random (receiver first)."""
+    order = [receiver, *[j for j in nodes if j != receiver]]
+    return [j for j in order if j != dealer][:t]
+
+
+def deal(
+    M: np.ndarray,
+    primes: Sequence[int],
+    seeded: dict[int, np.ndarray],
+    targets: Sequence[int],
+) -> dict[int, np.ndarray]:
+    """Shares f(x_j), j in ``targets``, of the degree-t polynomial through f(0) = M and the
+    pseudo-random shares ``seeded = {party k: f(x_k)}`` (t of them).
+
+    ``M``: signed ints as float64 (|M| < p/2, shape S); ``seeded[k]``: centred residues
+    (r, *S). Returns centred residues (r, *S) per target party (float64).
+    """
+    ks = sorted(seeded)
+    xs = [0, *[k + 1 for k in ks]]
+    out = {j: np.empty((len(primes), *M.shape)) for j in targets}
+    tmp = np.empty(M.shape)
+    for i, p in enumerate(primes):
+        for j in targets:
+            lam = [c - p if c > p // 2 else c for c in rns.lagrange(xs, j + 1, p)]
+            acc = out[j][i]
+            np.multiply(M, float(lam[0]), out=acc)
+            for c, k in zip(lam[1:], ks):
+                acc += np.multiply(seeded[k][i], float(c), out=tmp)  # |terms| <= 2**40: exact
+            rns.reduce(acc, p, tmp)
+    return out
+
+
+def random_sharing(
+    const: np.ndarray, primes: Sequence[int], degree: int, targets: Sequence[int]
+) -> dict[int, np.ndarray]:
+    """Shares at x_j (j in ``targets``) of a uniformly random polynomial of ``degree`` with
+    constant term ``const`` (residues (r, ...)); coefficients from the OS CSPRNG."""
+    stream = rns.ResidueStream(os.urandom(SEED_BYTES))
+    count = int(np.prod(const.shape[1:]))
+    coeffs = [
+        np.stack([stream.uniform(p, count).astype(np.int64) for p in primes]).reshape(const.shape)
+        for _ in range(degree)
+    ]
+    out = {}
+    for j in targets:
+        x = j + 1
+        acc = np.zeros_like(const)
+        for c in reversed([const, *coeffs]):  # Horner, residue by residue
+            acc = (acc * x + c) % np.asarray(primes, dtype=np.int64).reshape(-1, 1, 1)
+        out[j] = acc
+    return out
+
+
+async def rns_block_products(
+    mpc: Any,
+    *,
+    shapes: dict[int, tuple[int, int]],
+    pairs: Sequence[Any],
+    matrix: np.ndarray | None,
+    noises: dict[int, np.ndarray],
+    receiver: int,
+    primes: Sequence[int],
+    phases: PartyPhases,
+) -> dict[int, np.ndarray] | None:
+    """Every party runs this (see the module docstring); returns ``{pair index: M_aᵀM_b + N}``
+    (int64) at ``receiver``, None elsewhere. ``pairs[j]`` has ``a``, ``b``,
+    ``noise_party``; ``matrix`` is this party's encoded matrix, ``noises[j]`` its encoded noise
+    for the pairs it noises. Fills ``phases`` with this party's timings and sent bytes."""
+    me, m, t = mpc.pid, len(mpc.parties), mpc.threshold
+    nodes = opening_nodes(m, t, receiver)
+    r = len(primes)
+    dealers = sorted({p.a for p in pairs} | {p.b for p in pairs})
+    seeded = {i: seed_receivers(i, nodes, t, receiver) for i in dealers}
+    t0 = time.perf_counter()
+
+    def send(phase: str, data: bytes | None, src: int, dst: int):
+        if me == src:
+            phases.sent.append((phase, dst, len(data)))
+        return exchange(mpc, data, [src], [dst])
+
+    # 1. input sharing: seeds to S_a first (their holders expand them while the dealers deal),
+    #    then the explicit shares to the other nodes, block by block as they are dealt
+    seeds = {i: {k: os.urandom(SEED_BYTES) for k in seeded[i]} if me == i else {} for i in dealers}
+    shares: dict[int, Any] = {}  # dealer -> this party's share (residues) or pending messages
+    for i in dealers:
+        for k in seeded[i]:
+            fut = send("input sharing", seeds[i].get(k), i, k)
+            if me == k:
+                shares[i] = ("seed", fut)
+    await asyncio.sleep(0)  # let the seed messages go out now
+    for i in dealers:
+        n, c = shapes[i]
+        explicit = [j for j in nodes if j != i and j not in seeded[i]]
+        blocks = range(0, n, BLOCK_ROWS)
+        if me == i:
+            streams = {k: rns.ResidueStream(sd) for k, sd in seeds[i].items()}
+            own = np.empty((r, n, c), dtype=np.float32) if i in nodes else None
+            for s in blocks:
+                targets = [*explicit, i] if i in nodes else explicit
+                dealt = _deal_rows(matrix[s : s + BLOCK_ROWS], primes, streams, targets)
+                if own is not None:
+                    own[:, s : s + BLOCK_ROWS] = dealt.pop(i)
+                for j in explicit:
+                    send("input sharing", rns.pack(dealt[j]), i, j)
+                await asyncio.sleep(0)  # the block goes out while the next one is dealt
+            shares[i] = own
+        else:
+            pending = []
+            for s in blocks:
+                for j in explicit:
+                    fut = send("input sharing", None, i, j)
+                    if me == j:
+                        pending.append((s, fut))
+            if pending:
+                shares[i] = ("packed", pending)
+    # 2. re-randomisation: a degree-2t sharing of Z_i (noise or zero) from every contributor
+    out_shapes = [(shapes[p.a][1], shapes[p.b][1]) for p in pairs]
+    width = sum(a * b for a, b in out_shapes)
+    contributors = sorted(set(nodes) | {p.noise_party for p in pairs})
+    zs: dict[int, Any] = {}
+    for i in contributors:
+        dealt = {}
+        if me == i:
+            const = np.concatenate(
+                [
+                    np.asarray(noises[j], dtype=np.int64).reshape(-1)
+                    if p.noise_party == me
+                    else np.zeros(a * b, dtype=np.int64)
+                    for j, (p, (a, b)) in enumerate(zip(pairs, out_shapes))
+                ]
+            )
+            dealt = random_sharing(rns.to_residues(const, primes)[:, None, :], primes, 2 * t, nodes)
+            dealt = {j: rns.centre(z, primes) for j, z in dealt.items()}
+        for j in nodes:
+            if j == i:
+                if me == i:
+                    zs[i] = dealt[me]
+            else:
+                fut = send("input sharing", rns.pack(dealt[j]) if me == i else None, i, j)
+                if me == j:
+                    zs[i] = fut
+    H = await _local_product(me in nodes, shares, zs, shapes, pairs, primes, phases, t0)
+    t2 = time.perf_counter()
+    # 4. opening to the receiver only
+    got = {}
+    for j in nodes:
+        if j != receiver:
+            # every party issues every message (MPyC's labels advance in lockstep)
+            got[j] = send("opening", rns.pack(H) if me == j else None, j, receiver)
+    result = None
+    if me == receiver:
+        Hs = {receiver: H}
+        for j, fut in got.items():
+            Hs[j] = rns.unpack((await fut)[0], r, (width,))
+        opened = np.empty((r, width), dtype=np.int64)
+        xs = [j + 1 for j in nodes]
+        for i, p in enumerate(primes):
+            lam = rns.lagrange(xs, 0, p)
+            acc = np.zeros(width, dtype=np.int64)
+            for c, j in zip(lam, nodes):
+                acc = (acc + c * (np.asarray(Hs[j][i]).astype(np.int64) % p)) % p
+            opened[i] = acc
+        flat = rns.from_residues(opened, primes).astype(np.int64)  # |v| < 2**63: job_for
+        result, off = {}, 0
+        for j, (a, b) in enumerate(out_shapes):
+            result[j] = flat[off : off + a * b].reshape(a, b)
+            off += a * b
+    phases.seconds["opening"] = time.perf_counter() - t2
+    return result
+
+
+async def _local_product(
+    is_node: bool,
+    shares: dict[int, Any],
+    zs: dict[int, Any],
+    shapes: dict[int, tuple[int, int]],
+    pairs: Sequence[Any],
+    primes: Sequence[int],
+    phases: PartyPhases,
+    t0: float,
+) -> np.ndarray | None:
+    """A node's H_j (residues, r x width) once its shares are in; None at other parties.
+    ``shares``/``zs`` hold residues or pending messages (seed or packed shares)."""
+    if not is_node:
+        return None
+    r = len(primes)
+    out_shapes = [(shapes[p.a][1], shapes[p.b][1]) for p in pairs]
+    width = sum(a * b for a, b in out_shapes)
+    for i, s in list(shares.items()):
+        if isinstance(s, tuple) and s[0] == "seed":
+            shares[i] = _expand_seed((await s[1])[0], primes, shapes[i])
+        elif isinstance(s, tuple):
+            n, c = shapes[i]
+            shares[i] = np.empty((r, n, c), dtype=np.float32)
+            for start, fut in s[1]:
+                rows = min(BLOCK_ROWS, n - start)
+                shares[i][:, start : start + rows] = rns.unpack((await fut)[0], r, (rows, c))
+    for i, z in list(zs.items()):
+        if not isinstance(z, np.ndarray):
+            zs[i] = rns.unpack((await z)[0], r, (1, width))
+    t1 = time.perf_counter()
+    phases.seconds["input sharing"] = t1 - t0
+    # 3. local product: H_j = f_a(x_j)ᵀ f_b(x_j) + Σ_i Z_i(x_j)
+    H = sum(np.asarray(z, dtype=np.float64).reshape(r, width) for z in zs.values())
+    off = 0
+    for p, (a, b) in zip(pairs, out_shapes):
+        H[:, off : off + a * b] += rns.matmul_t_mod(shares[p.a], shares[p.b], primes).reshape(r, -1)
+        off += a * b
+    for i, q in enumerate(primes):
+        rns.reduce(H[i], q)
+    phases.seconds["local product"] = time.perf_counter() - t1
+    return H
+
+
+def _deal_rows(
+    rows: np.ndarray,
+    primes: Sequence[int],
+    streams: dict[int, rns.ResidueStream],
+    targets: Sequence[int],
+) -> dict[int, np.ndarray]:
+    """The dealer's shares of ``rows`` for ``targets`` (float32 residues (r, rows, c)), in
+    :data:`DEAL_ROWS` chunks; the seeded shares are drawn from ``streams`` chunk by chunk,
+    exactly as :func:`_expand_seed` draws them."""
+    n, c = rows.shape
+    out = {j: np.empty((len(primes), n, c), dtype=np.float32) for j in targets}
+    for s in range(0, n, DEAL_ROWS):
+        Mc = np.asarray(rows[s : s + DEAL_ROWS], dtype=np.float64)
+        seeded = {k: st.centred(primes, Mc.shape) for k, st in streams.items()}
+        for j, sh in deal(Mc, primes, seeded, targets).items():
+            out[j][:, s : s + DEAL_ROWS] = sh
+    return out
+
+
+def _expand_seed(seed: bytes, primes: Sequence[int], shape: tuple[int, int]) -> np.ndarray:
+    """A seeded share (float32 residues (r, n, c)), drawn in the dealer's chunk order."""
+    n, c = shape
+    stream = rns.ResidueStream(seed)
+    out = np.empty((len(primes), n, c), dtype=np.float32)
+    for s in range(0, n, DEAL_ROWS):
+        out[:, s : s + DEAL_ROWS] = stream.centred(primes, (min(DEAL_ROWS, n - s), c))
+    return out
+
+
+def warm_up() -> None:
+    """Run every local step once on a tiny job (no messages), so that a fresh party process
+    pays numpy's and OpenSSL's first-call costs before its secure phase, not inside it."""
+    primes = rns.PRIMES[:3]
+    M = np.ones((4, 2), dtype=np.int64)
+    dealt = _deal_rows(M, primes, {1: rns.ResidueStream(bytes(SEED_BYTES))}, [0, 2])
+    rns.unpack(rns.pack(dealt[0]), 3, (4, 2))
+    seeded = _expand_seed(bytes(SEED_BYTES), primes, (4, 2))
+    rns.matmul_t_mod(dealt[0], seeded, primes)
+    z = random_sharing(rns.to_residues(np.zeros((1, 2), np.int64), primes), primes, 2, [0, 1, 2])
+    rns.from_residues(rns.centre(z[0], primes), primes)
