@@ -174,11 +174,14 @@ def train_taylor_he(
             if bi >= run_batches:
                 break
             tb = time.perf_counter()
+            rt.mark_batch(epoch * per_epoch + bi, idx)
             _step(ctx, scheme, state, feats, idx, y, rngs, lr, penalty, passives, C)
             batch_s.append(time.perf_counter() - tb)
         epoch_s.append(time.perf_counter() - te)
         epoch_cpu.append(time.process_time() - ce)
     train_s = time.perf_counter() - t0
+    for k, w in state.w.items():
+        rt.keep_model(k, w.copy())
     extra: dict = {
         "scheme": scheme.name,
         "loss": "taylor-2 logistic (log2 - yt/2 + t^2/8)",

@@ -104,6 +104,7 @@ def train_glm(
     t0 = time.perf_counter()
     for epoch in range(spec.epochs):
         for idx in minibatches(info.n_train, spec.batch_size, seed=ctx.shared_seed, epoch=epoch):
+            rt.mark_batch(step, idx)
             b = len(idx)
             sent = {k: rt.local(k, _passive_ir, ctx, hooks, state, k, idx, step) for k in passives}
             received = rt.gather(sent, dst=active)
@@ -129,6 +130,8 @@ def train_glm(
                     state.bias -= lr * float(np.mean(d))
             step += 1
         hooks.end_epoch(ctx, epoch)
+    for k, w in state.w.items():
+        rt.keep_model(k, w.copy())
     return state, time.perf_counter() - t0
 
 

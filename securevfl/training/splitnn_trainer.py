@@ -124,6 +124,7 @@ def train_splitnn(ctx: RunContext, hooks: SplitNNHooks | None = None) -> tuple[S
     t0 = time.perf_counter()
     for epoch in range(spec.epochs):
         for idx in minibatches(info.n_train, spec.batch_size, seed=ctx.shared_seed, epoch=epoch):
+            rt.mark_batch(step, idx)
             embs: dict[int, torch.Tensor] = {}
             # every data party has a key (None where it does not live): in a networked run all
             # processes must agree on the senders of a gather
@@ -170,6 +171,10 @@ def train_splitnn(ctx: RunContext, hooks: SplitNNHooks | None = None) -> tuple[S
                     ((emb * g).sum() + extra).backward()
                 opts[k].step()
             step += 1
+    for k, m in state.bottoms.items():
+        rt.keep_model(k, m)
+    if state.top is not None:
+        rt.keep_model(L, state.top)
     return state, time.perf_counter() - t0
 
 
