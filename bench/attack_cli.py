@@ -97,6 +97,7 @@ def cmd_attack(args: argparse.Namespace) -> int:
         f"{rec['attack']} by party {rec['attacker']} on {rec['method']} / {rec['dataset']}: {shown}"
     )
     print(
-        f"  run: {acc}; ε {eps}; {rec['time']['run_s']:.2f} s run, {rec['time']['attack_s']:.2f} s attack"
+        f"  run: {acc}; ε {eps}; {rec['time']['run_s']:.2f} s run, "
+        f"{rec['time']['attack_s']:.2f} s attack"
     )
     return 0

@@ -200,9 +200,8 @@ class NetworkedRuntime(Runtime):
         if not self.here(dst):
             return None
         out = {k: values[k] for k in values if k == dst}
-        out.update(
-            {k: self._delivered(serialization.loads(v), src=k, dst=dst) for k, v in zip(senders, got)}
-        )
+        for k, v in zip(senders, got):
+            out[k] = self._delivered(serialization.loads(v), src=k, dst=dst)
         return out
 
     def control(self, value: Any, *, src: int) -> Any:
