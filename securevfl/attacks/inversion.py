@@ -52,7 +52,12 @@ def fit_decoder(Z: np.ndarray, X: np.ndarray, *, seed: int, steps: int = DECODER
 
 
 def invert(
-    view: View, *, target: int, aux: dict[int, np.ndarray], seed: int
+    view: View,
+    *,
+    target: int,
+    aux: dict[int, np.ndarray],
+    seed: int,
+    steps: int = DECODER_STEPS,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(rows, reconstructed blocks) for the training rows outside ``aux`` (row -> block row the
     attacker knows) that ``target`` sent per-row messages about; empty when it sent none."""
@@ -64,7 +69,7 @@ def invert(
     if known.sum() < 2:
         return rows[~known], np.tile(np.mean(list(aux.values()), axis=0), ((~known).sum(), 1))
     X_aux = np.stack([aux[int(r)] for r in rows[known]])
-    decode = fit_decoder(Z[known], X_aux, seed=seed)
+    decode = fit_decoder(Z[known], X_aux, seed=seed, steps=steps)
     return rows[~known], decode(Z[~known])
 
 

@@ -85,11 +85,11 @@ def _epochs_in(scored: Scored, n_train: int) -> int:
 
 
 def model_completion(
-    view: View, known: dict[int, int], *, seed: int
+    view: View, known: dict[int, int], *, seed: int, use_model: bool = True
 ) -> tuple[np.ndarray, np.ndarray]:
     """(rows, predicted labels) for every training row the attacker did not know, from a
-    classifier fitted on its own model's outputs for the known rows."""
-    Z = represent(view.model, view.own.X_train)
+    classifier fitted on its own model's outputs (or its raw rows) for the known rows."""
+    Z = represent(view.model if use_model else None, view.own.X_train)
     rows = np.array(sorted(known), dtype=int)
     labels = np.array([known[int(r)] for r in rows])
     rest = np.setdiff1d(np.arange(len(Z)), rows)

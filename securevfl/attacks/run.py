@@ -41,12 +41,14 @@ class AttackConfig:
     known_per_class: int = 10  # labelled rows the label attacker holds per class
     aux_share: float = 0.1  # inversion: share of training rows whose block the attacker holds
     max_query: int = 500  # membership: members queried (as many non-members)
+    decoder_steps: int = inversion.DECODER_STEPS  # inversion: full-batch Adam steps
     seed: int = 0
 
     def check(self) -> None:
         check_int("known_per_class", self.known_per_class, minimum=1)
         check_open_unit("aux_share", self.aux_share)
         check_int("max_query", self.max_query, minimum=2)
+        check_int("decoder_steps", self.decoder_steps, minimum=1)
 
 
 @dataclass
@@ -111,10 +113,18 @@ def _label_scoring(kind: str) -> Callable[[Setting, View], dict[str, Any]]:
 
 
 def _completion(s: Setting, view: View) -> dict[str, Any]:
-    rows, pred = label_inference.model_completion(view, s.side["known"], seed=s.cfg.seed)
+    known, seed = s.side["known"], s.cfg.seed
+    rows, pred = label_inference.model_completion(view, known, seed=seed)
+    # the same classifier on the party's raw columns: what its data alone give, without training
+    _, raw = label_inference.model_completion(view, known, seed=seed, use_model=False)
     y = s.y[rows]
     majority = float(np.max(np.unique(y, return_counts=True)[1]) / len(y))
-    return {"accuracy": float(np.mean(pred == y)), "chance": majority, "rows": len(rows)}
+    return {
+        "accuracy": float(np.mean(pred == y)),
+        "accuracy_raw_features": float(np.mean(raw == y)),
+        "chance": majority,
+        "rows": len(rows),
+    }
 
 
 def _prepare_inversion(s: Setting) -> None:
@@ -140,7 +150,9 @@ def _image_shape(s: Setting, target: int) -> tuple[int, int] | None:
 
 def _inversion(s: Setting, view: View) -> dict[str, Any]:
     target, aux = s.side["target"], s.side["aux"]
-    rows, rec = inversion.invert(view, target=target, aux=aux, seed=s.cfg.seed)
+    rows, rec = inversion.invert(
+        view, target=target, aux=aux, seed=s.cfg.seed, steps=s.cfg.decoder_steps
+    )
     if not rows.size:
         return {"target": target, "rows": 0, "mse_ratio": 1.0}
     X = s.truth[target].X_train[rows]
