@@ -90,6 +90,10 @@ def _table(groups: dict[tuple, list[dict[str, Any]]]) -> list[str]:
         succ = _ms([r["metrics"].get(metric) for r in rs])
         if att == "inversion" and "ssim" in rs[0]["metrics"]:
             succ += f" (SSIM {_ms([r['metrics']['ssim'] for r in rs])})"
+        if att.startswith("label-"):
+            succ += f" (epoch 1: {_ms([r['metrics'].get('auc_first_epoch') for r in rs])})"
+        if att == "model-completion":
+            succ += f" (raw: {_ms([r['metrics'].get('accuracy_raw_features') for r in rs])})"
         if att.startswith("membership"):
             succ += f" (AUC {_ms([r['metrics']['auc'] for r in rs])})"
         aps = [attack_performance(r) for r in rs]
