@@ -138,7 +138,11 @@ def _png(records: list[dict[str, Any]], out: Path) -> list[str]:
                     if j == 0:
                         label = "original" if what == "original" else f"{title}\nSSIM {ssim:.2f}"
                         ax.set_ylabel(label, fontsize=6)
-        fig.suptitle(f"{ds}: party's half as sent vs reconstructed by the label holder", fontsize=8)
+        fig.suptitle(
+            f"{ds}: a passive party's half (original) and the label holder's reconstruction "
+            "from what that party sent",
+            fontsize=8,
+        )
         name = f"attacks_inversion_{ds}.png"
         fig.tight_layout()
         fig.savefig(out / name, dpi=110)
