@@ -13,8 +13,18 @@ from securevfl.attacks.label_inference import batch_auc, direction_scores, norm_
 from securevfl.attacks.membership import loss_scores
 from securevfl.experiment import run_experiment
 from securevfl.methods import RunSpec
+from securevfl.registry import _REGISTRIES
 from securevfl.runtime.inprocess import InProcessRuntime
 from securevfl.runtime.view import ViewRecorder
+
+
+@pytest.fixture(autouse=True)
+def _forget_csv_datasets():
+    """csv: runs register their dataset; later tests check the catalogue, so drop ours."""
+    before = set(_REGISTRIES.get("dataset", {}))
+    yield
+    for name in set(_REGISTRIES.get("dataset", {})) - before:
+        del _REGISTRIES["dataset"][name]
 
 
 def _recorded(spec: RunSpec, party: int):
