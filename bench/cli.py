@@ -38,10 +38,14 @@ def _method_options() -> dict[str, list[tuple[str, Any]]]:
     return out
 
 
-def _add_run_args(p: argparse.ArgumentParser) -> None:
+def _add_run_args(p: argparse.ArgumentParser, *, method_flag: bool = False) -> None:
     from securevfl.registry import names
 
-    p.add_argument("method", help=f"method or baseline: {', '.join(names('method'))}")
+    helps = f"method or baseline: {', '.join(names('method'))}"
+    if method_flag:  # `securevfl attack NAME --method M`: the positional is the attack's name
+        p.add_argument("--method", required=True, help=helps)
+    else:
+        p.add_argument("method", help=helps)
     g = p.add_argument_group("data")
     g.add_argument(
         "--dataset",
@@ -240,7 +244,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from securevfl.experiment import run_experiment, run_in_processes
 
     spec = spec_from_args(args)
-    if args.processes:
+    if args.record_view is not None:
+        from bench.attack_cli import run_recording
+
+        record = run_recording(spec, args.record_view, processes=args.processes)
+    elif args.processes:
         from bench.runner import PLUGINS
 
         record = run_in_processes(spec, plugins=PLUGINS)
@@ -397,6 +405,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="one OS process per party over MPyC's networked runtime (default: in-process)",
     )
     p.add_argument("--json", action="store_true", help="print exactly one JSON result record")
+    p.add_argument(
+        "--record-view",
+        type=int,
+        metavar="K",
+        help="keep every payload party K received (as delivered), its data and model; the "
+        "record gets a 'view' summary (in-process runs)",
+    )
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("party", help="run one party of a networked run on this host")
     _add_run_args(p)
@@ -429,6 +444,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--json", action="store_true", help="print the record as JSON (label holder only)"
     )
     p.set_defaults(func=cmd_party)
+    from bench.attack_cli import add_attack_parser
+
+    add_attack_parser(sub, _add_run_args)
     p = sub.add_parser("bench", help="run a benchmark suite and render its report")
     p.add_argument(
         "--suite",

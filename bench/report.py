@@ -213,7 +213,11 @@ def render_report(
     """Write out/report.md and its PNG plots from ``records``; return the report path."""
     out.mkdir(parents=True, exist_ok=True)
     md = [f"# {title}", "", f"{len(records)} runs, rendered from results.jsonl.", ""]
-    if not records:
+    attacks = [r for r in records if "attack" in r]  # attack records: their own section only
+    everything, records = records, [r for r in records if "attack" not in r]
+    if not records and attacks:
+        md.append("Attack cells only: see the attack section.")
+    elif not records:
         md.append("No results yet.")
     else:
         md += ["## Summary (mean ± std over seeds)", "", summary_table(records), ""]
@@ -235,7 +239,7 @@ def render_report(
             md += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
     for name in extras or []:
         mod = importlib.import_module(f"bench.reports.{name}")
-        md += [mod.render(records, out), ""]
+        md += [mod.render(everything, out), ""]
     if errors:
         md += ["## Runs that failed", ""] + [f"- {e}" for e in errors] + [""]
     path = out / "report.md"

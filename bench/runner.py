@@ -26,6 +26,10 @@ def load_plugins() -> None:
 
 def run_cell(cell: Cell) -> dict[str, Any]:
     """Run one cell in the runtime it asks for."""
+    if cell.attack is not None:
+        from securevfl.attacks import run_attack
+
+        return run_attack(cell.attack, cell.spec)
     if cell.processes:
         return run_in_processes(cell.spec, plugins=PLUGINS)
     return run_experiment(cell.spec)
@@ -49,11 +53,13 @@ def run_suite(suite: Suite, out: Path, *, progress: bool = True) -> tuple[int, i
     bar = tqdm(todo, desc=f"suite {suite.name}", unit="run", disable=not progress)
     for cell in bar:
         s = cell.spec
-        bar.set_postfix_str(f"{s.method} {s.dataset} eps={s.epsilon} seed={s.seed}")
+        what = f"{cell.attack} on " if cell.attack else ""
+        bar.set_postfix_str(f"{what}{s.method} {s.dataset} eps={s.epsilon} seed={s.seed}")
         try:
             record = run_cell(cell)
         except SecureVFLError as exc:
-            errors.append(f"{s.method}/{s.dataset}/eps={s.epsilon}/seed={s.seed}: {exc}")
+            what = f"{cell.attack}@" if cell.attack else ""
+            errors.append(f"{what}{s.method}/{s.dataset}/eps={s.epsilon}/seed={s.seed}: {exc}")
             continue
         record["cell_id"] = cell.cell_id
         record["suite"] = suite.name

@@ -9,6 +9,7 @@ A suite file ``bench/suites/NAME.toml`` (or any path) looks like::
     dataset = "breast"
     [[cells]]             # a list value expands to one cell per value (cartesian product)
     method = ["vfl", "centralized"]
+    attack = "label-norm" # optional: an attack cell (securevfl.attacks) instead of a plain run
     model = ["glm", "mlp"]
     [report]
     extras = ["hdp"]      # extra report sections: bench/reports/<name>.py
@@ -41,12 +42,14 @@ class Cell:
 
     spec: RunSpec
     processes: bool = False
+    attack: str | None = None  # an attack cell: run the attack (securevfl.attacks) on the spec
 
     @property
     def cell_id(self) -> str:
-        blob = json.dumps(
-            {"spec": self.spec.__dict__, "processes": self.processes}, sort_keys=True, default=str
-        )
+        key: dict[str, Any] = {"spec": self.spec.__dict__, "processes": self.processes}
+        if self.attack is not None:  # plain cells keep the ids they had
+            key["attack"] = self.attack
+        blob = json.dumps(key, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -73,6 +76,7 @@ def make_spec(params: dict[str, Any]) -> tuple[RunSpec, bool]:
     """Split flat suite parameters into a RunSpec (+ dataset options, method options)."""
     params = dict(params)
     processes = bool(params.pop("processes", False))
+    params.pop("attack", None)  # read by load_suite
     spec_kw: dict[str, Any] = {"dataset_options": {}, "options": {}}
     for k, v in params.items():
         if k in _DATASET_KEYS:
@@ -113,7 +117,8 @@ def load_suite(name_or_path: str) -> Suite:
             for params in _expand(entry):
                 for seed in entry_seeds:
                     spec, processes = make_spec({**defaults, **params, "seed": seed})
-                    cells.append(Cell(spec, processes))
+                    attack = params.get("attack", defaults.get("attack"))
+                    cells.append(Cell(spec, processes, attack))
         if d is not doc:
             extras += [e for e in d.get("report", {}).get("extras", []) if e not in extras]
     return Suite(doc.get("name", path.stem), doc.get("description", ""), cells, extras)

@@ -10,6 +10,7 @@ import dataclasses
 import datetime as _dt
 import secrets
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -148,8 +149,17 @@ def build_views(
     return info, views, pooled
 
 
-def run_experiment(spec: RunSpec, rt: Runtime | None = None) -> dict[str, Any] | None:
-    """Run ``spec``; the label holder's process returns the record, other processes ``None``."""
+ViewsHook = Callable[[PublicInfo, dict[int, PartyView], Any], tuple[PublicInfo, dict, Any]]
+
+
+def run_experiment(
+    spec: RunSpec, rt: Runtime | None = None, *, views_hook: ViewsHook | None = None
+) -> dict[str, Any] | None:
+    """Run ``spec``; the label holder's process returns the record, other processes ``None``.
+
+    ``views_hook(info, views, pooled)`` may re-split the rows before training (the membership
+    attack trains on part of the training split and scores members beside non-members).
+    """
     t_start = time.perf_counter()
     method = validate_spec(spec)
     # The models here are small: torch's intra-op threads cost far more in synchronisation than
@@ -168,6 +178,11 @@ def run_experiment(spec: RunSpec, rt: Runtime | None = None) -> dict[str, Any] |
         )
     try:
         info, views, pooled = build_views(spec, method, rt.local_parties)
+        if views_hook is not None:
+            info, views, pooled = views_hook(info, views, pooled)
+        if rt.view is not None:  # the recorded party's own data and the public facts
+            v = rt.view.view
+            v.own, v.info, v.spec = views.get(v.party), info, spec
         shared_seed = (
             spec.seed
             if spec.seed is not None
@@ -182,6 +197,8 @@ def run_experiment(spec: RunSpec, rt: Runtime | None = None) -> dict[str, Any] |
             pooled=pooled if method.pooled_data else None,
         )
         fit = method.fit(ctx)
+        if rt.view is not None and rt.view.party == info.label_party:
+            rt.view.view.outputs = fit.test_scores
         fingerprints = rt.collect(fit.fingerprints, dst=info.label_party)
         meters = rt.collect(rt.meter.export(), dst=info.label_party)
         if not rt.here(info.label_party):
@@ -223,6 +240,7 @@ def run_experiment(spec: RunSpec, rt: Runtime | None = None) -> dict[str, Any] |
             "stats": fit.stats.to_dict(),
             "extra": fit.extra,
             "alignment": alignment_of(spec.dataset) if spec.id_column else None,
+            **({"view": rt.view.view.summary()} if rt.view is not None else {}),
             "version": __version__,
             "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         }

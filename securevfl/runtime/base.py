@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from securevfl.runtime.channel import Meter
+from securevfl.runtime.view import ViewRecorder
 
 
 class Runtime(ABC):
@@ -20,6 +21,23 @@ class Runtime(ABC):
 
     n_parties: int
     meter: Meter
+    view: ViewRecorder | None = None  # records one party's view (--record-view); None: off
+
+    def _delivered(self, value: Any, *, src: int, dst: int) -> Any:
+        """Every payload handed to a receiver passes here (the view recorder's tap)."""
+        if self.view is not None:
+            self.view.received(src=src, dst=dst, phase=self.meter.phase, payload=value)
+        return value
+
+    def mark_batch(self, step: int, rows: Any) -> None:
+        """Trainers call this as each minibatch starts (tags the recorded payloads)."""
+        if self.view is not None:
+            self.view.mark_batch(step, rows, self.meter.phase)
+
+    def keep_model(self, k: int, model: Any) -> None:
+        """Trainers hand party ``k``'s final local model here (kept only in k's view)."""
+        if self.view is not None and self.view.party == k:
+            self.view.keep_model(model)
 
     @abstractmethod
     def here(self, k: int) -> bool:

@@ -34,7 +34,7 @@ class InProcessRuntime(Runtime):
     def _move(self, value: Any, src: int, dst: int) -> Any:
         data = serialization.dumps(value)
         self.meter.message(src=src, dst=dst, nbytes=len(data))
-        return serialization.loads(data)
+        return self._delivered(serialization.loads(data), src=src, dst=dst)
 
     def send(self, value: Any, *, src: int, dst: int) -> Any:
         self._check(src, "src")
@@ -55,7 +55,10 @@ class InProcessRuntime(Runtime):
             self._check(d, "dst")
             self.meter.message(src=src, dst=d, nbytes=len(data))
         # every receiver gets its own copy; in-process one decoded copy stands for all of them
-        return serialization.loads(data)
+        out = serialization.loads(data)
+        for d in dsts:
+            self._delivered(out, src=src, dst=d)
+        return out
 
     def gather(self, values: Mapping[int, Any], *, dst: int) -> dict[int, Any]:
         self._check(dst, "dst")

@@ -164,7 +164,9 @@ class NetworkedRuntime(Runtime):
             data = serialization.dumps(value)
             self.meter.message(src=src, dst=dst, nbytes=len(data))
         got = self._transfer(data, [src], [dst], f"a message from party {src} to party {dst}")
-        return serialization.loads(got[0]) if self.here(dst) else None
+        if not self.here(dst):
+            return None
+        return self._delivered(serialization.loads(got[0]), src=src, dst=dst)
 
     def broadcast(self, value: Any, *, src: int, dsts: Iterable[int] | None = None) -> Any:
         dsts = [d for d in (range(self.n_parties) if dsts is None else dsts) if d != src]
@@ -179,7 +181,9 @@ class NetworkedRuntime(Runtime):
         got = self._transfer(data, [src], dsts, f"a broadcast from party {src}")
         if self.here(src):
             return value
-        return serialization.loads(got[0]) if self.index in dsts else None
+        if self.index not in dsts:
+            return None
+        return self._delivered(serialization.loads(got[0]), src=src, dst=self.index)
 
     def gather(self, values: Mapping[int, Any], *, dst: int) -> dict[int, Any] | None:
         self.meter.round()
@@ -196,7 +200,8 @@ class NetworkedRuntime(Runtime):
         if not self.here(dst):
             return None
         out = {k: values[k] for k in values if k == dst}
-        out.update({k: serialization.loads(v) for k, v in zip(senders, got)})
+        for k, v in zip(senders, got):
+            out[k] = self._delivered(serialization.loads(v), src=k, dst=dst)
         return out
 
     def control(self, value: Any, *, src: int) -> Any:

@@ -180,6 +180,7 @@ def train_glm(
         for batch, idx in train_batches(ctx, epoch, step):
             if batch.index >= n_run:
                 break
+            rt.mark_batch(step, idx)
             sent = {k: rt.local(k, _passive_ir, ctx, hooks, state, k, idx, step) for k in passives}
             received = rt.gather(sent, dst=active)
             back = None
@@ -212,6 +213,8 @@ def train_glm(
         hooks.end_epoch(ctx, epoch)
         compose_releases(ledger, hooks.epoch_releases(ctx, epoch))
         clock.stop()
+    for k, w in state.w.items():
+        rt.keep_model(k, w.copy())
     return state, time.perf_counter() - t0
 
 

@@ -186,6 +186,7 @@ def train_splitnn(
         clock.start()
         for batch, idx in train_batches(ctx, epoch, step):
             hooks.begin_batch(ctx, batch)
+            rt.mark_batch(step, idx)
             embs: dict[int, torch.Tensor] = {}
             # every data party has a key (None where it does not live): in a networked run all
             # processes must agree on the senders of a gather
@@ -238,6 +239,10 @@ def train_splitnn(
         hooks.end_epoch(ctx, epoch)
         compose_releases(ledger, hooks.epoch_releases(ctx, epoch))
         clock.stop()
+    for k, m in state.bottoms.items():
+        rt.keep_model(k, m)
+    if state.top is not None:
+        rt.keep_model(L, state.top)
     return state, time.perf_counter() - t0
 
 
