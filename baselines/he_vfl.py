@@ -49,6 +49,9 @@ def taylor_derivative(theta: np.ndarray, y: np.ndarray) -> np.ndarray:
     return 0.25 * theta - 0.5 * y
 
 
+CKKS_ONLY = ("scheme", ("ckks",))  # option applies only to CKKS runs
+
+
 @register_method
 class HEVFL(Method):
     name = "he-vfl"
@@ -64,34 +67,45 @@ class HEVFL(Method):
             str,
             "ckks",
             "encryption: ckks, paillier, or plain (same protocol, no encryption)",
-            ("ckks", "paillier", "plain"),
+            choices=("ckks", "paillier", "plain"),
         ),
-        "paillier_bits": Option(int, 2048, "Paillier modulus bits (>= 256)"),
-        "ckks_degree": Option(int, 8192, "CKKS ring degree N"),
-        "ckks_coeff_bits": Option(str, "60,40,40,60", "CKKS coefficient modulus chain, bits"),
-        "ckks_scale_bits": Option(int, 40, "CKKS scale 2^bits"),
-        "ckks_rows_per_ct": Option(int, 0, "CKKS minibatch rows per ciphertext (0 = auto)"),
-        "ckks_mask_bits": Option(int, 20, "CKKS gradient mask range 2^bits"),
+        "paillier_bits": Option(
+            int,
+            2048,
+            "Paillier modulus bits (a multiple of 8)",
+            ge=ph.MIN_KEY_BITS,
+            le=16384,
+            when=("scheme", ("paillier",)),
+        ),
+        "ckks_degree": Option(int, 8192, "CKKS ring degree N", ge=1024, le=65536, when=CKKS_ONLY),
+        "ckks_coeff_bits": Option(
+            str, "60,40,40,60", "CKKS coefficient modulus chain, bits", when=CKKS_ONLY
+        ),
+        "ckks_scale_bits": Option(int, 40, "CKKS scale 2^bits", ge=1, le=60, when=CKKS_ONLY),
+        "ckks_rows_per_ct": Option(
+            int, 0, "CKKS minibatch rows per ciphertext (0 = auto)", ge=0, le=32768,
+            when=CKKS_ONLY,
+        ),
+        "ckks_mask_bits": Option(
+            int, 20, "CKKS gradient mask range 2^bits", ge=0, le=40, when=CKKS_ONLY
+        ),
         "timed_batches": Option(
             int,
             0,
             "encrypted minibatches per epoch actually run (0 = all); "
             "epoch time is then extrapolated and the record says so",
+            ge=0,
+            le=1_000_000,
         ),
     }
 
     def validate(self, spec) -> None:
         super().validate(spec)
         scheme = spec.option("scheme", self)
-        if scheme not in SCHEMES:
-            raise ConfigError(f"scheme must be one of {sorted(SCHEMES)}, got {scheme!r}")
         if spec.loss not in (None, "logistic"):
             raise ConfigError(
                 f"loss for he-vfl must be 'logistic' (Taylor-approximated), got {spec.loss!r}"
             )
-        tb = spec.option("timed_batches", self)
-        if not isinstance(tb, int) or tb < 0:
-            raise ConfigError(f"timed_batches must be an integer >= 0, got {tb!r}")
         if scheme == "ckks":
             try:
                 ck.CKKSParams(
@@ -101,20 +115,14 @@ class HEVFL(Method):
                 ).validate(depth=1)
             except ck.CKKSParameterError as exc:
                 raise ConfigError(str(exc)) from None
-            mb = spec.option("ckks_mask_bits", self)
-            if not 0 <= int(mb) <= 40:
-                raise ConfigError(f"ckks_mask_bits must be in [0, 40], got {mb!r}")
             P = int(spec.option("ckks_rows_per_ct", self))
             slots = int(spec.option("ckks_degree", self)) // 2
-            if P and (P < 0 or slots % P):
+            if P and slots % P:
                 raise ConfigError(f"ckks_rows_per_ct must divide the {slots} slots, got {P}")
         if scheme == "paillier":
             bits = spec.option("paillier_bits", self)
-            if not isinstance(bits, int) or bits < ph.MIN_KEY_BITS or bits % 8:
-                raise ConfigError(
-                    f"paillier_bits must be an integer >= {ph.MIN_KEY_BITS} and a "
-                    f"multiple of 8, got {bits!r}"
-                )
+            if bits % 8:
+                raise ConfigError(f"paillier_bits must be a multiple of 8, got {bits!r}")
 
     def fit(self, ctx: RunContext) -> FitResult:
         if ctx.info.task != "binary":

@@ -8,21 +8,12 @@ from typing import Any
 
 from tqdm import tqdm
 
+from bench.plugins import PLUGINS, load_plugins
 from bench.suites import Cell, Suite
 from securevfl.errors import SecureVFLError
 from securevfl.experiment import run_experiment, run_in_processes
 
-PLUGINS = ("baselines",)
-
-
-def load_plugins() -> None:
-    """Register every method and baseline."""
-    import baselines
-    from securevfl.methods import load_all
-
-    load_all()
-    baselines.load_all()
-
+__all__ = ["PLUGINS", "load_plugins", "read_results", "run_cell", "run_suite"]
 
 def run_cell(cell: Cell) -> dict[str, Any]:
     """Run one cell in the runtime it asks for."""

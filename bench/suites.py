@@ -23,16 +23,17 @@ import hashlib
 import itertools
 import json
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.plugins import load_plugins
 from securevfl.context import RunSpec
 from securevfl.errors import ConfigError
+from securevfl.options import parse_bool
+from securevfl.run_options import build_spec
 
 SUITES_DIR = Path(__file__).parent / "suites"
-_SPEC_FIELDS = {f.name for f in fields(RunSpec)}
-_DATASET_KEYS = {"n", "d", "sparsity", "encoding"}
 
 
 @dataclass
@@ -70,20 +71,12 @@ def _expand(entry: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def make_spec(params: dict[str, Any]) -> tuple[RunSpec, bool]:
-    """Split flat suite parameters into a RunSpec (+ dataset options, method options)."""
+    """A suite cell's RunSpec (every value checked by its option) and its runtime."""
     params = dict(params)
-    processes = bool(params.pop("processes", False))
-    spec_kw: dict[str, Any] = {"dataset_options": {}, "options": {}}
-    for k, v in params.items():
-        if k in _DATASET_KEYS:
-            spec_kw["dataset_options"][k] = v
-        elif k in _SPEC_FIELDS:
-            spec_kw[k] = v
-        else:
-            spec_kw["options"][k] = v
-    if "method" not in spec_kw:
+    processes = parse_bool(params.pop("processes", False))
+    if "method" not in params:
         raise ConfigError(f"every suite cell must name a method, got {params}")
-    return RunSpec(**spec_kw), processes
+    return build_spec(params), processes
 
 
 def load_suite(name_or_path: str) -> Suite:
@@ -103,6 +96,7 @@ def load_suite(name_or_path: str) -> Suite:
         tomllib.loads(p.read_text())
         for p in sorted((path.parent / f"{path.stem}.d").glob("*.toml"))
     ]
+    load_plugins()  # cells are checked against their methods' options as they are read
     seeds = doc.get("seeds", [0])
     defaults = doc.get("defaults", {})
     cells: list[Cell] = []

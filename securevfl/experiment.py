@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from securevfl import __version__
 from securevfl.context import PartyView, PublicInfo, RunContext, RunSpec
 from securevfl.data import (
     load_dataset,
@@ -24,13 +23,15 @@ from securevfl.data import (
     train_test_split,
 )
 from securevfl.data.custom import CSV_PREFIX, alignment_of, register_csv_parties
-from securevfl.errors import ConfigError, check_int, check_open_unit, check_positive
+from securevfl.errors import ConfigError
 from securevfl.evaluation import metrics_for
 from securevfl.methods.base import Method
 from securevfl.registry import create
 from securevfl.rng import noise_generator_name
+from securevfl.run_options import build_spec, check_common
 from securevfl.runtime.base import Runtime
 from securevfl.runtime.inprocess import InProcessRuntime
+from securevfl.version import __version__
 
 
 def validate_spec(spec: RunSpec) -> Method:
@@ -39,21 +40,7 @@ def validate_spec(spec: RunSpec) -> Method:
 
     load_all()
     method: Method = create("method", spec.method)
-    check_int("parties", spec.parties, minimum=1 if method.pooled_data else 2)
-    check_int("epochs", spec.epochs, minimum=1)
-    check_int("batch_size", spec.batch_size, minimum=1)
-    if spec.lr is not None:
-        check_positive("lr", spec.lr)
-    check_int("embedding_dim", spec.embedding_dim, minimum=1)
-    check_int("hidden", spec.hidden, minimum=1)
-    if spec.aggregation not in ("sum", "concat"):
-        raise ConfigError(f"aggregation must be 'sum' or 'concat', got {spec.aggregation!r}")
-    check_positive("timeout", spec.timeout)
-    check_positive("lam", spec.lam, strict=False)
-    if spec.epsilon is not None:
-        check_positive("epsilon", spec.epsilon)
-    if spec.delta is not None:
-        check_open_unit("delta", spec.delta)
+    check_common(spec, min_parties=1 if method.pooled_data else 2)
     is_csv = isinstance(spec.dataset, str) and spec.dataset.startswith(CSV_PREFIX)
     if spec.id_column is not None and not is_csv:
         raise ConfigError(
@@ -66,11 +53,6 @@ def validate_spec(spec: RunSpec) -> Method:
                 f"parties must equal the number of CSV files "
                 f"({len(spec.partition)}), got {spec.parties}"
             )
-    if not isinstance(spec.partition, list) and spec.partition not in ("contiguous", "random"):
-        raise ConfigError(
-            f"partition must be 'contiguous', 'random' or a list of column lists, "
-            f"got {spec.partition!r}"
-        )
     method.validate(spec)
     return method
 
@@ -202,6 +184,8 @@ def run_experiment(spec: RunSpec, rt: Runtime | None = None) -> dict[str, Any] |
         metrics = metrics_for(info.task, y_test, fit.test_scores)
         return {
             "method": spec.method,
+            "family": method.family,
+            "capabilities": method.capabilities(spec.model),
             "dataset": spec.dataset,
             "parties": spec.parties,
             "n_train": info.n_train,
@@ -233,7 +217,10 @@ def run_experiment(spec: RunSpec, rt: Runtime | None = None) -> dict[str, Any] |
 
 def spec_from_dict(d: dict[str, Any]) -> RunSpec:
     """Rebuild a RunSpec from its ``__dict__`` (how the launcher hands it to party processes)."""
-    return RunSpec(**d)
+    from securevfl.methods import load_all
+
+    load_all()
+    return build_spec(d)
 
 
 def run_in_processes(spec: RunSpec, *, plugins: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -246,7 +246,7 @@ def test_a_hand_started_party_cannot_join_a_launched_run():
     """The launcher's run key travels over stdin; a party without it fails the run check."""
     spec = RunSpec(method="vfl", dataset="breast", parties=2, epochs=1, seed=0, timeout=20)
     addresses = [f"127.0.0.1:{p}" for p in free_ports(2)]
-    base = [sys.executable, "-m", "securevfl.runtime.party", "--spec-json"]
+    base = [sys.executable, "-m", "securevfl.party", "--spec-json"]
     base += [json.dumps(spec.__dict__), "--plugins", "baselines", "--run-id", "r1"]
     for a in addresses:
         base += ["-P", a]

@@ -1,4 +1,4 @@
-"""Entry point of one party process: ``python -m securevfl.runtime.party``.
+"""Entry point of one party process: ``python -m securevfl.party``.
 
 The launcher (``securevfl run --processes``) starts one of these per party and hands each the
 run's secret key on stdin (``--key-stdin``); on a multi-host deployment ``securevfl party
@@ -94,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from protocols.processes import die_with_parent
 
     die_with_parent()
-    ap = argparse.ArgumentParser(prog="python -m securevfl.runtime.party")
+    ap = argparse.ArgumentParser(prog="python -m securevfl.party")
     ap.add_argument("--index", type=int, required=True)
     ap.add_argument("-P", dest="addresses", action="append", required=True)
     ap.add_argument("--spec-json", required=True)
