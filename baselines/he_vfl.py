@@ -83,7 +83,11 @@ class HEVFL(Method):
         ),
         "ckks_scale_bits": Option(int, 40, "CKKS scale 2^bits", ge=1, le=60, when=CKKS_ONLY),
         "ckks_rows_per_ct": Option(
-            int, 0, "CKKS minibatch rows per ciphertext (0 = auto)", ge=0, le=32768,
+            int,
+            0,
+            "CKKS minibatch rows per ciphertext (0 = auto)",
+            ge=0,
+            le=32768,
             when=CKKS_ONLY,
         ),
         "ckks_mask_bits": Option(

@@ -19,8 +19,17 @@ from securevfl.run_options import COMMON_OPTIONS, build_spec
 GROUPS = {
     "data": ("dataset", "id_column", "parties", "partition", "n", "d", "sparsity", "encoding"),
     "training": (
-        "model", "epochs", "batch_size", "lr", "loss", "penalty", "lam", "embedding_dim",
-        "hidden", "aggregation", "seed",
+        "model",
+        "epochs",
+        "batch_size",
+        "lr",
+        "loss",
+        "penalty",
+        "lam",
+        "embedding_dim",
+        "hidden",
+        "aggregation",
+        "seed",
     ),
     "privacy": ("epsilon", "delta"),
     "runtime": ("timeout",),
@@ -43,7 +52,9 @@ def add_run_args(p: argparse.ArgumentParser, method: str | None) -> None:
             if key == "center" or COMMON_OPTIONS[key].type is bool:
                 continue
             g.add_argument(
-                f"--{dash(key)}", dest=key, metavar=key.upper(),
+                f"--{dash(key)}",
+                dest=key,
+                metavar=key.upper(),
                 help=COMMON_OPTIONS[key].describe(),
             )
         if group == "data":

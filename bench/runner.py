@@ -15,6 +15,7 @@ from securevfl.experiment import run_experiment, run_in_processes
 
 __all__ = ["PLUGINS", "load_plugins", "read_results", "run_cell", "run_suite"]
 
+
 def run_cell(cell: Cell) -> dict[str, Any]:
     """Run one cell in the runtime it asks for."""
     if cell.processes:

@@ -127,19 +127,22 @@ class Option:
         if self.choices is not None and v not in self.choices:
             raise ConfigError(f"{name} must be {self.rule()}{whose}, got {value!r}")
         if isinstance(v, (int, float)) and not isinstance(v, bool):
-            finite = not isinstance(v, float) or math.isfinite(v)
-            in_range = (
-                (self.gt is None or v > self.gt)
-                and (self.ge is None or v >= self.ge)
-                and (self.lt is None or v < self.lt)
-                and (self.le is None or v <= self.le)
-            )
-            if not (finite and in_range):
-                rule = self.rule()
-                if not finite:
-                    rule = f"finite, {rule}" if rule else "finite"
-                raise ConfigError(f"{name} must be {rule}{whose}, got {v!r}")
+            self._check_range(name, whose, v)
         return v
+
+    def _check_range(self, name: str, whose: str, v: float) -> None:
+        """Name the side that failed: '>= 1' when too small, '<= 4096' when too large."""
+        if isinstance(v, float) and not math.isfinite(v):
+            rule = self.rule()
+            raise ConfigError(
+                f"{name} must be finite{', ' + rule if rule else ''}{whose}, got {v!r}"
+            )
+        if (self.gt is not None and not v > self.gt) or (self.ge is not None and not v >= self.ge):
+            low = f"> {_num(self.gt)}" if self.gt is not None else f">= {_num(self.ge)}"
+            raise ConfigError(f"{name} must be {low}{whose}, got {v!r}")
+        if (self.lt is not None and not v < self.lt) or (self.le is not None and not v <= self.le):
+            high = f"< {_num(self.lt)}" if self.lt is not None else f"<= {_num(self.le)}"
+            raise ConfigError(f"{name} must be {high}{whose}, got {v!r}")
 
 
 def dash(name: str) -> str:

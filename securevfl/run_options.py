@@ -16,9 +16,7 @@ from securevfl.errors import ConfigError
 from securevfl.options import Option, dash, parse_bool
 from securevfl.registry import lookup
 
-_DEFAULTS = {
-    f.name: (f.default if f.default is not MISSING else None) for f in fields(RunSpec)
-}
+_DEFAULTS = {f.name: (f.default if f.default is not MISSING else None) for f in fields(RunSpec)}
 DATASET_KEYS = ("n", "d", "sparsity", "encoding")
 _NESTED = ("options", "dataset_options")
 
@@ -41,11 +39,16 @@ COMMON_OPTIONS: dict[str, Option] = {
         "private set intersection first",
     ),
     "parties": _common(
-        "parties", int, "data parties K (party 0 holds the labels); >= 2 when federated", ge=1,
+        "parties",
+        int,
+        "data parties K (party 0 holds the labels); >= 2 when federated",
+        ge=1,
         le=1000,
     ),
     "partition": _common(
-        "partition", str, "how columns are split across parties (one-hot groups stay together)",
+        "partition",
+        str,
+        "how columns are split across parties (one-hot groups stay together)",
         choices=("contiguous", "random"),
     ),
     "n": Option(int, None, "rows, for synthetic datasets", ge=1, le=100_000_000),
@@ -76,11 +79,14 @@ COMMON_OPTIONS: dict[str, Option] = {
     "loss": _common("loss", str, "GLM loss; default logistic (binary), least-squares"),
     "penalty": _common("penalty", str, "GLM penalty"),
     "lam": _common("lam", float, "penalty strength", ge=0, le=1e6),
-    "embedding_dim": _common("embedding_dim", int, "split-NN embedding size per party", ge=1,
-                             le=4096),
+    "embedding_dim": _common(
+        "embedding_dim", int, "split-NN embedding size per party", ge=1, le=4096
+    ),
     "hidden": _common("hidden", int, "split-NN hidden width", ge=1, le=65536),
     "aggregation": _common(
-        "aggregation", str, "how the label holder combines embeddings (split-NN)",
+        "aggregation",
+        str,
+        "how the label holder combines embeddings (split-NN)",
         choices=("sum", "concat"),
     ),
     "seed": _common(
@@ -95,8 +101,7 @@ COMMON_OPTIONS: dict[str, Option] = {
         "epsilon", float, "privacy budget ε (methods that take one)", ge=1e-6, le=1e6
     ),
     "delta": _common("delta", float, "δ of (ε, δ)-DP", gt=0, lt=1),
-    "timeout": _common("timeout", float, "seconds a party waits for a peer", gt=0,
-                       le=7 * 86400),
+    "timeout": _common("timeout", float, "seconds a party waits for a peer", gt=0, le=7 * 86400),
 }
 
 

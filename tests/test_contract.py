@@ -17,7 +17,7 @@ def _spec(name: str, **kw) -> RunSpec:
     base = dict(
         method=name, dataset="breast", parties=2, epochs=1, batch_size=64, seed=0, model=m.models[0]
     )
-    if m.private:
+    if m.requires_epsilon:
         base.update(epsilon=1.0, delta=1e-5)
     base.update(kw)
     return RunSpec(**base)
@@ -39,7 +39,7 @@ def test_method_produces_a_complete_record(name):
     assert sum(v["sent"] for v in comm["bytes_by_party"].values()) == comm["bytes_total"]
     assert sum(v["received"] for v in comm["bytes_by_party"].values()) == comm["bytes_total"]
     method = lookup("method", name)
-    if method.private:
+    if method.requires_epsilon:
         p = rec["privacy"]
         assert p is not None and p["epsilon"] > 0 and 0 <= p["delta"] < 1 and p["accountant"]
     elif method.family == "plain":
@@ -66,7 +66,7 @@ def test_method_rejects_a_model_it_does_not_support(name):
         run_experiment(_spec(name, model=other[0]))
 
 
-@pytest.mark.parametrize("name", [n for n in METHODS if lookup("method", n).private])
+@pytest.mark.parametrize("name", [n for n in METHODS if lookup("method", n).requires_epsilon])
 def test_private_method_requires_epsilon(name):
     with pytest.raises(ConfigError, match="epsilon"):
         run_experiment(_spec(name, epsilon=None))

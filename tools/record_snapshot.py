@@ -30,7 +30,17 @@ CASES: list[dict[str, Any]] = [
     dict(method="dpsgd-c", epsilon=4.0, epochs=2),
     dict(method="he-vfl", epochs=1, options={"scheme": "ckks"}),
 ]
-SKIP = {"time", "timestamp", "version", "config", "stats", "extra", "runtime", "family", "capabilities"}
+SKIP = {
+    "time",
+    "timestamp",
+    "version",
+    "config",
+    "stats",
+    "extra",
+    "runtime",
+    "family",
+    "capabilities",
+}
 
 
 def save(path: str) -> None:

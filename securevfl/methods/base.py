@@ -103,8 +103,9 @@ class Method(ABC):
 def check_declaration(cls: type[Method]) -> None:
     """A method's declaration is consistent: known family, own option names, valid defaults."""
     if cls.family not in GUARANTEES:
-        raise ConfigError(f"family of method {cls.name!r} must be one of {list(GUARANTEES)}, "
-                          f"got {cls.family!r}")
+        raise ConfigError(
+            f"family of method {cls.name!r} must be one of {list(GUARANTEES)}, got {cls.family!r}"
+        )
     for key, opt in cls.options.items():
         if key in COMMON_OPTIONS or key in ("method", "options", "dataset_options"):
             raise ConfigError(

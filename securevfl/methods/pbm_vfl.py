@@ -359,7 +359,6 @@ class LDPVFL(_SumSplitNN):
     options = PBM_OPTIONS
     accepts_epsilon = True  # sets the noise; without it, the noise of (b, beta)
 
-
     def fit(self, ctx: RunContext) -> FitResult:
         spec = ctx.spec
         b, beta = self.pbm_params(spec)
