@@ -594,6 +594,7 @@ class HDPVFL(Method):
             "auto",
             "range [-c, c] the passive parties clip the received noisy derivative to (what "
             "makes the passive stream's bound hold); auto: the loss's L/10 (logistic 0.1)",
+            le=1e6,
         ),
         "eval": Option(
             str,
