@@ -15,8 +15,8 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
 VARIANTS = ("vanilla", "r", "d", "full")
 LABEL = {"vanilla": "vanilla", "r": "vanilla+R", "d": "vanilla+D", "full": "VFL-AFE (R+D)"}

@@ -18,10 +18,10 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-from bench.report import epsilon_cell  # noqa: E402
+from bench.report import epsilon_cell
 
 HDP = "hdp-vfl"
 

@@ -15,8 +15,8 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
 METHODS = ("pbm-vfl", "ldp-vfl", "npq")
 BUDGETS = (1.0, 10.0, 100.0)
