@@ -35,6 +35,7 @@ class Method(ABC):
     uses_server: ClassVar[bool] = False  # a server/coordinator at index K (= data parties)
     labels_at_server: ClassVar[bool] = False  # the server, not party 0, holds the labels
     pooled_data: ClassVar[bool] = False  # a non-federated baseline that sees all columns
+    label_party_only: ClassVar[bool] = False  # a baseline on the label holder's columns alone
     options: ClassVar[dict[str, Option]] = {}
 
     def n_parties(self, spec: RunSpec) -> int:
@@ -89,7 +90,10 @@ class Method(ABC):
             "guarantees": list(GUARANTEES.get(cls.family, ())),
             "models": list(cls.models),
             "architecture": "split-nn" if model == "mlp" else "glm",
-            "federated": not cls.pooled_data,
+            "data": "pooled"
+            if cls.pooled_data
+            else ("label-party" if cls.label_party_only else "federated"),
+            "federated": not (cls.pooled_data or cls.label_party_only),
             "server": cls.uses_server,
             "requires_epsilon": cls.requires_epsilon,
             "accepts_epsilon": cls.accepts_epsilon or cls.requires_epsilon,
