@@ -65,9 +65,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     spec = spec_from_args(args)
     if args.processes:
-        from bench.runner import PLUGINS
+        from bench.plugins import plugin_modules
 
-        record = run_in_processes(spec, plugins=PLUGINS)
+        record = run_in_processes(spec, plugins=plugin_modules())
     else:
         record = run_experiment(spec)
     _print_record(record, args.json)

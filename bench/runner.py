@@ -8,7 +8,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from bench.plugins import PLUGINS, load_plugins
+from bench.plugins import PLUGINS, load_plugins, plugin_modules
 from bench.suites import Cell, Suite
 from securevfl.errors import SecureVFLError
 from securevfl.experiment import run_experiment, run_in_processes
@@ -19,7 +19,7 @@ __all__ = ["PLUGINS", "load_plugins", "read_results", "run_cell", "run_suite"]
 def run_cell(cell: Cell) -> dict[str, Any]:
     """Run one cell in the runtime it asks for."""
     if cell.processes:
-        return run_in_processes(cell.spec, plugins=PLUGINS)
+        return run_in_processes(cell.spec, plugins=plugin_modules())
     return run_experiment(cell.spec)
 
 
