@@ -34,3 +34,11 @@ def test_a_reversed_layer_order_is_caught(tmp_path):
     )
     p = _lint(cfg)
     assert p.returncode == 1 and "BROKEN" in p.stdout
+
+
+def test_the_readme_lists_every_suite():
+    from bench.suites import suite_names
+
+    readme = (ROOT / "README.md").read_text()
+    missing = [s for s in suite_names() if f"`{s}`" not in readme]
+    assert not missing, f"README's suite list misses {missing}"
