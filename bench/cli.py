@@ -99,6 +99,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return 0
     suite = load_suite(args.suite)
     out = Path(args.out or f"bench-out/{suite.name}")
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out must be a directory, got the file {str(out)!r}")
     errors: list[str] = []
     if not args.render_only:
         ran, skipped, errors = run_suite(suite, out, progress=not args.no_progress)
