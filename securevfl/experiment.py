@@ -34,8 +34,10 @@ from securevfl.runtime.inprocess import InProcessRuntime
 from securevfl.version import __version__
 
 
-def validate_spec(spec: RunSpec) -> Method:
-    """Check the generic rules of a spec and return the method it names (raises ConfigError)."""
+def check_spec(spec: RunSpec) -> Method:
+    """Every rule that needs no data: options, generic fields, the method's own (ConfigError).
+
+    A party process calls this before it connects, so a bad spec never waits for peers."""
     from securevfl.methods import load_all
 
     load_all()
@@ -46,14 +48,20 @@ def validate_spec(spec: RunSpec) -> Method:
         raise ConfigError(
             f"id_column applies to --dataset csv:... only, got dataset {spec.dataset!r}"
         )
-    if is_csv:
+    method.validate(spec)
+    return method
+
+
+def validate_spec(spec: RunSpec) -> Method:
+    """:func:`check_spec`, then a ``csv:`` dataset's files (registered, one per party)."""
+    method = check_spec(spec)
+    if isinstance(spec.dataset, str) and spec.dataset.startswith(CSV_PREFIX):
         spec.partition = register_csv_parties(spec.dataset, id_column=spec.id_column)
         if len(spec.partition) != spec.parties:
             raise ConfigError(
                 f"parties must equal the number of CSV files "
                 f"({len(spec.partition)}), got {spec.parties}"
             )
-    method.validate(spec)
     return method
 
 

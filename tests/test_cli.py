@@ -49,6 +49,15 @@ def test_run_json_prints_exactly_one_record(capsys):
         (["bench", "--suite", "nope"], "suite must be one of"),
         (["run", "fm-vfl", "--epsilon", "1", "--intercept", "maybe"], "must be true or false"),
         (["run", "vfl", "--b", "64"], "option --b does not apply to method 'vfl'"),
+        (["run", "vfl", "--epsilon", "1"], "epsilon does not apply to method 'vfl'"),
+        (["run", "hdp-vfl", "--epsilon", "1e308"], "epsilon must be <= 1e+06, got 1e+308"),
+        (["run", "dpsgd-c", "--epsilon", "1", "--clip", "nan"], "clip must be finite"),
+        (["run", "fm-central", "--epsilon", "1", "--ridge", "-2"], "ridge must be >= 0"),
+        (["run", "ldp-vfl", "--beta", "1e-300"], "beta must be >= 0.000244141"),
+        (["run", "vfl", "--model", "mlp", "--lr", "1e300"], "lr must be <= 100"),
+        # a party checks its spec and addresses before it connects (no wait for peers)
+        (["party", "vfl", "--index", "0", "-P", "127.0.0.1:20001"], "one address per party"),
+        (["party", "vfl", "--epochs", "0", "--index", "0", "-P", "127.0.0.1:20001"], "epochs"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv, needle, capsys):
