@@ -139,7 +139,7 @@ def cli_case(draw) -> list[str]:
 
 
 @settings(
-    max_examples=40,
+    max_examples=100,
     deadline=None,
     derandomize=True,  # the same examples in CI every time: a failure is reproducible
     suppress_health_check=[HealthCheck.too_slow],

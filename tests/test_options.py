@@ -53,7 +53,7 @@ def test_build_spec_parses_checks_and_routes_flat_values():
     assert spec.options == {"b": 16} and spec.dataset_options == {"n": 100}
     with pytest.raises(ConfigError, match="option --b does not apply to method 'vfl'"):
         build_spec({"method": "vfl", "b": 16})
-    with pytest.raises(ConfigError, match=r"b must be <= 4096 \(method 'pbm-vfl'\)"):
+    with pytest.raises(ConfigError, match=r"b must be <= 1024 \(method 'pbm-vfl'\)"):
         build_spec({"method": "pbm-vfl", "b": 10**6})
 
 

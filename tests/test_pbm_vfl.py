@@ -228,7 +228,7 @@ def test_ldp_vfl_noise_and_privacy() -> None:
         (dict(options={"b": 0}), "b must be >= 1"),
         (dict(aggregation="concat"), "aggregation for method"),
         (dict(model="glm"), "model for method"),
-        (dict(options={"b": 2**31}), "b must be <= 4096"),
+        (dict(options={"b": 2**31}), "b must be <= 1024"),
         (dict(delta=2.0), "delta must be < 1"),
     ],
 )

@@ -80,8 +80,9 @@ DEFAULT_DELTA = 1e-5
 EVAL_ROUND = 1 << 40  # round id of test-time scoring, apart from every training epoch
 BOUND = 1.0  # tanh bottoms: every embedding coordinate lies in [-1, 1]
 PBM_OPTIONS = {
-    # b: the sampler's memory grows with b; beta below 2^-12 leaves no level on p's grid
-    "b": Option(int, 64, "PBM trials per coordinate", ge=1, le=4096),
+    # b: a run's cost grows faster than b (one epoch on breast, loaded 2-core machine: b = 128
+    # 13 s, b = 512 128 s); beta below 2^-12 leaves no level on p's grid
+    "b": Option(int, 64, "PBM trials per coordinate", ge=1, le=1024),
     "beta": Option(float, 0.25, "PBM beta", ge=2.0**-12, le=0.25),
     "eval": Option(
         str,
