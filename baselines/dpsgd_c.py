@@ -47,7 +47,7 @@ class DPSGDCentral(Method):
     summary = "centralized SGD with Laplace-type noise on every gradient (Song et al. 2013)"
     family = "dp"
     models = ("glm",)
-    private = True
+    requires_epsilon = True
     pooled_data = True
     options = {
         "clip": Option(
@@ -55,6 +55,8 @@ class DPSGDCentral(Method):
             1.0,
             "per-example gradient norm bound C (scaled by sqrt(2) with the "
             "intercept: rows have norm <= 1, plus the constant 1)",
+            gt=0,
+            le=1e6,
         ),
         "intercept": Option(parse_bool, True, "a constant-1 feature"),
     }

@@ -55,7 +55,7 @@ class CentralFM(Method):
     summary = "centralized functional mechanism (K = 1, pooled data): FM-VFL's Claim 1 reference"
     family = "dp"
     models = ("glm",)
-    private = True
+    requires_epsilon = True
     pooled_data = True
     options = {
         "intercept": Option(
@@ -63,7 +63,9 @@ class CentralFM(Method):
             True,
             "a constant-1 feature (counted in d)",
         ),
-        "ridge": Option(float, 1.0, "regularisation rho = ridge * sqrt(2d) * Laplace scale"),
+        "ridge": Option(
+            float, 1.0, "regularisation rho = ridge * sqrt(2d) * Laplace scale", ge=0, le=1e6
+        ),
     }
 
     def fit(self, ctx: RunContext) -> FitResult:

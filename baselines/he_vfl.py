@@ -28,9 +28,10 @@ import numpy as np
 from baselines.he_hooks import HEHooks
 from baselines.he_schemes import DEFAULT_COEFF_BITS, DEFAULT_SCALE_BITS, SCHEMES, ckks_params
 from protocols import paillier_he as ph
-from securevfl.context import Option, RunContext, fingerprint
+from securevfl.context import RunContext, fingerprint
 from securevfl.errors import ConfigError
 from securevfl.methods.base import Method, register_method
+from securevfl.options import Option
 from securevfl.results import FitResult
 from securevfl.training import GLMState, glm_fingerprints, n_batches, predict_glm, train_glm
 
@@ -45,15 +46,8 @@ def taylor_derivative(theta: np.ndarray, y: np.ndarray) -> np.ndarray:
     return 0.25 * theta - 0.5 * y
 
 
-_SCHEME_OF_OPTION = {
-    "paillier_bits": "paillier",
-    "paillier_randomness": "paillier",
-    "ckks_degree": "ckks",
-    "ckks_coeff_bits": "ckks",
-    "ckks_scale_bits": "ckks",
-    "ckks_rows_per_ct": "ckks",
-    "ckks_mask_bits": "ckks",
-}
+CKKS_ONLY = ("scheme", ("ckks",))  # option applies only to CKKS runs
+PAILLIER_ONLY = ("scheme", ("paillier",))
 
 
 @register_method
@@ -71,72 +65,77 @@ class HEVFL(Method):
             str,
             "ckks",
             "encryption: ckks, paillier, or plain (same protocol, no encryption)",
-            ("ckks", "paillier", "plain"),
+            choices=("ckks", "paillier", "plain"),
         ),
-        "paillier_bits": Option(int, 2048, "Paillier modulus bits (>= 256)"),
+        "paillier_bits": Option(
+            int,
+            2048,
+            "Paillier modulus bits (a multiple of 8)",
+            ge=ph.MIN_KEY_BITS,
+            le=16384,
+            when=PAILLIER_ONLY,
+        ),
         "paillier_randomness": Option(
             str,
             "full",
             "Paillier encryption randomness: full (r^n, textbook) or djn (h_s^a with a of "
             "n_bits/2 bits from a fixed-base table: ~14x faster encryption, DJN assumption)",
-            ("full", "djn"),
+            choices=("full", "djn"),
+            when=PAILLIER_ONLY,
         ),
-        "ckks_degree": Option(int, 8192, "CKKS ring degree N"),
+        "ckks_degree": Option(int, 8192, "CKKS ring degree N", ge=1024, le=65536, when=CKKS_ONLY),
         "ckks_coeff_bits": Option(
             str,
             DEFAULT_COEFF_BITS,
             "CKKS coefficient modulus chain, bits (the last prime is the special prime)",
+            when=CKKS_ONLY,
         ),
         "ckks_scale_bits": Option(
             int,
             DEFAULT_SCALE_BITS,
             "CKKS scale 2^bits of the encrypted residual (checked for the gradient's precision)",
+            ge=1,
+            le=60,
+            when=CKKS_ONLY,
         ),
-        "ckks_rows_per_ct": Option(int, 0, "CKKS minibatch rows per ciphertext (0 = auto)"),
-        "ckks_mask_bits": Option(int, 20, "CKKS gradient mask range 2^bits"),
+        "ckks_rows_per_ct": Option(
+            int,
+            0,
+            "CKKS minibatch rows per ciphertext (0 = auto)",
+            ge=0,
+            le=32768,
+            when=CKKS_ONLY,
+        ),
+        "ckks_mask_bits": Option(
+            int, 20, "CKKS gradient mask range 2^bits", ge=0, le=40, when=CKKS_ONLY
+        ),
         "timed_batches": Option(
             int,
             0,
             "encrypted minibatches per epoch actually run (0 = all); "
             "epoch time is then extrapolated and the record says so",
+            ge=0,
+            le=1_000_000,
         ),
     }
 
     def validate(self, spec) -> None:
         super().validate(spec)
         scheme = spec.option("scheme", self)
-        if scheme not in SCHEMES:
-            raise ConfigError(f"scheme must be one of {sorted(SCHEMES)}, got {scheme!r}")
         if spec.loss not in (None, "logistic"):
             raise ConfigError(
                 f"loss for he-vfl must be 'logistic' (Taylor-approximated), got {spec.loss!r}"
             )
-        tb = spec.option("timed_batches", self)
-        if not isinstance(tb, int) or tb < 0:
-            raise ConfigError(f"timed_batches must be an integer >= 0, got {tb!r}")
-        # options of another scheme would be silently ignored: refuse them
-        for name in sorted(spec.options):
-            owner = _SCHEME_OF_OPTION.get(name)
-            if owner and owner != scheme:
-                raise ConfigError(
-                    f"{name} applies to scheme {owner!r} only, got it with scheme {scheme!r}"
-                )
         if scheme == "ckks":
             ckks_params(spec.options, spec.batch_size)  # secure, fits, precise enough at b
             P = int(spec.option("ckks_rows_per_ct", self))
             slots = int(spec.option("ckks_degree", self)) // 2
-            if P and (P < 0 or slots % P):
+            if P and slots % P:
                 raise ConfigError(f"ckks_rows_per_ct must divide the {slots} slots, got {P}")
         if scheme == "paillier":
-            rnd = spec.option("paillier_randomness", self)
-            if rnd not in ("full", "djn"):
-                raise ConfigError(f"paillier_randomness must be 'full' or 'djn', got {rnd!r}")
             bits = spec.option("paillier_bits", self)
-            if not isinstance(bits, int) or bits < ph.MIN_KEY_BITS or bits % 8:
-                raise ConfigError(
-                    f"paillier_bits must be an integer >= {ph.MIN_KEY_BITS} and a "
-                    f"multiple of 8, got {bits!r}"
-                )
+            if bits % 8:
+                raise ConfigError(f"paillier_bits must be a multiple of 8, got {bits!r}")
 
     def fit(self, ctx: RunContext) -> FitResult:
         if ctx.info.task != "binary":

@@ -17,6 +17,7 @@ class LocalOnly(Method):
     summary = "active party only: trains on party 0's columns, no communication"
     family = "plain"
     models = ("glm", "mlp")
+    label_party_only = True
 
     def fit(self, ctx: RunContext) -> FitResult:
         if not ctx.rt.here(0):

@@ -20,8 +20,7 @@ import math
 
 import numpy as np
 
-from securevfl.context import Option, RunContext, RunSpec
-from securevfl.errors import ConfigError
+from securevfl.context import Option, RunContext
 from securevfl.methods.base import register_method
 from securevfl.methods.cascade_options import (
     CascadeMethod,
@@ -82,28 +81,15 @@ class VAFLDP(CascadeMethod):
     name = "vafl-dp"
     summary = "VAFL + DP: clipped embeddings with Gaussian noise (party-row, accounted)"
     family = "dp"
-    private = True
+    requires_epsilon = True
     options = {
         **cascade_options(schedule="async", uplink_bits=32, downlink_bits=32, zo=False),
-        "clip": Option(float, 1.0, "clipping bound C > 0 of each released embedding row"),
+        "clip": Option(float, 1.0, "clipping bound C of each released embedding row", gt=0, le=1e6),
     }
-
-    def _clip(self, spec: RunSpec) -> float:
-        try:
-            c = float(spec.option("clip", self))
-        except (TypeError, ValueError):
-            raise ConfigError(f"clip must be a number, got {spec.option('clip', self)!r}") from None
-        if not (c > 0 and math.isfinite(c)):
-            raise ConfigError(f"clip must be a finite number > 0, got {c}")
-        return c
-
-    def validate(self, spec: RunSpec) -> None:
-        super().validate(spec)
-        self._clip(spec)
 
     def fit(self, ctx: RunContext) -> FitResult:
         cfg = check_cascade(ctx.spec, self, "foo")
-        C, eps = self._clip(ctx.spec), float(ctx.spec.epsilon)
+        C, eps = float(ctx.spec.option("clip", self)), float(ctx.spec.epsilon)
         delta = float(ctx.spec.delta or DEFAULT_DELTA)
         rows = row_releases(ctx, cfg.schedule, cfg.max_staleness)
         # calibration: the plan's row releases compose exactly into one Gaussian release of

@@ -43,7 +43,7 @@ def add_attack_parser(sub: Any, add_run_args: Callable[..., None]) -> None:
         "(membership: shadow models; membership-loss: loss threshold; accuracy and AUC).",
     )
     p.add_argument("name", help=f"attack: {', '.join(attack_names())}")
-    add_run_args(p, method_flag=True)
+    add_run_args(p)
     g = p.add_argument_group("attack")
     g.add_argument("--attacker", type=int, help="attacking party (default: by attack)")
     g.add_argument("--target", type=int, help="inversion: whose block (default: a passive party)")

@@ -6,6 +6,7 @@ Bad input prints one line naming the value and the rule and exits with code 2 (n
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.run_args import add_run_args, method_in, spec_from_args
 from securevfl.errors import ConfigError, SecureVFLError, check_int
 
 EXIT_BAD_INPUT = 2
@@ -23,187 +25,6 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2
         print(f"securevfl: error: {message}", file=sys.stderr)
         raise SystemExit(EXIT_BAD_INPUT)
-
-
-def _method_options() -> dict[str, list[tuple[str, Any]]]:
-    """Option name -> [(method name, Option)] over all registered methods."""
-    from bench.runner import load_plugins
-    from securevfl.registry import lookup, names
-
-    load_plugins()
-    out: dict[str, list[tuple[str, Any]]] = {}
-    for m in names("method"):
-        for opt, o in lookup("method", m).options.items():
-            out.setdefault(opt, []).append((m, o))
-    return out
-
-
-def _add_run_args(p: argparse.ArgumentParser, *, method_flag: bool = False) -> None:
-    from securevfl.registry import names
-
-    helps = f"method or baseline: {', '.join(names('method'))}"
-    if method_flag:  # `securevfl attack NAME --method M`: the positional is the attack's name
-        p.add_argument("--method", required=True, help=helps)
-    else:
-        p.add_argument("method", help=helps)
-    g = p.add_argument_group("data")
-    g.add_argument(
-        "--dataset",
-        default="breast",
-        help="dataset name (see `securevfl datasets`), or csv:P0.csv,P1.csv,... with one "
-        "CSV per party (header row; party 0's has a 'label' column); default breast",
-    )
-    g.add_argument(
-        "--id-column",
-        help="with --dataset csv:...: each file's ID column; the parties' rows are aligned by "
-        "private set intersection first (each file may have its own row order and extra rows)",
-    )
-    g.add_argument(
-        "--parties",
-        type=int,
-        default=2,
-        help="number of data parties K >= 2 (party 0 holds the labels); default 2",
-    )
-    g.add_argument(
-        "--partition",
-        default="contiguous",
-        choices=["contiguous", "random"],
-        help="how columns are split across parties (one-hot groups stay together)",
-    )
-    g.add_argument("--n", type=int, help="rows, for synthetic datasets")
-    g.add_argument("--d", type=int, help="columns, for synthetic datasets")
-    g.add_argument("--sparsity", type=float, help="share of nonzeros, for synthetic-sparse")
-    g.add_argument(
-        "--center",
-        action="store_true",
-        help="centre numeric columns on their training mean, each party on its own columns "
-        "(helps norm-bounded GLMs without an intercept)",
-    )
-    g.add_argument("--encoding", choices=["onehot", "compact"], help="categorical encoding (adult)")
-    g = p.add_argument_group("training")
-    g.add_argument(
-        "--model",
-        default=None,
-        choices=["glm", "mlp"],
-        help="glm: vertical GLM (logistic/least squares); mlp: split neural network; "
-        "default: the method's first model (glm where supported)",
-    )
-    g.add_argument(
-        "--epochs", type=int, default=10, help="passes over the training split; default 10"
-    )
-    g.add_argument("--batch-size", type=int, default=64, help="minibatch size >= 1; default 64")
-    g.add_argument(
-        "--lr",
-        type=float,
-        help="learning rate; default: GLM 1/beta_theta of the loss (logistic 4.0, least "
-        "squares 1.0), MLP 0.01 (Adam)",
-    )
-    g.add_argument(
-        "--loss", help="GLM loss (default: logistic for binary, least-squares for regression)"
-    )
-    g.add_argument("--penalty", default="l2", help="GLM penalty; default l2")
-    g.add_argument("--lam", type=float, default=0.0, help="penalty strength >= 0; default 0")
-    g.add_argument(
-        "--embedding-dim", type=int, default=8, help="split-NN embedding size per party; default 8"
-    )
-    g.add_argument("--hidden", type=int, default=32, help="split-NN hidden width; default 32")
-    g.add_argument(
-        "--aggregation",
-        default="sum",
-        choices=["sum", "concat"],
-        help="how the label holder combines embeddings (split-NN); default sum",
-    )
-    g.add_argument(
-        "--seed",
-        type=int,
-        help="seed for split, batches, initialisation AND DP noise "
-        "(reproducible; the record then says the noise was seeded). Default: OS entropy",
-    )
-    g = p.add_argument_group("privacy")
-    g.add_argument("--epsilon", type=float, help="privacy budget ε > 0 (private methods)")
-    g.add_argument("--delta", type=float, help="δ in (0, 1) (methods with (ε, δ)-DP)")
-    g = p.add_argument_group("runtime")
-    g.add_argument(
-        "--timeout",
-        type=float,
-        default=120.0,
-        help="seconds a party waits for a peer before failing; default 120",
-    )
-    opts = _method_options()
-    if opts:
-        g = p.add_argument_group("method options (each applies only to the methods named)")
-        for name, uses in sorted(opts.items()):
-            o = uses[0][1]
-            texts: dict[str, list[str]] = {}  # methods sharing a text are named together
-            for m, u in uses:
-                text = u.help + (f" (default {u.default})" if u.default not in (None, "") else "")
-                texts.setdefault(text, []).append(m)
-            helps = "; ".join(f"{', '.join(ms)}: {text}" for text, ms in texts.items())
-            g.add_argument(
-                f"--{name.replace('_', '-')}",
-                dest=f"opt__{name}",
-                default=None,
-                help=helps,
-                metavar=name.upper(),
-                choices=[str(c) for c in o.choices] if o.choices else None,
-            )
-
-
-def spec_from_args(args: argparse.Namespace):
-    """Build a RunSpec from parsed run arguments (method options converted by their types)."""
-    from securevfl.context import RunSpec
-    from securevfl.errors import ConfigError
-    from securevfl.registry import lookup
-
-    method = lookup("method", args.method)
-    options: dict[str, Any] = {}
-    for key, value in vars(args).items():
-        if key.startswith("opt__") and value is not None:
-            name = key[5:]
-            if name not in method.options:
-                raise ConfigError(
-                    f"option --{name.replace('_', '-')} does not apply to method "
-                    f"{args.method!r} (its options: {sorted(method.options) or 'none'})"
-                )
-            try:
-                options[name] = method.options[name].type(value)
-            except ConfigError as exc:  # the option's own parser already named the rule
-                raise ConfigError(f"--{name.replace('_', '-')}: {exc}") from None
-            except (TypeError, ValueError):
-                raise ConfigError(
-                    f"--{name.replace('_', '-')} must be "
-                    f"{getattr(method.options[name].type, '__name__', 'valid')}, "
-                    f"got {value!r}"
-                ) from None
-    dso = {
-        k: getattr(args, k)
-        for k in ("n", "d", "sparsity", "encoding")
-        if getattr(args, k) is not None
-    }
-    return RunSpec(
-        method=args.method,
-        dataset=args.dataset,
-        parties=args.parties,
-        model=args.model or method.models[0],
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        seed=args.seed,
-        epsilon=args.epsilon,
-        delta=args.delta,
-        partition=args.partition,
-        loss=args.loss,
-        penalty=args.penalty,
-        lam=args.lam,
-        embedding_dim=args.embedding_dim,
-        hidden=args.hidden,
-        aggregation=args.aggregation,
-        center=args.center,
-        id_column=args.id_column,
-        dataset_options=dso,
-        options=options,
-        timeout=args.timeout,
-    )
 
 
 def _print_record(record: dict[str, Any], as_json: bool) -> None:
@@ -249,9 +70,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         record = run_recording(spec, args.record_view, processes=args.processes)
     elif args.processes:
-        from bench.runner import PLUGINS
+        from bench.plugins import plugin_modules
 
-        record = run_in_processes(spec, plugins=PLUGINS)
+        record = run_in_processes(spec, plugins=plugin_modules())
     else:
         record = run_experiment(spec)
     _print_record(record, args.json)
@@ -259,7 +80,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_party(args: argparse.Namespace) -> int:
-    from securevfl.runtime.party import run_party
+    from securevfl.party import run_party
 
     spec = spec_from_args(args)
     cert_dir = args.certs if args.certs else (".config" if args.ssl else None)
@@ -283,6 +104,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return 0
     suite = load_suite(args.suite)
     out = Path(args.out or f"bench-out/{suite.name}")
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out must be a directory, got the file {str(out)!r}")
     errors: list[str] = []
     if not args.render_only:
         ran, skipped, errors = run_suite(suite, out, progress=not args.no_progress)
@@ -330,10 +153,8 @@ def cmd_datasets(args: argparse.Namespace) -> int:
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
-    from bench.runner import load_plugins
     from securevfl.registry import lookup, names
 
-    load_plugins()
     for name in names("method"):
         m = lookup("method", name)
         print(f"{name:14s} [{m.family:6s}] models={','.join(m.models):8s} {m.summary}")
@@ -387,10 +208,8 @@ def cmd_align(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from bench.runner import load_plugins
-
-    load_plugins()
+def build_parser(method: str | None = None) -> argparse.ArgumentParser:
+    """The parser; ``run``/``party`` offer the common options and ``method``'s own."""
     ap = _Parser(
         prog="securevfl",
         description="Privacy-preserving vertical federated learning: "
@@ -398,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p = sub.add_parser("run", help="train one method on one dataset and print its result record")
-    _add_run_args(p)
+    add_run_args(p, method)
     p.add_argument(
         "--processes",
         action="store_true",
@@ -414,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("party", help="run one party of a networked run on this host")
-    _add_run_args(p)
+    add_run_args(p, method)
     p.add_argument("--index", type=int, required=True, help="this party's index (0 = active party)")
     p.add_argument(
         "-P",
@@ -446,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_party)
     from bench.attack_cli import add_attack_parser
 
-    add_attack_parser(sub, _add_run_args)
+    add_attack_parser(sub, functools.partial(add_run_args, method=method, method_flag=True))
     p = sub.add_parser("bench", help="run a benchmark suite and render its report")
     p.add_argument(
         "--suite",
@@ -508,7 +327,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        ap = build_parser()
+        from bench.runner import load_plugins
+
+        load_plugins()
+        argv = list(sys.argv[1:] if argv is None else argv)
+        ap = build_parser(method_in(argv) if argv[:1] in (["run"], ["party"], ["attack"]) else None)
         args = ap.parse_args(argv)
         return args.func(args)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2), already printed

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -11,8 +10,10 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+
+from bench.records import fmt, mean_std, stat
 
 IGNORED_CONFIG = {"seed", "timeout"}
 
@@ -23,22 +24,9 @@ def main_metric(record: dict[str, Any]) -> str:
 
 def metric_value(record: dict[str, Any], metric: str) -> float | None:
     """The record's metric, or None for runs that were timed only (truncated training)."""
-    if record.get("extra", {}).get("truncated_training"):
+    if stat(record, "truncated", "truncated_training"):
         return None
     return record["metrics"].get(metric)
-
-
-def mean_std(values: list[float]) -> tuple[float, float]:
-    arr = np.array([v for v in values if v is not None], dtype=float)
-    if arr.size == 0:
-        return math.nan, math.nan
-    return float(np.mean(arr)), float(np.std(arr))
-
-
-def fmt(m: float, s: float, digits: int = 4) -> str:
-    if math.isnan(m):
-        return "n/a"
-    return f"{m:.{digits}f} ± {s:.{digits}f}"
 
 
 def varying_keys(records: list[dict[str, Any]]) -> dict[str, list[str]]:

@@ -8,20 +8,12 @@ from typing import Any
 
 from tqdm import tqdm
 
+from bench.plugins import PLUGINS, load_plugins, plugin_modules
 from bench.suites import Cell, Suite
 from securevfl.errors import SecureVFLError
 from securevfl.experiment import run_experiment, run_in_processes
 
-PLUGINS = ("baselines",)
-
-
-def load_plugins() -> None:
-    """Register every method and baseline."""
-    import baselines
-    from securevfl.methods import load_all
-
-    load_all()
-    baselines.load_all()
+__all__ = ["PLUGINS", "load_plugins", "read_results", "run_cell", "run_suite"]
 
 
 def run_cell(cell: Cell) -> dict[str, Any]:
@@ -31,7 +23,7 @@ def run_cell(cell: Cell) -> dict[str, Any]:
 
         return run_attack(cell.attack, cell.spec)
     if cell.processes:
-        return run_in_processes(cell.spec, plugins=PLUGINS)
+        return run_in_processes(cell.spec, plugins=plugin_modules())
     return run_experiment(cell.spec)
 
 

@@ -24,16 +24,17 @@ import hashlib
 import itertools
 import json
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.plugins import load_plugins
 from securevfl.context import RunSpec
 from securevfl.errors import ConfigError
+from securevfl.options import parse_bool
+from securevfl.run_options import build_spec
 
 SUITES_DIR = Path(__file__).parent / "suites"
-_SPEC_FIELDS = {f.name for f in fields(RunSpec)}
-_DATASET_KEYS = {"n", "d", "sparsity", "encoding"}
 
 
 @dataclass
@@ -73,21 +74,58 @@ def _expand(entry: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def make_spec(params: dict[str, Any]) -> tuple[RunSpec, bool]:
-    """Split flat suite parameters into a RunSpec (+ dataset options, method options)."""
+    """A suite cell's RunSpec (every value checked by its option) and its runtime."""
     params = dict(params)
-    processes = bool(params.pop("processes", False))
+    processes = parse_bool(params.pop("processes", False))
     params.pop("attack", None)  # read by load_suite
-    spec_kw: dict[str, Any] = {"dataset_options": {}, "options": {}}
-    for k, v in params.items():
-        if k in _DATASET_KEYS:
-            spec_kw["dataset_options"][k] = v
-        elif k in _SPEC_FIELDS:
-            spec_kw[k] = v
-        else:
-            spec_kw["options"][k] = v
-    if "method" not in spec_kw:
+    if "method" not in params:
         raise ConfigError(f"every suite cell must name a method, got {params}")
-    return RunSpec(**spec_kw), processes
+    return build_spec(params), processes
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    """One suite file as a table; any unreadable file is a one-line ConfigError."""
+    if not path.is_file():
+        raise ConfigError(f"suite file must be a regular file, got {str(path)!r}")
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"suite file {path} must be UTF-8 TOML: {exc}") from None
+
+
+def _typed(path: Path, doc: dict[str, Any], key: str, kind: type, default: Any) -> Any:
+    value = doc.get(key, default)
+    if not isinstance(value, kind):
+        raise ConfigError(
+            f"{key} in suite file {path} must be a {kind.__name__}, got {value!r}"[:300]
+        )
+    return value
+
+
+def _seeds(path: Path, value: Any) -> list[int]:
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in value)
+    ):
+        raise ConfigError(
+            f"seeds in suite file {path} must be a non-empty list of integers >= 0, got {value!r}"
+        )
+    return value
+
+
+def _extras(path: Path, doc: dict[str, Any]) -> list[str]:
+    extras = _typed(path, _typed(path, doc, "report", dict, {}), "extras", list, [])
+    for name in extras:
+        if (
+            not isinstance(name, str)
+            or not (Path(__file__).parent / "reports" / f"{name}.py").is_file()
+        ):
+            raise ConfigError(
+                f"report extras in suite file {path} must name files in bench/reports/, "
+                f"got {name!r}"
+            )
+    return extras
 
 
 def load_suite(name_or_path: str) -> Suite:
@@ -99,26 +137,27 @@ def load_suite(name_or_path: str) -> Suite:
         raise ConfigError(
             f"suite must be one of {suite_names()} or a .toml path, got {name_or_path!r}"
         )
-    try:
-        doc = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"suite file {path} must be valid TOML: {exc}") from None
-    docs = [doc] + [
-        tomllib.loads(p.read_text())
-        for p in sorted((path.parent / f"{path.stem}.d").glob("*.toml"))
-    ]
-    seeds = doc.get("seeds", [0])
-    defaults = doc.get("defaults", {})
+    fragments = sorted((path.parent / f"{path.stem}.d").glob("*.toml"))
+    docs = [(path, _read_toml(path))] + [(p, _read_toml(p)) for p in fragments]
+    doc = docs[0][1]
+    load_plugins()  # cells are checked against their methods' options as they are read
+    seeds = _seeds(path, doc.get("seeds", [0]))
+    defaults = _typed(path, doc, "defaults", dict, {})
     cells: list[Cell] = []
-    extras: list[str] = list(doc.get("report", {}).get("extras", []))
-    for d in docs:
-        for entry in d.get("cells", []):
-            entry_seeds = entry.pop("seeds", seeds)
+    extras: list[str] = []
+    for p, d in docs:
+        for entry in _typed(p, d, "cells", list, []):
+            if not isinstance(entry, dict):
+                raise ConfigError(f"cells in suite file {p} must be tables, got {entry!r}"[:300])
+            entry = dict(entry)
+            entry_seeds = _seeds(p, entry.pop("seeds", seeds))
             for params in _expand(entry):
                 for seed in entry_seeds:
                     spec, processes = make_spec({**defaults, **params, "seed": seed})
                     attack = params.get("attack", defaults.get("attack"))
                     cells.append(Cell(spec, processes, attack))
-        if d is not doc:
-            extras += [e for e in d.get("report", {}).get("extras", []) if e not in extras]
-    return Suite(doc.get("name", path.stem), doc.get("description", ""), cells, extras)
+        extras += [e for e in _extras(p, d) if e not in extras]
+    if not cells:
+        raise ConfigError(f"a suite must have at least one cell, got none in {path}")
+    name = _typed(path, doc, "name", str, path.stem)
+    return Suite(name, _typed(path, doc, "description", str, ""), cells, extras)

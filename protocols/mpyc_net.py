@@ -68,7 +68,7 @@ def party_name(pid: int) -> str:
 
 
 def _exchanger_class():
-    from mpyc.asyncoro import MessageExchanger  # noqa: PLC0415  (party processes only)
+    from mpyc.asyncoro import MessageExchanger
 
     class CheckedExchanger(MessageExchanger):
         """MPyC's connection protocol, refusing clients that claim an id they may not have."""
@@ -173,7 +173,7 @@ def exchange(mpc: Any, data: bytes | None, senders: Sequence[int], receivers: Se
     (``[]`` elsewhere). Nothing is pickled."""
     global _EXCHANGE
     if _EXCHANGE is None:
-        from mpyc.asyncoro import mpc_coro  # noqa: PLC0415
+        from mpyc.asyncoro import mpc_coro
 
         async def _exchange(mpc, data, senders, receivers) -> Future:
             me = mpc.pid

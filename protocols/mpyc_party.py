@@ -56,10 +56,10 @@ def main() -> int:
     job = json.loads(ours.job_json)
     own = wire.loads(sys.stdin.buffer.read())  # own inputs + the run key, from the launcher's pipe
     key = own.pop("key")
-    from mpyc.runtime import mpc  # noqa: PLC0415  (parses sys.argv on import)
+    from mpyc.runtime import mpc
 
-    from protocols.shamir_launch import REPORT_MAGIC  # noqa: PLC0415
-    from protocols.shamir_products import secure_phase  # noqa: PLC0415
+    from protocols.shamir_launch import REPORT_MAGIC
+    from protocols.shamir_products import secure_phase
 
     me = mpc.pid
 

@@ -90,7 +90,7 @@ def guard_mpyc_unpickling(on_violation: Callable[[str], None]) -> None:
     tasks, where an exception would only be logged while the party waits on, so the caller must
     be told directly (to abort the run).
     """
-    import mpyc.runtime as mrt  # noqa: PLC0415  (only in party processes)
+    import mpyc.runtime as mrt
 
     def guarded_loads(data: bytes, *args: Any, **kwargs: Any) -> Any:
         try:

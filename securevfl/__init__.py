@@ -7,8 +7,6 @@ Typical use::
     record = securevfl.run_experiment(securevfl.RunSpec(method="vfl", dataset="breast"))
 """
 
-__version__ = "0.1.0"
-
 from securevfl.context import Option, RunContext, RunSpec
 from securevfl.data import list_datasets, load_dataset, partition_columns, train_test_split
 from securevfl.errors import (
@@ -24,6 +22,7 @@ from securevfl.methods.base import Method, register_method
 from securevfl.privacy import Accountant, PrivacyLedger, PrivacyReport, calibrate
 from securevfl.results import FitResult
 from securevfl.runtime import InProcessRuntime, Meter, Runtime
+from securevfl.version import __version__
 
 __all__ = [
     "Accountant",

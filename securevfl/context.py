@@ -13,39 +13,27 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from securevfl.errors import ConfigError
+from securevfl.options import Option, parse_bool
 from securevfl.rng import make_noise_rng, make_rng
-from securevfl.runtime.base import Runtime
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: the run types sit below the runtime and the methods
     from securevfl.methods.base import Method
+    from securevfl.runtime.base import Runtime
 
-
-def parse_bool(value: Any) -> bool:
-    """A boolean method option: true/false, yes/no, on/off, 1/0 (CLI strings) or a bool (suites)."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"a boolean option must be true or false, got {value!r}")
-
-
-@dataclass(frozen=True)
-class Option:
-    """A method-specific option, offered at the CLI as ``--<name>`` (underscores -> dashes)."""
-
-    type: Callable[[str], Any]
-    default: Any
-    help: str
-    choices: tuple[Any, ...] | None = None
+__all__ = [
+    "Option",
+    "PartyView",
+    "PublicInfo",
+    "RunContext",
+    "RunSpec",
+    "fingerprint",
+    "parse_bool",
+]
 
 
 @dataclass
 class RunSpec:
-    """Everything that defines one run; the CLI and bench suites build these."""
+    """Everything that defines one run; built from flat values by ``run_options.build_spec``."""
 
     method: str
     dataset: str = "breast"

@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from securevfl import __version__
 from securevfl.context import PartyView, PublicInfo, RunContext, RunSpec
 from securevfl.data import (
     load_dataset,
@@ -25,54 +24,45 @@ from securevfl.data import (
     train_test_split,
 )
 from securevfl.data.custom import CSV_PREFIX, alignment_of, register_csv_parties
-from securevfl.errors import ConfigError, check_int, check_open_unit, check_positive
+from securevfl.errors import ConfigError
 from securevfl.evaluation import metrics_for
 from securevfl.methods.base import Method
 from securevfl.registry import create
 from securevfl.rng import noise_generator_name
+from securevfl.run_options import build_spec, check_common
 from securevfl.runtime.base import Runtime
 from securevfl.runtime.inprocess import InProcessRuntime
+from securevfl.version import __version__
 
 
-def validate_spec(spec: RunSpec) -> Method:
-    """Check the generic rules of a spec and return the method it names (raises ConfigError)."""
+def check_spec(spec: RunSpec) -> Method:
+    """Every rule that needs no data: options, generic fields, the method's own (ConfigError).
+
+    A party process calls this before it connects, so a bad spec never waits for peers."""
     from securevfl.methods import load_all
 
     load_all()
     method: Method = create("method", spec.method)
-    check_int("parties", spec.parties, minimum=1 if method.pooled_data else 2)
-    check_int("epochs", spec.epochs, minimum=1)
-    check_int("batch_size", spec.batch_size, minimum=1)
-    if spec.lr is not None:
-        check_positive("lr", spec.lr)
-    check_int("embedding_dim", spec.embedding_dim, minimum=1)
-    check_int("hidden", spec.hidden, minimum=1)
-    if spec.aggregation not in ("sum", "concat"):
-        raise ConfigError(f"aggregation must be 'sum' or 'concat', got {spec.aggregation!r}")
-    check_positive("timeout", spec.timeout)
-    check_positive("lam", spec.lam, strict=False)
-    if spec.epsilon is not None:
-        check_positive("epsilon", spec.epsilon)
-    if spec.delta is not None:
-        check_open_unit("delta", spec.delta)
+    check_common(spec, min_parties=1 if method.pooled_data else 2)
     is_csv = isinstance(spec.dataset, str) and spec.dataset.startswith(CSV_PREFIX)
     if spec.id_column is not None and not is_csv:
         raise ConfigError(
             f"id_column applies to --dataset csv:... only, got dataset {spec.dataset!r}"
         )
-    if is_csv:
+    method.validate(spec)
+    return method
+
+
+def validate_spec(spec: RunSpec) -> Method:
+    """:func:`check_spec`, then a ``csv:`` dataset's files (registered, one per party)."""
+    method = check_spec(spec)
+    if isinstance(spec.dataset, str) and spec.dataset.startswith(CSV_PREFIX):
         spec.partition = register_csv_parties(spec.dataset, id_column=spec.id_column)
         if len(spec.partition) != spec.parties:
             raise ConfigError(
                 f"parties must equal the number of CSV files "
                 f"({len(spec.partition)}), got {spec.parties}"
             )
-    if not isinstance(spec.partition, list) and spec.partition not in ("contiguous", "random"):
-        raise ConfigError(
-            f"partition must be 'contiguous', 'random' or a list of column lists, "
-            f"got {spec.partition!r}"
-        )
-    method.validate(spec)
     return method
 
 
@@ -219,6 +209,8 @@ def run_experiment(
         metrics = metrics_for(info.task, y_test, fit.test_scores)
         return {
             "method": spec.method,
+            "family": method.family,
+            "capabilities": method.capabilities(spec.model),
             "dataset": spec.dataset,
             "parties": spec.parties,
             "n_train": info.n_train,
@@ -251,7 +243,10 @@ def run_experiment(
 
 def spec_from_dict(d: dict[str, Any]) -> RunSpec:
     """Rebuild a RunSpec from its ``__dict__`` (how the launcher hands it to party processes)."""
-    return RunSpec(**d)
+    from securevfl.methods import load_all
+
+    load_all()
+    return build_spec(d)
 
 
 def run_in_processes(spec: RunSpec, *, plugins: tuple[str, ...] = ()) -> dict[str, Any]:

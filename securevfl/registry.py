@@ -5,12 +5,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from securevfl.errors import ConfigError, UnknownNameError
-
-T = TypeVar("T")
 
 _REGISTRIES: dict[str, dict[str, Any]] = {}
 
@@ -22,16 +19,6 @@ def register(kind: str, name: str, obj: Any) -> Any:
         raise ConfigError(f"{kind} name must be unique, {name!r} is already registered")
     table[name] = obj
     return obj
-
-
-def registered(kind: str, name: str) -> Callable[[T], T]:
-    """Class decorator form of :func:`register`."""
-
-    def deco(obj: T) -> T:
-        register(kind, name, obj)
-        return obj
-
-    return deco
 
 
 def lookup(kind: str, name: str) -> Any:

@@ -7,11 +7,12 @@ Methods fill :class:`RunStats` with named fields; the experiment writes them to 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from securevfl.privacy.events import PrivacyReport
+if TYPE_CHECKING:  # annotation only: results sit below the privacy layer
+    from securevfl.privacy.events import PrivacyReport
 
 
 @dataclass

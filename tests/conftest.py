@@ -5,8 +5,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
-import baselines  # noqa: E402
-from securevfl.methods import load_all  # noqa: E402
+import baselines
+from securevfl.methods import load_all
 
 # every registered method and baseline, as the CLI sees them
 load_all()

@@ -77,7 +77,7 @@ def test_prox_is_the_argmin(name):
     step = 0.5
     got = pen.prox(w, step)
     for wi, gi in zip(w, got, strict=True):
-        obj = lambda u, wi=wi: 0.5 * (u - wi) ** 2 + step * pen.value(np.array([u]))  # noqa: E731
+        obj = lambda u, wi=wi: 0.5 * (u - wi) ** 2 + step * pen.value(np.array([u]))
         ref = minimize_scalar(obj, bounds=(-5, 5), method="bounded", options={"xatol": 1e-10}).x
         assert gi == pytest.approx(ref, abs=1e-6)
     assert got[1] == 0.0 and got[3] == 0.0  # small weights are set exactly to zero

@@ -52,7 +52,7 @@ def _party_cmd(index, addresses, spec):
     cmd = [
         sys.executable,
         "-m",
-        "securevfl.runtime.party",
+        "securevfl.party",
         "--index",
         str(index),
         "--spec-json",

@@ -222,7 +222,7 @@ def test_dominating_pair_covers_every_reachable_input(unit: str) -> None:
     ]:
         assert min(levels) == 2048 - int(beta * GRID) and max(levels) == 2048 + int(beta * GRID)
         pair = dominating_pair(unit, b, beta, M, points=300)
-        lg = lambda js, b=b: poisson_binomial_logpmf([j / GRID for j in js], b)  # noqa: E731
+        lg = lambda js, b=b: poisson_binomial_logpmf([j / GRID for j in js], b)
         for js in itertools.product(levels, repeat=M):
             if unit == "party-row":
                 for j2 in levels:

@@ -221,7 +221,8 @@ def test_parties_listen_only_on_the_address_given():
 @pytest.mark.networked
 def test_a_party_with_another_seed_makes_every_party_stop():
     addresses = [f"127.0.0.1:{p}" for p in free_ports(3)]
-    procs = [_cli_party(i, addresses, seed=1 if i < 2 else 2) for i in range(3)]
+    three = ("--parties", "3")  # one address per party, checked before connecting
+    procs = [_cli_party(i, addresses, seed=1 if i < 2 else 2, extra=three) for i in range(3)]
     outs = _finish(procs)
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 3 and not out
@@ -233,8 +234,9 @@ def test_a_party_with_another_seed_makes_every_party_stop():
 def test_a_foreign_run_on_the_same_ports_is_refused():
     """Parties 1 and 2 of run A, and party 0 of run B (another user, same ports)."""
     addresses = [f"127.0.0.1:{p}" for p in free_ports(3)]
-    procs = [_cli_party(i, addresses, run_id="A") for i in (1, 2)]
-    procs.append(_cli_party(0, addresses, run_id="B"))
+    three = ("--parties", "3")  # one address per party, checked before connecting
+    procs = [_cli_party(i, addresses, run_id="A", extra=three) for i in (1, 2)]
+    procs.append(_cli_party(0, addresses, run_id="B", extra=three))
     outs = _finish(procs)
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 3 and not out
@@ -246,7 +248,7 @@ def test_a_hand_started_party_cannot_join_a_launched_run():
     """The launcher's run key travels over stdin; a party without it fails the run check."""
     spec = RunSpec(method="vfl", dataset="breast", parties=2, epochs=1, seed=0, timeout=20)
     addresses = [f"127.0.0.1:{p}" for p in free_ports(2)]
-    base = [sys.executable, "-m", "securevfl.runtime.party", "--spec-json"]
+    base = [sys.executable, "-m", "securevfl.party", "--spec-json"]
     base += [json.dumps(spec.__dict__), "--plugins", "baselines", "--run-id", "r1"]
     for a in addresses:
         base += ["-P", a]

@@ -26,6 +26,7 @@ CASES: list[dict[str, Any]] = [
     dict(method="fm-central", epsilon=1.0),
     dict(method="pbm-vfl", model="mlp", epochs=2, options={"b": 16}),
     dict(method="ldp-vfl", model="mlp", epsilon=4.0, epochs=2),
+    dict(method="npq", model="mlp", epochs=2),
     dict(method="afe-vfl", model="mlp", epsilon=4.0, epochs=2),
     dict(method="dpsgd-c", epsilon=4.0, epochs=2),
     dict(method="he-vfl", epochs=1, options={"scheme": "ckks"}),
@@ -55,7 +56,17 @@ CASES: list[dict[str, Any]] = [
     dict(method="hdp-vfl", dataset="diabetes", epsilon=4.0, epochs=2),
     dict(method="ldp-vfl", dataset="diabetes", model="mlp", epsilon=4.0, epochs=2),
 ]
-SKIP = {"time", "timestamp", "version", "config", "stats", "extra", "runtime"}
+SKIP = {
+    "time",
+    "timestamp",
+    "version",
+    "config",
+    "stats",
+    "extra",
+    "runtime",
+    "family",
+    "capabilities",
+}
 
 
 def save(path: str) -> None:

@@ -15,18 +15,17 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+
+from bench.records import capabilities, mean_std, stat
 
 VARIANTS = ("vanilla", "r", "d", "full")
 LABEL = {"vanilla": "vanilla", "r": "vanilla+R", "d": "vanilla+D", "full": "VFL-AFE (R+D)"}
 PAPER_T2 = {"adult": (77.16, 79.02, 77.70, 79.31)}  # the paper's UCI column
+# the non-private reference: a federated split-NN with no server and no guarantee (vfl --model mlp)
+_PLAIN_SPLITNN = {"guarantees": [], "architecture": "split-nn", "federated": True, "server": False}
 PAPER_T3 = {"vfl": 349.89, "noise": 60.43, "R": 279.76, "D": 82.04}  # ms, 5000 CIFAR samples
-
-
-def _ms(vals: list[float]) -> tuple[float, float]:
-    a = np.array([v for v in vals if v is not None], dtype=float)
-    return (float(a.mean()), float(a.std())) if a.size else (math.nan, math.nan)
 
 
 def _collect(records: list[dict[str, Any]]):
@@ -40,7 +39,7 @@ def _collect(records: list[dict[str, Any]]):
                 extra[(r["dataset"], c["batch_size"], c.get("variant"), c["kl_every"])].append(r)
                 continue
             afe[(r["dataset"], c.get("epsilon"), c.get("variant", "full"))].append(r)
-        elif r["method"] == "vfl" and r["config"].get("model") == "mlp":
+        elif _PLAIN_SPLITNN.items() <= capabilities(r).items():
             plain[r["dataset"]].append(r["metrics"]["accuracy"])
     return afe, plain, extra
 
@@ -56,13 +55,13 @@ def _ablation(afe, plain) -> list[str]:
         cells, accs, achieved, seeds = [], {}, [], 0
         for v in VARIANTS:
             rs = afe.get((ds, eps, v), [])
-            m, s = _ms([100 * r["metrics"]["accuracy"] for r in rs])
+            m, s = mean_std([100 * r["metrics"]["accuracy"] for r in rs])
             accs[v] = m
             achieved += [r["privacy"]["epsilon"] for r in rs if r.get("privacy")]
             seeds = max(seeds, len(rs))
             cells.append(f"{m:.2f} ± {s:.2f}" if rs else "—")
         gain = accs["full"] - accs["vanilla"]
-        np_m, _ = _ms([100 * a for a in plain.get(ds, [])])
+        np_m, _ = mean_std([100 * a for a in plain.get(ds, [])])
         lines.append(
             f"| {ds} | {eps:g} | {max(achieved, default=math.nan):.4g} | "
             + " | ".join(cells)
@@ -77,11 +76,6 @@ def _ablation(afe, plain) -> list[str]:
     return lines
 
 
-def _step_ms(r: dict) -> dict[str, float] | None:
-    """Per-step milliseconds: typed ``stats.step_ms`` (older records: ``extra.step_ms``)."""
-    return (r.get("stats") or {}).get("step_ms") or r["extra"].get("step_ms")
-
-
 def _overheads(afe, extra) -> list[str]:
     lines = [
         "| dataset | batch | variant | step ms | VFL | +noise | +R | +D | R % of step | "
@@ -91,11 +85,11 @@ def _overheads(afe, extra) -> list[str]:
     rows: dict[tuple, list[dict[str, float]]] = defaultdict(list)
     for (ds, _, v), rs in afe.items():
         for r in rs:
-            if _step_ms(r):
-                rows[(ds, r["config"]["batch_size"], v)].append(_step_ms(r))
+            if stat(r, "step_ms", "step_ms"):
+                rows[(ds, r["config"]["batch_size"], v)].append(stat(r, "step_ms", "step_ms"))
     for (ds, b, v, every), rs in extra.items():
         for r in rs:
-            rows[(ds, b, f"{v}|{every}")].append(_step_ms(r))
+            rows[(ds, b, f"{v}|{every}")].append(stat(r, "step_ms", "step_ms"))
     med = {
         key: {k: float(np.median([x[k] for x in ms])) for k in ("total", "vfl", "noise", "R", "D")}
         for key, ms in rows.items()
@@ -130,7 +124,7 @@ def _plot(afe, plain, out: Path) -> list[str]:
         fig, ax = plt.subplots(figsize=(5, 3.5))
         for v in VARIANTS:
             pts = sorted(
-                (eps, _ms([r["metrics"]["accuracy"] for r in rs])[0])
+                (eps, mean_std([r["metrics"]["accuracy"] for r in rs])[0])
                 for (d, eps, vv), rs in afe.items()
                 if d == ds and vv == v
             )

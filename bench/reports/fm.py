@@ -15,12 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from bench.records import fmt_mean_std
+
 FM = ("fm-vfl", "fm-central", "dpsgd-c", "centralized")
-
-
-def _ms(vals: list[float]) -> str:
-    a = np.array([v for v in vals if v is not None], dtype=float)
-    return "n/a" if a.size == 0 else f"{a.mean():.4f} ± {a.std():.4f}"
 
 
 def _cfg(r: dict[str, Any], k: str, default: Any = None) -> Any:
@@ -60,8 +57,8 @@ def _utility(records: list[dict[str, Any]]) -> list[str]:
         md.append(
             f"| {ds} | {enc} | {'' if s is None else s} | {m} | {K} | "
             f"{'—' if eps < 0 else f'{eps:g}'} | {ridge} | {d} | "
-            f"{_ms([x['metrics'].get('accuracy') for x in g])} | "
-            f"{_ms([x['metrics'].get('mse') for x in g])} | {len(g)} |"
+            f"{fmt_mean_std([x['metrics'].get('accuracy') for x in g])} | "
+            f"{fmt_mean_std([x['metrics'].get('mse') for x in g])} | {len(g)} |"
         )
     return md + [""]
 
@@ -101,9 +98,9 @@ def _runtime(records: list[dict[str, Any]]) -> list[str]:
         mb = [((r["comm"].get("by_phase") or {}).get("mpc") or {}).get("bytes", 0) for r in g]
         cells = [
             *key,
-            _ms([r["time"]["total_s"] for r in g]),
-            _ms([e["mpc_s"] for e in ex if "mpc_s" in e]) if sec else "",
-            _ms(sec) if sec else "",
+            fmt_mean_std([r["time"]["total_s"] for r in g]),
+            fmt_mean_std([e["mpc_s"] for e in ex if "mpc_s" in e]) if sec else "",
+            fmt_mean_std(sec) if sec else "",
             ", ".join(f"{k}: {v:.0f}" for k, v in sorted(peaks.items())),
             int(np.mean(mb)),
             len(g),

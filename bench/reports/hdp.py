@@ -18,27 +18,22 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-from bench.report import epsilon_cell  # noqa: E402
+from bench.records import fmt_mean_std
+from bench.report import epsilon_cell
+from securevfl.methods.hdp_vfl import parse_intercept
 
 HDP = "hdp-vfl"
 
 
-def _mean_std(vals: list[float]) -> str:
-    arr = np.array([v for v in vals if v is not None], dtype=float)
-    if arr.size == 0 or np.all(np.isnan(arr)):
-        return "n/a"
-    return f"{np.nanmean(arr):.3f} ± {np.nanstd(arr):.3f}"
+def _mean_std(vals: list[float | None]) -> str:
+    return fmt_mean_std(vals, digits=3)
 
 
 def _cfg(r: dict[str, Any], key: str, default: Any = None) -> Any:
     return r["config"].get(key, default)
-
-
-def _plain_key(r: dict[str, Any]) -> tuple:
-    return (r["dataset"], r["parties"], _cfg(r, "epochs"), _cfg(r, "batch_size"), _cfg(r, "n"))
 
 
 def _variant(r: dict[str, Any]) -> str:
@@ -49,9 +44,7 @@ def _variant(r: dict[str, Any]) -> str:
     if _cfg(r, "center"):
         parts.append("centred")
     if r["method"] == HDP:
-        icpt = _cfg(r, "intercept", "clipped")
-        icpt = {True: "clipped", False: "none"}.get(icpt, icpt)
-        parts.append(f"bias {icpt}")
+        parts.append(f"bias {parse_intercept(_cfg(r, 'intercept', 'clipped'))}")
         if _cfg(r, "threshold", "trained") != "trained":
             parts.append(f"threshold {_cfg(r, 'threshold')}")
         if _cfg(r, "derivative_clip", "auto") not in ("auto", None):

@@ -9,8 +9,10 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+
+from bench.records import per_epoch_mean, select, stat
 
 # Published anchors (not measured here): seconds per epoch and rows
 ANCHORS = [
@@ -29,8 +31,9 @@ def epoch_seconds(r: dict[str, Any]) -> tuple[float, bool]:
     ex = r.get("extra") or {}
     if ex.get("extrapolated"):
         return float(ex["epoch_s_extrapolated"]), True
-    if "epoch_s_mean" in ex:
-        return float(ex["epoch_s_mean"]), False
+    mean = per_epoch_mean(r, "epoch_s", "epoch_s_mean")
+    if mean is not None:
+        return mean, False
     return r["time"]["train_s"] / max(1, int(r["config"].get("epochs", 1))), False
 
 
@@ -38,10 +41,11 @@ def epoch_cpu_seconds(r: dict[str, Any]) -> float | None:
     """CPU seconds per epoch of the recording process (he-vfl records only); scaled up like the
     wall time when only the timed minibatches ran."""
     ex = r.get("extra") or {}
-    if "epoch_cpu_s_mean" not in ex:
+    cpu = per_epoch_mean(r, "epoch_cpu_s", "epoch_cpu_s_mean")
+    if cpu is None:
         return None
-    scale = ex["batches_per_epoch"] / max(1, ex["batches_run_per_epoch"])
-    return float(ex["epoch_cpu_s_mean"]) * scale
+    scale = ex.get("batches_per_epoch", 1) / max(1, ex.get("batches_run_per_epoch", 1))
+    return cpu * scale
 
 
 def label(r: dict[str, Any]) -> str:
@@ -119,7 +123,7 @@ def _table(records: list[dict[str, Any]]) -> list[str]:
             s = float(np.mean([t for t, _ in secs]))
             extrap = any(e for _, e in secs)
             acc = float(np.mean([r["metrics"].get("accuracy", np.nan) for r in rs]))
-            trunc = any((r.get("extra") or {}).get("truncated_training") for r in rs)
+            trunc = any(stat(r, "truncated", "truncated_training") for r in rs)
             mb = (
                 float(
                     np.mean(
@@ -165,7 +169,7 @@ def _acceptance(records: list[dict[str, Any]]) -> list[str]:
         cpu = [c for c in (epoch_cpu_seconds(r) for r in d["he-vfl/ckks"]) if c is not None]
         if cpu:
             line += f" wall ({np.mean(cpu):.2f} s CPU)"
-        full_ck = [r for r in d["he-vfl/ckks"] if not r["extra"].get("truncated_training")]
+        full_ck = [r for r in d["he-vfl/ckks"] if not stat(r, "truncated", "truncated_training")]
         full_pl = [r for r in d.get("he-vfl/plain", [])]
         if full_ck and full_pl:
             a = np.mean([r["metrics"]["accuracy"] for r in full_ck])
@@ -220,11 +224,13 @@ def _runtime_plot(records: list[dict[str, Any]], out: Path) -> list[str]:
 
 def render(records: list[dict[str, Any]], out: Path) -> str:
     """Markdown section for the he-vfl records (vfl records of the same data as reference)."""
-    he = [r for r in records if r["method"] == "he-vfl"]
+    he = select(records, family="he")
     if not he:
         return "## HE-VFL\n\nNo he-vfl records.\n"
     keys = {_key(r) for r in he}
-    rel = [r for r in records if _key(r) in keys and r["method"] in ("he-vfl", "vfl")]
+    # the reference: plain federated GLM without a coordinator (vfl) on the same data
+    plain = select(records, guarantees=[], architecture="glm", federated=True, server=False)
+    rel = [r for r in he + plain if _key(r) in keys]
     lines = [
         "## HE-VFL: CKKS vs Paillier vs the plain Taylor twin",
         "",

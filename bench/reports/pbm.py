@@ -1,7 +1,7 @@
 """Report section for PBM-VFL (issue 5): accuracy vs exact epsilon, budgets, time, communication.
 
 Everything is computed from the records alone: accuracy/AUPRC, the exact feature and sample
-epsilon the accountant put in ``privacy``, per-epoch train accuracy and time in ``extra``, and the
+epsilon the accountant put in ``privacy``, per-epoch train accuracy and time in ``stats``, and the
 channel's metered bytes in ``comm``.
 """
 
@@ -15,8 +15,10 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+
+from bench.records import mean_std, per_epoch_mean, stat
 
 METHODS = ("pbm-vfl", "ldp-vfl", "npq")
 BUDGETS = (1.0, 10.0, 100.0)
@@ -45,11 +47,6 @@ def _groups(records: list[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:
     return dict(sorted(g.items(), key=lambda kv: tuple(str(x) for x in kv[0])))
 
 
-def _ms(vals: list[float]) -> tuple[float, float]:
-    a = np.array([v for v in vals if v is not None], dtype=float)
-    return (float(a.mean()), float(a.std())) if a.size else (math.nan, math.nan)
-
-
 UNIT_OF = {"feature": "party-row", "sample": "sample"}
 
 
@@ -62,13 +59,6 @@ def _eps(r: dict[str, Any], notion: str) -> float | None:
     return (p.get(notion) or {}).get("epsilon")
 
 
-def _per_epoch(r: dict[str, Any], stat: str, old: str) -> float | None:
-    """Mean over epochs of the typed ``stats.<stat>``; records before typed statistics carried
-    the mean in ``extra.<old>``."""
-    vals = (r.get("stats") or {}).get(stat)
-    return float(np.mean(vals)) if vals else r["extra"].get(old)
-
-
 def _main_table(groups: dict[tuple, list[dict[str, Any]]]) -> list[str]:
     lines = [
         "| dataset | M | method | b | β | accuracy | AUPRC | feature ε | sample ε | "
@@ -76,21 +66,23 @@ def _main_table(groups: dict[tuple, list[dict[str, Any]]]) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     npq_t = {
-        (k[0], k[1]): _ms([_per_epoch(r, "epoch_s", "epoch_train_s") for r in rs])[0]
+        (k[0], k[1]): mean_std([per_epoch_mean(r, "epoch_s", "epoch_train_s") for r in rs])[0]
         for k, rs in groups.items()
         if k[2] == "npq"
     }
     npq_c = {
-        (k[0], k[1]): _ms([_per_epoch(r, "epoch_cpu_s", "epoch_train_cpu_s") for r in rs])[0]
+        (k[0], k[1]): mean_std([per_epoch_mean(r, "epoch_cpu_s", "epoch_train_cpu_s") for r in rs])[
+            0
+        ]
         for k, rs in groups.items()
         if k[2] == "npq"
     }
     for (ds, M, method, b, beta), rs in groups.items():
-        acc = _ms([r["metrics"].get("accuracy") for r in rs])
-        pr = _ms([r["extra"].get("auprc") for r in rs])
-        t = _ms([_per_epoch(r, "epoch_s", "epoch_train_s") for r in rs])[0]
+        acc = mean_std([r["metrics"].get("accuracy") for r in rs])
+        pr = mean_std([r["extra"].get("auprc") for r in rs])
+        t = mean_std([per_epoch_mean(r, "epoch_s", "epoch_train_s") for r in rs])[0]
         ratio = t / npq_t[(ds, M)] if (ds, M) in npq_t else math.nan
-        c = _ms([_per_epoch(r, "epoch_cpu_s", "epoch_train_cpu_s") for r in rs])[0]
+        c = mean_std([per_epoch_mean(r, "epoch_cpu_s", "epoch_train_cpu_s") for r in rs])[0]
         c_ratio = c / npq_c[(ds, M)] if (ds, M) in npq_c else math.nan
         fe, se = _eps(rs[0], "feature"), _eps(rs[0], "sample")
         sa = [
@@ -118,7 +110,7 @@ def _budget_table(groups: dict[tuple, list[dict[str, Any]]]) -> list[str]:
         fe = _eps(rs[0], "feature")
         if fe is None:
             continue
-        acc = _ms([r["metrics"].get("accuracy") for r in rs])[0]
+        acc = mean_std([r["metrics"].get("accuracy") for r in rs])[0]
         for e in BUDGETS:
             if fe <= e and acc > best[(ds, M, method)].get(e, (-1.0, ""))[0]:
                 best[(ds, M, method)][e] = (acc, f"b={b}, β={beta}, ε={fe:.3g}")
@@ -165,9 +157,7 @@ def _target_table(groups: dict[tuple, list[dict[str, Any]]]) -> list[str]:
             continue
         epochs, mbs = [], []
         for r in rs:
-            curve = (r.get("stats") or {}).get("epoch_accuracy") or r["extra"].get(
-                "epoch_train_accuracy", []
-            )
+            curve = stat(r, "epoch_accuracy", "epoch_train_accuracy") or []
             hit = next((i + 1 for i, a in enumerate(curve) if a >= target), None)
             if hit is None:
                 epochs.append(math.inf)
@@ -200,7 +190,7 @@ def _plots(groups: dict[tuple, list[dict[str, Any]]], out: Path) -> list[str]:
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
         for method, marker in (("pbm-vfl", "o"), ("ldp-vfl", "s")):
             pts = [
-                (_eps(rs[0], "feature"), _ms([r["metrics"]["accuracy"] for r in rs])[0])
+                (_eps(rs[0], "feature"), mean_std([r["metrics"]["accuracy"] for r in rs])[0])
                 for k, rs in sub.items()
                 if k[2] == method and _eps(rs[0], "feature")
             ]
@@ -210,13 +200,13 @@ def _plots(groups: dict[tuple, list[dict[str, Any]]], out: Path) -> list[str]:
         for k, rs in sub.items():
             if k[2] == "npq":
                 ax1.axhline(
-                    _ms([r["metrics"]["accuracy"] for r in rs])[0],
+                    mean_std([r["metrics"]["accuracy"] for r in rs])[0],
                     ls="--",
                     c="k",
                     label="npq (no privacy)",
                 )
                 ax2.axhline(
-                    _ms([r["metrics"]["accuracy"] for r in rs])[0], ls="--", c="k", label="npq"
+                    mean_std([r["metrics"]["accuracy"] for r in rs])[0], ls="--", c="k", label="npq"
                 )
         ax1.set_xscale("log")
         ax1.set_xlabel("exact feature ε (δ = 1e-5)")
@@ -227,7 +217,7 @@ def _plots(groups: dict[tuple, list[dict[str, Any]]], out: Path) -> list[str]:
         by_beta: dict[float, list[tuple[int, float]]] = defaultdict(list)
         for k, rs in sub.items():
             if k[2] == "pbm-vfl":
-                by_beta[k[4]].append((k[3], _ms([r["metrics"]["accuracy"] for r in rs])[0]))
+                by_beta[k[4]].append((k[3], mean_std([r["metrics"]["accuracy"] for r in rs])[0]))
         for beta, pts in sorted(by_beta.items()):
             xs, ys = zip(*sorted(pts), strict=True)
             ax2.plot(xs, ys, marker="o", label=f"pbm-vfl β={beta}")

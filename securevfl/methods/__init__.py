@@ -3,16 +3,18 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 
 from securevfl.methods.base import Method, register_method
 
 
+@functools.cache  # once per process: the registry keeps what the first call registered
 def load_all() -> None:
     """Import every module of this package so that its methods register."""
     for mod in pkgutil.iter_modules(__path__):
-        if mod.name != "base":
+        if mod.name not in ("base", "afe_options"):
             importlib.import_module(f"{__name__}.{mod.name}")
 
 

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from securevfl.context import RunContext, RunSpec
-from securevfl.errors import ConfigError, check_open_unit
+from securevfl.errors import ConfigError
 from securevfl.methods.afe_options import OPTIONS, check_options
 from securevfl.methods.base import Method, register_method
 from securevfl.models.afe_losses import contrastive_loss, negentropy, pair_distances
@@ -174,21 +174,16 @@ class AFEVFL(Method):
     summary = "VFL-AFE: clipped, adaptively rescaled, contrastively adjusted noisy embeddings"
     family = "dp"
     models = ("mlp",)
-    private = True
+    requires_epsilon = True
     uses_server = True
     labels_at_server = True
     options = OPTIONS
 
     def validate(self, spec: RunSpec) -> None:
         super().validate(spec)
-        cfg = check_options(spec, self)
         if spec.parties < 2:
             raise ConfigError(f"parties (passive) for 'afe-vfl' must be >= 2, got {spec.parties}")
-        if spec.delta is not None:
-            check_open_unit("delta", spec.delta)
-        if spec.epsilon is not None and not (0 < spec.epsilon < float("inf")):
-            raise ConfigError(f"epsilon must be a finite number > 0, got {spec.epsilon}")
-        z_of(cfg["confidence"])
+        z_of(float(spec.option("confidence", self)))
 
     def fit(self, ctx: RunContext) -> FitResult:
         cfg = check_options(ctx.spec, self)

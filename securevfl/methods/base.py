@@ -10,12 +10,19 @@ metering and the result record.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from securevfl.context import Option, RunContext, RunSpec
 from securevfl.errors import ConfigError
+from securevfl.options import dash
 from securevfl.registry import register
 from securevfl.results import FitResult
+from securevfl.run_options import COMMON_OPTIONS, not_an_option
+
+# what each family's guarantee rests on: reports select records by these, never by method name.
+# "zo" (zeroth-order clients, VFL-CZOFO) has no formal guarantee: its intrinsic-privacy figure is
+# a heuristic the record names as such, so it guarantees nothing here.
+GUARANTEES = {"plain": (), "dp": ("dp",), "dp+mpc": ("dp", "mpc"), "he": ("he",), "zo": ()}
 
 
 class Method(ABC):
@@ -23,12 +30,14 @@ class Method(ABC):
 
     name: ClassVar[str]
     summary: ClassVar[str] = ""
-    family: ClassVar[str] = "plain"  # "plain", "dp", "dp+mpc", "he"
+    family: ClassVar[str] = "plain"  # a key of GUARANTEES
     models: ClassVar[tuple[str, ...]] = ("glm",)
-    private: ClassVar[bool] = False
+    requires_epsilon: ClassVar[bool] = False  # a run must give --epsilon (calibrates to it)
+    accepts_epsilon: ClassVar[bool] = False  # --epsilon is optional (implied by requires_epsilon)
     uses_server: ClassVar[bool] = False  # a server/coordinator at index K (= data parties)
     labels_at_server: ClassVar[bool] = False  # the server, not party 0, holds the labels
     pooled_data: ClassVar[bool] = False  # a non-federated baseline that sees all columns
+    label_party_only: ClassVar[bool] = False  # a baseline on the label holder's columns alone
     options: ClassVar[dict[str, Option]] = {}
 
     def n_parties(self, spec: RunSpec) -> int:
@@ -36,31 +45,88 @@ class Method(ABC):
         return spec.parties + (1 if self.uses_server else 0)
 
     def validate(self, spec: RunSpec) -> None:
-        """Raise ConfigError for a spec this method cannot run; called before any work."""
+        """Raise ConfigError for a spec this method cannot run; called before any work.
+
+        Every option is checked by its declaration (type, range, choices, ``when``); subclasses
+        add only the rules that tie several values together.
+        """
         if spec.model not in self.models:
             raise ConfigError(
                 f"model for method {self.name!r} must be one of {list(self.models)}, "
                 f"got {spec.model!r}"
             )
-        unknown = set(spec.options) - set(self.options)
-        if unknown:
+        for key in spec.options:
+            if key not in self.options:
+                raise ConfigError(not_an_option(key, self))
+        for key, opt in self.options.items():
+            opt.check(key, spec.option(key, self), owner=self.name)
+            if opt.when is not None and key in spec.options:
+                other, allowed = opt.when
+                if spec.option(other, self) not in allowed:
+                    raise ConfigError(
+                        f"option --{dash(key)} of method {self.name!r} applies with "
+                        f"--{dash(other)} {'/'.join(map(str, allowed))}, got --{dash(other)} "
+                        f"{spec.option(other, self)}"
+                    )
+        if spec.epsilon is not None and not (self.accepts_epsilon or self.requires_epsilon):
             raise ConfigError(
-                f"option --{sorted(unknown)[0].replace('_', '-')} does not apply to method "
-                f"{self.name!r} (its options: {sorted(self.options) or 'none'})"
+                f"epsilon does not apply to method {self.name!r} (it has no privacy budget to "
+                f"set), got --epsilon {spec.epsilon:g}"
             )
         if self.epsilon_required(spec) and spec.epsilon is None:
-            raise ConfigError(f"method {self.name!r} is private: epsilon must be given")
+            raise ConfigError(
+                f"epsilon must be given for method {self.name!r} (it calibrates its noise to "
+                "it), got none"
+            )
 
     def epsilon_required(self, spec: RunSpec) -> bool:
-        """Whether the spec must give --epsilon (private methods calibrate their noise to it)."""
-        return self.private
+        """Whether this spec must give --epsilon (methods that calibrate their noise to it)."""
+        return self.requires_epsilon
+
+    @classmethod
+    def capabilities(cls, model: str | None = None) -> dict[str, Any]:
+        """What the record says about the method: family, guarantees, models, architecture."""
+        model = model or cls.models[0]
+        return {
+            "family": cls.family,
+            "guarantees": list(GUARANTEES.get(cls.family, ())),
+            "models": list(cls.models),
+            "architecture": "split-nn" if model == "mlp" else "glm",
+            "data": "pooled"
+            if cls.pooled_data
+            else ("label-party" if cls.label_party_only else "federated"),
+            "federated": not (cls.pooled_data or cls.label_party_only),
+            "server": cls.uses_server,
+            "requires_epsilon": cls.requires_epsilon,
+            "accepts_epsilon": cls.accepts_epsilon or cls.requires_epsilon,
+        }
 
     @abstractmethod
     def fit(self, ctx: RunContext) -> FitResult:
         """Train (SPMD), then score the test split at the label holder."""
 
 
+def check_declaration(cls: type[Method]) -> None:
+    """A method's declaration is consistent: known family, own option names, valid defaults."""
+    if cls.family not in GUARANTEES:
+        raise ConfigError(
+            f"family of method {cls.name!r} must be one of {list(GUARANTEES)}, got {cls.family!r}"
+        )
+    for key, opt in cls.options.items():
+        if key in COMMON_OPTIONS or key in ("method", "options", "dataset_options"):
+            raise ConfigError(
+                f"option names of method {cls.name!r} must not shadow a common option, got {key!r}"
+            )
+        opt.check(key, opt.default, owner=cls.name)
+        if opt.when is not None and opt.when[0] not in cls.options:
+            raise ConfigError(
+                f"option {key!r} of method {cls.name!r} applies 'when' an option it does not "
+                f"have, got {opt.when[0]!r}"
+            )
+
+
 def register_method(cls: type[Method]) -> type[Method]:
-    """Class decorator: make a method available by its name."""
+    """Class decorator: check the method's declaration, then make it available by its name."""
+    check_declaration(cls)
     register("method", cls.name, cls)
     return cls

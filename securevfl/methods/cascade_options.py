@@ -3,7 +3,6 @@ run statistics they all record."""
 
 from __future__ import annotations
 
-import math
 from typing import Any, ClassVar
 
 import numpy as np
@@ -29,7 +28,7 @@ def cascade_options(*, schedule: str, uplink_bits: int, downlink_bits: int, zo: 
             schedule,
             "sync (every client each round) or async (one random client per round, the others' "
             "embeddings from the server's table)",
-            SCHEDULES,
+            choices=SCHEDULES,
         ),
         "uplink_bits": Option(
             int,
@@ -40,27 +39,35 @@ def cascade_options(*, schedule: str, uplink_bits: int, downlink_bits: int, zo: 
             int, downlink_bits, "bits per entry of each reply (1..16 quantised; 32 = float32)"
         ),
         "topk": Option(
-            float, 1.0, "share in (0, 1] of entries each message keeps (top-k by magnitude)"
+            float, 1.0, "share of entries each message keeps (top-k by magnitude)", gt=0, le=1
         ),
         "max_staleness": Option(
-            int, 0, "async: refresh table entries older than this many rounds (0: unbounded)"
+            int,
+            0,
+            "async: refresh table entries older than this many rounds (0: unbounded)",
+            ge=0,
+            le=1_000_000,
         ),
         "curve_points": Option(
-            int, 10, "test-accuracy measurements during training (unmetered instrument; 0: none)"
+            int,
+            10,
+            "test-accuracy measurements during training (unmetered instrument; 0: none)",
+            ge=0,
+            le=10_000,
         ),
     }
     if zo:
         out.update(
             {
-                "q": Option(int, 10, "directions per zeroth-order estimate (q >= 1)"),
-                "mu": Option(float, 1e-3, "smoothing radius mu > 0 of the estimate"),
-                "direction": Option(str, "sphere", "random directions", DIRECTIONS),
+                "q": Option(int, 10, "directions per zeroth-order estimate", ge=1, le=10_000),
+                "mu": Option(float, 1e-3, "smoothing radius of the estimate", gt=0, le=1e3),
+                "direction": Option(str, "sphere", "random directions", choices=DIRECTIONS),
                 "deltas": Option(
                     str,
                     "batch",
                     "batch: q loss differences per batch (the authors' code); sample: q per row "
                     "(the poster's Eq. 2)",
-                    ("batch", "sample"),
+                    choices=("batch", "sample"),
                 ),
             }
         )
@@ -79,9 +86,8 @@ def _number(name: str, value: Any, kind: type) -> Any:
 
 def check_cascade(spec: RunSpec, method: Method, client_grad: str) -> CascadeConfig:
     """Validate the spec's options into a trainer configuration (ConfigError naming the rule)."""
+    # ranges and choices are declared on the options and checked by Method.validate
     opt = {name: spec.option(name, method) for name in method.options}
-    if opt["schedule"] not in SCHEDULES:
-        raise ConfigError(f"schedule must be one of {list(SCHEDULES)}, got {opt['schedule']!r}")
     kw: dict[str, Any] = {"client_grad": client_grad, "schedule": opt["schedule"]}
     for name in ("uplink_bits", "downlink_bits"):
         try:
@@ -90,26 +96,11 @@ def check_cascade(spec: RunSpec, method: Method, client_grad: str) -> CascadeCon
             raise ConfigError(
                 f"{name} must be an integer in 1..16 or 32, got {opt[name]!r}"
             ) from None
-    kw["topk"] = _number("topk", opt["topk"], float)
-    if not 0 < kw["topk"] <= 1:
-        raise ConfigError(f"topk must lie in (0, 1], got {opt['topk']!r}")
+    kw["topk"] = float(opt["topk"])
     for name in ("max_staleness", "curve_points"):
-        kw[name] = _number(name, opt[name], int)
-        if kw[name] < 0:
-            raise ConfigError(f"{name} must be an integer >= 0, got {opt[name]!r}")
+        kw[name] = int(opt[name])
     if "q" in opt:
-        kw["q"] = _number("q", opt["q"], int)
-        if kw["q"] < 1:
-            raise ConfigError(f"q must be an integer >= 1, got {opt['q']!r}")
-        kw["mu"] = _number("mu", opt["mu"], float)
-        if not (kw["mu"] > 0 and math.isfinite(kw["mu"])):
-            raise ConfigError(f"mu must be a finite number > 0, got {opt['mu']!r}")
-        if opt["direction"] not in DIRECTIONS:
-            raise ConfigError(
-                f"direction must be one of {list(DIRECTIONS)}, got {opt['direction']!r}"
-            )
-        if opt["deltas"] not in ("batch", "sample"):
-            raise ConfigError(f"deltas must be 'batch' or 'sample', got {opt['deltas']!r}")
+        kw["q"], kw["mu"] = int(opt["q"]), float(opt["mu"])
         kw.update(direction=opt["direction"], per_sample=opt["deltas"] == "sample")
     if spec.parties < 2:
         raise ConfigError(f"parties (clients) for {method.name!r} must be >= 2, got {spec.parties}")

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from securevfl.context import Option, RunContext, RunSpec, fingerprint, parse_bool
-from securevfl.errors import ConfigError, check_positive
+from securevfl.errors import ConfigError
 from securevfl.methods.base import Method, register_method
 from securevfl.privacy.fm_objective import (
     NOISE_TAIL,
@@ -82,7 +82,7 @@ class FMVFL(Method):
     summary = "functional mechanism, cross-party coefficients by Shamir products in MPyC (Xu+ 2021)"
     family = "dp+mpc"
     models = ("glm",)
-    private = True
+    requires_epsilon = True
     uses_server = True
     options = {
         "mpc_impl": Option(
@@ -91,45 +91,34 @@ class FMVFL(Method):
             "cross-party products: Shamir over residue fields with BLAS products (rns, any n), "
             "MPyC's secure matrix product (vectorized) or the seed's per-coefficient in_prod "
             "(naive); the last two for n <= 100,000",
-            MPC_IMPLS,
+            choices=MPC_IMPLS,
         ),
         "budget": Option(
             str,
             "top-down",
             "the server picks epsilon (top-down) or each party picks its own (bottom-up)",
-            BUDGETS,
+            choices=BUDGETS,
         ),
         "party_epsilons": Option(
             str,
             "",
             "bottom-up: comma-separated epsilon^(k) each data party offers (instead of "
             "--epsilon; without it, equal offers scaled so the global epsilon is --epsilon)",
+            when=("budget", ("bottom-up",)),
         ),
         "intercept": Option(
             parse_bool,
             True,
             "a constant-1 feature at the label party (counted in d)",
         ),
-        "ridge": Option(float, 1.0, "regularisation rho = ridge * sqrt(2d) * Laplace scale"),
+        "ridge": Option(
+            float, 1.0, "regularisation rho = ridge * sqrt(2d) * Laplace scale", ge=0, le=1e6
+        ),
     }
 
     def validate(self, spec: RunSpec) -> None:
         super().validate(spec)
-        if spec.option("budget", self) not in BUDGETS:
-            raise ConfigError(
-                f"budget must be one of {list(BUDGETS)}, got {spec.option('budget', self)!r}"
-            )
-        if spec.option("mpc_impl", self) not in MPC_IMPLS:
-            raise ConfigError(
-                f"mpc_impl must be one of {list(MPC_IMPLS)}, got {spec.option('mpc_impl', self)!r}"
-            )
-        check_positive("ridge", spec.option("ridge", self), strict=False)
         offers = parse_party_epsilons(spec.option("party_epsilons", self), spec.parties)
-        if offers is not None and spec.option("budget", self) != "bottom-up":
-            raise ConfigError(
-                "party_epsilons applies to budget 'bottom-up', got budget "
-                f"{spec.option('budget', self)!r}"
-            )
         if offers is not None and spec.epsilon is not None:
             raise ConfigError(
                 "epsilon must not be given with party_epsilons (the parties' offers set the "

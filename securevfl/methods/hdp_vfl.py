@@ -44,7 +44,7 @@ import numpy as np
 
 import securevfl.models.glm_family  # noqa: F401  (registers svm, poisson, gamma, l1, elastic-net)
 from securevfl.context import Option, RunContext, RunSpec, parse_bool
-from securevfl.errors import ConfigError, check_positive
+from securevfl.errors import ConfigError
 from securevfl.methods.base import Method, register_method
 from securevfl.methods.hdp_hooks import HDPHooks, plan_streams, train_hdp
 from securevfl.privacy.accountant import PrivacyLedger
@@ -71,21 +71,22 @@ class HDPVFL(Method):
     summary = "HDP-VFL: Gaussian noise on intermediate results of vertical GLMs (JDP, Alg. 1)"
     family = "dp"
     models = ("glm",)
-    private = True
+    requires_epsilon = True
     options = {
         "calibration": Option(
             str,
             "analytic",
             "noise calibration: analytic (exact, Balle & Wang 2018) or classic (the paper's "
             "formula, valid for eps<1; the record reports the true eps of the sigma used)",
-            CALIBRATIONS,
+            choices=CALIBRATIONS,
         ),
-        "clip_norm": Option(float, 1.0, "weight-norm bound k of each party's block"),
+        "clip_norm": Option(float, 1.0, "weight-norm bound k of each party's block", gt=0, le=1e6),
         "derivative_clip": Option(
             parse_derivative_clip,
             "auto",
             "range [-c, c] the passive parties clip the received noisy derivative to (what "
             "makes the passive stream's bound hold); auto: the loss's L/10 (logistic 0.1)",
+            le=1e6,
         ),
         "eval": Option(
             str,
@@ -93,13 +94,15 @@ class HDPVFL(Method):
             "test scoring: private (each passive party scores with its weights plus Gaussian "
             "noise, one more accounted release) or plain (exact weights; voids the passive "
             "parties' guarantee)",
-            EVALS,
+            choices=EVALS,
         ),
         "score_share": Option(
             float,
             DEFAULT_SCORE_SHARE,
             "eval private: share of a passive party's budget (Gaussian-DP mu^2) spent on its "
-            "noisy scoring weights, the rest on its training stream; in (0, 1)",
+            "noisy scoring weights, the rest on its training stream",
+            gt=0,
+            lt=1,
         ),
         "intercept": Option(
             parse_intercept,
@@ -115,7 +118,7 @@ class HDPVFL(Method):
             "decision threshold: trained (the bias as fitted) or "
             "deconvolved (the active party corrects its threshold for the known "
             "noise in its received theta; logistic only; post-processing)",
-            THRESHOLDS,
+            choices=THRESHOLDS,
         ),
         "tune": Option(
             parse_bool,
@@ -131,25 +134,6 @@ class HDPVFL(Method):
         if spec.delta is None:
             raise ConfigError(
                 "delta must be given for method 'hdp-vfl' (Gaussian mechanism), got None"
-            )
-        cal = spec.option("calibration", self)
-        if cal not in CALIBRATIONS:
-            raise ConfigError(f"calibration must be one of {list(CALIBRATIONS)}, got {cal!r}")
-        check_positive("clip_norm", spec.option("clip_norm", self))
-        parse_derivative_clip(spec.option("derivative_clip", self))
-        parse_bool(spec.option("tune", self))
-        parse_intercept(spec.option("intercept", self))
-        share = spec.option("score_share", self)
-        if not (isinstance(share, (int, float)) and 0.0 < float(share) < 1.0):
-            raise ConfigError(f"score_share must lie in (0, 1), got {share!r}")
-        if spec.option("eval", self) not in EVALS:
-            raise ConfigError(
-                f"eval must be one of {list(EVALS)}, got {spec.option('eval', self)!r}"
-            )
-        if spec.option("threshold", self) not in THRESHOLDS:
-            raise ConfigError(
-                f"threshold must be one of {list(THRESHOLDS)}, "
-                f"got {spec.option('threshold', self)!r}"
             )
         if spec.penalty not in ("l2", "none", "l1", "elastic-net"):
             raise ConfigError(

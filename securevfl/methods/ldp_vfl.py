@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from securevfl.context import RunContext, RunSpec
+from securevfl.context import RunContext
 from securevfl.errors import ConfigError
 from securevfl.methods.base import register_method
 from securevfl.methods.pbm_vfl import (
@@ -64,11 +64,7 @@ class LDPVFL(SumSplitNN):
     summary = "PBM-VFL's baseline: Gaussian noise 2M/(b beta^2) per embedding coordinate, no secagg"
     family = "dp"
     options = PBM_OPTIONS
-    calibrates = True
-
-    def validate(self, spec: RunSpec) -> None:
-        super().validate(spec)
-        self.pbm_params(spec)
+    accepts_epsilon = True  # sets the noise; without it, the noise of (b, beta)
 
     def fit(self, ctx: RunContext) -> FitResult:
         spec = ctx.spec

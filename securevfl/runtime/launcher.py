@@ -31,7 +31,7 @@ def run_local_processes(
             cmd = [
                 sys.executable,
                 "-m",
-                "securevfl.runtime.party",
+                "securevfl.party",
                 "--index",
                 str(i),
                 "--spec-json",

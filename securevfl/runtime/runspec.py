@@ -20,7 +20,7 @@ _LOCAL_FIELDS = frozenset({"timeout"})
 @functools.cache
 def code_version() -> str:
     """Package version plus a hash of the sources every party runs (protocols, core, baselines)."""
-    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+    from importlib.metadata import PackageNotFoundError, version
 
     try:
         ver = version("securevfl")

@@ -1,4 +1,6 @@
-"""Entry point of one party process: ``python -m securevfl.runtime.party``.
+"""Entry point of one party process: ``python -m securevfl.party``.
+
+It runs the experiment, so it sits above ``securevfl.experiment`` (not in ``runtime/``).
 
 The launcher (``securevfl run --processes``) starts one of these per party and hands each the
 run's secret key on stdin (``--key-stdin``); on a multi-host deployment ``securevfl party
@@ -50,7 +52,7 @@ def run_party(
     key: bytes = b"",
 ) -> dict[str, Any] | None:
     """Run this process's party of ``spec_dict``; the label holder returns the record."""
-    from securevfl.experiment import run_experiment, spec_from_dict
+    from securevfl.experiment import check_spec, run_experiment, spec_from_dict
     from securevfl.runtime.networked import NetworkedRuntime
     from securevfl.runtime.runspec import run_digest
 
@@ -65,6 +67,14 @@ def run_party(
                     f"(make a set with `securevfl certs`), not found in {cert_dir!r}"
                 )
     spec = spec_from_dict(spec_dict)
+    method = check_spec(spec)  # before connecting: a bad spec must not wait for its peers
+    if len(addresses) != method.n_parties(spec):
+        raise ConfigError(
+            f"-P must give one address per party: method {method.name!r} with "
+            f"{spec.parties} data parties runs {method.n_parties(spec)}, got {len(addresses)}"
+        )
+    if not 0 <= index < len(addresses):
+        raise ConfigError(f"index must be in [0, {len(addresses) - 1}], got {index}")
     digest = run_digest(spec_dict, run_id=run_id, n_parties=len(addresses))
     rt = NetworkedRuntime(
         index, addresses, digest=digest, timeout=spec.timeout, cert_dir=cert_dir, key=key
@@ -94,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from protocols.processes import die_with_parent
 
     die_with_parent()
-    ap = argparse.ArgumentParser(prog="python -m securevfl.runtime.party")
+    ap = argparse.ArgumentParser(prog="python -m securevfl.party")
     ap.add_argument("--index", type=int, required=True)
     ap.add_argument("-P", dest="addresses", action="append", required=True)
     ap.add_argument("--spec-json", required=True)

@@ -1,0 +1,156 @@
+"""The options every run has (RunSpec's fields) and the one place a RunSpec is built.
+
+The CLI, bench suites and party processes all hand :func:`build_spec` flat ``name -> value``
+pairs; it routes each to a RunSpec field, a dataset option or a method option, and parses and
+checks it by its :class:`~securevfl.options.Option`. :func:`check_common` re-checks a spec built
+any other way (the Python API) before a run starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, fields
+from typing import Any
+
+from securevfl.context import RunSpec
+from securevfl.errors import ConfigError
+from securevfl.options import Option, dash, parse_bool
+from securevfl.registry import lookup
+
+_DEFAULTS = {f.name: (f.default if f.default is not MISSING else None) for f in fields(RunSpec)}
+DATASET_KEYS = ("n", "d", "sparsity", "encoding")
+_NESTED = ("options", "dataset_options")
+
+
+def _common(name: str, type_: Any, help_: str, **rule: Any) -> Option:
+    return Option(type_, _DEFAULTS.get(name), help_, **rule)
+
+
+COMMON_OPTIONS: dict[str, Option] = {
+    "dataset": _common(
+        "dataset",
+        str,
+        "dataset name (see `securevfl datasets`), or csv:P0.csv,P1.csv,... with one CSV per "
+        "party (header row; party 0's has a 'label' column)",
+    ),
+    "id_column": _common(
+        "id_column",
+        str,
+        "with --dataset csv:...: each file's ID column; the parties' rows are aligned by "
+        "private set intersection first",
+    ),
+    "parties": _common(
+        "parties",
+        int,
+        "data parties K (party 0 holds the labels); >= 2 when federated",
+        ge=1,
+        le=1000,
+    ),
+    "partition": _common(
+        "partition",
+        str,
+        "how columns are split across parties (one-hot groups stay together)",
+        choices=("contiguous", "random"),
+    ),
+    "n": Option(int, None, "rows, for synthetic datasets", ge=1, le=100_000_000),
+    "d": Option(int, None, "columns, for synthetic datasets", ge=1, le=100_000),
+    "sparsity": Option(float, None, "share of nonzeros, for synthetic-sparse", gt=0, le=1),
+    "encoding": Option(str, None, "categorical encoding (adult)", choices=("onehot", "compact")),
+    "center": _common(
+        "center",
+        parse_bool,
+        "centre numeric columns on their training mean, each party on its own columns",
+    ),
+    "model": _common(
+        "model",
+        str,
+        "glm: vertical GLM; mlp: split neural network; default: the method's first model",
+        choices=("glm", "mlp"),
+    ),
+    "epochs": _common("epochs", int, "passes over the training split", ge=1, le=100_000),
+    "batch_size": _common("batch_size", int, "minibatch size", ge=1, le=10_000_000),
+    "lr": _common(
+        "lr",
+        float,
+        "learning rate; default: GLM 1/beta_theta of the loss (logistic 4.0, least squares "
+        "1.0), MLP 0.01 (Adam)",
+        gt=0,
+        le=100,
+    ),
+    "loss": _common("loss", str, "GLM loss; default logistic (binary), least-squares"),
+    "penalty": _common("penalty", str, "GLM penalty"),
+    "lam": _common("lam", float, "penalty strength", ge=0, le=1e6),
+    "embedding_dim": _common(
+        "embedding_dim", int, "split-NN embedding size per party", ge=1, le=4096
+    ),
+    "hidden": _common("hidden", int, "split-NN hidden width", ge=1, le=65536),
+    "aggregation": _common(
+        "aggregation",
+        str,
+        "how the label holder combines embeddings (split-NN)",
+        choices=("sum", "concat"),
+    ),
+    "seed": _common(
+        "seed",
+        int,
+        "seed for split, batches, initialisation AND DP noise (the record then says the noise "
+        "was seeded); default: OS entropy",
+        ge=0,
+        lt=2**63,
+    ),
+    "epsilon": _common(
+        "epsilon", float, "privacy budget ε (methods that take one)", ge=1e-6, le=1e6
+    ),
+    "delta": _common("delta", float, "δ of (ε, δ)-DP", gt=0, lt=1),
+    "timeout": _common("timeout", float, "seconds a party waits for a peer", gt=0, le=7 * 86400),
+}
+
+
+def build_spec(params: dict[str, Any]) -> RunSpec:
+    """A RunSpec from flat values; each is parsed and checked by its option (ConfigError).
+
+    Keys: RunSpec fields, dataset options (``n``, ``d``, ...), else the method's own options.
+    The nested ``options``/``dataset_options`` of a ``RunSpec.__dict__`` are flattened first.
+    """
+    flat = {k: v for k, v in params.items() if k not in _NESTED}
+    for key in _NESTED:
+        flat.update(params.get(key) or {})
+    if not isinstance(flat.get("method"), str):
+        raise ConfigError(f"a run must name a method, got {flat.get('method')!r}")
+    method = lookup("method", flat.pop("method"))
+    kw: dict[str, Any] = {"method": method.name, "dataset_options": {}, "options": {}}
+    for key, value in flat.items():
+        if key in DATASET_KEYS:
+            kw["dataset_options"][key] = COMMON_OPTIONS[key].check(key, value)
+        elif key == "partition" and isinstance(value, list):
+            kw[key] = value  # explicit column lists (a csv run's files)
+        elif key in COMMON_OPTIONS:
+            kw[key] = None if value is None else COMMON_OPTIONS[key].check(key, value)
+        elif key in _DEFAULTS:  # fields set by the code, not by users (csv partitions)
+            kw[key] = value
+        elif key in method.options:
+            kw["options"][key] = method.options[key].check(key, value, owner=method.name)
+        else:
+            raise ConfigError(not_an_option(key, method))
+    if kw.get("model") is None:
+        kw["model"] = method.models[0]
+    return RunSpec(**kw)
+
+
+def not_an_option(key: str, method: Any) -> str:
+    """The one-line error for an option the method does not have."""
+    own = ", ".join(f"--{dash(o)}" for o in sorted(method.options)) or "none"
+    return f"option --{dash(key)} does not apply to method {method.name!r} (its options: {own})"
+
+
+def check_common(spec: RunSpec, *, min_parties: int) -> None:
+    """Check every generic field of ``spec`` by its option (raises ConfigError)."""
+    for name, opt in COMMON_OPTIONS.items():
+        if name in DATASET_KEYS:
+            value = spec.dataset_options.get(name)
+        else:
+            value = getattr(spec, name)
+        if value is None or (name == "partition" and isinstance(value, list)):
+            continue  # unset, or a csv run's column lists (set by the code)
+        opt.check(name, value)
+    if spec.parties < min_parties:
+        raise ConfigError(f"parties must be >= {min_parties}, got {spec.parties}")
