@@ -108,7 +108,17 @@ def _exchanger_class():
         def connection_lost(self, exc: Exception | None) -> None:
             if self.peer_pid is None:
                 return  # refused before it was a party: nothing to unregister
-            super().connection_lost(exc)
+            # A peer that dies (even SIGKILLed: the kernel sends FIN) closes its sockets "cleanly";
+            # MPyC only unregisters it and lets the survivors wait for its messages until their
+            # timeout. Tell the runtime at once instead (``on_peer_lost``), and never raise here:
+            # an exception in a transport callback only reaches asyncio's logger.
+            hook = getattr(self.runtime, "_securevfl_on_lost", None)
+            if hook is not None:
+                hook(self.peer_pid, exc)
+            try:
+                super().connection_lost(None)
+            except asyncio.InvalidStateError:
+                pass  # the last peer left mid-run: MPyC re-resolves its finished start future
 
     return CheckedExchanger
 

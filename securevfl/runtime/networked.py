@@ -47,6 +47,11 @@ def start_mpyc(index: int, addresses: Sequence[str], *, threshold: int | None = 
     return mpc
 
 
+def _is_connected(protocol: Any) -> bool:
+    """MPyC keeps a peer's connection protocol, or None / a pending Future before it connects."""
+    return protocol is not None and not isinstance(protocol, asyncio.Future)
+
+
 class NetworkedRuntime(Runtime):
     """This process is party ``index``; the others are reached through MPyC."""
 
@@ -72,10 +77,14 @@ class NetworkedRuntime(Runtime):
         self.timeout = timeout
         self.meter = Meter()
         self._dead: asyncio.Future | None = None
+        self._closing = False
         self.mpc = start_mpyc(index, addresses)
+        self.mpc._securevfl_on_lost = self._on_peer_lost
         self.mpc._loop.set_exception_handler(self._on_loop_error)
         guard_mpyc_unpickling(self._abort)
+        self._connected = False
         self._run(mpyc_net.secure_start(self.mpc, cert_dir=cert_dir), "connecting to all parties")
+        self._connected = True
         self._run(mpyc_net.handshake(self.mpc, digest, key=key), "the run handshake")
 
     def _abort(self, reason: str) -> None:
@@ -84,6 +93,12 @@ class NetworkedRuntime(Runtime):
             self._dead = self.mpc._loop.create_future()
         if not self._dead.done():
             self._dead.set_result(reason)
+
+    def _on_peer_lost(self, peer: int, exc: BaseException | None) -> None:
+        """A peer's connection closed: outside the final shutdown, that peer is gone."""
+        if not self._closing:
+            cause = f" ({type(exc).__name__})" if exc is not None else ""
+            self._abort(f"party {peer} disconnected{cause}")
 
     def here(self, k: int) -> bool:
         return k == self.index
@@ -127,6 +142,7 @@ class NetworkedRuntime(Runtime):
             refused = getattr(self.mpc, "_securevfl_refused", [])
             raise PartyTimeoutError(
                 f"party {self.index} waited more than {self.timeout:g} s for {what}"
+                + self._unconnected()
                 + ("; refused " + "; ".join(refused[-2:]) if refused else "")
             )
 
@@ -140,6 +156,17 @@ class NetworkedRuntime(Runtime):
             raise ProtocolError(
                 f"party {self.index} lost a connection while {what}: {exc}"
             ) from None
+
+    def _unconnected(self) -> str:
+        """While connecting: which peers never connected (whom to look for)."""
+        if self._connected:
+            return ""
+        missing = [
+            f"party {p.pid} at {p.host}:{p.port}"
+            for p in self.mpc.parties
+            if p.pid != self.index and not _is_connected(p.protocol)
+        ]
+        return f" (not connected: {', '.join(missing)})" if missing else ""
 
     def _check_peer(self, k: int) -> None:
         if k != self.index and self.mpc.parties[k].protocol is None:
@@ -217,6 +244,7 @@ class NetworkedRuntime(Runtime):
     def close(self, *, graceful: bool = True) -> None:
         """Shut MPyC down with the peers (``graceful``), or, after a failure, just hang up:
         the cooperative shutdown would wait on (and decode from) the peer that failed us."""
+        self._closing = True  # peers closing their sockets from here on is the normal end
         if graceful:
             try:
                 self._run(self.mpc.shutdown(), "shutting down")

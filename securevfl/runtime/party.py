@@ -40,6 +40,17 @@ def check_addresses(addresses: Sequence[str], cert_dir: str | None) -> None:
             )
 
 
+def check_party_spec(n_parties: int, index: int, addresses: Sequence[str]) -> None:
+    """A party's own arguments must agree before it waits for anyone: one address per party."""
+    if len(addresses) != n_parties:
+        raise ConfigError(
+            f"-P must be given once per party ({n_parties} for this method and --parties), "
+            f"got {len(addresses)}"
+        )
+    if not 0 <= index < n_parties:
+        raise ConfigError(f"--index must be in [0, {n_parties}), got {index}")
+
+
 def run_party(
     spec_dict: dict[str, Any],
     index: int,
@@ -50,7 +61,7 @@ def run_party(
     key: bytes = b"",
 ) -> dict[str, Any] | None:
     """Run this process's party of ``spec_dict``; the label holder returns the record."""
-    from securevfl.experiment import run_experiment, spec_from_dict
+    from securevfl.experiment import run_experiment, spec_from_dict, validate_spec
     from securevfl.runtime.networked import NetworkedRuntime
     from securevfl.runtime.runspec import run_digest
 
@@ -65,6 +76,7 @@ def run_party(
                     f"(make a set with `securevfl certs`), not found in {cert_dir!r}"
                 )
     spec = spec_from_dict(spec_dict)
+    check_party_spec(validate_spec(spec).n_parties(spec), index, addresses)  # before connecting
     digest = run_digest(spec_dict, run_id=run_id, n_parties=len(addresses))
     rt = NetworkedRuntime(
         index, addresses, digest=digest, timeout=spec.timeout, cert_dir=cert_dir, key=key
