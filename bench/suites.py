@@ -22,11 +22,11 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from bench.suite_checks import check_params, check_suite_doc, read_suite_toml
 from securevfl.context import RunSpec
 from securevfl.errors import ConfigError
 
@@ -95,14 +95,12 @@ def load_suite(name_or_path: str) -> Suite:
         raise ConfigError(
             f"suite must be one of {suite_names()} or a .toml path, got {name_or_path!r}"
         )
-    try:
-        doc = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"suite file {path} must be valid TOML: {exc}") from None
-    docs = [doc] + [
-        tomllib.loads(p.read_text())
-        for p in sorted((path.parent / f"{path.stem}.d").glob("*.toml"))
-    ]
+    doc = read_suite_toml(path)
+    check_suite_doc(doc, path)
+    docs = [doc]
+    for frag in sorted((path.parent / f"{path.stem}.d").glob("*.toml")):
+        docs.append(read_suite_toml(frag))
+        check_suite_doc(docs[-1], frag, fragment=True)
     seeds = doc.get("seeds", [0])
     defaults = doc.get("defaults", {})
     cells: list[Cell] = []
@@ -111,6 +109,7 @@ def load_suite(name_or_path: str) -> Suite:
         for entry in d.get("cells", []):
             entry_seeds = entry.pop("seeds", seeds)
             for params in _expand(entry):
+                check_params({**defaults, **params})
                 for seed in entry_seeds:
                     spec, processes = make_spec({**defaults, **params, "seed": seed})
                     cells.append(Cell(spec, processes))

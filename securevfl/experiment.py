@@ -27,6 +27,7 @@ from securevfl.data.custom import CSV_PREFIX, alignment_of, register_csv_parties
 from securevfl.errors import ConfigError, check_int, check_open_unit, check_positive
 from securevfl.evaluation import metrics_for
 from securevfl.methods.base import Method
+from securevfl.outcome import finite_values, outcome_warnings
 from securevfl.registry import create
 from securevfl.rng import noise_generator_name
 from securevfl.runtime.base import Runtime
@@ -200,7 +201,9 @@ def run_experiment(spec: RunSpec, rt: Runtime | None = None) -> dict[str, Any] |
             fps.update({str(k): v for k, v in d.items()})
         y_test = views[info.label_party].y_test
         metrics = metrics_for(info.task, y_test, fit.test_scores)
-        return {
+        privacy = fit.privacy.to_dict() if fit.privacy is not None else None
+        fit.stats.warnings += outcome_warnings(info.task, fit.test_scores, metrics, privacy)
+        return finite_values({
             "method": spec.method,
             "dataset": spec.dataset,
             "parties": spec.parties,
@@ -214,7 +217,7 @@ def run_experiment(spec: RunSpec, rt: Runtime | None = None) -> dict[str, Any] |
                 "total_s": round(time.perf_counter() - t_start, 6),
             },
             "comm": comm,
-            "privacy": fit.privacy.to_dict() if fit.privacy is not None else None,
+            "privacy": privacy,
             "config": spec.to_config(),
             "runtime": "inprocess" if len(rt.local_parties) == rt.n_parties else "processes",
             "noise_seeded": spec.seed is not None,
@@ -225,7 +228,7 @@ def run_experiment(spec: RunSpec, rt: Runtime | None = None) -> dict[str, Any] |
             "alignment": alignment_of(spec.dataset) if spec.id_column else None,
             "version": __version__,
             "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        }
+        })
     finally:
         if own_rt:
             rt.close()

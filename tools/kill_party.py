@@ -55,12 +55,14 @@ def by_hand(
         )
         for i in range(k)
     ]
+    connected = _wait_connected(ports, k, limit=timeout * 3)
     time.sleep(after)
     if procs[victim].poll() is not None:
         return {"error": f"party {victim} already exited ({procs[victim].returncode})"}
     procs[victim].send_signal(getattr(signal, "SIG" + sig))
     t_kill = time.monotonic()
     out = {"method": method, "mode": "by-hand", "signal": sig, "parties": k, "victim": victim}
+    out["connected_s"] = connected
     out["survivors"] = {}
     pending = {i: p for i, p in enumerate(procs) if i != victim}
     exit_s: dict[int, float] = {}
@@ -88,6 +90,31 @@ def by_hand(
     return out
 
 
+def _established(ports: list[int]) -> int:
+    """TCP connections ESTABLISHED whose local port is one of ``ports`` (the accepting side)."""
+    n = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            f = row.split()
+            if f[3] == "01" and int(f[1].rsplit(":", 1)[1], 16) in ports:
+                n += 1
+    return n
+
+
+def _wait_connected(ports: list[int], k: int, *, limit: float) -> float | None:
+    """Seconds until every pair of the k parties is connected (then the run is under way)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit:
+        if _established(ports) >= k * (k - 1) // 2:
+            return round(time.monotonic() - t0, 1)
+        time.sleep(0.1)
+    return None
+
+
 def _children(pid: int) -> list[int]:
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
@@ -99,6 +126,13 @@ def _children(pid: int) -> list[int]:
 def launcher(method: str, victim: str, after: float, timeout: float, run_args: list[str]) -> dict:
     cmd = [*CLI, "run", method, "--processes", "--timeout", str(timeout), *run_args]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    kids: list[int] = []
+    t0 = time.monotonic()
+    while len(kids) < 2 and time.monotonic() - t0 < 60 and proc.poll() is None:
+        time.sleep(0.1)
+        kids = _children(proc.pid)
+    ports = [int(a.rsplit(":", 1)[1]) for a in _cmdline(kids[0]) if a.startswith("127.0.0.1:")]
+    _wait_connected(ports, len(ports), limit=timeout * 3)
     time.sleep(after)
     kids = _children(proc.pid)
     if proc.poll() is not None or not kids:
@@ -129,6 +163,14 @@ def launcher(method: str, victim: str, after: float, timeout: float, run_args: l
         "last": lines[-1][:200] if lines else "",
         "parties_left_after_30s": alive,
     }
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline") as f:
+            return f.read().split("\0")
+    except OSError:
+        return []
 
 
 def _state(pid: int) -> str:
