@@ -28,6 +28,7 @@ from securevfl.errors import ConfigError, check_int, check_open_unit, check_posi
 from securevfl.evaluation import metrics_for
 from securevfl.methods.base import Method
 from securevfl.outcome import finite_values, outcome_warnings
+from securevfl.resources import check_memory
 from securevfl.registry import create
 from securevfl.rng import noise_generator_name
 from securevfl.runtime.base import Runtime
@@ -73,6 +74,7 @@ def validate_spec(spec: RunSpec) -> Method:
             f"got {spec.partition!r}"
         )
     method.validate(spec)
+    check_memory(spec, spec.parties)  # before anything is allocated
     return method
 
 
