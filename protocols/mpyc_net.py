@@ -76,6 +76,8 @@ def _exchanger_class():
         __slots__ = ()
 
         def data_received(self, data: bytes) -> None:
+            if self.peer_pid is not None:  # when each peer was last heard from (names a silent one)
+                self.runtime._securevfl_last_seen[self.peer_pid] = time.monotonic()
             if self.peer_pid is None and len(self.bytes) + len(data) >= 2:
                 head = bytes(self.bytes[:2]) + bytes(data[: max(0, 2 - len(self.bytes))])
                 why = self._refuse(int.from_bytes(head[:2], "little"))
@@ -127,6 +129,7 @@ async def secure_start(mpc: Any, *, cert_dir: str | None = None) -> None:
     """Connect to every party (replaces ``mpc.start()``); TLS when ``cert_dir`` is given."""
     m, me, loop = len(mpc.parties), mpc.pid, mpc._loop
     mpc._securevfl_refused = []
+    mpc._securevfl_last_seen = {}
     if m == 1:
         mpc.start_time = time.time()
         return

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -124,6 +125,8 @@ class NetworkedRuntime(Runtime):
             self._dead.set_result(reason)
 
     def _run(self, aw: Any, what: str) -> Any:
+        t0 = time.monotonic()
+
         async def guarded() -> Any:
             task = asyncio.ensure_future(aw)
             if self._dead is None:
@@ -143,6 +146,7 @@ class NetworkedRuntime(Runtime):
             raise PartyTimeoutError(
                 f"party {self.index} waited more than {self.timeout:g} s for {what}"
                 + self._unconnected()
+                + self._silent_since(t0)
                 + ("; refused " + "; ".join(refused[-2:]) if refused else "")
             )
 
@@ -167,6 +171,18 @@ class NetworkedRuntime(Runtime):
             if p.pid != self.index and not _is_connected(p.protocol)
         ]
         return f" (not connected: {', '.join(missing)})" if missing else ""
+
+    def _silent_since(self, t0: float) -> str:
+        """After connecting: the peers that sent nothing during a wait that timed out."""
+        if not self._connected:
+            return ""
+        seen = getattr(self.mpc, "_securevfl_last_seen", {})
+        quiet = [k for k in range(self.n_parties) if k != self.index and seen.get(k, 0.0) < t0]
+        if not quiet:
+            return ""
+        return f" (nothing received from {'party' if len(quiet) == 1 else 'parties'} " + (
+            ", ".join(map(str, quiet)) + " during the wait)"
+        )
 
     def _check_peer(self, k: int) -> None:
         if k != self.index and self.mpc.parties[k].protocol is None:
