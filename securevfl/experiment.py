@@ -28,7 +28,7 @@ from securevfl.errors import ConfigError, check_int, check_open_unit, check_posi
 from securevfl.evaluation import metrics_for
 from securevfl.methods.base import Method
 from securevfl.outcome import finite_values, outcome_warnings
-from securevfl.resources import check_memory
+from securevfl.resources import check_memory, peak_rss_bytes
 from securevfl.registry import create
 from securevfl.rng import noise_generator_name
 from securevfl.runtime.base import Runtime
@@ -187,6 +187,9 @@ def run_experiment(spec: RunSpec, rt: Runtime | None = None) -> dict[str, Any] |
         fit = method.fit(ctx)
         fingerprints = rt.collect(fit.fingerprints, dst=info.label_party)
         meters = rt.collect(rt.meter.export(), dst=info.label_party)
+        peaks = rt.collect(peak_rss_bytes(), dst=info.label_party)  # unmetered control data
+        if peaks is not None:
+            fit.stats.peak_rss_bytes = {str(k): int(v) for k, v in sorted(peaks.items())}
         if not rt.here(info.label_party):
             return None
         if meters is not None and len(rt.local_parties) < rt.n_parties:

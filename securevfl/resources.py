@@ -42,6 +42,15 @@ def available_memory() -> int:
     return avail
 
 
+def peak_rss_bytes() -> int:
+    """Peak resident memory of this process so far (Linux reports ru_maxrss in KiB)."""
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
 def register_estimate(method: str, fn: Estimate) -> None:
     """Add a method's memory lower bound (several methods may share one)."""
     _ESTIMATES[method] = fn
