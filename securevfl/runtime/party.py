@@ -135,6 +135,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SecureVFLError as exc:
         print(str(exc), file=sys.stderr)
         return 2 if isinstance(exc, ConfigError) else 3
+    except Exception as exc:  # the launcher shows one line per party: never a traceback's last
+        print(f"party {args.index}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 3
     if record is not None:
         text = json.dumps(record)
         if args.result_file:
