@@ -46,7 +46,9 @@ def read_suite_toml(path: Path) -> dict[str, Any]:
         text = path.read_bytes().decode("utf-8")
         return tomllib.loads(text)
     except UnicodeDecodeError:
-        raise ConfigError(f"suite file {str(path)!r} must be UTF-8 TOML text, got binary data")
+        raise ConfigError(
+            f"suite file {str(path)!r} must be UTF-8 TOML text, got binary data"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"suite file {str(path)!r} must be valid TOML: {exc}") from None
     except OSError as exc:
@@ -90,7 +92,9 @@ def check_seeds(seeds: Any, where: str) -> None:
         isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds
     )
     if not ok or not seeds:
-        raise ConfigError(f"{where}: seeds must be a non-empty list of integers >= 0, got {seeds!r}")
+        raise ConfigError(
+            f"{where}: seeds must be a non-empty list of integers >= 0, got {seeds!r}"
+        )
 
 
 def check_params(params: dict[str, Any]) -> None:

@@ -28,8 +28,8 @@ from securevfl.errors import ConfigError, check_int, check_open_unit, check_posi
 from securevfl.evaluation import metrics_for
 from securevfl.methods.base import Method
 from securevfl.outcome import finite_values, outcome_warnings
-from securevfl.resources import check_memory, peak_rss_bytes
 from securevfl.registry import create
+from securevfl.resources import check_memory, peak_rss_bytes
 from securevfl.rng import noise_generator_name
 from securevfl.runtime.base import Runtime
 from securevfl.runtime.inprocess import InProcessRuntime
@@ -208,32 +208,34 @@ def run_experiment(spec: RunSpec, rt: Runtime | None = None) -> dict[str, Any] |
         metrics = metrics_for(info.task, y_test, fit.test_scores)
         privacy = fit.privacy.to_dict() if fit.privacy is not None else None
         fit.stats.warnings += outcome_warnings(info.task, fit.test_scores, metrics, privacy)
-        return finite_values({
-            "method": spec.method,
-            "dataset": spec.dataset,
-            "parties": spec.parties,
-            "n_train": info.n_train,
-            "n_test": info.n_test,
-            "n_features": info.n_features,
-            "features_per_party": list(info.features_per_party),
-            "metrics": metrics,
-            "time": {
-                "train_s": round(fit.train_s, 6),
-                "total_s": round(time.perf_counter() - t_start, 6),
-            },
-            "comm": comm,
-            "privacy": privacy,
-            "config": spec.to_config(),
-            "runtime": "inprocess" if len(rt.local_parties) == rt.n_parties else "processes",
-            "noise_seeded": spec.seed is not None,
-            "noise_generator": noise_generator_name(spec.seed),
-            "model_fingerprint": fps,
-            "stats": fit.stats.to_dict(),
-            "extra": fit.extra,
-            "alignment": alignment_of(spec.dataset) if spec.id_column else None,
-            "version": __version__,
-            "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        })
+        return finite_values(
+            {
+                "method": spec.method,
+                "dataset": spec.dataset,
+                "parties": spec.parties,
+                "n_train": info.n_train,
+                "n_test": info.n_test,
+                "n_features": info.n_features,
+                "features_per_party": list(info.features_per_party),
+                "metrics": metrics,
+                "time": {
+                    "train_s": round(fit.train_s, 6),
+                    "total_s": round(time.perf_counter() - t_start, 6),
+                },
+                "comm": comm,
+                "privacy": privacy,
+                "config": spec.to_config(),
+                "runtime": "inprocess" if len(rt.local_parties) == rt.n_parties else "processes",
+                "noise_seeded": spec.seed is not None,
+                "noise_generator": noise_generator_name(spec.seed),
+                "model_fingerprint": fps,
+                "stats": fit.stats.to_dict(),
+                "extra": fit.extra,
+                "alignment": alignment_of(spec.dataset) if spec.id_column else None,
+                "version": __version__,
+                "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            }
+        )
     finally:
         if own_rt:
             rt.close()

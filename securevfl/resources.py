@@ -92,7 +92,9 @@ def _data_need(spec: Any) -> list[tuple[str, int, str]]:
         return []
     d = opts.get("d", SYNTHETIC_D)
     d = d if isinstance(d, (int, float)) and not isinstance(d, bool) else SYNTHETIC_D
-    return [(f"the data table ({int(n):,} x {int(d)} values, twice)", int(n * d * 8 * 2), "lower --n")]
+    return [
+        (f"the data table ({int(n):,} x {int(d)} values, twice)", int(n * d * 8 * 2), "lower --n")
+    ]
 
 
 def _pbm_need(spec: Any, data_parties: int) -> list[tuple[str, int, str]]:

@@ -91,7 +91,9 @@ def test_second_runner_on_same_out_refused(tmp_path):
     # flock belongs to an open file description: a second open conflicts even in one process,
     # exactly as a second runner's would; the kernel drops it when the holder dies
     with OutputLock(tmp_path):
-        with pytest.raises(ConfigError, match=f"in use by another bench runner \\(pid {os.getpid()}"):
+        with pytest.raises(
+            ConfigError, match=f"in use by another bench runner \\(pid {os.getpid()}"
+        ):
             with OutputLock(tmp_path):
                 pass
     with OutputLock(tmp_path):  # released on exit

@@ -10,7 +10,7 @@ from securevfl.resources import available_memory, check_memory, needs
 
 def test_pbm_accountant_tables_counted_and_refused():
     spec = RunSpec(method="pbm-vfl", options={"b": 1_000_000})
-    (what, nbytes, fix), = needs(spec, 2)
+    ((what, nbytes, fix),) = needs(spec, 2)
     assert nbytes == 8 * (2_000_000 + 1) ** 2 and "--b" in fix
     with pytest.raises(ConfigError, match=r"needs at least 29.1 TiB .* available: lower --b"):
         check_memory(spec, 2, available=16 * 2**30)

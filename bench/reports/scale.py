@@ -61,7 +61,9 @@ def table(cells: dict[tuple[str, int, int], list[dict[str, Any]]]) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     for (m, k, n), rs in sorted(cells.items()):
-        peaks = [v for r in rs for v in ((r.get("stats") or {}).get("peak_rss_bytes") or {}).values()]
+        peaks = [
+            v for r in rs for v in ((r.get("stats") or {}).get("peak_rss_bytes") or {}).values()
+        ]
         span = f"{min(peaks) / 2**20:,.0f}-{max(peaks) / 2**20:,.0f}" if peaks else "n/a"
         md.append(
             f"| {m} | {k} | {n:,} | {_fmt(_mean(rs, 'time'), 1.0)} | "
@@ -75,8 +77,10 @@ def growth(cells: dict[tuple[str, int, int], list[dict[str, Any]]]) -> list[str]
     md = ["| method | step | time | bytes | peak memory |", "|---|---|---|---|---|"]
     keys = sorted(cells)
     for m, k, n in keys:
-        for other, step in (((m, k, n * 10), f"K={k}: n {n:,} -> {n * 10:,}"),
-                            ((m, k * 2, n), f"n={n:,}: K {k} -> {k * 2}")):
+        for other, step in (
+            ((m, k, n * 10), f"K={k}: n {n:,} -> {n * 10:,}"),
+            ((m, k * 2, n), f"n={n:,}: K {k} -> {k * 2}"),
+        ):
             if other in cells:
                 a, b = cells[(m, k, n)], cells[other]
                 md.append(
