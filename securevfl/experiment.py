@@ -184,7 +184,10 @@ def run_experiment(spec: RunSpec, rt: Runtime | None = None) -> dict[str, Any] |
             shared_seed=int(shared_seed),
             pooled=pooled if method.pooled_data else None,
         )
-        fit = method.fit(ctx)
+        # numpy's overflow/invalid warnings would add unexplained lines to the output; what they
+        # can mean (a non-finite or constant result) is judged by outcome_warnings below
+        with np.errstate(all="ignore"):
+            fit = method.fit(ctx)
         fingerprints = rt.collect(fit.fingerprints, dst=info.label_party)
         meters = rt.collect(rt.meter.export(), dst=info.label_party)
         peaks = rt.collect(peak_rss_bytes(), dst=info.label_party)  # unmetered control data
