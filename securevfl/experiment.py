@@ -209,36 +209,38 @@ def run_experiment(spec: RunSpec, rt: Runtime | None = None) -> dict[str, Any] |
             fps.update({str(k): v for k, v in d.items()})
         y_test = views[info.label_party].y_test
         metrics = metrics_for(info.task, y_test, fit.test_scores)
-        privacy = fit.privacy.to_dict() if fit.privacy is not None else None
-        fit.stats.warnings += outcome_warnings(info.task, fit.test_scores, metrics, privacy)
-        return finite_values(
-            {
-                "method": spec.method,
-                "dataset": spec.dataset,
-                "parties": spec.parties,
-                "n_train": info.n_train,
-                "n_test": info.n_test,
-                "n_features": info.n_features,
-                "features_per_party": list(info.features_per_party),
-                "metrics": metrics,
-                "time": {
-                    "train_s": round(fit.train_s, 6),
-                    "total_s": round(time.perf_counter() - t_start, 6),
-                },
-                "comm": comm,
-                "privacy": privacy,
-                "config": spec.to_config(),
-                "runtime": "inprocess" if len(rt.local_parties) == rt.n_parties else "processes",
-                "noise_seeded": spec.seed is not None,
-                "noise_generator": noise_generator_name(spec.seed),
-                "model_fingerprint": fps,
-                "stats": fit.stats.to_dict(),
-                "extra": fit.extra,
-                "alignment": alignment_of(spec.dataset) if spec.id_column else None,
-                "version": __version__,
-                "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-            }
+        record = {
+            "method": spec.method,
+            "dataset": spec.dataset,
+            "parties": spec.parties,
+            "n_train": info.n_train,
+            "n_test": info.n_test,
+            "n_features": info.n_features,
+            "features_per_party": list(info.features_per_party),
+            "metrics": metrics,
+            "time": {
+                "train_s": round(fit.train_s, 6),
+                "total_s": round(time.perf_counter() - t_start, 6),
+            },
+            "comm": comm,
+            "privacy": fit.privacy.to_dict() if fit.privacy is not None else None,
+            "config": spec.to_config(),
+            "runtime": "inprocess" if len(rt.local_parties) == rt.n_parties else "processes",
+            "noise_seeded": spec.seed is not None,
+            "noise_generator": noise_generator_name(spec.seed),
+            "model_fingerprint": fps,
+            "stats": fit.stats.to_dict(),
+            "extra": fit.extra,
+            "alignment": alignment_of(spec.dataset) if spec.id_column else None,
+            "version": __version__,
+            "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        }
+        warnings = fit.stats.warnings + outcome_warnings(
+            info.task, fit.test_scores, metrics, record["privacy"]
         )
+        if warnings:  # a result that looks fine but is not says so (printed by the CLI)
+            record["stats"]["warnings"] = warnings
+        return finite_values(record)  # strict JSON: a non-finite number is null (and warned)
     finally:
         if own_rt:
             rt.close()
