@@ -21,7 +21,7 @@ import numpy as np  # noqa: E402
 COSTS = {  # name -> (label, unit scale, unit)
     "time": ("training time", 1.0, "s"),
     "bytes": ("bytes on the wire", 1e6, "MB"),
-    "peak": ("peak memory of the largest party process", 2**20, "MiB"),
+    "peak": ("peak memory, largest party", 2**20, "MiB"),
 }
 
 
