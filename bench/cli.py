@@ -28,10 +28,16 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _print_record(record: dict[str, Any], as_json: bool) -> None:
+    from securevfl.outcome import strict_json
+
+    for line in record.get("stats", {}).get("warnings", []):  # silently wrong is never silent
+        print(f"securevfl: warning: {line}", file=sys.stderr)
     if as_json:
-        print(json.dumps(record))
+        print(strict_json(record))
         return
-    m = ", ".join(f"{k}={v:.4f}" for k, v in record["metrics"].items())
+    m = ", ".join(
+        f"{k}={v:.4f}" if v is not None else f"{k}=n/a" for k, v in record["metrics"].items()
+    )
     print(
         f"{record['method']} on {record['dataset']} (K={record['parties']}, "
         f"{record['runtime']}): {m}"
@@ -94,7 +100,7 @@ def cmd_party(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from bench.report import render_report
-    from bench.runner import read_results, run_suite
+    from bench.runner import read_results, run_suite, succeeded
     from bench.suites import load_suite, suite_names
 
     if args.list:
@@ -116,7 +122,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     cell_ids = {c.cell_id for c in suite.cells}
     records = [
         r
-        for r in read_results(out / "results.jsonl")
+        for r in succeeded(read_results(out / "results.jsonl"))
         if r.get("cell_id") in cell_ids or args.render_only
     ]
     path = render_report(

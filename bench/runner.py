@@ -1,19 +1,28 @@
-"""Run the cells of a suite, append records to results.jsonl, skip cells already there."""
+"""Run the cells of a suite, append records to results.jsonl, skip cells already done.
+
+One runner per output directory (a lock); each record is appended whole (see
+:mod:`bench.results_file`). A cell that raises, or that finishes with a metric that is not a
+finite number, is recorded with ``"status": "failed"`` and the reason: reports leave it out and
+the next run of the suite on the same directory tries it again.
+"""
 
 from __future__ import annotations
 
-import json
+import math
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
 from bench.plugins import PLUGINS, load_plugins, plugin_modules
+from bench.results_file import OutputLock, append_record, cut_torn_tail, read_results
 from bench.suites import Cell, Suite
-from securevfl.errors import SecureVFLError
+from securevfl.errors import ConfigError, SecureVFLError
 from securevfl.experiment import run_experiment, run_in_processes
 
-__all__ = ["PLUGINS", "load_plugins", "read_results", "run_cell", "run_suite"]
+__all__ = ["PLUGINS", "failure_of", "load_plugins", "read_results", "run_cell", "run_suite"]
+
+FAILED = "failed"
 
 
 def run_cell(cell: Cell) -> dict[str, Any]:
@@ -27,34 +36,65 @@ def run_cell(cell: Cell) -> dict[str, Any]:
     return run_experiment(cell.spec)
 
 
-def read_results(path: Path) -> list[dict[str, Any]]:
-    """All records of a results.jsonl (missing file: none)."""
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+def failure_of(record: dict[str, Any]) -> str | None:
+    """Why a record does not count as a result (failed, or a metric not a finite number)."""
+    if record.get("status") == FAILED:
+        return record.get("error", "failed")
+    for name, v in (record.get("metrics") or {}).items():
+        if not isinstance(v, (int, float)) or not math.isfinite(v):
+            return f"metric {name} is not a finite number ({v!r})"
+    return None
+
+
+def succeeded(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records a report may use."""
+    return [r for r in records if failure_of(r) is None]
+
+
+def _failed_record(cell: Cell, suite: Suite, error: str) -> dict[str, Any]:
+    s = cell.spec
+    return {
+        "status": FAILED,
+        "error": error,
+        "method": s.method,
+        "dataset": s.dataset,
+        "config": s.to_config(),
+        "cell_id": cell.cell_id,
+        "suite": suite.name,
+    }
 
 
 def run_suite(suite: Suite, out: Path, *, progress: bool = True) -> tuple[int, int, list[str]]:
-    """Run missing cells; return (ran, skipped, errors)."""
+    """Run the cells without a successful record; return (ran, skipped, errors)."""
+    if not suite.cells:
+        raise ConfigError(f"suite {suite.name!r} must have at least one cell, got none")
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out must be a directory, got the file {str(out)!r}")
     load_plugins()
     out.mkdir(parents=True, exist_ok=True)
     results = out / "results.jsonl"
-    done = {r.get("cell_id") for r in read_results(results)}
-    todo = [c for c in suite.cells if c.cell_id not in done]
-    errors: list[str] = []
-    bar = tqdm(todo, desc=f"suite {suite.name}", unit="run", disable=not progress)
-    for cell in bar:
-        s = cell.spec
-        what = f"{cell.attack} on " if cell.attack else ""
-        bar.set_postfix_str(f"{what}{s.method} {s.dataset} eps={s.epsilon} seed={s.seed}")
-        try:
-            record = run_cell(cell)
-        except SecureVFLError as exc:
+    with OutputLock(out):
+        cut_torn_tail(results)
+        done = {r.get("cell_id") for r in succeeded(read_results(results))}
+        todo = [c for c in suite.cells if c.cell_id not in done]
+        errors: list[str] = []
+        bar = tqdm(todo, desc=f"suite {suite.name}", unit="run", disable=not progress)
+        for cell in bar:
+            s = cell.spec
             what = f"{cell.attack}@" if cell.attack else ""
-            errors.append(f"{what}{s.method}/{s.dataset}/eps={s.epsilon}/seed={s.seed}: {exc}")
-            continue
-        record["cell_id"] = cell.cell_id
-        record["suite"] = suite.name
-        with results.open("a") as f:
-            f.write(json.dumps(record) + "\n")
+            label = f"{what}{s.method}/{s.dataset}/eps={s.epsilon}/seed={s.seed}"
+            bar.set_postfix_str(label)
+            try:
+                record = run_cell(cell)
+            except SecureVFLError as exc:
+                errors.append(f"{label}: {exc}")
+                append_record(results, _failed_record(cell, suite, str(exc)))
+                continue
+            record["cell_id"] = cell.cell_id
+            record["suite"] = suite.name
+            why = failure_of(record)
+            if why is not None:
+                errors.append(f"{label}: {why}")
+                record.update(status=FAILED, error=why)
+            append_record(results, record)
     return len(todo) - len(errors), len(suite.cells) - len(todo), errors

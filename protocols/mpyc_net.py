@@ -76,6 +76,8 @@ def _exchanger_class():
         __slots__ = ()
 
         def data_received(self, data: bytes) -> None:
+            if self.peer_pid is not None:  # when each peer was last heard from (names a silent one)
+                self.runtime._securevfl_last_seen[self.peer_pid] = time.monotonic()
             if self.peer_pid is None and len(self.bytes) + len(data) >= 2:
                 head = bytes(self.bytes[:2]) + bytes(data[: max(0, 2 - len(self.bytes))])
                 why = self._refuse(int.from_bytes(head[:2], "little"))
@@ -108,7 +110,17 @@ def _exchanger_class():
         def connection_lost(self, exc: Exception | None) -> None:
             if self.peer_pid is None:
                 return  # refused before it was a party: nothing to unregister
-            super().connection_lost(exc)
+            # A peer that dies (even SIGKILLed: the kernel sends FIN) closes its sockets "cleanly";
+            # MPyC only unregisters it and lets the survivors wait for its messages until their
+            # timeout. Tell the runtime at once instead (``on_peer_lost``), and never raise here:
+            # an exception in a transport callback only reaches asyncio's logger.
+            hook = getattr(self.runtime, "_securevfl_on_lost", None)
+            if hook is not None:
+                hook(self.peer_pid, exc)
+            try:
+                super().connection_lost(None)
+            except asyncio.InvalidStateError:
+                pass  # the last peer left mid-run: MPyC re-resolves its finished start future
 
     return CheckedExchanger
 
@@ -117,6 +129,7 @@ async def secure_start(mpc: Any, *, cert_dir: str | None = None) -> None:
     """Connect to every party (replaces ``mpc.start()``); TLS when ``cert_dir`` is given."""
     m, me, loop = len(mpc.parties), mpc.pid, mpc._loop
     mpc._securevfl_refused = []
+    mpc._securevfl_last_seen = {}
     if m == 1:
         mpc.start_time = time.time()
         return

@@ -27,7 +27,9 @@ from securevfl.data.custom import CSV_PREFIX, alignment_of, register_csv_parties
 from securevfl.errors import ConfigError
 from securevfl.evaluation import metrics_for
 from securevfl.methods.base import Method
+from securevfl.outcome import finite_values, outcome_warnings
 from securevfl.registry import create
+from securevfl.resources import check_memory, peak_rss_bytes
 from securevfl.rng import noise_generator_name
 from securevfl.run_options import build_spec, check_common
 from securevfl.runtime.base import Runtime
@@ -63,6 +65,7 @@ def validate_spec(spec: RunSpec) -> Method:
                 f"parties must equal the number of CSV files "
                 f"({len(spec.partition)}), got {spec.parties}"
             )
+    check_memory(spec, spec.parties)  # before anything is allocated
     return method
 
 
@@ -186,11 +189,17 @@ def run_experiment(
             shared_seed=int(shared_seed),
             pooled=pooled if method.pooled_data else None,
         )
-        fit = method.fit(ctx)
+        # numpy's overflow/invalid warnings would add unexplained lines to the output; what they
+        # can mean (a non-finite or constant result) is judged by outcome_warnings below
+        with np.errstate(all="ignore"):
+            fit = method.fit(ctx)
         if rt.view is not None and rt.view.party == info.label_party:
             rt.view.view.outputs = fit.test_scores
         fingerprints = rt.collect(fit.fingerprints, dst=info.label_party)
         meters = rt.collect(rt.meter.export(), dst=info.label_party)
+        peaks = rt.collect(peak_rss_bytes(), dst=info.label_party)  # unmetered control data
+        if peaks is not None:
+            fit.stats.peak_rss_bytes = {str(k): int(v) for k, v in sorted(peaks.items())}
         if not rt.here(info.label_party):
             return None
         if meters is not None and len(rt.local_parties) < rt.n_parties:
@@ -207,7 +216,7 @@ def run_experiment(
             fps.update({str(k): v for k, v in d.items()})
         y_test = views[info.label_party].y_test
         metrics = metrics_for(info.task, y_test, fit.test_scores)
-        return {
+        record = {
             "method": spec.method,
             "family": method.family,
             "capabilities": method.capabilities(spec.model),
@@ -236,6 +245,12 @@ def run_experiment(
             "version": __version__,
             "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         }
+        warnings = fit.stats.warnings + outcome_warnings(
+            info.task, fit.test_scores, metrics, record["privacy"]
+        )
+        if warnings:  # a result that looks fine but is not says so (printed by the CLI)
+            record["stats"]["warnings"] = warnings
+        return finite_values(record)  # strict JSON: a non-finite number is null (and warned)
     finally:
         if own_rt:
             rt.close()

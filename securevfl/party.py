@@ -42,6 +42,17 @@ def check_addresses(addresses: Sequence[str], cert_dir: str | None) -> None:
             )
 
 
+def check_party_spec(n_parties: int, index: int, addresses: Sequence[str]) -> None:
+    """A party's own arguments must agree before it waits for anyone: one address per party."""
+    if len(addresses) != n_parties:
+        raise ConfigError(
+            f"-P must be given once per party ({n_parties} for this method and --parties), "
+            f"got {len(addresses)}"
+        )
+    if not 0 <= index < n_parties:
+        raise ConfigError(f"--index must be in [0, {n_parties}), got {index}")
+
+
 def run_party(
     spec_dict: dict[str, Any],
     index: int,
@@ -67,14 +78,7 @@ def run_party(
                     f"(make a set with `securevfl certs`), not found in {cert_dir!r}"
                 )
     spec = spec_from_dict(spec_dict)
-    method = check_spec(spec)  # before connecting: a bad spec must not wait for its peers
-    if len(addresses) != method.n_parties(spec):
-        raise ConfigError(
-            f"-P must give one address per party: method {method.name!r} with "
-            f"{spec.parties} data parties runs {method.n_parties(spec)}, got {len(addresses)}"
-        )
-    if not 0 <= index < len(addresses):
-        raise ConfigError(f"index must be in [0, {len(addresses) - 1}], got {index}")
+    check_party_spec(check_spec(spec).n_parties(spec), index, addresses)  # before connecting
     digest = run_digest(spec_dict, run_id=run_id, n_parties=len(addresses))
     rt = NetworkedRuntime(
         index, addresses, digest=digest, timeout=spec.timeout, cert_dir=cert_dir, key=key
@@ -133,6 +137,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SecureVFLError as exc:
         print(str(exc), file=sys.stderr)
         return 2 if isinstance(exc, ConfigError) else 3
+    except Exception as exc:  # the launcher shows one line per party: never a traceback's last
+        print(f"party {args.index}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 3
     if record is not None:
         text = json.dumps(record)
         if args.result_file:

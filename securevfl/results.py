@@ -33,6 +33,9 @@ class RunStats:
     setup_s: float | None = None  # one-off setup (key generation, field set-up)
     truncated: bool = False  # trained fewer epochs than asked (time cap); see epoch_s
     warnings: list[str] = field(default_factory=list)  # one line each, also printed
+    # party -> peak resident memory (ru_maxrss) of the process that ran it, at the end of the run;
+    # in-process every party shares one process (and one figure)
+    peak_rss_bytes: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The record's ``stats`` object: only the fields that were filled."""

@@ -56,7 +56,7 @@ def test_run_json_prints_exactly_one_record(capsys):
         (["run", "ldp-vfl", "--beta", "1e-300"], "beta must be >= 0.000244141"),
         (["run", "vfl", "--model", "mlp", "--lr", "1e300"], "lr must be <= 100"),
         # a party checks its spec and addresses before it connects (no wait for peers)
-        (["party", "vfl", "--index", "0", "-P", "127.0.0.1:20001"], "one address per party"),
+        (["party", "vfl", "--index", "0", "-P", "127.0.0.1:20001"], "once per party"),
         (["party", "vfl", "--epochs", "0", "--index", "0", "-P", "127.0.0.1:20001"], "epochs"),
     ],
 )

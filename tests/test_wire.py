@@ -72,6 +72,7 @@ def _cli_party(index, addresses, *, seed=0, run_id="", timeout=20, extra=()):
     cmd = [sys.executable, "-m", "bench.cli", "party", "vfl", "--dataset", "breast"]
     cmd += ["--epochs", "1", "--seed", str(seed), "--index", str(index)]
     cmd += ["--timeout", str(timeout), "--run-id", run_id, *extra]
+    cmd += ["--parties", str(len(addresses))]  # one address per party, checked before connecting
     for a in addresses:
         cmd += ["-P", a]
     return subprocess.Popen(

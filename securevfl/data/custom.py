@@ -125,6 +125,51 @@ def _aligned_csv_blocks(
     return headers, blocks, record
 
 
+MAX_CLASSES = 20
+
+
+def label_task(y: np.ndarray) -> str:
+    """The task a CSV label column asks for; the rule, since a CSV does not say.
+
+    Two distinct values: binary. Integer values with 3..MAX_CLASSES distinct values: multiclass
+    (class labels). Anything else (fractional values, or more distinct integers): regression.
+    One distinct value is no task at all (every model would be the constant) and is refused.
+    """
+    values = np.unique(y)
+    if len(values) < 2:
+        raise DataError(
+            f"party 0's label column must hold >= 2 distinct values, got {len(values)} "
+            f"({values.tolist()[:1]}): nothing to learn"
+        )
+    if len(values) == 2:
+        return "binary"
+    if np.all(values == np.round(values)) and len(values) <= MAX_CLASSES:
+        return "multiclass"
+    return "regression"
+
+
+def _read_numeric_csv(p: Path, k: int) -> tuple[list[str], np.ndarray]:
+    """Header and numeric rows of party ``k``'s CSV, or one DataError line naming the file."""
+    if not p.is_file():
+        what = "a directory" if p.is_dir() else "no such file"
+        raise DataError(f"party {k}'s CSV must be a file, got {str(p)!r} ({what})")
+    head = p.read_bytes()[:65536]
+    try:
+        if b"\x00" in head:
+            raise UnicodeDecodeError("utf-8", head, 0, 1, "NUL byte")
+        text = head.decode("utf-8", errors="strict" if len(head) < 65536 else "ignore")
+    except UnicodeDecodeError:
+        raise DataError(f"party {k}'s CSV {str(p)!r} must be UTF-8 text, got binary data") from None
+    header = text.split("\n", 1)[0].strip().split(",")
+    try:
+        data = np.genfromtxt(p, delimiter=",", skip_header=1, dtype=float, ndmin=2)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DataError(f"party {k}'s CSV {str(p)!r} must be numeric: {exc}") from None
+    if data.size == 0:
+        raise DataError(f"party {k}'s CSV {str(p)!r} must hold >= 1 data row, got none")
+    return header, data
+
+
 def register_csv_parties(spec_name: str, *, id_column: str | None = None) -> list[list[int]]:
     """Register ``csv:a.csv,b.csv,...`` (party order) as a dataset; return its partition.
 
@@ -139,14 +184,7 @@ def register_csv_parties(spec_name: str, *, id_column: str | None = None) -> lis
         if id_column is not None:
             header, data = headers[k], aligned[k]
         else:
-            if not p.exists():
-                raise DataError(f"party {k}'s CSV must exist, got {str(p)!r}")
-            with p.open() as f:
-                header = f.readline().strip().split(",")
-            try:
-                data = np.genfromtxt(p, delimiter=",", skip_header=1, dtype=float, ndmin=2)
-            except ValueError as exc:
-                raise DataError(f"party {k}'s CSV {str(p)!r} must be numeric: {exc}") from None
+            header, data = _read_numeric_csv(p, k)
         if k == 0:
             if "label" not in header:
                 raise DataError(f"party 0's CSV must have a 'label' column, got columns {header}")
@@ -154,5 +192,5 @@ def register_csv_parties(spec_name: str, *, id_column: str | None = None) -> lis
             y = data[:, j]
             data = np.delete(data, j, axis=1)
         blocks.append(data)
-    task = "binary" if len(np.unique(y)) == 2 else "regression"
+    task = label_task(y)
     return register_party_arrays(spec_name, blocks, y, task=task, source=", ".join(map(str, paths)))

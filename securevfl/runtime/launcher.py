@@ -11,12 +11,24 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import signal
 import sys
 import tempfile
 from typing import Any
 
 from protocols.processes import free_ports, run_group
 from securevfl.errors import PartyTimeoutError, ProtocolError
+
+
+def _plain_exit(line: str) -> str:
+    """``exit code -9`` (what a process killed by a signal reports) as the signal's name."""
+    if line.startswith("exit code -"):
+        try:
+            num = int(line.rsplit("-", 1)[1])
+            return f"killed by signal {num} ({signal.Signals(num).name})"
+        except ValueError:
+            pass
+    return line
 
 
 def run_local_processes(
@@ -51,7 +63,7 @@ def run_local_processes(
             cmds,
             [key.hex().encode() + b"\n"] * n_parties,
             timeout,
-            on_failure=lambda i, line: ProtocolError(f"party {i} failed: {line}"),
+            on_failure=lambda i, line: ProtocolError(f"party {i} failed: {_plain_exit(line)}"),
             on_timeout=lambda: PartyTimeoutError(
                 f"the {n_parties} party processes did not finish within {timeout:g} s"
             ),

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -47,6 +48,11 @@ def start_mpyc(index: int, addresses: Sequence[str], *, threshold: int | None = 
     return mpc
 
 
+def _is_connected(protocol: Any) -> bool:
+    """MPyC keeps a peer's connection protocol, or None / a pending Future before it connects."""
+    return protocol is not None and not isinstance(protocol, asyncio.Future)
+
+
 class NetworkedRuntime(Runtime):
     """This process is party ``index``; the others are reached through MPyC."""
 
@@ -72,10 +78,14 @@ class NetworkedRuntime(Runtime):
         self.timeout = timeout
         self.meter = Meter()
         self._dead: asyncio.Future | None = None
+        self._closing = False
         self.mpc = start_mpyc(index, addresses)
+        self.mpc._securevfl_on_lost = self._on_peer_lost
         self.mpc._loop.set_exception_handler(self._on_loop_error)
         guard_mpyc_unpickling(self._abort)
+        self._connected = False
         self._run(mpyc_net.secure_start(self.mpc, cert_dir=cert_dir), "connecting to all parties")
+        self._connected = True
         self._run(mpyc_net.handshake(self.mpc, digest, key=key), "the run handshake")
 
     def _abort(self, reason: str) -> None:
@@ -84,6 +94,12 @@ class NetworkedRuntime(Runtime):
             self._dead = self.mpc._loop.create_future()
         if not self._dead.done():
             self._dead.set_result(reason)
+
+    def _on_peer_lost(self, peer: int, exc: BaseException | None) -> None:
+        """A peer's connection closed: outside the final shutdown, that peer is gone."""
+        if not self._closing:
+            cause = f" ({type(exc).__name__})" if exc is not None else ""
+            self._abort(f"party {peer} disconnected{cause}")
 
     def here(self, k: int) -> bool:
         return k == self.index
@@ -109,6 +125,8 @@ class NetworkedRuntime(Runtime):
             self._dead.set_result(reason)
 
     def _run(self, aw: Any, what: str) -> Any:
+        t0 = time.monotonic()
+
         async def guarded() -> Any:
             task = asyncio.ensure_future(aw)
             if self._dead is None:
@@ -127,6 +145,8 @@ class NetworkedRuntime(Runtime):
             refused = getattr(self.mpc, "_securevfl_refused", [])
             raise PartyTimeoutError(
                 f"party {self.index} waited more than {self.timeout:g} s for {what}"
+                + self._unconnected()
+                + self._silent_since(t0)
                 + ("; refused " + "; ".join(refused[-2:]) if refused else "")
             )
 
@@ -140,6 +160,29 @@ class NetworkedRuntime(Runtime):
             raise ProtocolError(
                 f"party {self.index} lost a connection while {what}: {exc}"
             ) from None
+
+    def _unconnected(self) -> str:
+        """While connecting: which peers never connected (whom to look for)."""
+        if self._connected:
+            return ""
+        missing = [
+            f"party {p.pid} at {p.host}:{p.port}"
+            for p in self.mpc.parties
+            if p.pid != self.index and not _is_connected(p.protocol)
+        ]
+        return f" (not connected: {', '.join(missing)})" if missing else ""
+
+    def _silent_since(self, t0: float) -> str:
+        """After connecting: the peers that sent nothing during a wait that timed out."""
+        if not self._connected:
+            return ""
+        seen = getattr(self.mpc, "_securevfl_last_seen", {})
+        quiet = [k for k in range(self.n_parties) if k != self.index and seen.get(k, 0.0) < t0]
+        if not quiet:
+            return ""
+        return f" (nothing received from {'party' if len(quiet) == 1 else 'parties'} " + (
+            ", ".join(map(str, quiet)) + " during the wait)"
+        )
 
     def _check_peer(self, k: int) -> None:
         if k != self.index and self.mpc.parties[k].protocol is None:
@@ -235,6 +278,7 @@ class NetworkedRuntime(Runtime):
     def close(self, *, graceful: bool = True) -> None:
         """Shut MPyC down with the peers (``graceful``), or, after a failure, just hang up:
         the cooperative shutdown would wait on (and decode from) the peer that failed us."""
+        self._closing = True  # peers closing their sockets from here on is the normal end
         if graceful:
             try:
                 self._run(self.mpc.shutdown(), "shutting down")

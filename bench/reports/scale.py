@@ -1,0 +1,136 @@
+"""Report section for the scale suites: how time, bytes and peak memory per party grow with n, K.
+
+Each record of a ``processes = true`` cell carries ``stats.peak_rss_bytes``: the peak resident
+memory (ru_maxrss) of each party's own process. The section tabulates every (method, K, n), gives
+the growth ratio of each cost per 10x rows (K fixed) and per doubling of K (n fixed), and plots
+each cost against n and against K on log-log axes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+COSTS = {  # name -> (label, unit scale, unit)
+    "time": ("training time", 1.0, "s"),
+    "bytes": ("bytes on the wire", 1e6, "MB"),
+    "peak": ("peak memory, largest party", 2**20, "MiB"),
+}
+
+
+def costs_of(r: dict[str, Any]) -> dict[str, float | None]:
+    """The three costs of one record (peak: the largest party process; None if not measured)."""
+    peaks = (r.get("stats") or {}).get("peak_rss_bytes") or {}
+    return {
+        "time": r["time"]["train_s"],
+        "bytes": float(r["comm"]["bytes_total"]),
+        "peak": float(max(peaks.values())) if peaks else None,
+    }
+
+
+def _grid(records: list[dict[str, Any]]) -> dict[tuple[str, int, int], list[dict[str, Any]]]:
+    cells: dict[tuple[str, int, int], list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        cells[(r["method"], int(r["parties"]), int(r["n_train"] + r["n_test"]))].append(r)
+    return cells
+
+
+def _mean(rs: list[dict[str, Any]], cost: str) -> float | None:
+    vals = [c for c in (costs_of(r)[cost] for r in rs) if c is not None]
+    return float(np.mean(vals)) if vals else None
+
+
+def _fmt(v: float | None, scale: float) -> str:
+    return "n/a" if v is None else f"{v / scale:,.3g}"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "n/a" if a is None or b is None or a <= 0 else f"{b / a:.2f}x"
+
+
+def table(cells: dict[tuple[str, int, int], list[dict[str, Any]]]) -> list[str]:
+    md = [
+        "| method | K | n | train s | MB sent | peak MiB per party (min-max) | runs |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (m, k, n), rs in sorted(cells.items()):
+        peaks = [
+            v for r in rs for v in ((r.get("stats") or {}).get("peak_rss_bytes") or {}).values()
+        ]
+        span = f"{min(peaks) / 2**20:,.0f}-{max(peaks) / 2**20:,.0f}" if peaks else "n/a"
+        md.append(
+            f"| {m} | {k} | {n:,} | {_fmt(_mean(rs, 'time'), 1.0)} | "
+            f"{_fmt(_mean(rs, 'bytes'), 1e6)} | {span} | {len(rs)} |"
+        )
+    return md
+
+
+def growth(cells: dict[tuple[str, int, int], list[dict[str, Any]]]) -> list[str]:
+    """Ratio of each cost per 10x rows (same K) and per 2x parties (same n)."""
+    md = ["| method | step | time | bytes | peak memory |", "|---|---|---|---|---|"]
+    keys = sorted(cells)
+    for m, k, n in keys:
+        for other, step in (
+            ((m, k, n * 10), f"K={k}: n {n:,} -> {n * 10:,}"),
+            ((m, k * 2, n), f"n={n:,}: K {k} -> {k * 2}"),
+        ):
+            if other in cells:
+                a, b = cells[(m, k, n)], cells[other]
+                md.append(
+                    f"| {m} | {step} | "
+                    + " | ".join(_ratio(_mean(a, c), _mean(b, c)) for c in COSTS)
+                    + " |"
+                )
+    return md if len(md) > 2 else ["No pair of cells 10x apart in n or 2x apart in K yet."]
+
+
+def plots(cells: dict[tuple[str, int, int], list[dict[str, Any]]], out: Path) -> list[str]:
+    files = []
+    methods = sorted({m for m, _, _ in cells})
+    for axis in ("n", "K"):
+        fig, axes = plt.subplots(1, len(COSTS), figsize=(4.2 * len(COSTS), 3.6))
+        for ax, (cost, (label, scale, unit)) in zip(axes, COSTS.items()):
+            for m in methods:
+                fixed = 2 if axis == "n" else min(n for mm, _, n in cells if mm == m)
+                pts = sorted(
+                    ((n if axis == "n" else k), _mean(rs, cost))
+                    for (mm, k, n), rs in cells.items()
+                    if mm == m and (k if axis == "n" else n) == fixed
+                )
+                pts = [(x, y / scale) for x, y in pts if y is not None]
+                if len(pts) >= 2:
+                    ax.plot(*zip(*pts), marker="o", label=m)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("rows n (K = 2)" if axis == "n" else "data parties K (smallest n)")
+            ax.set_ylabel(f"{label} ({unit})")
+            ax.grid(alpha=0.3, which="both")
+        axes[0].legend(fontsize=7)
+        fig.tight_layout()
+        name = f"scale_by_{axis}.png"
+        fig.savefig(out / name, dpi=110)
+        plt.close(fig)
+        files.append(name)
+    return files
+
+
+def render(records: list[dict[str, Any]], out: Path) -> str:
+    cells = _grid([r for r in records if r.get("runtime") == "processes"])
+    if not cells:
+        return "## Scale\n\nNo runs with one process per party yet."
+    md = ["## Scale: cost growth with rows n and parties K", ""]
+    md += [
+        "Peak memory is ru_maxrss of each party's own OS process at the end of the run (its "
+        "imports included); time is the training time, bytes every party's sent total.",
+        "",
+    ]
+    md += table(cells) + ["", "### Growth ratios", ""] + growth(cells) + [""]
+    md += [f"![{f}]({f})" for f in plots(cells, out)]
+    return "\n".join(md)

@@ -1,0 +1,115 @@
+"""Memory a setting needs, checked against the machine's before anything is allocated.
+
+Some settings ask for more memory than any machine has (``pbm-vfl --b 1000000``: the PBM
+accountant's pmf tables alone are (b*M + 1)^2 doubles, terabytes). Started anyway, they are
+killed by the kernel after taking the machine's memory from everyone else. Each estimate here is
+a *lower bound* on what the run allocates (the largest structures, counted once), so a refusal is
+never wrong; a setting that passes may still need more.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from securevfl.errors import ConfigError
+
+Estimate = Callable[[Any, int], list[tuple[str, int, str]]]  # (spec, data parties) -> needs
+_ESTIMATES: dict[str, Estimate] = {}
+SYNTHETIC_D = 40  # the synthetic datasets' default width (securevfl.data.synthetic)
+
+
+def available_memory() -> int:
+    """Bytes this process may still allocate: MemAvailable, capped by a cgroup limit."""
+    avail = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    if avail is None:
+        avail = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            raw = open(path).read().strip()
+        except OSError:
+            continue
+        if raw.isdigit():
+            avail = min(avail, int(raw))
+    return avail
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident memory of this process so far (Linux reports ru_maxrss in KiB)."""
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def register_estimate(method: str, fn: Estimate) -> None:
+    """Add a method's memory lower bound (several methods may share one)."""
+    _ESTIMATES[method] = fn
+
+
+def needs(spec: Any, data_parties: int) -> list[tuple[str, int, str]]:
+    """(what, bytes, how to lower it) for every structure of this spec with a known size."""
+    out = _data_need(spec)
+    fn = _ESTIMATES.get(spec.method)
+    if fn is not None:
+        out += fn(spec, data_parties)
+    return out
+
+
+def check_memory(spec: Any, data_parties: int, *, available: int | None = None) -> None:
+    """Raise ConfigError (one line) if a lower bound of the run's memory exceeds the machine's."""
+    avail = available_memory() if available is None else available
+    for what, nbytes, fix in needs(spec, data_parties):
+        if nbytes > avail:
+            raise ConfigError(
+                f"{spec.method} needs at least {fmt_bytes(nbytes)} for {what}, this machine has "
+                f"{fmt_bytes(avail)} available: {fix}"
+            )
+
+
+def fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.3g} {unit}"
+        n /= 1024
+    return f"{n:.3g} PiB"
+
+
+def _data_need(spec: Any) -> list[tuple[str, int, str]]:
+    """A generated dataset of n rows: the table, and its train/test copy, in float64."""
+    opts = getattr(spec, "dataset_options", {}) or {}
+    n = opts.get("n")
+    if not isinstance(n, (int, float)) or isinstance(n, bool):
+        return []
+    d = opts.get("d", SYNTHETIC_D)
+    d = d if isinstance(d, (int, float)) and not isinstance(d, bool) else SYNTHETIC_D
+    return [
+        (f"the data table ({int(n):,} x {int(d)} values, twice)", int(n * d * 8 * 2), "lower --n")
+    ]
+
+
+def _pbm_need(spec: Any, data_parties: int) -> list[tuple[str, int, str]]:
+    b = spec.options.get("b", 64)
+    if not isinstance(b, (int, float)) or isinstance(b, bool):
+        return []
+    N = int(b) * data_parties  # trials in the secure sum of one coordinate
+    return [
+        (
+            f"the PBM accountant's pmf tables ((b*M + 1)^2 = {(N + 1) ** 2:.3g} doubles, "
+            f"b = {int(b)}, M = {data_parties})",
+            8 * (N + 1) ** 2,
+            "lower --b (or --parties)",
+        )
+    ]
+
+
+register_estimate("pbm-vfl", _pbm_need)

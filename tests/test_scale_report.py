@@ -1,0 +1,40 @@
+"""The scale report: per-party peak memory, growth ratios per 10x rows and per 2x parties."""
+
+from bench.reports.scale import render
+from bench.suites import load_suite
+
+
+def _rec(method, k, n, train_s, nbytes, peak_mib):
+    return {
+        "method": method,
+        "parties": k,
+        "n_train": int(n * 0.8),
+        "n_test": n - int(n * 0.8),
+        "runtime": "processes",
+        "time": {"train_s": train_s},
+        "comm": {"bytes_total": nbytes},
+        "stats": {"peak_rss_bytes": {str(i): peak_mib * 2**20 for i in range(k)}},
+    }
+
+
+def test_growth_ratios_and_plots(tmp_path):
+    recs = [
+        _rec("vfl", 2, 10_000, 1.0, 1_000_000, 300),
+        _rec("vfl", 2, 100_000, 8.0, 10_000_000, 450),
+        _rec("vfl", 4, 10_000, 2.0, 3_000_000, 310),
+        _rec("vfl", 2, 10_000, 1.0, 1_000_000, 300) | {"runtime": "inprocess"},  # not counted
+    ]
+    md = render(recs, tmp_path)
+    assert "| vfl | K=2: n 10,000 -> 100,000 | 8.00x | 10.00x | 1.50x |" in md
+    assert "| vfl | n=10,000: K 2 -> 4 | 2.00x | 3.00x | 1.03x |" in md
+    assert "| vfl | 2 | 10,000 | 1 | 1 | 300-300 | 1 |" in md
+    assert (tmp_path / "scale_by_n.png").stat().st_size > 0
+    assert (tmp_path / "scale_by_K.png").stat().st_size > 0
+
+
+def test_scale_suites_load():
+    small, big = load_suite("scale"), load_suite("scale-1m")
+    assert all(c.processes for c in small.cells + big.cells)
+    sizes = {(c.spec.parties, c.spec.dataset_options["n"]) for c in big.cells}
+    assert (2, 1_000_000) in sizes and (16, 100_000) in sizes
+    assert max(c.spec.dataset_options["n"] for c in small.cells) == 100_000
