@@ -142,8 +142,14 @@ def test_paillier_timed_batches_are_extrapolated_and_say_so():
         (dict(options={"ckks_scale_bits": 25}, batch_size=1024), "use scale_bits >= 3"),
         (dict(options={"ckks_coeff_bits": "60,60", "ckks_scale_bits": 20}), "longer chain"),
         (dict(options={"ckks_scale_bits": 60, "ckks_mask_bits": 40}), "features keep"),
-        (dict(options={"scheme": "ckks", "paillier_bits": 1024}), "paillier_bits applies to"),
-        (dict(options={"scheme": "paillier", "ckks_scale_bits": 40}), "ckks_scale_bits applies"),
+        (
+            dict(options={"scheme": "ckks", "paillier_bits": 1024}),
+            "paillier-bits of method .he-vfl. applies",
+        ),
+        (
+            dict(options={"scheme": "paillier", "ckks_scale_bits": 40}),
+            "ckks-scale-bits of method .he-vfl. applies",
+        ),
         (dict(options={"ckks_coeff_bits": "sixty"}), "comma-separated"),
         (dict(options={"ckks_rows_per_ct": 300}), "divide"),
         (dict(options={"scheme": "paillier", "paillier_bits": 100}), "paillier_bits"),
@@ -192,8 +198,14 @@ def test_report_section_and_demo(tmp_path, capsys):
     "argv, needle",
     [
         (["--batch-size", "1024", "--ckks-scale-bits", "25"], "use scale_bits >= 3"),
-        (["--paillier-bits", "1024"], "paillier_bits applies to scheme 'paillier' only"),
-        (["--scheme", "plain", "--ckks-degree", "4096"], "ckks_degree applies to scheme 'ckks'"),
+        (
+            ["--paillier-bits", "1024"],
+            "--paillier-bits of method 'he-vfl' applies with --scheme paillier",
+        ),
+        (
+            ["--scheme", "plain", "--ckks-degree", "4096"],
+            "--ckks-degree of method 'he-vfl' applies with --scheme ckks",
+        ),
     ],
 )
 def test_cli_refuses_imprecise_ckks_and_options_of_another_scheme(argv, needle, capsys):
