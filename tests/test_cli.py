@@ -58,6 +58,8 @@ def test_run_json_prints_exactly_one_record(capsys):
         # a party checks its spec and addresses before it connects (no wait for peers)
         (["party", "vfl", "--index", "0", "-P", "127.0.0.1:20001"], "once per party"),
         (["party", "vfl", "--epochs", "0", "--index", "0", "-P", "127.0.0.1:20001"], "epochs"),
+        (["demo", "shamir", "--noise", "nan"], "noise must be a finite Laplace scale"),
+        (["demo", "shamir", "--noise", "-1"], "noise must be a finite Laplace scale"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv, needle, capsys):

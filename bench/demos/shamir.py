@@ -6,6 +6,7 @@ opened and to whom (only the server, and only noisy), and the bytes each party s
 from __future__ import annotations
 
 import argparse
+import math
 
 import numpy as np
 
@@ -17,7 +18,7 @@ from protocols.shamir_products import (
     encode_fixed,
     run_block_products,
 )
-from securevfl.errors import check_int
+from securevfl.errors import ConfigError, check_int
 
 NAME = "shamir"
 HELP = "Shamir shares each MPyC party holds, what is opened to whom, bytes sent (FM-VFL)"
@@ -31,6 +32,10 @@ def main(args: list[str]) -> int:
     ap.add_argument("--seed", type=int, default=0, help="seed of the toy data and noise")
     a = ap.parse_args(args)
     check_int("rows", a.rows, minimum=1)
+    if a.rows > 1000:  # a demo prints every share: keep it readable
+        raise ConfigError(f"rows must be <= 1000 (the demo prints every share), got {a.rows}")
+    if not (math.isfinite(a.noise) and a.noise >= 0):
+        raise ConfigError(f"noise must be a finite Laplace scale >= 0, got {a.noise}")
     check_int("parties", a.parties, minimum=2)
     K, n = a.parties, a.rows
     rng = np.random.default_rng(a.seed)
