@@ -10,7 +10,6 @@ import argparse
 import json
 import os
 import secrets
-import subprocess
 import sys
 import tempfile
 import time
@@ -91,14 +90,14 @@ def _party_error(i: int, line: str) -> Exception:
 def _run_processes(
     ps: list[Path], id_column: str, out_dir: Path, *, timeout: float, workers: int | None
 ) -> dict[str, Any]:
-    from protocols.processes import free_ports, wait_all
+    from protocols.processes import free_ports, run_group
 
     addresses = [f"127.0.0.1:{port}" for port in free_ports(len(ps))]
     w = workers or default_workers()
     out_dir.mkdir(parents=True, exist_ok=True)
     run_id = secrets.token_hex(16)  # this run's parties only: a foreign run cannot join
     with tempfile.TemporaryDirectory(prefix="securevfl-align-") as tmp:
-        procs = []
+        cmds = []
         for i, p in enumerate(ps):
             cmd = [sys.executable, "-m", "securevfl.data.align_files", "--index", str(i)]
             cmd += ["--csv", str(p), "--id-column", id_column, "--out", str(out_dir / p.name)]
@@ -106,15 +105,16 @@ def _run_processes(
             cmd += ["--record", os.path.join(tmp, "record.json"), "--run-id", run_id]
             for a in addresses:
                 cmd += ["-P", a]
-            err = open(os.path.join(tmp, f"party{i}.err"), "w+")
-            procs.append((subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err), err))
-        wait_all(
-            procs,
+            cmds.append(cmd)
+        run_group(  # the one launcher of local process groups (protocols/processes.py)
+            cmds,
+            [b""] * len(cmds),
             timeout + 60,
             on_failure=_party_error,
             on_timeout=lambda: PartyTimeoutError(
                 f"the {len(ps)} party processes did not finish within {timeout + 60:g} s"
             ),
+            capture=False,
         )
         with open(os.path.join(tmp, "record.json")) as f:
             return json.load(f)

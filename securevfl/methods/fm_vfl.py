@@ -243,9 +243,9 @@ def _cross_request(ctx: RunContext, task: str, impl: str, dims, scales, X, v, rn
 
 
 def _score(ctx: RunContext, task: str, intercept: bool, w_k: dict) -> np.ndarray | None:
-    """Test scoring: each party sends X_k,test w_k to the label party (phase ``predict``)."""
+    """Test scoring: each party sends X_k,test w_k to the label party (phase ``eval``)."""
     rt, K = ctx.rt, ctx.info.data_parties
-    with rt.meter.in_phase("predict"):
+    with rt.meter.in_phase("eval"):
         # every party lists every sender (None where it does not live): SPMD lockstep
         partial = {
             k: rt.local(k, lambda k=k: _box(ctx, k, intercept, test=True) @ w_k[k])
