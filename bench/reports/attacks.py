@@ -170,6 +170,12 @@ def render(records: list[dict[str, Any]], out: Path) -> str:
         "perfect defence at no cost). Accuracy of membership runs is on the non-member queries "
         f"(the target trains on half the training split). Reference: {PAPER_MI}.",
         "",
+        "What ε covers here: a membership attack queries the trained model on member and "
+        "non-member rows through the method's own scoring path. For methods whose scoring "
+        "releases noisy per-row embeddings (afe-vfl, ldp-vfl, pbm-vfl), those query releases of "
+        "training rows come on top of what the run's ε composes, so the ε beside a membership "
+        "figure bounds the training run, not the run plus the attacker's queries.",
+        "",
     ]
     md += _table(groups) + [""]
     for f in _png(recs, out):
