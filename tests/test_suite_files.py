@@ -48,3 +48,14 @@ def test_bad_files_and_fragments_are_one_line(tmp_path, capsys):
     (tmp_path / "g.d" / "bad.toml").unlink()
     assert main(["bench", "--suite", str(good), "--out", str(binary)]) == 2
     assert "--out must be a directory" in capsys.readouterr().err
+
+
+def test_every_shipped_cell_passes_its_methods_rules():
+    """A cell a method would refuse at run time (e.g. --epsilon for he-vfl) fails here, not in
+    the middle of a long bench run."""
+    from bench.suites import load_suite, suite_names
+    from securevfl.experiment import check_spec
+
+    for name in suite_names():
+        for cell in load_suite(name).cells:
+            check_spec(cell.spec)
