@@ -12,12 +12,17 @@ Accounting: privacy unit ``sample`` (the pooled data set; one row and its label 
 sits in one batch per epoch and the other batches of that epoch do not depend on it, so each
 epoch enters the accountant as one ε_s-DP release (a ``PureDpEvent``) when the epoch ends; the
 accountant's δ = 0 figure is then E·ε_s, the request.
+
+Defaults (``securevfl run dpsgd-c --dataset D --epsilon E``): batch 256 and step size 4 / sqrt(t),
+chosen on seeds 3-5 of breast (a larger batch divides the per-step noise, Δ₂ = 2C/b, but leaves
+fewer steps; a small step size never leaves the all-zero start under the noise).
 """
 
 from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +34,8 @@ from securevfl.privacy.events import PureDpEvent
 from securevfl.results import FitResult
 from securevfl.training import minibatches
 
-DEFAULT_LR = 0.5
+DEFAULT_LR = 4.0  # measured, breast ε = 10, b = 256: 0.758 (lr 0.5: 0.628, the majority class)
+DEFAULT_BATCH = 256  # measured, breast ε = 10, lr 4: b = 64 0.684, 256 0.758, full batch 0.664
 
 
 def vector_laplace(
@@ -60,6 +66,11 @@ class DPSGDCentral(Method):
         ),
         "intercept": Option(parse_bool, True, "a constant-1 feature"),
     }
+
+    @classmethod
+    def common_defaults(cls, given: dict[str, Any]) -> dict[str, Any]:
+        """Batch 256 (module docstring: measured)."""
+        return {"batch_size": DEFAULT_BATCH}
 
     def fit(self, ctx: RunContext) -> FitResult:
         if not ctx.rt.here(0):

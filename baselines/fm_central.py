@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 import numpy as np
 
 from securevfl.context import Option, RunContext, fingerprint, parse_bool
 from securevfl.methods.base import Method, register_method
 from securevfl.methods.fm_vfl import (
+    RIDGE_OPTION,
+    fm_common_defaults,
     fm_task,
     label_vector,
     laplace_upper,
+    resolve_ridge,
     single_coefficients,
     solve_noisy_quadratic,
 )
@@ -63,10 +67,13 @@ class CentralFM(Method):
             True,
             "a constant-1 feature (counted in d)",
         ),
-        "ridge": Option(
-            float, 1.0, "regularisation rho = ridge * sqrt(2d) * Laplace scale", ge=0, le=1e6
-        ),
+        "ridge": RIDGE_OPTION,
     }
+
+    @classmethod
+    def common_defaults(cls, given: dict[str, Any]) -> dict[str, Any]:
+        """fm-vfl's: its centralized twin runs on the same data."""
+        return fm_common_defaults(given)
 
     def fit(self, ctx: RunContext) -> FitResult:
         if not ctx.rt.here(0):
@@ -85,7 +92,7 @@ class CentralFM(Method):
             y,
             epsilon=ctx.spec.epsilon,
             rng=ctx.noise_rng(0, "fm"),
-            ridge=float(ctx.spec.option("ridge", self)),
+            ridge=resolve_ridge(ctx.spec.option("ridge", self), ctx.info.n_train),
         )
         train_s = time.perf_counter() - t0
         z = Xt @ w

@@ -73,7 +73,13 @@ def add_run_args(
                 help=_help(COMMON_OPTIONS[key].describe()),
             )
         if group == "data":
-            g.add_argument("--center", action="store_true", help=COMMON_OPTIONS["center"].help)
+            g.add_argument(
+                "--center",
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help=COMMON_OPTIONS["center"].help + " (--no-center: off where a method's "
+                "default is on)",
+            )
     own = lookup("method", method).options if method else {}
     if own:
         g = p.add_argument_group(f"options of method {method}")
@@ -84,6 +90,10 @@ def add_run_args(
                 metavar=key.upper(),
                 help=_help(opt.describe()),
             )
+        own_defaults = lookup("method", method).common_defaults({})
+        if own_defaults:
+            shown = ", ".join(f"--{dash(k)} {v}" for k, v in own_defaults.items())
+            p.epilog = f"{method}'s own defaults of common options: {shown} (see its help)"
     else:
         p.epilog = "method options: securevfl run METHOD --help"
     others = {k for m in names("method") for k in lookup("method", m).options} - set(own)
@@ -99,6 +109,6 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
             continue
         if key.startswith(_PREFIX):
             flat[key[len(_PREFIX) :]] = value
-        elif key in COMMON_OPTIONS and (key != "center" or value):
+        elif key in COMMON_OPTIONS:
             flat[key] = value
     return build_spec(flat)

@@ -245,8 +245,14 @@ def run_experiment(
             "version": __version__,
             "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         }
+        at = f" at ε = {spec.epsilon:g}" if spec.epsilon is not None else ""
         warnings = fit.stats.warnings + outcome_warnings(
-            info.task, fit.test_scores, metrics, record["privacy"]
+            info.task,
+            fit.test_scores,
+            metrics,
+            record["privacy"],
+            y_test=y_test,
+            setting=f"{spec.method}{at} on {info.n_train} training rows",
         )
         if warnings:  # a result that looks fine but is not says so (printed by the CLI)
             record["stats"]["warnings"] = warnings

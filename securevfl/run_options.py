@@ -117,6 +117,8 @@ def build_spec(params: dict[str, Any]) -> RunSpec:
     if not isinstance(flat.get("method"), str):
         raise ConfigError(f"a run must name a method, got {flat.get('method')!r}")
     method = lookup("method", flat.pop("method"))
+    for key, value in method.common_defaults(flat).items():  # the method's own, if not given
+        flat.setdefault(key, value)
     kw: dict[str, Any] = {"method": method.name, "dataset_options": {}, "options": {}}
     for key, value in flat.items():
         if key in DATASET_KEYS:

@@ -168,7 +168,6 @@ def test_noise_is_seeded_per_run_and_changes_the_model():
     "kw,match",
     [
         (dict(options={"calibration": "laplace"}), "calibration must be one of"),
-        (dict(delta=None), "delta must be given"),
         (dict(epsilon=None), "epsilon must be given"),
         (dict(options={"clip_norm": 0.0}), "clip_norm must be > 0"),
         (dict(options={"tune": "maybe"}), "must be true or false"),

@@ -79,6 +79,16 @@ class Method(ABC):
                 "it), got none"
             )
 
+    @classmethod
+    def common_defaults(cls, given: dict[str, Any]) -> dict[str, Any]:
+        """This method's own defaults for common options (RunSpec fields, dataset options) the
+        run did not set; ``given`` holds the values it did set (public: dataset name, K, ε).
+
+        ``build_spec`` applies them, so ``securevfl run M --dataset D --epsilon E`` gets M's
+        best measured setting; a value the user gives always wins. Documented in M's help.
+        """
+        return {}
+
     def epsilon_required(self, spec: RunSpec) -> bool:
         """Whether this spec must give --epsilon (methods that calibrate their noise to it)."""
         return self.requires_epsilon

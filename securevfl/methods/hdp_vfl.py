@@ -19,11 +19,21 @@ party j != i depends on party i's data only through party i's noisy stream, so t
 guarantee of the other
 parties' weights w.r.t. party i's data is party i's stream guarantee.
 
-Intercept (option ``intercept``): Algorithm 1 has none, but our features are min-max scaled to
-[-1, 1], not centred, and without a bias the model barely learns. ``clipped`` (default, = true):
-the bias is a weight on a constant feature 1 at the active party, clipped with w_A; ``free``: the
-bias is its own parameter of the active party, updated with the exact derivative and never
-clipped; ``none`` (= false) runs Algorithm 1 exactly. Both bias variants use row norm
+Defaults (what ``securevfl run hdp-vfl --dataset D --epsilon E`` runs; every value the user
+gives wins): each party centres its numeric columns on their training mean (``--center``; off:
+``--no-center``), one full batch per epoch (``--batch-size`` 10,000,000 = b >= n, so T = e steps:
+Lemma 3/4's bounds grow with the number of steps), δ = 1e-5, and ``intercept auto`` = none on
+centred features (Algorithm 1 exactly), clipped on uncentred ones. Measured (3 seeds, breast,
+K = 2, e = 10): at ε = 10 0.628 -> 0.894 accuracy (non-private vfl 0.909), at ε = 1 0.575 ->
+0.879; uncentred, the clipped bias and the free bias both predict the majority class (0.628).
+These are public choices (they depend on no row); the centring itself is each party's own
+preprocessing of its columns, as ``--center`` documents.
+
+Intercept (option ``intercept``): Algorithm 1 has none, but min-max scaled features that are not
+centred need a bias to learn. ``auto`` (default): none when centred, else clipped. ``clipped``
+(= true): the bias is a weight on a constant feature 1 at the active party, clipped with w_A;
+``free``: the bias is its own parameter of the active party, updated with the exact derivative
+and never clipped; ``none`` (= false) runs Algorithm 1 exactly. Both bias variants use row norm
 c = sqrt(2) on the active side.
 
 Threshold (option ``threshold``): ``trained`` predicts sign(x·w + b) as fitted; ``deconvolved``
@@ -38,6 +48,7 @@ reports no ε (``privacy.epsilon`` null, the reason in ``outside_guarantee``).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -57,12 +68,30 @@ from securevfl.training.glm_adapters import parse_intercept, with_bounded_loss
 
 __all__ = ["HDPVFL", "HDPHooks", "plan_streams", "train_hdp"]
 
+DEFAULT_DELTA = 1e-5
+FULL_BATCH = 10_000_000  # the batch_size option's maximum: any b >= n is one batch per epoch
+
 # the paper's tuning grid (Section 6.2: e in [5, 15], k in [0.1, 1]; Fig. 2 uses these values)
 TUNE_EPOCHS = (5, 10, 15)
 TUNE_CLIP = (0.1, 0.5, 1.0)
 TUNE_FOLDS = 5
 THRESHOLDS = ("trained", "deconvolved")
 EVALS = ("private", "plain")
+
+
+def _parse_hdp_intercept(value: Any) -> str:
+    """'auto' or one of parse_intercept's values."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    return parse_intercept(value)
+
+
+def resolve_intercept(value: Any, centred: bool) -> str:
+    """``auto``: no bias on centred features (Algorithm 1), a clipped one on uncentred ones."""
+    value = _parse_hdp_intercept(value)
+    if value == "auto":
+        return "none" if centred else "clipped"
+    return value
 
 
 @register_method
@@ -105,9 +134,9 @@ class HDPVFL(Method):
             lt=1,
         ),
         "intercept": Option(
-            parse_intercept,
-            "clipped",
-            "bias at the active party: clipped "
+            _parse_hdp_intercept,
+            "auto",
+            "bias at the active party: auto (none on centred features, else clipped), clipped "
             "(true; a constant column clipped with w_A), free (its own unclipped "
             "parameter); both use row norm sqrt(2) in the bounds; none (false): "
             "Algorithm 1 exactly",
@@ -129,12 +158,13 @@ class HDPVFL(Method):
         ),
     }
 
+    @classmethod
+    def common_defaults(cls, given: dict[str, Any]) -> dict[str, Any]:
+        """Centred columns, one full batch per epoch, δ = 1e-5 (module docstring: measured)."""
+        return {"center": True, "batch_size": FULL_BATCH, "delta": DEFAULT_DELTA}
+
     def validate(self, spec: RunSpec) -> None:
         super().validate(spec)
-        if spec.delta is None:
-            raise ConfigError(
-                "delta must be given for method 'hdp-vfl' (Gaussian mechanism), got None"
-            )
         if spec.penalty not in ("l2", "none", "l1", "elastic-net"):
             raise ConfigError(
                 f"penalty for hdp-vfl must be l2, l1, elastic-net or none, got {spec.penalty!r}"
@@ -142,12 +172,14 @@ class HDPVFL(Method):
 
     def fit(self, ctx: RunContext) -> FitResult:
         ctx = with_bounded_loss(ctx)
+        if ctx.spec.delta is None:  # a RunSpec built directly (build_spec sets the default)
+            ctx = dataclasses.replace(ctx, spec=dataclasses.replace(ctx.spec, delta=DEFAULT_DELTA))
         spec = ctx.spec
         run_opts: dict[str, Any] = {
             "calibration": spec.option("calibration", self),
             "derivative_clip": parse_derivative_clip(spec.option("derivative_clip", self)),
             "score_share": float(spec.option("score_share", self)),
-            "intercept": parse_intercept(spec.option("intercept", self)),
+            "intercept": resolve_intercept(spec.option("intercept", self), spec.center),
             "threshold": spec.option("threshold", self),
         }
         scoring = spec.option("eval", self)
