@@ -143,9 +143,23 @@ TABLES: tuple[Table, ...] = (
         "US/Brazil census are not available offline: cps1988 (US wages, 28k rows) stands in, so "
         "only the pattern (FM close to non-private from ε = 1) is comparable, not the values",
         (
-            Row("FM, ε = 0.1", "0.0101 ± 0.0305", _fm("fm-vfl", "cps1988", 0.1), "mse", "cps1988"),
-            Row("FM, ε = 1", "0.0087 ± 0.0261", _fm("fm-vfl", "cps1988", 1.0), "mse", "cps1988"),
-            Row("FM, ε = 10", "0.0086 ± 0.0259", _fm("fm-vfl", "cps1988", 10.0), "mse", "cps1988"),
+            Row(
+                "FM, US, ε = 0.1",
+                "0.0101 ± 0.0305",
+                _fm("fm-vfl", "cps1988", 0.1),
+                "mse",
+                "cps1988",
+            ),
+            Row(
+                "FM, US, ε = 1", "0.0087 ± 0.0261", _fm("fm-vfl", "cps1988", 1.0), "mse", "cps1988"
+            ),
+            Row(
+                "FM, US, ε = 10",
+                "0.0086 ± 0.0259",
+                _fm("fm-vfl", "cps1988", 10.0),
+                "mse",
+                "cps1988",
+            ),
             Row(
                 "non-private",
                 "0.0044 ± 0.0132",
@@ -189,9 +203,9 @@ TABLES: tuple[Table, ...] = (
         "ours is (ε, 0)-DP with Δ_f for d = 42 as re-derived (Lemma 1), the coefficients from a "
         "Shamir product no party sees in the clear; DPSGD-C at its pre-issue-16 settings",
         (
-            Row("FM, ε = 0.1", "0.6412 ± 0.1463", _fm("fm-vfl", "adult", 0.1, center=False)),
-            Row("FM, ε = 1", "0.7315 ± 0.0379", _fm("fm-vfl", "adult", 1.0, center=False)),
-            Row("FM, ε = 10", "0.8132 ± 0.0231", _fm("fm-vfl", "adult", 10.0, center=False)),
+            Row("FM, Adult, ε = 0.1", "0.6412 ± 0.1463", _fm("fm-vfl", "adult", 0.1, center=False)),
+            Row("FM, Adult, ε = 1", "0.7315 ± 0.0379", _fm("fm-vfl", "adult", 1.0, center=False)),
+            Row("FM, Adult, ε = 10", "0.8132 ± 0.0231", _fm("fm-vfl", "adult", 10.0, center=False)),
             Row("DPSGD-C, ε = 1", "0.6956 ± 0.0229", _fm("dpsgd-c", "adult", 1.0)),
             Row("DPSGD-C, ε = 10", "0.8023 ± 0.0071", _fm("dpsgd-c", "adult", 10.0)),
             Row("non-private", "0.8368 ± 0.0029", {"method": "centralized", "dataset": "adult"}),
