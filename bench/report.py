@@ -227,7 +227,9 @@ def render_report(
             md += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
     for name in extras or []:
         mod = importlib.import_module(f"bench.reports.{name}")
-        md += [mod.render(everything, out), ""]
+        # attack records have no run config: only the sections that read them get them
+        reads_attacks = name == "attacks" or getattr(mod, "READS_ATTACK_RECORDS", False)
+        md += [mod.render(everything if reads_attacks else records, out), ""]
     if errors:
         md += ["## Runs that failed", ""] + [f"- {e}" for e in errors] + [""]
     path = out / "report.md"

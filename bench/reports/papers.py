@@ -19,6 +19,7 @@ from bench.reports.paper_figures import TABLES, Row
 from bench.reports.pbm import TARGETS
 
 _TOP = ("method", "dataset", "attack")
+READS_ATTACK_RECORDS = True  # VFL-AFE Table 1 (membership inference) reads attack cells
 
 
 def matches(record: dict[str, Any], selector: dict[str, Any]) -> bool:
