@@ -59,14 +59,29 @@ def _accuracy(r: dict[str, Any]) -> float | None:
     return r["metrics"].get("accuracy")
 
 
+def _pct(rs: list[dict[str, Any]]) -> str:
+    return _fmt([100 * a for a in map(_accuracy, rs) if a is not None], 2)
+
+
+def _train_s(r: dict[str, Any]) -> float:
+    """Training seconds; a run timed on a few minibatches counts its extrapolated epochs."""
+    x = r.get("extra") or {}
+    if x.get("extrapolated") and x.get("epoch_s_extrapolated") is not None:
+        return float(x["epoch_s_extrapolated"]) * r["config"]["epochs"]
+    return r["time"]["train_s"]
+
+
+def _seconds(rs: list[dict[str, Any]]) -> str:
+    extrapolated = any((r.get("extra") or {}).get("extrapolated") for r in rs)
+    return _fmt([_train_s(r) for r in rs], 2) + (" s (extrapolated)" if extrapolated else " s")
+
+
 METRICS = {
     "accuracy": lambda rs: _fmt([_accuracy(r) for r in rs], 3),
-    "accuracy_pct": lambda rs: (
-        _fmt([100 * a for a in map(_accuracy, rs) if a is not None], 2)
-        + f", {np.mean([_mb(r) for r in rs]):.1f} MB"
-    ),
+    "accuracy_pct": _pct,
+    "accuracy_pct_mb": lambda rs: _pct(rs) + f", {np.mean([_mb(r) for r in rs]):.1f} MB",
     "mse": lambda rs: _fmt([r["metrics"].get("mse") for r in rs], 4),
-    "train_s": lambda rs: _fmt([r["time"]["train_s"] for r in rs], 2) + " s",
+    "train_s": _seconds,
     "epochs_to_target": lambda rs: _targets(rs),
 }
 
@@ -75,6 +90,8 @@ def _fmt(values: list[float | None], digits: int) -> str:
     m, s = mean_std(values)
     if math.isnan(m):
         return "n/a"
+    if 0 < abs(m) < 10 ** -(digits - 1):  # tiny values keep their significant digits
+        return f"{m:.{digits - 1}e} ± {s:.1e}" if len(values) > 1 else f"{m:.{digits - 1}e}"
     return f"{m:.{digits}f} ± {s:.{digits}f}" if len(values) > 1 else f"{m:.{digits}f}"
 
 
