@@ -330,7 +330,10 @@ TABLES: tuple[Table, ...] = (
         "Table 2: ablation, test accuracy %",
         "001_fe68734aaebd4355.txt, Table 2 (UCI column; MNIST column)",
         "digits (8x8) stands in for MNIST, MLP bottoms for the paper's CNNs; our ε is the "
-        "accountant's over every embedding release (δ = 1e-5), the paper fixes the noise scale",
+        "accountant's over every embedding release (δ = 1e-5), the paper fixes the noise scale. "
+        "Measured here: on digits afe-vfl stays near chance at ε = 100 (also 12.8 % at ε = 1000, "
+        "seed 0) while the non-private split-NN reaches 92.8 %; on adult one epoch gives the "
+        "majority-class rate (about 76 %) for every variant",
         (
             Row(
                 "UCI, vanilla", "77.16", _afe("adult", "vanilla"), "accuracy_pct", "adult, 1 epoch"

@@ -90,7 +90,7 @@ def _fmt(values: list[float | None], digits: int) -> str:
     m, s = mean_std(values)
     if math.isnan(m):
         return "n/a"
-    if 0 < abs(m) < 10 ** -(digits - 1):  # tiny values keep their significant digits
+    if 0 < abs(m) < 10**-digits:  # tiny values keep their significant digits
         return f"{m:.{digits - 1}e} ± {s:.1e}" if len(values) > 1 else f"{m:.{digits - 1}e}"
     return f"{m:.{digits}f} ± {s:.{digits}f}" if len(values) > 1 else f"{m:.{digits}f}"
 
