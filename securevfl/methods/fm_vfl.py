@@ -26,9 +26,9 @@ Defaults (``securevfl run fm-vfl --dataset D --epsilon E``; a value the user giv
 party centres its numeric columns (``--center``; off: ``--no-center``), adult-like datasets use
 their compact encoding (``--encoding compact`` where the dataset has one: Δ_f grows as d²), and
 ``ridge auto`` = 2 below 10,000 training rows, else 1. Chosen on seeds 3-7 (breast) / 3-4
-(adult), reported on seeds 0-2: breast ε = 10 0.699 -> 0.894 (vfl 0.909); ε = 1 0.646 -> 0.70
-(d = 32 on 455 rows: the Laplace scale Δ_f/ε is too large, see the record's delta_f); adult
-ε = 1 0.65 -> 0.77 (the majority class is 0.76: at ε = 1 the noisy objective learns little).
+(adult), reported on seeds 0-2: breast ε = 10 0.699 -> 0.894 (vfl 0.909); ε = 1 0.646 -> 0.79
+(d = 31 on 456 rows: Laplace scale Δ_f/ε = 271 per coefficient, see the record's delta_f); adult
+ε = 1 0.68 -> 0.78 (the majority class is 0.76: at ε = 1 the noisy objective learns little).
 
 Precision: inputs are rounded to 2**-f (``frac_bits``: 16 unless the noise bound needs fewer),
 products are exact, so an opened coefficient is within n * 2**-f of the real sum. Scale: the
