@@ -89,6 +89,18 @@ def center_numeric_columns(train: Any, test: Any) -> tuple[Any, Any]:
     return dataclasses.replace(train, X=Xtr), dataclasses.replace(test, X=Xte)
 
 
+def preprocessing_disclosure(spec: RunSpec) -> str:
+    """The data-dependent preprocessing that no ε in this library covers: each column's scaling
+    range (min/max unless the loader has known domain bounds) and, when centred, its training
+    mean. They are computed by the party holding the column and shape what it releases, so they
+    are treated as public schema; a user whose column ranges are themselves sensitive should fix
+    them from domain knowledge (a CSV's declared bounds) instead."""
+    what = "per-column scaling ranges (min/max)"
+    if spec.center:
+        what += " and training means (centring)"
+    return f"{what} are computed from the data and treated as public"
+
+
 def build_views(
     spec: RunSpec, method: Method, wanted: list[int]
 ) -> tuple[PublicInfo, dict[int, PartyView], Any]:
@@ -245,6 +257,11 @@ def run_experiment(
             "version": __version__,
             "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         }
+        if record["privacy"] is not None:  # every DP record says what no ε covers here
+            record["privacy"]["outside_guarantee"] = [
+                *record["privacy"].get("outside_guarantee", []),
+                preprocessing_disclosure(spec),
+            ]
         at = f" at ε = {spec.epsilon:g}" if spec.epsilon is not None else ""
         warnings = fit.stats.warnings + outcome_warnings(
             info.task,

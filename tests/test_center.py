@@ -33,3 +33,16 @@ def test_one_hot_columns_are_left_alone():
     changed = ~np.all(np.isclose(X0, X1), axis=0)
     assert binary.sum() > 50 and changed.any()
     assert not (changed & binary).any()
+
+
+def test_dp_records_disclose_the_data_dependent_preprocessing():
+    from securevfl.experiment import run_experiment
+
+    spec = RunSpec(
+        method="hdp-vfl", dataset="breast", parties=2, seed=0, epochs=1, epsilon=4, center=True
+    )
+    rec = run_experiment(spec)
+    said = rec["privacy"]["outside_guarantee"][-1]
+    assert "min/max" in said and "training means" in said and "public" in said
+    plain = run_experiment(RunSpec(method="vfl", dataset="breast", parties=2, seed=0, epochs=1))
+    assert plain["privacy"] is None
