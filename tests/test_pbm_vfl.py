@@ -9,7 +9,7 @@ import pytest
 
 from securevfl.context import RunSpec
 from securevfl.errors import ConfigError, ProtocolError
-from securevfl.experiment import run_experiment
+from securevfl.experiment import preprocessing_disclosure, run_experiment
 from securevfl.methods import pbm_vfl as mod
 
 
@@ -41,7 +41,7 @@ def test_pbm_vfl_record_carries_both_units_and_config() -> None:
     assert p["releases_per_party"] == every
     assert p["by_unit"]["party-row"] == p["epsilon"] < p["by_unit"]["sample"]
     assert p["releases_per_row"] == {"train": 8, "test": 4}  # private scoring: 1 use
-    assert "target_epsilon" not in p and p["outside_guarantee"] == []
+    assert "target_epsilon" not in p and p["outside_guarantee"] == [preprocessing_disclosure(_spec("pbm-vfl"))]
     # the seed paper's per-row figure is kept, labelled as not a guarantee, and far smaller
     assert p["per_row_only"]["party-row"] * 10 < p["epsilon"]
     assert p["sampler"]["p_levels"] == [0.5 - 409 / 4096, 0.5 + 409 / 4096]  # floor(0.1 2^12)
