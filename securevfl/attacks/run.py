@@ -311,7 +311,8 @@ def _setting(attack: Attack, spec: RunSpec, method: Method, cfg: AttackConfig) -
 
 def run_attack(name: str, spec: RunSpec, cfg: AttackConfig | None = None) -> dict[str, Any]:
     """Train ``spec`` with the attacker's view recorded and return the attack record."""
-    cfg = cfg or AttackConfig()
+    # a suite's seeds vary the run; the attack's side knowledge (known rows, aux rows) with it
+    cfg = cfg or AttackConfig(seed=spec.seed if spec.seed is not None else 0)
     cfg.check()
     attack: Attack = lookup("attack", name)
     method = validate_spec(spec)
