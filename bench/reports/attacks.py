@@ -230,7 +230,7 @@ def render(records: list[dict[str, Any]], out: Path) -> str:
             "### VFL-AFE Table 1 (membership inference accuracy), reproduced",
             "",
             "The paper's ε for this table is not legible in our copy (\"relatively generous "
-            "budgets\"); ours are given per row. MNIST is not available offline: fashion-mnist "
+            'budgets"); ours are given per row. MNIST is not available offline: fashion-mnist '
             "stands in for it.",
             "",
             *t1,

@@ -175,11 +175,12 @@ def leak_auc(sc: Scores, is_rare: np.ndarray, *, exclude: set[int], steps: int =
     def auc(s: np.ndarray) -> float:
         return float(roc_auc_score(is_rare[keep], s[keep]))
 
+    per_epoch = [sc.rows(lambda e, _, x=x: e == x) for x in range(sc.epochs)]
     return {
         **out,
         "auc": auc(sc.early(steps)),
         "auc_all_epochs": auc(sc.rows()),
-        "auc_per_epoch": [round(auc(sc.rows(lambda e, _, x=x: e == x)), 4) for x in range(sc.epochs)],
+        "auc_per_epoch": [round(auc(s), 4) for s in per_epoch],
         "score_steps": steps,
     }
 
