@@ -178,3 +178,29 @@ def test_attack_cli_bad_input_is_one_line_exit_2(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and all(e.startswith("securevfl: error:") for e in err)
     assert "binary" in err[0] and "aux_share" in err[1] and "record-view" in err[2]
+
+
+def test_attack_report_puts_table_1_beside_the_paper_and_says_what_was_held(tmp_path):
+    from bench.reports.attacks import render
+
+    def rec(attack, method, metrics, variant=None, eps=None):
+        config = {"model": "mlp", **({"variant": variant} if variant else {})}
+        return {
+            "attack": attack, "method": method, "dataset": "adult", "attacker": 0,
+            "metrics": metrics, "epsilon": eps, "privacy_unit": "sample", "target_epsilon": eps,
+            "run": {"config": config, "metrics": {"accuracy": 0.8}},
+        }  # fmt: skip
+
+    mi = {"accuracy": 0.55, "auc": 0.6, "target_accuracy_non_members": 0.8}
+    src = {"received": 0, "derived": 0, "none": 8}
+    md = render(
+        [
+            rec("membership", "vfl", mi),
+            rec("membership", "afe-vfl", {**mi, "accuracy": 0.5}, "vanilla", 1.0),
+            rec("label-norm", "he-vfl", {"auc": 0.5, "auc_all_epochs": 0.5, "sources": src}),
+        ],
+        tmp_path,
+    )
+    assert "| adult (UCI (Adult)) | unprotected | – | 55.000 (0.600) | 51.52 | 1 |" in md
+    assert "| adult (UCI (Adult)) | vanilla | 1.0 | 50.000 (0.600) | 51.03 | 1 |" in md
+    assert "held none of 8" in md and "afe-vfl (vanilla)" in md
