@@ -269,6 +269,8 @@ class CascadeTrainer:
             self.stats.refreshes += len(r.refresh)
             if step + 1 in marks:
                 self._curve_point(step + 1)
+        for k, m in self.state.bottoms.items():
+            rt.keep_model(k, m)  # in k's view only (model completion reads it)
         return time.perf_counter() - t0
 
     def _fill_table(self) -> None:
