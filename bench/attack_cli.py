@@ -98,7 +98,7 @@ def cmd_attack(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rec))
         return 0
-    m = {k: v for k, v in rec["metrics"].items() if k != "samples"}
+    m = {**rec["metrics"], **{k: v for k, v in rec["details"].items() if k != "samples"}}
     shown = ", ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in m.items())
     run = rec["run"]
     eps = "none" if rec["epsilon"] is None else f"{rec['epsilon']:.4g} ({rec['privacy_unit']})"

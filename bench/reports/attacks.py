@@ -86,9 +86,9 @@ def _ms(vals: list[float]) -> str:
     return f"{a.mean():.3f}" if a.size == 1 else f"{a.mean():.3f} ± {a.std():.3f}"
 
 
-def _held(m: dict[str, Any]) -> str:
+def _held(details: dict[str, Any]) -> str:
     """Which batches the label attacker held a per-row gradient for, and how."""
-    src = m.get("sources") or {}
+    src = details.get("sources") or {}
     total = sum(src.values())
     if not src.get("received") and not src.get("derived"):
         return f"none of {total}"
@@ -115,7 +115,7 @@ def _table(groups: dict[tuple, list[dict[str, Any]]]) -> list[str]:
             succ += f" (SSIM {_ms([r['metrics']['ssim'] for r in rs])})"
         if att.startswith("label-"):
             succ += f" (all epochs: {_ms([r['metrics'].get('auc_all_epochs') for r in rs])};"
-            succ += f" held {_held(rs[0]['metrics'])})"
+            succ += f" held {_held(rs[0].get('details', {}))})"
         if att == "model-completion":
             succ += f" (raw: {_ms([r['metrics'].get('accuracy_raw_features') for r in rs])})"
         if att.startswith("membership"):
@@ -160,17 +160,17 @@ def _png(records: list[dict[str, Any]], out: Path) -> list[str]:
     """Originals (top row) over reconstructions of each inversion record with image samples."""
     firsts: dict[tuple, dict[str, Any]] = {}
     for r in records:
-        if r["attack"] == "inversion" and "samples" in r["metrics"]:
+        if r["attack"] == "inversion" and "samples" in r.get("details", {}):
             firsts.setdefault(_key(r), r)
     files = []
     for ds in sorted({k[0] for k in firsts}):
         recs = [firsts[k] for k in sorted(firsts, key=str) if k[0] == ds]
-        n = min(len(r["metrics"]["samples"]["original"]) for r in recs)
+        n = min(len(r["details"]["samples"]["original"]) for r in recs)
         fig, axes = plt.subplots(
             2 * len(recs), n, figsize=(1.3 * n, 1.0 * 2 * len(recs)), squeeze=False
         )
         for i, r in enumerate(recs):
-            s = r["metrics"]["samples"]
+            s = r["details"]["samples"]
             shape = tuple(s["shape"])
             eps = r.get("target_epsilon")
             title = f"{r['method']}" + (f" ε={eps:g}" if eps is not None else "")

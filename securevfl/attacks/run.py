@@ -284,6 +284,17 @@ for _a in (
     register("attack", _a.name, _a)
 
 
+def split_metrics(found: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``metrics``: the finite numbers (what a bench report may aggregate); ``details``: the
+    rest (image samples, per-epoch curves, where the scored values came from)."""
+    num = {
+        k: v
+        for k, v in found.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v)
+    }
+    return {"metrics": num, "details": {k: v for k, v in found.items() if k not in num}}
+
+
 def attack_names() -> list[str]:
     return names("attack")
 
@@ -335,7 +346,7 @@ def run_attack(name: str, spec: RunSpec, cfg: AttackConfig | None = None) -> dic
         "method": spec.method,
         "dataset": spec.dataset,
         "attacker": s.attacker,
-        "metrics": metrics,
+        **split_metrics(metrics),
         "epsilon": priv.get("epsilon"),
         "privacy_unit": priv.get("unit"),
         "target_epsilon": spec.epsilon,
