@@ -157,33 +157,38 @@ def _table1(groups: dict[tuple, list[dict[str, Any]]]) -> list[str]:
 
 
 def _png(records: list[dict[str, Any]], out: Path) -> list[str]:
-    """Originals (top row) over reconstructions of each inversion record with image samples."""
+    """Per dataset: the original halves, then each inversion record's reconstructions of them
+    (non-private first; an original row is repeated only where a record shows other rows)."""
     firsts: dict[tuple, dict[str, Any]] = {}
     for r in records:
         if r["attack"] == "inversion" and "samples" in r.get("details", {}):
             firsts.setdefault(_key(r), r)
     files = []
     for ds in sorted({k[0] for k in firsts}):
-        recs = [firsts[k] for k in sorted(firsts, key=str) if k[0] == ds]
+        keys = sorted((k for k in firsts if k[0] == ds), key=lambda k: (k[2] != "vfl", str(k)))
+        recs = [firsts[k] for k in keys]
         n = min(len(r["details"]["samples"]["original"]) for r in recs)
-        fig, axes = plt.subplots(
-            2 * len(recs), n, figsize=(1.3 * n, 1.0 * 2 * len(recs)), squeeze=False
-        )
-        for i, r in enumerate(recs):
+        rows: list[tuple[str, list, tuple[int, ...]]] = []  # (label, images, shape)
+        shown = None
+        for r in recs:
             s = r["details"]["samples"]
             shape = tuple(s["shape"])
+            if s["original"][:n] != shown:
+                shown = s["original"][:n]
+                rows.append(("original", shown, shape))
             eps = r.get("target_epsilon")
-            title = f"{r['method']}" + (f" ε={eps:g}" if eps is not None else "")
-            ssim = r["metrics"].get("ssim")
+            title = _method(r) + (f" ε={eps:g}" if eps is not None else "")
+            rows.append(
+                (f"{title}\nSSIM {r['metrics'].get('ssim', 0):.2f}", s["reconstructed"], shape)
+            )
+        fig, axes = plt.subplots(len(rows), n, figsize=(1.3 * n, 0.75 * len(rows)), squeeze=False)
+        for i, (label, images, shape) in enumerate(rows):
             for j in range(n):
-                for row, what in ((2 * i, "original"), (2 * i + 1, "reconstructed")):
-                    ax = axes[row][j]
-                    ax.imshow(np.array(s[what][j]).reshape(shape), cmap="gray")
-                    ax.set_xticks([])
-                    ax.set_yticks([])
-                    if j == 0:
-                        label = "original" if what == "original" else f"{title}\nSSIM {ssim:.2f}"
-                        ax.set_ylabel(label, fontsize=6)
+                ax = axes[i][j]
+                ax.imshow(np.array(images[j]).reshape(shape), cmap="gray")
+                ax.set_xticks([])
+                ax.set_yticks([])
+            axes[i][0].set_ylabel(label, fontsize=6)
         fig.suptitle(
             f"{ds}: a passive party's half (original) and the label holder's reconstruction "
             "from what that party sent",
