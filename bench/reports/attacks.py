@@ -211,15 +211,19 @@ def render(records: list[dict[str, Any]], out: Path) -> str:
     if not recs:
         return "\n".join(md + ["No attack records."])
     md += [
-        "Success: label-norm / label-direction: leak AUC of a passive party's per-batch scores "
-        "for the rarer class (mean over all training batches); model-completion: accuracy on the "
-        "training rows the attacker did not know; inversion: decoder MSE / MSE of predicting the "
-        "auxiliary mean (1 = nothing recovered; SSIM for images); membership: accuracy on a "
-        "balanced query set (AUC beside it). AP maps success to [0, 1] above what no view gives "
-        "(AUC: 2(AUC − 0.5); accuracy: above chance); DCS = 1 / (1 + √(½AP² + ½ΔMP²)) with ΔMP "
-        "the accuracy lost against non-private `vfl` in the same study (VFLAIR's form; 1 = a "
-        "perfect defence at no cost). Accuracy of membership runs is on the non-member queries "
-        f"(the target trains on half the training split). Reference: {PAPER_MI}.",
+        "Success: label-norm / label-direction / label-aggregate: leak AUC for the rarer class "
+        "of a passive party's per-row scores, by its fixed rule (each batch standardised, a "
+        "row's scores averaged over the first epoch or the first 16 steps if longer; beside it "
+        "the same over all epochs, and in how many batches it held a per-row gradient: received"
+        " from the label holder, or derived by itself from a reply); model-completion: accuracy"
+        " on the training rows the attacker did not know; inversion: decoder MSE / MSE of "
+        "predicting the auxiliary mean (1 = nothing recovered; SSIM for images); membership: "
+        "accuracy on a balanced query set (AUC beside it). AP maps success to [0, 1] above what"
+        " no view gives (AUC: 2(AUC − 0.5); accuracy: above chance); DCS = 1 / (1 + √(½AP² + "
+        "½ΔMP²)) with ΔMP the accuracy lost against non-private `vfl` in the same study "
+        "(VFLAIR's form; 1 = a perfect defence at no cost). Accuracy of membership runs is on "
+        "the non-member queries (the target trains on half the training split). Reference: "
+        f"{PAPER_MI}.",
         "",
         "What ε covers here: a membership attack queries the trained model on member and "
         "non-member rows through the method's own scoring path. For methods whose scoring "
