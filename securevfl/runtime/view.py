@@ -100,6 +100,9 @@ class View:
             "party": self.party,
             "received": counts,
             "batches": len(self.batches),
+            "derived": {
+                w: sum(d.what == w for d in self.derived) for w in {d.what for d in self.derived}
+            },
             "model": type(self.model).__name__ if self.model is not None else None,
         }
 
