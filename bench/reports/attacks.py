@@ -141,7 +141,7 @@ def _table(groups: dict[tuple, list[dict[str, Any]]]) -> list[str]:
 def _table1(groups: dict[tuple, list[dict[str, Any]]]) -> list[str]:
     """Our shadow-model MI accuracy beside the VFL-AFE paper's Table 1, per dataset and ε."""
     lines = [
-        "| dataset (paper's) | model | target ε | ours: accuracy % (AUC) | paper % | seeds |",
+        "| dataset (paper's) | paper's row | target ε | ours: accuracy % (AUC) | paper % | seeds |",
         "|---|---|---|---|---|---|",
     ]
     for key in sorted(groups, key=lambda k: tuple(str(x) for x in k)):
