@@ -134,6 +134,7 @@ class HEHooks(GLMHooks):
             if k in derivs:
                 with self.clock("other"):
                     g = self.scheme.unmask(k, back, masks[k]) / (4.0 * b)  # undo the factor 4
+                rt.keep_local(k, "weight-gradient", g)  # k unmasks it: its view holds it
                 out[k] = (g[:-1], float(g[-1])) if k == 0 else (g, 0.0)
         return out
 

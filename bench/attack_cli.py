@@ -37,7 +37,8 @@ def add_attack_parser(sub: Any, add_run_args: Callable[..., None]) -> None:
     p = sub.add_parser(
         "attack",
         help="train a method with one party's view recorded and attack that view",
-        description="Label inference by a passive party (label-norm, label-direction: leak AUC; "
+        description="Label inference by a passive party (label-norm, label-direction, "
+        "label-aggregate: leak AUC; "
         "model-completion: accuracy), feature inversion by the label holder (inversion: MSE vs "
         "the mean's, SSIM for images), membership inference on the model's outputs "
         "(membership: shadow models; membership-loss: loss threshold; accuracy and AUC).",
@@ -54,6 +55,13 @@ def add_attack_parser(sub: Any, add_run_args: Callable[..., None]) -> None:
         help="labelled rows per class the label attacker holds; default 10",
     )
     g.add_argument(
+        "--score-steps",
+        type=int,
+        default=16,
+        help="label scorings: average each row's first epoch, or this many steps if more; "
+        "default 16",
+    )
+    g.add_argument(
         "--aux-share",
         type=float,
         default=0.1,
@@ -65,7 +73,7 @@ def add_attack_parser(sub: Any, add_run_args: Callable[..., None]) -> None:
         default=500,
         help="membership: members queried (and as many non-members); default 500",
     )
-    g.add_argument("--attack-seed", type=int, default=0, help="the attack's own seed; default 0")
+    g.add_argument("--attack-seed", type=int, help="the attack's own seed; default: --seed, else 0")
     p.add_argument("--json", action="store_true", help="print exactly one JSON attack record")
     p.set_defaults(func=cmd_attack)
 
@@ -76,19 +84,21 @@ def cmd_attack(args: argparse.Namespace) -> int:
 
     if args.name not in attack_names():
         raise ConfigError(f"attack must be one of {attack_names()}, got {args.name!r}")
+    spec = spec_from_args(args)
     cfg = AttackConfig(
         attacker=args.attacker,
         target=args.target,
         known_per_class=args.known_per_class,
+        score_steps=args.score_steps,
         aux_share=args.aux_share,
         max_query=args.max_query,
-        seed=args.attack_seed,
+        seed=args.attack_seed if args.attack_seed is not None else (spec.seed or 0),
     )
-    rec = run_attack(args.name, spec_from_args(args), cfg)
+    rec = run_attack(args.name, spec, cfg)
     if args.json:
         print(json.dumps(rec))
         return 0
-    m = {k: v for k, v in rec["metrics"].items() if k != "samples"}
+    m = {**rec["metrics"], **{k: v for k, v in rec["details"].items() if k != "samples"}}
     shown = ", ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in m.items())
     run = rec["run"]
     eps = "none" if rec["epsilon"] is None else f"{rec['epsilon']:.4g} ({rec['privacy_unit']})"

@@ -40,6 +40,7 @@ class AttackConfig:
     attacker: int | None = None  # default: a passive party (labels), the label holder otherwise
     target: int | None = None  # inversion: whose block (default: a data party, not the attacker)
     known_per_class: int = 10  # labelled rows the label attacker holds per class
+    score_steps: int = 16  # label scorings: average the first epoch, or this many steps if more
     aux_share: float = 0.1  # inversion: share of training rows whose block the attacker holds
     max_query: int = 500  # membership: members queried (as many non-members)
     decoder_steps: int = inversion.DECODER_STEPS  # inversion: full-batch Adam steps
@@ -47,6 +48,7 @@ class AttackConfig:
 
     def check(self) -> None:
         check_int("known_per_class", self.known_per_class, minimum=1)
+        check_int("score_steps", self.score_steps, minimum=1)
         check_open_unit("aux_share", self.aux_share)
         check_int("max_query", self.max_query, minimum=2)
         check_int("decoder_steps", self.decoder_steps, minimum=1)
@@ -104,10 +106,14 @@ def _label_scoring(kind: str) -> Callable[[Setting, View], dict[str, Any]]:
         L = s.info.label_party
         if kind == "norm":
             scored = label_inference.norm_scores(view, label_party=L)
+        elif kind == "aggregate":
+            scored = label_inference.aggregate_scores(view, known=known, rare=rare)
         else:
             known_rare = {r for r, c in known.items() if c == rare}
             scored = label_inference.direction_scores(view, label_party=L, known_rare=known_rare)
-        out = label_inference.batch_auc(scored, s.y == rare, exclude=set(known))
+        out = label_inference.leak_auc(
+            scored, s.y == rare, exclude=set(known), steps=s.cfg.score_steps
+        )
         return {**out, "rare_class": rare}
 
     return score
@@ -267,12 +273,26 @@ def _membership(kind: str) -> Callable[[Setting, View], dict[str, Any]]:
 for _a in (
     Attack("label-norm", "passive", _known_labels, _label_scoring("norm"), binary_only=True),
     Attack("label-direction", "passive", _known_labels, _label_scoring("dir"), binary_only=True),
+    Attack(
+        "label-aggregate", "passive", _known_labels, _label_scoring("aggregate"), binary_only=True
+    ),
     Attack("model-completion", "passive", _known_labels, _completion),
     Attack("inversion", "label", _prepare_inversion, _inversion),
     Attack("membership", "label", _prepare_membership, _membership("shadow")),
     Attack("membership-loss", "label", _prepare_membership, _membership("loss")),
 ):
     register("attack", _a.name, _a)
+
+
+def split_metrics(found: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``metrics``: the finite numbers (what a bench report may aggregate); ``details``: the
+    rest (image samples, per-epoch curves, where the scored values came from)."""
+    num = {
+        k: v
+        for k, v in found.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v)
+    }
+    return {"metrics": num, "details": {k: v for k, v in found.items() if k not in num}}
 
 
 def attack_names() -> list[str]:
@@ -302,7 +322,8 @@ def _setting(attack: Attack, spec: RunSpec, method: Method, cfg: AttackConfig) -
 
 def run_attack(name: str, spec: RunSpec, cfg: AttackConfig | None = None) -> dict[str, Any]:
     """Train ``spec`` with the attacker's view recorded and return the attack record."""
-    cfg = cfg or AttackConfig()
+    # a suite's seeds vary the run; the attack's side knowledge (known rows, aux rows) with it
+    cfg = cfg or AttackConfig(seed=spec.seed if spec.seed is not None else 0)
     cfg.check()
     attack: Attack = lookup("attack", name)
     method = validate_spec(spec)
@@ -325,7 +346,7 @@ def run_attack(name: str, spec: RunSpec, cfg: AttackConfig | None = None) -> dic
         "method": spec.method,
         "dataset": spec.dataset,
         "attacker": s.attacker,
-        "metrics": metrics,
+        **split_metrics(metrics),
         "epsilon": priv.get("epsilon"),
         "privacy_unit": priv.get("unit"),
         "target_epsilon": spec.epsilon,

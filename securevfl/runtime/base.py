@@ -34,6 +34,12 @@ class Runtime(ABC):
         if self.view is not None:
             self.view.mark_batch(step, rows, self.meter.phase)
 
+    def keep_local(self, k: int, what: str, value: Any) -> None:
+        """Trainers hand here what party ``k`` derived from a reply in the current batch (an
+        unmasked gradient, a zeroth-order estimate): it holds it, so its view does too."""
+        if self.view is not None and self.view.party == k:
+            self.view.keep_local(what, value, self.meter.phase)
+
     def keep_model(self, k: int, model: Any) -> None:
         """Trainers hand party ``k``'s final local model here (kept only in k's view)."""
         if self.view is not None and self.view.party == k:

@@ -31,6 +31,17 @@ class Received:
 
 
 @dataclass(frozen=True)
+class Derived:
+    """A value the recording party computed from what it received (e.g. the gradient it
+    unmasked, or its zeroth-order gradient estimate), tagged like a delivery."""
+
+    batch: int | None
+    phase: str
+    what: str
+    value: Any
+
+
+@dataclass(frozen=True)
 class Batch:
     """A minibatch the recording party took part in: the rows it indexed (it knows them, since
     it indexes its own block with them), the trainer's step and the phase."""
@@ -48,6 +59,7 @@ class View:
     party: int
     received: list[Received] = field(default_factory=list)
     batches: list[Batch] = field(default_factory=list)
+    derived: list[Derived] = field(default_factory=list)  # what it computed from replies
     models: list[Any] = field(default_factory=list)  # local models kept by trainers, in order
     own: Any = None  # the party's PartyView (its columns; labels only at the label holder)
     info: Any = None  # PublicInfo of the run
@@ -71,6 +83,13 @@ class View:
             and (sender is None or r.sender == sender)
         ]
 
+    def derived_of(self, batch: Batch, what: str) -> list[Any]:
+        return [
+            d.value
+            for d in self.derived
+            if d.batch == batch.id and d.phase == batch.phase and d.what == what
+        ]
+
     def summary(self) -> dict[str, Any]:
         """Counts by phase and sender (for a result record)."""
         counts: dict[str, dict[str, int]] = {}
@@ -81,6 +100,9 @@ class View:
             "party": self.party,
             "received": counts,
             "batches": len(self.batches),
+            "derived": {
+                w: sum(d.what == w for d in self.derived) for w in {d.what for d in self.derived}
+            },
             "model": type(self.model).__name__ if self.model is not None else None,
         }
 
@@ -105,6 +127,9 @@ class ViewRecorder:
     def mark_batch(self, step: int, rows: np.ndarray, phase: str) -> None:
         self._batch = len(self.view.batches)
         self.view.batches.append(Batch(self._batch, step, phase, np.asarray(rows).copy()))
+
+    def keep_local(self, what: str, value: Any, phase: str) -> None:
+        self.view.derived.append(Derived(self._batch, phase, what, value))
 
     def keep_model(self, model: Any) -> None:
         self.view.models.append(model)

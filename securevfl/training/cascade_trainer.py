@@ -226,10 +226,12 @@ class CascadeTrainer:
         opt.zero_grad()
         back = decode(reply)
         if cfg.client_grad == "foo":
+            self.ctx.rt.keep_local(k, "embedding-gradient", back)
             kept.backward(torch.as_tensor(back, dtype=torch.float32))
         elif cfg.client_grad == "zo-output":
             dirs = sample_directions(self.client_dirs[k], cfg.direction, (cfg.q, *kept.shape))
             est = zo_estimate(back, dirs, mu=cfg.mu, direction=cfg.direction)
+            self.ctx.rt.keep_local(k, "embedding-gradient", est)  # what a label attack scores
             kept.backward(torch.as_tensor(est, dtype=torch.float32))
         else:
             est = zo_estimate(back, kept, mu=cfg.mu, direction=cfg.direction)
@@ -249,6 +251,7 @@ class CascadeTrainer:
             self._fill_table()
         marks = self._curve_marks()
         for step, r in enumerate(self.plan):
+            rt.mark_batch(step, r.idx)
             msgs: dict[int, Any] = dict.fromkeys(r.senders)
             kept: dict[int, Any] = {}
             for k in r.senders:
@@ -266,6 +269,8 @@ class CascadeTrainer:
             self.stats.refreshes += len(r.refresh)
             if step + 1 in marks:
                 self._curve_point(step + 1)
+        for k, m in self.state.bottoms.items():
+            rt.keep_model(k, m)  # in k's view only (model completion reads it)
         return time.perf_counter() - t0
 
     def _fill_table(self) -> None:
