@@ -4,12 +4,14 @@ import numpy as np
 import pytest
 
 from protocols.compress import (
+    CLIP_SIGMAS,
     CompressError,
     decode,
     encode,
     encoded_size,
     index_bits,
     max_error,
+    quant_range,
 )
 from securevfl import serialization
 
@@ -74,3 +76,33 @@ def test_truncated_or_padded_payloads_are_refused():
     for broken in (data[:-1], data + b"\x00", data[:2], b"\x09" + data[1:]):
         with pytest.raises(CompressError):
             decode(broken)
+
+
+def test_stochastic_rounding_is_unbiased_within_one_step():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=40)
+    lo, hi = float(x.min()), float(x.max())
+    step = (hi - lo) / 3
+    ys = np.array([decode(encode(x, bits=2, rounding="stochastic", rng=rng)) for _ in range(4000)])
+    assert np.abs(ys - x).max() < step  # one of the two neighbouring levels
+    se = ys.std(axis=0) / np.sqrt(len(ys)) + 1e-12
+    assert np.all(np.abs(ys.mean(axis=0) - x) <= 4.5 * se)
+    # nearest rounding is biased at 2 bits: the same check tells it apart
+    near = decode(encode(x, bits=2))
+    assert np.any(np.abs(near - x) > 10 * se)
+    with pytest.raises(CompressError, match="rounding must be one of"):
+        encode(x, bits=2, rounding="stochastic")  # no generator
+
+
+@pytest.mark.parametrize("bits", [2, 3, 4])
+def test_clipped_range_spans_the_gaussian_optimum_and_lowers_the_error(bits):
+    x = np.random.default_rng(bits).normal(size=(64, 8))
+    y = decode(encode(x, bits=bits, clip=True))
+    lo, hi = quant_range(x.ravel(), bits, clip=True)
+    assert lo == pytest.approx(x.mean() - CLIP_SIGMAS[bits] * x.std())
+    assert hi == pytest.approx(x.mean() + CLIP_SIGMAS[bits] * x.std())
+    inside = (x >= lo) & (x <= hi)
+    assert np.abs(y - x)[inside].max() <= max_error(lo, hi, bits) * (1 + 1e-9)
+    assert np.allclose(y[~inside], np.clip(x[~inside], lo, hi))  # clamped to the range
+    assert np.mean((y - x) ** 2) < np.mean((decode(encode(x, bits=bits)) - x) ** 2)
+    assert len(encode(x, bits=bits, clip=True)) == encoded_size(x.shape, bits=bits)
