@@ -196,7 +196,14 @@ def test_same_fingerprints_in_both_runtimes(method):
     from securevfl.experiment import run_in_processes
 
     eps = {"epsilon": 50.0, "delta": 1e-5} if method == "vafl-dp" else {}
-    spec = _spec(method, timeout=60, options={"max_staleness": 2, "curve_points": 2}, **eps)
+    # stochastic rounding on both links: each party's rounding draws must match across runtimes
+    opts = {
+        "max_staleness": 2,
+        "curve_points": 2,
+        "stochastic_rounding": "both",
+        "clip_range": "up",
+    }
+    spec = _spec(method, timeout=60, options=opts, **eps)
     net = run_in_processes(spec, plugins=PLUGINS)
     local = run_experiment(spec)
     assert net["runtime"] == "processes"
