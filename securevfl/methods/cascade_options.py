@@ -117,6 +117,12 @@ def check_cascade(spec: RunSpec, method: Method, client_grad: str) -> CascadeCon
     if "q" in opt:
         kw["q"], kw["mu"] = int(opt["q"]), float(opt["mu"])
         kw.update(direction=opt["direction"], per_sample=opt["deltas"] == "sample")
+        if client_grad == "zo-output" and kw["direction"] == "orthogonal":
+            if kw["q"] > spec.embedding_dim:
+                raise ConfigError(
+                    f"q must be <= embedding_dim ({spec.embedding_dim}) for orthogonal "
+                    f"directions, got {kw['q']}"
+                )
     if spec.parties < 2:
         raise ConfigError(f"parties (clients) for {method.name!r} must be >= 2, got {spec.parties}")
     return CascadeConfig(**kw)
