@@ -6,7 +6,7 @@ magnitude, indices packed at ceil(log2 n) bits). A message is one self-describin
 
     kind u8 | bits u8 | ndim u8 | shape u32 x ndim | body
     kind 0 (raw):       float32 x n
-    kind 1 (uniform):   lo f64 | hi f64 | codes packed at ``bits`` bits (protocols.bitpack)
+    kind 1 (uniform):   lo f32 | hi f32 | codes packed at ``bits`` bits (protocols.bitpack)
     kind 2 (top-k):     k u32 | indices packed at ceil(log2 n) bits | a kind-0/1 body of k values
 
 Quantiser error: nearest rounding to 2^bits - 1 equal steps of [lo, hi], so each entry moves by
@@ -35,7 +35,7 @@ from protocols.bitpack import pack_bits, packed_bytes, unpack_bits
 RAW, UNIFORM, TOPK = 0, 1, 2
 FLOAT_BITS = 32
 _HEAD = struct.Struct("<BBB")
-_RANGE = struct.Struct("<dd")
+_RANGE = struct.Struct("<ff")  # lo rounded down, hi up: the float32 range still covers x
 _COUNT = struct.Struct("<I")
 ROUNDINGS = ("nearest", "stochastic")
 # half-range / std of the MSE-optimal uniform quantiser of N(0, 1) with 2^b levels (Max 1960):
@@ -68,14 +68,18 @@ def max_error(lo: float, hi: float, bits: int) -> float:
 
 
 def quant_range(x: np.ndarray, bits: int, clip: bool = False) -> tuple[float, float]:
-    """The [lo, hi] the quantiser spans for the flat vector ``x`` (see the module docstring)."""
+    """The [lo, hi] the quantiser spans for the flat vector ``x`` (see the module docstring),
+    as the float32 pair that is sent (8 bytes, not 16: a tenth of a 2-bit reply)."""
     if not x.size:
         return 0.0, 0.0
     lo, hi = float(x.min()), float(x.max())
     if clip and bits in CLIP_SIGMAS:
         m, c = float(x.mean()), CLIP_SIGMAS[bits] * float(x.std())
         lo, hi = max(lo, m - c), min(hi, m + c)
-    return lo, hi
+    lo32, hi32 = np.float32(lo), np.float32(hi)
+    lo32 = np.nextafter(lo32, np.float32(-np.inf)) if float(lo32) > lo else lo32
+    hi32 = np.nextafter(hi32, np.float32(np.inf)) if float(hi32) < hi else hi32
+    return float(lo32), float(hi32)
 
 
 def _values(
