@@ -248,11 +248,11 @@ def test_report_section_reads_bytes_to_reach_from_the_curve(tmp_path):
     first = next(p for p in sl["extra"]["curve"] if p["accuracy"] >= target)
     assert czofo.bytes_to_reach(sl, target) == first["train_bytes"]
     md = czofo.render([sl, cz], tmp_path)
-    assert "| breast, d_h=8 | split learning (server, sync) |" in md
+    assert "| breast, d_h=8, b=64 | split learning (server, sync) |" in md
     assert "czofo-vfl (sync, δ per sample, q=10, up 8b / down 8b)" in md
     assert (
         "split learning's bytes / these" in md
         and "T = 93,999 steps" in md
         and "not the printed 85.9" in md
     )
-    assert (tmp_path / "czofo_convergence_breast_dh8.png").exists()
+    assert (tmp_path / "czofo_convergence_breast_dh8_b64.png").exists()
