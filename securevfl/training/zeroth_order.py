@@ -10,9 +10,10 @@ coordinate ±e_k (E[u uᵀ] = I/d), φ = 1 for standard Gaussian directions (E[u
 (each one still uniform on the sphere, φ = d), so (d/q) Σ_j u_j u_jᵀ is d/q times a random rank-q
 projection with mean I: still unbiased, with E||ĝ − g||² ≈ (d/q − 1)||g||² against ≈ (d − 1)/q
 ||g||² for independent sphere directions at the same q (at q = d: exact up to μ).
-For the
-sphere and the Gaussian, ĝ is unbiased for ∇f_μ, the gradient of f smoothed over the ball / the
-Gaussian of radius μ (for a quadratic f, ∇f_μ = ∇f). For signed coordinates, E[ĝ] is the central
+
+For the sphere, orthogonal frames (each direction alone is uniform on the sphere) and the
+Gaussian, ĝ is unbiased for ∇f_μ, the gradient of f smoothed over the ball / the Gaussian of
+radius μ (for a quadratic f, ∇f_μ = ∇f). For signed coordinates, E[ĝ] is the central
 difference (f(h + μ e_k) − f(h − μ e_k)) / 2μ along every axis (∇f for a quadratic). The sign
 matters: every direction has mean zero, which the per-batch form below relies on (unsigned
 coordinates would add the other rows' mean loss change to every row's estimate).
