@@ -221,7 +221,7 @@ def _table2(records) -> list[str]:
         f = (r.get("privacy") or {}).get("intrinsic_heuristic")
         if r["method"] == "czofo-vfl" and f:
             x = r["extra"]
-            bits = f"{x.get('uplink_bits')}/{x.get('downlink_bits')}"
+            bits = f"{x.get('uplink_bits')}/{x.get('downlink_bits')}{_quant(x)}"
             rows[(where(r), x.get("q"), x.get("deltas"), x.get("schedule"), bits)].append(f)
     lines = [
         "| dataset | q | δ per | schedule | bits up/down | σ² | ζ | δ | ε per step | T | ε̄ | δ̄ "
