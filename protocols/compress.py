@@ -6,11 +6,21 @@ magnitude, indices packed at ceil(log2 n) bits). A message is one self-describin
 
     kind u8 | bits u8 | ndim u8 | shape u32 x ndim | body
     kind 0 (raw):       float32 x n
-    kind 1 (uniform):   lo f64 | hi f64 | codes packed at ``bits`` bits (protocols.bitpack)
+    kind 1 (uniform):   lo f32 | hi f32 | codes packed at ``bits`` bits (protocols.bitpack)
     kind 2 (top-k):     k u32 | indices packed at ceil(log2 n) bits | a kind-0/1 body of k values
 
 Quantiser error: nearest rounding to 2^bits - 1 equal steps of [lo, hi], so each entry moves by
 at most (hi - lo) / (2 (2^bits - 1)). Top-k: the dropped entries are the smallest in magnitude.
+
+Two choices change only how the sender picks the codes (the format and the decoder are the same):
+
+* ``rounding="stochastic"``: round up with probability equal to the fractional position between
+  the two neighbouring levels, so E[decode(encode(x))] = x for x in [lo, hi] (unbiased; each
+  entry moves by less than one step). A receiver's linear use of the values (the ZO estimate is
+  linear in the loss differences) then stays unbiased.
+* ``clip=True``: [lo, hi] = mean ∓ c_b · std instead of min/max, with c_b the half-range of the
+  MSE-optimal uniform quantiser of a Gaussian (Max, 1960): at 2-4 bits min/max spends most levels
+  on a few outliers. Entries outside are clamped (their error is no longer bounded by a step).
 """
 
 from __future__ import annotations
@@ -25,8 +35,12 @@ from protocols.bitpack import pack_bits, packed_bytes, unpack_bits
 RAW, UNIFORM, TOPK = 0, 1, 2
 FLOAT_BITS = 32
 _HEAD = struct.Struct("<BBB")
-_RANGE = struct.Struct("<dd")
+_RANGE = struct.Struct("<ff")  # lo rounded down, hi up: the float32 range still covers x
 _COUNT = struct.Struct("<I")
+ROUNDINGS = ("nearest", "stochastic")
+# half-range / std of the MSE-optimal uniform quantiser of N(0, 1) with 2^b levels (Max 1960):
+# (2^b - 1) / 2 times its optimal step; wider than min/max of a message is never used
+CLIP_SIGMAS = {1: 0.798, 2: 1.494, 3: 2.051, 4: 2.514, 5: 2.916, 6: 3.279, 7: 3.613, 8: 3.927}
 
 
 class CompressError(ValueError):
@@ -53,14 +67,43 @@ def max_error(lo: float, hi: float, bits: int) -> float:
     return (hi - lo) / (2 * ((1 << bits) - 1))
 
 
-def _values(x: np.ndarray, bits: int) -> bytes:
+def quant_range(x: np.ndarray, bits: int, clip: bool = False) -> tuple[float, float]:
+    """The [lo, hi] the quantiser spans for the flat vector ``x`` (see the module docstring),
+    as the float32 pair that is sent (8 bytes, not 16: a tenth of a 2-bit reply)."""
+    if not x.size:
+        return 0.0, 0.0
+    lo, hi = float(x.min()), float(x.max())
+    if clip and bits in CLIP_SIGMAS:
+        m, c = float(x.mean()), CLIP_SIGMAS[bits] * float(x.std())
+        lo, hi = max(lo, m - c), min(hi, m + c)
+    lo32, hi32 = np.float32(lo), np.float32(hi)
+    lo32 = np.nextafter(lo32, np.float32(-np.inf)) if float(lo32) > lo else lo32
+    hi32 = np.nextafter(hi32, np.float32(np.inf)) if float(hi32) < hi else hi32
+    return float(lo32), float(hi32)
+
+
+def _values(
+    x: np.ndarray,
+    bits: int,
+    rounding: str = "nearest",
+    clip: bool = False,
+    rng: np.random.Generator | None = None,
+) -> bytes:
     """A kind-0 or kind-1 body for the flat vector ``x``."""
     if bits == FLOAT_BITS:
         return np.ascontiguousarray(x, dtype="<f4").tobytes()
-    lo, hi = (float(x.min()), float(x.max())) if x.size else (0.0, 0.0)
+    lo, hi = quant_range(x, bits, clip)
     levels = (1 << bits) - 1
     span = hi - lo
-    codes = np.zeros(x.size, dtype=np.int64) if span == 0 else np.rint((x - lo) / span * levels)
+    if span == 0:
+        codes = np.zeros(x.size)
+    else:
+        pos = np.clip((x - lo) / span * levels, 0, levels)
+        if rounding == "stochastic":
+            # floor, then up with the fractional part's probability: unbiased within [lo, hi]
+            codes = np.floor(pos) + (rng.random(x.size) < pos - np.floor(pos))
+        else:
+            codes = np.rint(pos)
     return _RANGE.pack(lo, hi) + pack_bits(np.clip(codes, 0, levels).astype(np.int64), bits)
 
 
@@ -79,12 +122,24 @@ def _read_values(body: memoryview, bits: int, count: int) -> tuple[np.ndarray, i
     return lo + codes * ((hi - lo) / ((1 << bits) - 1)), need
 
 
-def encode(x: np.ndarray, *, bits: int = FLOAT_BITS, topk: int | None = None) -> bytes:
+def encode(
+    x: np.ndarray,
+    *,
+    bits: int = FLOAT_BITS,
+    topk: int | None = None,
+    rounding: str = "nearest",
+    clip: bool = False,
+    rng: np.random.Generator | None = None,
+) -> bytes:
     """Compress ``x`` (any shape) to the bytes that are sent.
 
-    ``topk``: keep that many entries of largest magnitude (None: all, no index overhead).
+    ``topk``: keep that many entries of largest magnitude (None: all, no index overhead);
+    ``rounding``/``clip``: see the module docstring (``rng`` draws the stochastic rounding).
     """
     bits = check_bits(bits)
+    if rounding not in ROUNDINGS or (rounding == "stochastic" and rng is None):
+        raise CompressError(f"rounding must be one of {list(ROUNDINGS)} (stochastic: with an rng)")
+    how = {"rounding": rounding, "clip": clip, "rng": rng}
     a = np.asarray(x, dtype=np.float64)
     flat = a.ravel()
     if a.ndim > 255 or any(s >= 1 << 32 for s in a.shape):
@@ -100,10 +155,10 @@ def encode(x: np.ndarray, *, bits: int = FLOAT_BITS, topk: int | None = None) ->
             + shape
             + _COUNT.pack(len(keep))
             + pack_bits(keep, index_bits(flat.size))
-            + _values(flat[keep], bits)
+            + _values(flat[keep], bits, **how)
         )
     kind = RAW if bits == FLOAT_BITS else UNIFORM
-    return _HEAD.pack(kind, bits, a.ndim) + shape + _values(flat, bits)
+    return _HEAD.pack(kind, bits, a.ndim) + shape + _values(flat, bits, **how)
 
 
 def decode(data: bytes) -> np.ndarray:

@@ -21,13 +21,13 @@ def _quadratic(rng, d):
     return m @ m.T / d + np.eye(d), rng.normal(size=d)
 
 
-@pytest.mark.parametrize("direction", ["sphere", "gaussian", "coordinate"])
+@pytest.mark.parametrize("direction", ["sphere", "gaussian", "coordinate", "orthogonal"])
 @pytest.mark.parametrize("per_sample", [True, False])
 def test_zo_estimate_is_unbiased_for_the_smoothed_quadratic(direction, per_sample):
     """f(h) = ½ hᵀAh + bᵀh per row: E ĝ = ∇f_μ = ∇f for every direction kind (the μ² term has
     odd symmetry; signed coordinates give the central difference). Monte Carlo over directions."""
     rng = np.random.default_rng(7)
-    d, b, q, mu, draws = 4, 3, 5, 1.0, 4000
+    d, b, q, mu, draws = 4, 3, 3 if direction == "orthogonal" else 5, 1.0, 4000
     A, c = _quadratic(rng, d)
     h = rng.normal(size=(b, d))
 
@@ -47,6 +47,27 @@ def test_zo_estimate_is_unbiased_for_the_smoothed_quadratic(direction, per_sampl
     # and the test can tell a biased estimator apart (a forward difference along unsigned
     # coordinates would give ∇f + μ/2 diag(A)): that term is many standard errors wide
     assert np.any(np.abs(ests.mean(axis=0) - (grad + mu / 2 * np.diag(A))) > 5 * se)
+
+
+def test_orthogonal_directions_are_a_frame_with_less_error_than_independent_ones():
+    rng = np.random.default_rng(2)
+    q, b, d = 4, 500, 8
+    u = sample_directions(rng, "orthogonal", (q, b, d))
+    gram = np.einsum("jbi,kbi->bjk", u, u)
+    assert np.allclose(gram, np.eye(q)[None])  # orthonormal per row
+    g = rng.normal(size=(b, d))
+
+    def err(direction, q):
+        u = sample_directions(rng, direction, (q, b, d))
+        return np.mean(np.sum((zo_estimate(np.einsum("jbi,bi->jb", u, g), u, mu=1.0,
+                                                   direction=direction) - g) ** 2, 1))  # fmt: skip
+
+    gg = np.mean(np.sum(g**2, 1))
+    assert err("orthogonal", q) == pytest.approx((d / q - 1) * gg, rel=0.15)
+    assert err("sphere", q) == pytest.approx((d - 1) / q * gg, rel=0.15)
+    assert err("orthogonal", d) < 1e-20  # a full frame: the exact directional derivatives
+    with pytest.raises(ConfigError, match="q must be <= the dimension"):
+        sample_directions(rng, "orthogonal", (d + 1, b, d))
 
 
 def test_rounds_plan_bounds_and_records_staleness():
@@ -179,6 +200,7 @@ def test_vafl_dp_meets_its_epsilon_counting_every_row_release():
         ({"topk": 1.5}, "topk must"),
         ({"schedule": "later"}, "schedule must"),
         ({"direction": "up"}, "direction must"),
+        ({"direction": "orthogonal", "q": 9}, "q must be <= embedding_dim"),
         ({"deltas": "row"}, "deltas must"),
         ({"max_staleness": -2}, "max_staleness must"),
     ],
@@ -196,7 +218,14 @@ def test_same_fingerprints_in_both_runtimes(method):
     from securevfl.experiment import run_in_processes
 
     eps = {"epsilon": 50.0, "delta": 1e-5} if method == "vafl-dp" else {}
-    spec = _spec(method, timeout=60, options={"max_staleness": 2, "curve_points": 2}, **eps)
+    # stochastic rounding on both links: each party's rounding draws must match across runtimes
+    opts = {
+        "max_staleness": 2,
+        "curve_points": 2,
+        "stochastic_rounding": "both",
+        "clip_range": "up",
+    }
+    spec = _spec(method, timeout=60, options=opts, **eps)
     net = run_in_processes(spec, plugins=PLUGINS)
     local = run_experiment(spec)
     assert net["runtime"] == "processes"
@@ -219,11 +248,11 @@ def test_report_section_reads_bytes_to_reach_from_the_curve(tmp_path):
     first = next(p for p in sl["extra"]["curve"] if p["accuracy"] >= target)
     assert czofo.bytes_to_reach(sl, target) == first["train_bytes"]
     md = czofo.render([sl, cz], tmp_path)
-    assert "| breast, d_h=8 | split learning (server, sync) |" in md
+    assert "| breast, d_h=8, b=64 | split learning (server, sync) |" in md
     assert "czofo-vfl (sync, δ per sample, q=10, up 8b / down 8b)" in md
     assert (
         "split learning's bytes / these" in md
         and "T = 93,999 steps" in md
         and "not the printed 85.9" in md
     )
-    assert (tmp_path / "czofo_convergence_breast_dh8.png").exists()
+    assert (tmp_path / "czofo_convergence_breast_dh8_b64.png").exists()

@@ -47,12 +47,21 @@ def label(r: dict[str, Any]) -> str:
     if m == "compressed-vfl" and x.get("uplink_bits") == 32 and x.get("downlink_bits") == 32:
         return f"split learning (server, {sched})"
     if m == "czofo-vfl":
-        return f"czofo-vfl ({sched}, δ per {x.get('deltas')}, q={x.get('q')}, {bits})"
+        return f"czofo-vfl ({sched}, δ per {x.get('deltas')}, q={x.get('q')}, {bits}{_quant(x)})"
     if m == "zoo-vfl":
         return f"{'Syn-' if sched == 'sync' else ''}zoo-vfl (q={x.get('q')}, {bits})"
     if m == "vafl-dp":
         return f"vafl-dp (ε={c.get('epsilon')}, {bits})"
     return f"{m} ({sched}, {bits})"
+
+
+def _quant(x: dict[str, Any]) -> str:
+    """The non-default quantiser and direction choices of a run (empty for the defaults)."""
+    out = [f"{x['direction']} directions"] if x.get("direction", "sphere") != "sphere" else []
+    for key, what in (("clip_range", "clipped range"), ("stochastic_rounding", "stoch. rounding")):
+        if x.get(key, "none") != "none":
+            out.append(f"{what} {x[key]}")
+    return "".join(f", {o}" for o in out)
 
 
 def _setup_bytes(r: dict[str, Any]) -> int:
@@ -91,8 +100,10 @@ def _mb(vals: list[float]) -> str:
 
 
 def where(r: dict[str, Any]) -> str:
-    """The dataset and the embedding width d_h (what sets the float32 gradient's size)."""
-    return f"{r['dataset']}, d_h={r['config'].get('embedding_dim')}"
+    """The dataset, the embedding width d_h (what sets the float32 gradient's size) and the
+    batch size (split learning is compared with the CZOFO runs of its own batch size)."""
+    c = r["config"]
+    return f"{r['dataset']}, d_h={c.get('embedding_dim')}, b={c.get('batch_size')}"
 
 
 def _groups(records: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
@@ -103,11 +114,32 @@ def _groups(records: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[st
     return out
 
 
+def _split_learning(groups, ds: str) -> list[dict[str, Any]]:
+    """The split-learning runs (float32 both ways, server topology) of one setting, or []."""
+    return next(
+        (rs for (d, n), rs in groups.items() if d == ds and n.startswith("split learning")), []
+    )
+
+
+def _versus_sl(groups, ds: str, rs: list[dict[str, Any]]) -> str:
+    """MB to 90% of split learning's final accuracy, and split learning's MB / these."""
+    sl = _split_learning(groups, ds)
+    if not sl:
+        return "— | —"
+    target = 0.9 * float(np.mean([r["metrics"]["accuracy"] for r in sl]))
+    mine = [bytes_to_reach(r, target) for r in rs if r["extra"].get("curve")]
+    theirs = [bytes_to_reach(r, target) for r in sl]
+    if not mine or any(map(math.isnan, mine + theirs)):
+        return f"{_mb(mine)} | —"
+    return f"{_mb(mine)} | {np.mean(theirs) / np.mean(mine):.1f}x"
+
+
 def _table3(groups) -> list[str]:
     head = " | ".join(f"MB to {int(100 * s)}%" for s in SHARES)
     lines = [
-        f"| dataset | method | test accuracy % | {head} | MB total | rounds | seeds |",
-        "|---|---|---|" + "---|" * len(SHARES) + "---|---|---|",
+        f"| dataset | method | test accuracy % | {head} | MB total | MB to 90% of SL | SL / this "
+        "| rounds | seeds |",
+        "|---|---|---|" + "---|" * len(SHARES) + "---|---|---|---|---|",
     ]
     for (ds, name), rs in sorted(groups.items()):
         m, s = _ms([100 * r["metrics"]["accuracy"] for r in rs])
@@ -118,22 +150,21 @@ def _table3(groups) -> list[str]:
         total = _mb([float(r["comm"]["bytes_total"]) for r in rs])
         rounds = rs[0]["extra"].get("rounds", "—")
         lines.append(
-            f"| {ds} | {name} | {m:.2f} ± {s:.2f} | {' | '.join(reach)} | {total} | {rounds} | "
-            f"{len(rs)} |"
+            f"| {ds} | {name} | {m:.2f} ± {s:.2f} | {' | '.join(reach)} | {total} | "
+            f"{_versus_sl(groups, ds, rs)} | {rounds} | {len(rs)} |"
         )
     for name, (acc, *mb) in PAPER_T3.items():
         cells = " | ".join("—" if v is None else f"{v}" for v in mb)
-        lines.append(f"| MNIST (poster) | {name} | {acc:.2f} | {cells} | — | — |")
+        lines.append(f"| MNIST (poster) | {name} | {acc:.2f} | {cells} | — | — | — | — |")
     return lines
 
 
 def _acceptance(groups) -> list[str]:
     lines = []
     for ds in sorted({d for d, _ in groups}):
-        sl = [rs for (d, n), rs in groups.items() if d == ds and n.startswith("split learning")]
+        sl = _split_learning(groups, ds)
         if not sl:
             continue
-        sl = sl[0]
         sl_acc = float(np.mean([r["metrics"]["accuracy"] for r in sl]))
         target = 0.9 * sl_acc
         sl_bytes = float(np.mean([bytes_to_reach(r, target) for r in sl]))
@@ -190,7 +221,7 @@ def _table2(records) -> list[str]:
         f = (r.get("privacy") or {}).get("intrinsic_heuristic")
         if r["method"] == "czofo-vfl" and f:
             x = r["extra"]
-            bits = f"{x.get('uplink_bits')}/{x.get('downlink_bits')}"
+            bits = f"{x.get('uplink_bits')}/{x.get('downlink_bits')}{_quant(x)}"
             rows[(where(r), x.get("q"), x.get("deltas"), x.get("schedule"), bits)].append(f)
     lines = [
         "| dataset | q | δ per | schedule | bits up/down | σ² | ζ | δ | ε per step | T | ε̄ | δ̄ "
@@ -250,7 +281,7 @@ def _plot(groups, out: Path) -> list[str]:
         ax.set_ylabel("test accuracy (seed of the first record)")
         ax.set_title(f"{ds}: ZOO-VFL vs VFL-CZOFO vs split learning")
         ax.legend(fontsize=6)
-        name = f"czofo_convergence_{ds.replace(', d_h=', '_dh')}.png"
+        name = f"czofo_convergence_{ds.replace(', d_h=', '_dh').replace(', b=', '_b')}.png"
         fig.tight_layout()
         fig.savefig(out / name, dpi=110)
         plt.close(fig)
@@ -269,7 +300,11 @@ def render(records: list[dict[str, Any]], out: Path) -> str:
         "",
         "Bytes are what crossed the channel as serialized (packed quantised codes, not float32) "
         "in the training phase plus the async table's first fill, until the first curve point "
-        "at or above the share (curve points are coarse: a bound, not an interpolation). "
+        "at or above the share (a curve point every few rounds: `curve_points`, measured "
+        "through an unmetered control plane, so evaluation adds no bytes; no interpolation). "
+        "*MB to 90% of SL*: to 90% of split learning's mean final accuracy at the same "
+        "dataset, d_h and batch size; *SL / this*: split learning's mean bytes to that "
+        "target over these. "
         "MB total includes the test-set embeddings.",
         "",
         *_table3(groups),

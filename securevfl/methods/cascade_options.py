@@ -18,6 +18,7 @@ from securevfl.training.splitnn_trainer import splitnn_fingerprints
 from securevfl.training.zeroth_order import DIRECTIONS
 
 ZO_OPTIONS = ("q", "mu", "direction", "deltas")
+LINKS = ("none", "up", "down", "both")
 
 
 def cascade_options(*, schedule: str, uplink_bits: int, downlink_bits: int, zo: bool) -> dict:
@@ -37,6 +38,18 @@ def cascade_options(*, schedule: str, uplink_bits: int, downlink_bits: int, zo: 
         ),
         "downlink_bits": Option(
             int, downlink_bits, "bits per entry of each reply (1..16 quantised; 32 = float32)"
+        ),
+        "stochastic_rounding": Option(
+            str,
+            "none",
+            "links whose quantiser rounds stochastically (unbiased) instead of to nearest",
+            choices=LINKS,
+        ),
+        "clip_range": Option(
+            str,
+            "none",
+            "links whose quantiser spans mean ± c_b std (Gaussian-optimal) instead of min/max",
+            choices=LINKS,
         ),
         "topk": Option(
             float, 1.0, "share of entries each message keeps (top-k by magnitude)", gt=0, le=1
@@ -97,11 +110,19 @@ def check_cascade(spec: RunSpec, method: Method, client_grad: str) -> CascadeCon
                 f"{name} must be an integer in 1..16 or 32, got {opt[name]!r}"
             ) from None
     kw["topk"] = float(opt["topk"])
+    for name in ("stochastic_rounding", "clip_range"):
+        kw[name] = opt[name]
     for name in ("max_staleness", "curve_points"):
         kw[name] = int(opt[name])
     if "q" in opt:
         kw["q"], kw["mu"] = int(opt["q"]), float(opt["mu"])
         kw.update(direction=opt["direction"], per_sample=opt["deltas"] == "sample")
+        if client_grad == "zo-output" and kw["direction"] == "orthogonal":
+            if kw["q"] > spec.embedding_dim:
+                raise ConfigError(
+                    f"q must be <= embedding_dim ({spec.embedding_dim}) for orthogonal "
+                    f"directions, got {kw['q']}"
+                )
     if spec.parties < 2:
         raise ConfigError(f"parties (clients) for {method.name!r} must be >= 2, got {spec.parties}")
     return CascadeConfig(**kw)
@@ -120,6 +141,8 @@ def run_statistics(trainer: CascadeTrainer, train_s: float) -> dict[str, Any]:
         "uplink_bits": cfg.uplink_bits,
         "downlink_bits": cfg.downlink_bits,
         "topk": cfg.topk,
+        "stochastic_rounding": cfg.stochastic_rounding,
+        "clip_range": cfg.clip_range,
         "step_ms": 1e3 * train_s / max(1, st.rounds),
         "curve": st.curve,
         "curve_note": "test accuracy measured by the benchmark through an unmetered control "

@@ -31,7 +31,7 @@ from torch import nn
 from protocols.compress import decode, encode
 from securevfl.context import RunContext
 from securevfl.rng import derive_seed
-from securevfl.training.rounds import Round, plan_rounds
+from securevfl.training.rounds import Round, curve_marks, plan_rounds
 from securevfl.training.splitnn_trainer import DEFAULT_MLP_LR, SplitNNHooks, build_models
 from securevfl.training.zeroth_order import (
     add_to_parameters,
@@ -56,6 +56,8 @@ class CascadeConfig:
     uplink_bits: int = 32
     downlink_bits: int = 32
     topk: float = 1.0  # share of entries kept on both links (1.0: no sparsification)
+    stochastic_rounding: str = "none"  # links (none/up/down/both) rounding stochastically
+    clip_range: str = "none"  # links quantising on mean ± c_b std instead of min/max
     max_staleness: int = 0
     curve_points: int = 0  # test-accuracy measurements during training (instrument, unmetered)
 
@@ -127,14 +129,22 @@ class CascadeTrainer:
         self.client_dirs = {k: pair_rng(k) for k in self.state.bottoms}
         self.server_dirs = {k: pair_rng(k) for k in range(self.K)} if top is not None else {}
         self.model_dirs = {k: ctx.noise_rng(k, "zo/model-dirs") for k in self.state.bottoms}
+        # stochastic rounding: each party's own generator (its rounding is no one else's business)
+        self.quant_rngs = {k: ctx.noise_rng(k, "quantise") for k in ctx.rt.local_parties}
+        self.curve_rng = np.random.default_rng(0)  # the instrument must not move training's draws
         self.table: dict[int, np.ndarray] = {}
         self.stats = CascadeStats(replies=dict.fromkeys(range(self.K), 0))
 
     # --- messages ------------------------------------------------------------------------------
-    def _enc(self, x: np.ndarray, bits: int) -> bytes:
-        n = int(np.prod(x.shape))
-        k = None if self.cfg.topk >= 1.0 else max(1, int(np.ceil(self.cfg.topk * n)))
-        return encode(x, bits=bits, topk=k)
+    def _enc(self, x: np.ndarray, bits: int, party: int, rng=None) -> bytes:
+        """``party``'s message (clients use the uplink's quantiser, the server the downlink's);
+        ``rng`` replaces the party's rounding generator (the curve instrument's own)."""
+        cfg, n = self.cfg, int(np.prod(x.shape))
+        k = None if cfg.topk >= 1.0 else max(1, int(np.ceil(cfg.topk * n)))
+        on = ("down" if party == self.S else "up", "both")
+        sr = "stochastic" if cfg.stochastic_rounding in on else "nearest"
+        rng = rng or self.quant_rngs.get(party)
+        return encode(x, bits=bits, topk=k, rounding=sr, clip=cfg.clip_range in on, rng=rng)
 
     def _x(self, k: int, idx: np.ndarray | None, split: str = "train") -> torch.Tensor:
         X = getattr(self.ctx.views[k], f"X_{split}")
@@ -153,7 +163,7 @@ class CascadeTrainer:
         h = model(self._x(k, idx))
         rows = self.hooks.release(self.ctx, k, h.detach().numpy().astype(np.float64), step)
         if self.cfg.client_grad != "zo-model" or not active:
-            return self._enc(rows, self.cfg.uplink_bits), h
+            return self._enc(rows, self.cfg.uplink_bits, k), h
         params = list(model.parameters())
         w = flat_parameters(params)
         dirs = sample_directions(self.model_dirs[k], self.cfg.direction, (self.cfg.q, w.size))
@@ -164,7 +174,7 @@ class CascadeTrainer:
                 hv = model(self._x(k, idx)).numpy().astype(np.float64)
                 outs.append(self.hooks.release(self.ctx, k, hv, step))
                 add_to_parameters(params, -self.cfg.mu * v)
-        return self._enc(np.stack(outs), self.cfg.uplink_bits), dirs
+        return self._enc(np.stack(outs), self.cfg.uplink_bits, k), dirs
 
     # --- the server ----------------------------------------------------------------------------
     def _replies(self, r: Round, got: dict[int, Any], step: int) -> dict[int, bytes]:
@@ -190,7 +200,7 @@ class CascadeTrainer:
         for k in r.active:
             g = parts[k].grad.numpy().astype(np.float64)
             if cfg.client_grad == "foo":
-                out[k] = self._enc(g, cfg.downlink_bits)
+                out[k] = self._enc(g, cfg.downlink_bits, self.S)
                 continue
             with torch.no_grad():
                 if cfg.client_grad == "zo-output":
@@ -201,7 +211,7 @@ class CascadeTrainer:
                 else:
                     dirs, moved = None, fresh[k][1:]
                 deltas = self._deltas(parts, k, moved, per_row.detach(), y)
-            out[k] = self._enc(deltas, cfg.downlink_bits)
+            out[k] = self._enc(deltas, cfg.downlink_bits, self.S)
             if dirs is not None:
                 est = zo_estimate(decode(out[k]), dirs, mu=cfg.mu, direction=cfg.direction)
                 self.hooks.on_zo_reply(k, est * len(idx), g * len(idx), step)  # per-row scale
@@ -249,7 +259,7 @@ class CascadeTrainer:
         t0 = time.perf_counter()
         if self.cfg.schedule == "async":
             self._fill_table()
-        marks = self._curve_marks()
+        marks = curve_marks(len(self.plan), self.cfg.curve_points)
         for step, r in enumerate(self.plan):
             rt.mark_batch(step, r.idx)
             msgs: dict[int, Any] = dict.fromkeys(r.senders)
@@ -286,16 +296,16 @@ class CascadeTrainer:
             for k in range(self.K):
                 self.hooks.on_upload(k, len(self.table[k]), -1)
 
-    def _curve_marks(self) -> set[int]:
-        n, p = len(self.plan), self.cfg.curve_points
-        return {int(round(n * (i + 1) / p)) for i in range(p)} if p > 0 else set()
-
     def _curve_point(self, rounds: int) -> None:
         """Test accuracy now (an instrument: unmetered control plane, not a protocol release)."""
         rt, S = self.ctx.rt, self.S
         with torch.no_grad():
             embs = {
-                k: decode(self._enc(m(self._x(k, None, "test")).numpy(), self.cfg.uplink_bits))
+                k: decode(
+                    self._enc(
+                        m(self._x(k, None, "test")).numpy(), self.cfg.uplink_bits, k, self.curve_rng
+                    )
+                )
                 for k, m in self.state.bottoms.items()
             }
         mine = {"embs": embs, "train_bytes": rt.meter.phases["train"].bytes_total}
@@ -327,7 +337,7 @@ class CascadeTrainer:
             msgs: dict[int, Any] = dict.fromkeys(range(self.K))
             for k, m in self.state.bottoms.items():
                 rows = self.hooks.release(self.ctx, k, m(self._x(k, None, "test")).numpy(), -1)
-                msgs[k] = self._enc(rows.astype(np.float64), self.cfg.uplink_bits)
+                msgs[k] = self._enc(rows.astype(np.float64), self.cfg.uplink_bits, k)
             got = rt.gather(msgs, dst=S)
             if not rt.here(S):
                 return None

@@ -80,3 +80,8 @@ def releases_per_client(plan: list[Round], clients: int) -> list[int]:
         for k in r.senders:
             rows[k] += len(r.idx)
     return rows
+
+
+def curve_marks(n_rounds: int, points: int) -> set[int]:
+    """The rounds after which the accuracy curve is measured: ``points`` evenly spread."""
+    return {int(round(n_rounds * (i + 1) / points)) for i in range(points)} if points > 0 else set()

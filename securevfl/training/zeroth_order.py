@@ -5,9 +5,15 @@ For a loss f of a point h in R^d, q random directions u_j and a smoothing radius
     ĝ = φ / (q μ) Σ_j [f(h + μ u_j) − f(h)] u_j
 
 with φ = d for directions uniform on the unit sphere (E[u uᵀ] = I/d) and for a random signed
-coordinate ±e_k (E[u uᵀ] = I/d), φ = 1 for standard Gaussian directions (E[u uᵀ] = I). For the
-sphere and the Gaussian, ĝ is unbiased for ∇f_μ, the gradient of f smoothed over the ball / the
-Gaussian of radius μ (for a quadratic f, ∇f_μ = ∇f). For signed coordinates, E[ĝ] is the central
+coordinate ±e_k (E[u uᵀ] = I/d), φ = 1 for standard Gaussian directions (E[u uᵀ] = I).
+*Orthogonal* (q <= d): the q directions of one row are orthonormal, a uniformly random q-frame
+(each one still uniform on the sphere, φ = d), so (d/q) Σ_j u_j u_jᵀ is d/q times a random rank-q
+projection with mean I: still unbiased, with E||ĝ − g||² ≈ (d/q − 1)||g||² against ≈ (d − 1)/q
+||g||² for independent sphere directions at the same q (at q = d: exact up to μ).
+
+For the sphere, orthogonal frames (each direction alone is uniform on the sphere) and the
+Gaussian, ĝ is unbiased for ∇f_μ, the gradient of f smoothed over the ball / the Gaussian of
+radius μ (for a quadratic f, ∇f_μ = ∇f). For signed coordinates, E[ĝ] is the central
 difference (f(h + μ e_k) − f(h − μ e_k)) / 2μ along every axis (∇f for a quadratic). The sign
 matters: every direction has mean zero, which the per-batch form below relies on (unsigned
 coordinates would add the other rows' mean loss change to every row's estimate).
@@ -28,7 +34,7 @@ import numpy as np
 
 from securevfl.errors import ConfigError
 
-DIRECTIONS = ("sphere", "gaussian", "coordinate")
+DIRECTIONS = ("sphere", "gaussian", "coordinate", "orthogonal")
 
 
 def phi_of(direction: str, d: int) -> float:
@@ -43,6 +49,17 @@ def sample_directions(
 ) -> np.ndarray:
     """Random directions of ``shape`` (..., d): each last-axis vector is one direction."""
     phi_of(direction, shape[-1])
+    if direction == "orthogonal":
+        q, d = shape[0], shape[-1]
+        if q > d:
+            raise ConfigError(
+                f"q must be <= the dimension ({d}) for orthogonal directions, got {q}"
+            )
+        g = np.moveaxis(rng.standard_normal(shape), 0, -1)  # (..., d, q)
+        Q, R = np.linalg.qr(g)
+        # sign fix: Q uniformly distributed (Haar), not biased by the factorisation's convention
+        Q = Q * np.sign(np.diagonal(R, axis1=-2, axis2=-1))[..., None, :]
+        return np.moveaxis(Q, -1, 0)
     if direction == "coordinate":
         out = np.zeros(shape)
         k = rng.integers(shape[-1], size=shape[:-1])
