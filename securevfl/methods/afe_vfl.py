@@ -9,25 +9,34 @@ N(0, σ² I). ``--variant``: vanilla (clip + noise), r, d, full (R + D).
 
 **Privacy (unit party-row: one row of one passive party's block).** A released row lies in the
 C-ball, so it moves by at most 2C when its row changes, and (given the rescaling factor) no other
-row's release moves. The factor is computed only from Gaussian DP
-releases of the batch's distance statistics (``securevfl.privacy.afe``: sensitivity √21/b) and
-their moving average (post-processing); the paper's batch-dependent factor, which moves every
-row of the batch, is not used. Per epoch a row is in one batch (batches of an epoch are
-disjoint), each release is one Gaussian release of Δ = 2C (noise σ) and, for R, each batch's
-statistics one of noise multiplier z_s; all compose exactly (Gaussian DP, see below for why
-every release counts). Test-time scoring runs through the same noisy path
-(the final factor, no new statistics); it is composed into the ledger as one more
-embedding release (conservative: test rows are not training rows). σ and z_s are calibrated so
-that the accountant's ε is at most ``--epsilon`` (``--stats-share`` of the Gaussian-DP budget μ²
-goes to the statistics). No δ' (Theorem 3.6): the 2C bound holds surely.
+row's release moves. The factor is computed only from Gaussian DP releases of the batch's
+distance statistics (``securevfl.privacy.afe``: sensitivity √21/b) and their moving average
+(post-processing); the paper's batch-dependent factor, which moves every row of the batch, is
+not used. No δ' (Theorem 3.6): the 2C bound holds surely.
 
-The gradients a passive party receives are functions of the released noisy embeddings and the
-active party's data: D (FCM on them) is post-processing for the passive party's privacy. The
-bottom model f_k trains on party k's exact rows (its backward pass uses x_i), so every later
-release of every row may depend on a row once it was used: the ledger therefore composes every
-release of a party's rows (all n_train embeddings and all batch statistics of each epoch, all
-n_test test embeddings), each within its worst-case sensitivity whatever the model — a bound
-for the algorithm as run (the per-row count of the paper is not one).
+**DP bottoms (``--bottom dp``, the default).** Each passive party trains its bottom model by
+DP-SGD (``training.private_bottom``: per-example gradients clipped to C_g, Gaussian noise
+σ_g·C_g, replace-one sensitivity 2·C_g). Row i's per-example gradient must depend on row i and
+released values only: (a) clip and rescale act row-wise given the DP-released factor; (b) the
+received gradient is computed by the active party from released embeddings (post-processing);
+(c) D's contrastive loss compares row i's embedding with the other rows' *released* noisy
+embeddings of this step (constants: by adaptive composition the earlier output, the noisy
+batch, is fixed when the gradient release is analysed), over pseudo-labels from FCM on the
+received gradients (post-processing) — so row j's change moves row i's term not at all; (d) the
+KL term (Eq. 6) depends on the moments of all the batch's distances, so it is used with exact
+bottoms only (``--lam-kl`` needs ``--bottom exact``). Then every later release depends on other
+rows only through DP releases, and per epoch a training row costs one Gaussian embedding
+release (Δ = 2C, noise σ), for R one statistics release (noise multiplier z_s) of its batch,
+and one bottom update (noise multiplier σ_g/2), composed over epochs exactly (Gaussian DP).
+A test row's only release is its scoring (clip, the final factor, noise σ_t): training and
+test rows are disjoint, so the headline is the larger of the two ε, and σ_t alone is calibrated
+to ``--epsilon``. σ_g takes ``--grad-share`` of the target's μ², σ and z_s the rest
+(``--stats-share`` of it to the statistics), calibrated so the accountant's ε is <= ``--epsilon``.
+
+**Exact bottoms (``--bottom exact``).** The bottom trains on exact rows, so every later release
+of every row may depend on a row once it was used: the ledger composes every release of a
+party's rows (all n_train embeddings and all batch statistics of each epoch, all n_test test
+embeddings), each within its worst-case sensitivity whatever the model.
 """
 
 from __future__ import annotations

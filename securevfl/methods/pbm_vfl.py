@@ -21,7 +21,14 @@ Privacy units (neighbouring datasets differ by substitution of):
 * ``sample`` ("sample privacy", ``privacy.by_unit.sample``): the row in every data party's
   block (and its label, which the server holds in the clear: labels are not protected).
 
-Which releases count. Per row, PBM-VFL releases the P coordinates' secure sums once per epoch
+Which releases count. With DP bottoms (``--bottom dp``, the default with ``--epsilon``;
+``training.private_bottom``) each data party's bottom update is a Gaussian release (per-example
+clip C_g, replace-one sensitivity 2·C_g), so later releases depend on other rows only through DP
+models: a row's ε composes its own P·(E + 1) PBM releases (the +1: its scoring, composed
+conservatively) and its E bottom updates, PBM's RDP and the Gaussian's at the same orders
+(LDP-VFL: Gaussian DP, with a test row's one scoring release calibrated apart). With
+``--bottom exact`` (or without ``--epsilon``) the rest of this paragraph applies. Per row, PBM-
+VFL releases the P coordinates' secure sums once per epoch
 for a training row and once for a test row under private scoring; LDP-VFL the same counts of
 noisy embeddings. Counting only those (the seed paper's figures, kept in
 ``privacy.per_row_only``) is not a guarantee: the bottom models train on every row with exact
