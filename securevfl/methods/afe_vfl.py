@@ -208,7 +208,7 @@ class AFEHooks(SplitNNHooks):
 @register_method
 class AFEVFL(Method):
     name = "afe-vfl"
-    summary = "VFL-AFE: clipped, adaptively rescaled, contrastively adjusted noisy embeddings"
+    summary = "VFL-AFE: clipped, rescaled, contrastively adjusted noisy embeddings; DP-SGD bottoms"
     family = "dp"
     models = ("mlp",)
     requires_epsilon = True

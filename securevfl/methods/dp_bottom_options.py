@@ -21,8 +21,9 @@ BOTTOM_OPTIONS = {
     "bottom": Option(
         str,
         "dp",
-        "bottom-model update: dp (DP-SGD; a row's epsilon counts its own releases) or exact "
-        "(exact rows; every release of a party's rows counts)",
+        "bottom-model update: dp (DP-SGD, when --epsilon is given; a row's epsilon counts its "
+        "own releases) or exact (exact rows; every release of a party's rows counts; also what "
+        "runs without --epsilon)",
         choices=BOTTOMS,
     ),
     "grad_clip": Option(

@@ -75,7 +75,9 @@ class NPQ(SumSplitNN):
 @register_method
 class LDPVFL(SumSplitNN):
     name = "ldp-vfl"
-    summary = "PBM-VFL's baseline: Gaussian noise 2M/(b beta^2) per embedding coordinate, no secagg"
+    summary = (
+        "PBM-VFL's baseline: Gaussian noise per embedding coordinate, no secagg; DP-SGD bottoms"
+    )
     family = "dp"
     options = {**PBM_OPTIONS, **BOTTOM_OPTIONS}
     accepts_epsilon = True  # sets the noise; without it, the noise of (b, beta)

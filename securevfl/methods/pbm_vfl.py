@@ -258,7 +258,7 @@ class SumSplitNN(Method):
 @register_method
 class PBMVFL(SumSplitNN):
     name = "pbm-vfl"
-    summary = "PBM-quantized embeddings summed by pairwise-mask secure aggregation; PLD ε"
+    summary = "PBM-quantized embeddings summed by pairwise-mask secure aggregation; DP-SGD bottoms"
     family = "dp+mpc"
     options = {**PBM_OPTIONS, **BOTTOM_OPTIONS}
     accepts_epsilon = True  # sets beta (and b); without it, the given (b, beta)
