@@ -27,7 +27,13 @@ BOTTOM_OPTIONS = {
         choices=BOTTOMS,
     ),
     "grad_clip": Option(
-        float, 1.0, "per-example clip C_g of the DP bottom update", gt=0, le=1e6, when=DP_ONLY
+        float,
+        0.1,
+        "per-example clip C_g of the DP bottom update (0.1: on digits at epsilon 100, 0.65 "
+        "accuracy vs 0.33 at 1.0)",
+        gt=0,
+        le=1e6,
+        when=DP_ONLY,
     ),
     "grad_share": Option(
         float,
