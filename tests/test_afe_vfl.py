@@ -148,16 +148,19 @@ def _spec(**kw):
     return RunSpec(**base)
 
 
-@pytest.mark.parametrize("variant", ["vanilla", "full"])
-def test_achieved_epsilon_meets_the_target_within_two_percent(variant):
-    rec = run_experiment(_spec(options={"variant": variant}))
+@pytest.mark.parametrize("variant, bottom", [("vanilla", "exact"), ("full", "exact"),
+                                             ("vanilla", "dp"), ("full", "dp")])  # fmt: skip
+def test_achieved_epsilon_meets_the_target_within_two_percent(variant, bottom):
+    rec = run_experiment(_spec(options={"variant": variant, "bottom": bottom}))
     p = rec["privacy"]
     assert p["unit"] == "party-row" and p["target_epsilon"] == 4.0
     assert 0.98 * 4.0 <= p["epsilon"] <= 4.0
-    # every release of a party's rows counts: 2 epochs of all training rows, the test rows,
-    # and (full) every batch's statistics
     n_train, n_test = rec["n_train"], rec["n_test"]
-    releases = 2 * n_train + n_test + (2 * -(-n_train // 64) if variant == "full" else 0)
+    if bottom == "dp":  # a training row's own: 2 embeddings, 2 bottom updates (+2 statistics)
+        releases = 4 + (2 if variant == "full" else 0)
+    else:  # every release of a party's rows counts: 2 epochs of all training rows, the test
+        # rows, and (full) every batch's statistics
+        releases = 2 * n_train + n_test + (2 * -(-n_train // 64) if variant == "full" else 0)
     assert {v["releases"] for v in p["per_party"].values()} == {releases}
     assert set(p["per_party"]) == {"0", "1"}
     assert rec["stats"]["step_ms"]["total"] > 0
@@ -180,8 +183,12 @@ def test_plan_noise_is_monotone_and_spends_the_share():
         ({"fcm_threshold": 1.5}, "fcm_threshold"),
         ({"confidence": 0.4}, "confidence"),
         ({"stats_share": 1}, "stats_share"),
-        ({"lam_kl": -1}, "lam_kl"),
-        ({"kl_every": 0}, "kl_every"),
+        ({"lam_kl": -1, "bottom": "exact"}, "lam_kl"),
+        ({"kl_every": 0, "bottom": "exact"}, "kl_every"),
+        ({"lam_kl": 0.1}, "lam-kl"),  # the KL term couples rows: exact bottoms only
+        ({"grad_clip": 0}, "grad_clip"),
+        ({"grad_share": 1}, "grad_share"),
+        ({"bottom": "x"}, "bottom"),
     ],
 )
 def test_bad_options_are_refused(opts, match):

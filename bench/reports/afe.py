@@ -1,7 +1,10 @@
 """Report section for VFL-AFE (issue 13): Table 2 ablation, accuracy vs ε, Table 3 overheads.
 
 Computed from the records alone: test accuracy, the accountant's ε (unit party-row) in
-``privacy``, and the per-step milliseconds the hooks measured in ``stats.step_ms`` (one run: the
+``privacy`` (with DP bottom updates, the default, the larger of a training row's ε — its own
+embedding, statistics and bottom-update releases, composed — and a test row's one scoring
+release; with ``--bottom exact`` every release of a party's rows), and the per-step milliseconds
+the hooks measured in ``stats.step_ms`` (one run: the
 base step, noise, rescaling R with its KL term, distribution adjusting D with FCM).
 """
 
@@ -37,6 +40,8 @@ def _collect(records: list[dict[str, Any]]):
             c = r["config"]
             if int(c.get("kl_every", 4)) != 4:  # schedule study: overheads table only
                 extra[(r["dataset"], c["batch_size"], c.get("variant"), c["kl_every"])].append(r)
+                continue
+            if c.get("bottom", "dp") != "dp":  # the ablation compares DP-bottom runs only
                 continue
             afe[(r["dataset"], c.get("epsilon"), c.get("variant", "full"))].append(r)
         elif _PLAIN_SPLITNN.items() <= capabilities(r).items():

@@ -245,12 +245,14 @@ def render(records: list[dict[str, Any]], out: Path) -> str:
         "Feature ε (unit `party-row`) and sample ε (unit `sample`) are `privacy.by_unit` of "
         "each record: a pair that dominates every release of the sampler actually run (exact "
         "Binomial(b, j/2^12) at the reachable grid levels, summed over the M parties; "
-        "`securevfl.privacy.pbm_accountant`), composed over EVERY release of a party's rows "
-        "(P coordinates × (epochs × n_train + n_test)) by dp_accounting's RDP accountant, "
-        "δ = 1e-5: the bottom models carry each row into the later releases of all rows, so "
-        "counting only a row's own releases (the seed paper's figure, `privacy.per_row_only`) "
-        "is not a guarantee. LDP-VFL's are Gaussian events composed the same way. They are "
-        "reported as computed, however large.",
+        "`securevfl.privacy.pbm_accountant`), by dp_accounting's RDP accountant, δ = 1e-5. "
+        "With DP bottom updates (`--bottom dp`, the default with --epsilon) a row's own "
+        "releases count — P coordinates × (epochs + 1 scoring) — composed with its "
+        "bottom-update Gaussian releases at the same orders; with `--bottom exact` (or no "
+        "--epsilon) EVERY release of a party's rows counts (P × (epochs × n_train + n_test)): "
+        "exact bottoms carry each row into the later releases of all rows, so a row's own "
+        "releases alone (`privacy.per_row_only`) are no guarantee. LDP-VFL's are Gaussian "
+        "events composed the same way. They are reported as computed, however large.",
         "",
         *_main_table(groups),
         "",

@@ -6,6 +6,9 @@ from typing import Any
 
 from securevfl.context import Option, RunSpec
 from securevfl.methods.base import Method
+from securevfl.methods.dp_bottom_options import BOTTOM_OPTIONS
+
+EXACT_ONLY = ("bottom", ("exact",))
 
 VARIANTS = ("vanilla", "r", "d", "full")
 
@@ -17,7 +20,15 @@ OPTIONS = {
         choices=VARIANTS,
     ),
     "clip": Option(float, 1.0, "clipping bound C of each embedding row (Eq. 2)", gt=0, le=1e6),
-    "lam_kl": Option(float, 0.1, "weight of the KL term (Eq. 6; variants r, full)", ge=0, le=1e6),
+    "lam_kl": Option(
+        float,
+        0.1,
+        "weight of the KL term (Eq. 6; variants r, full; --bottom exact only: its gradient for "
+        "one row depends on every row of the batch)",
+        ge=0,
+        le=1e6,
+        when=EXACT_ONLY,
+    ),
     "kl_every": Option(
         int,
         4,
@@ -25,6 +36,7 @@ OPTIONS = {
         "4 keeps the rescaling under 15% of a step at b = 256)",
         ge=1,
         le=1_000_000,
+        when=EXACT_ONLY,
     ),
     "lam_cl": Option(
         float, 0.1, "weight of the contrastive loss (Eq. 8; variants d, full)", ge=0, le=1e6
@@ -47,6 +59,7 @@ OPTIONS = {
         gt=0,
         lt=1,
     ),
+    **BOTTOM_OPTIONS,
 }
 
 

@@ -9,25 +9,34 @@ N(0, σ² I). ``--variant``: vanilla (clip + noise), r, d, full (R + D).
 
 **Privacy (unit party-row: one row of one passive party's block).** A released row lies in the
 C-ball, so it moves by at most 2C when its row changes, and (given the rescaling factor) no other
-row's release moves. The factor is computed only from Gaussian DP
-releases of the batch's distance statistics (``securevfl.privacy.afe``: sensitivity √21/b) and
-their moving average (post-processing); the paper's batch-dependent factor, which moves every
-row of the batch, is not used. Per epoch a row is in one batch (batches of an epoch are
-disjoint), each release is one Gaussian release of Δ = 2C (noise σ) and, for R, each batch's
-statistics one of noise multiplier z_s; all compose exactly (Gaussian DP, see below for why
-every release counts). Test-time scoring runs through the same noisy path
-(the final factor, no new statistics); it is composed into the ledger as one more
-embedding release (conservative: test rows are not training rows). σ and z_s are calibrated so
-that the accountant's ε is at most ``--epsilon`` (``--stats-share`` of the Gaussian-DP budget μ²
-goes to the statistics). No δ' (Theorem 3.6): the 2C bound holds surely.
+row's release moves. The factor is computed only from Gaussian DP releases of the batch's
+distance statistics (``securevfl.privacy.afe``: sensitivity √21/b) and their moving average
+(post-processing); the paper's batch-dependent factor, which moves every row of the batch, is
+not used. No δ' (Theorem 3.6): the 2C bound holds surely.
 
-The gradients a passive party receives are functions of the released noisy embeddings and the
-active party's data: D (FCM on them) is post-processing for the passive party's privacy. The
-bottom model f_k trains on party k's exact rows (its backward pass uses x_i), so every later
-release of every row may depend on a row once it was used: the ledger therefore composes every
-release of a party's rows (all n_train embeddings and all batch statistics of each epoch, all
-n_test test embeddings), each within its worst-case sensitivity whatever the model — a bound
-for the algorithm as run (the per-row count of the paper is not one).
+**DP bottoms (``--bottom dp``, the default).** Each passive party trains its bottom model by
+DP-SGD (``training.private_bottom``: per-example gradients clipped to C_g, Gaussian noise
+σ_g·C_g, replace-one sensitivity 2·C_g). Row i's per-example gradient must depend on row i and
+released values only: (a) clip and rescale act row-wise given the DP-released factor; (b) the
+received gradient is computed by the active party from released embeddings (post-processing);
+(c) D's contrastive loss compares row i's embedding with the other rows' *released* noisy
+embeddings of this step (constants: by adaptive composition the earlier output, the noisy
+batch, is fixed when the gradient release is analysed), over pseudo-labels from FCM on the
+received gradients (post-processing) — so row j's change moves row i's term not at all; (d) the
+KL term (Eq. 6) depends on the moments of all the batch's distances, so it is used with exact
+bottoms only (``--lam-kl`` needs ``--bottom exact``). Then every later release depends on other
+rows only through DP releases, and per epoch a training row costs one Gaussian embedding
+release (Δ = 2C, noise σ), for R one statistics release (noise multiplier z_s) of its batch,
+and one bottom update (noise multiplier σ_g/2), composed over epochs exactly (Gaussian DP).
+A test row's only release is its scoring (clip, the final factor, noise σ_t): training and
+test rows are disjoint, so the headline is the larger of the two ε, and σ_t alone is calibrated
+to ``--epsilon``. σ_g takes ``--grad-share`` of the target's μ², σ and z_s the rest
+(``--stats-share`` of it to the statistics), calibrated so the accountant's ε is <= ``--epsilon``.
+
+**Exact bottoms (``--bottom exact``).** The bottom trains on exact rows, so every later release
+of every row may depend on a row once it was used: the ledger composes every release of a
+party's rows (all n_train embeddings and all batch statistics of each epoch, all n_test test
+embeddings), each within its worst-case sensitivity whatever the model.
 """
 
 from __future__ import annotations
@@ -42,6 +51,7 @@ from securevfl.context import RunContext, RunSpec
 from securevfl.errors import ConfigError
 from securevfl.methods.afe_options import OPTIONS, check_options
 from securevfl.methods.base import Method, register_method
+from securevfl.methods.dp_bottom_options import BottomPlan, bottom_plan
 from securevfl.models.afe_losses import contrastive_loss, negentropy, pair_distances
 from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.privacy.afe import (
@@ -55,11 +65,13 @@ from securevfl.privacy.afe import (
     stats_of,
     z_of,
 )
+from securevfl.privacy.dp_bottom import test_noise_multiplier, with_test_rows
 from securevfl.privacy.events import gaussian_event
 from securevfl.results import FitResult
 from securevfl.rng import derive_seed
 from securevfl.training import TRAIN, Release, SplitNNHooks, fit_splitnn, n_batches
 from securevfl.training.fcm import pseudo_labels
+from securevfl.training.private_bottom import BottomDP
 
 DEFAULT_DELTA = 1e-5
 
@@ -74,12 +86,18 @@ class AFEHooks(SplitNNHooks):
         self.cfg = cfg
         self.C = cfg["clip"]
         self.sigma = cfg["z_e"] * 2 * self.C
+        self.sigma_test = cfg["z_t"] * 2 * self.C
         self.rescaling = cfg["variant"] in ("r", "full")
         self.adjusting = cfg["variant"] in ("d", "full")
+        self.plan: BottomPlan = cfg["plan"]
+        # the KL term couples every row of the batch (moments of all distances): exact bottoms only
+        self.kl = self.rescaling and cfg["lam_kl"] > 0 and self.plan.dp is None
         self.n_batches = n_batches(ctx.info.n_train, ctx.spec.batch_size)
         local = [k for k in ctx.rt.local_parties if k < ctx.info.data_parties]
         self.rngs = {k: ctx.noise_rng(k, "afe/embedding") for k in local}
         self.stats_rngs = {k: ctx.noise_rng(k, "afe/stats") for k in local}
+        self.bottom_rngs = {k: ctx.noise_rng(k, "afe/bottom") for k in local}
+        self.released: dict[int, np.ndarray] = {}
         self.scalers = {
             k: RescaleState(ctx.spec.embedding_dim, confidence=cfg["confidence"]) for k in local
         }
@@ -108,7 +126,7 @@ class AFEHooks(SplitNNHooks):
         if training and len(u) > 1:  # the batch's statistics, one Gaussian release
             perms = self._perms(ctx, len(u))
             v = u.detach().numpy().astype(np.float64) / self.C
-            if self.cfg["lam_kl"] > 0 and step % self.cfg["kl_every"] == 0:
+            if self.kl and step % self.cfg["kl_every"] == 0:
                 dist = pair_distances(u, perms)  # once: the statistics and the KL term share it
                 self.dists[k] = dist
                 w = stats_of(v, float(dist.detach().mean()) / self.C)
@@ -123,16 +141,22 @@ class AFEHooks(SplitNNHooks):
 
     def party_message(self, ctx: RunContext, k: int, emb: np.ndarray, step: int) -> Any:
         t0 = time.perf_counter()
-        out = (emb + self.rngs[k].normal(0.0, self.sigma, size=emb.shape)).astype(np.float32)
+        sigma = self.sigma if self.batch is None or self.batch.phase == TRAIN else self.sigma_test
+        out = (emb + self.rngs[k].normal(0.0, sigma, size=emb.shape)).astype(np.float32)
         if self.batch is not None and self.batch.phase == TRAIN:
             self.ms["noise"] += time.perf_counter() - t0
+            self.released[k] = out  # the DP bottom's contrastive partners
         return out
 
     def local_loss(
         self, ctx: RunContext, k: int, emb: torch.Tensor, grad: np.ndarray, step: int
     ) -> torch.Tensor | None:
         u, extra = self.clipped.pop(k), None
-        if self.rescaling and self.cfg["lam_kl"] > 0 and k in self.dists:
+        released = self.released.pop(k, None)
+        partners = None
+        if self.plan.dp is not None:  # row i against the released rows: see the module docstring
+            u, partners = emb, torch.as_tensor(released)
+        if self.kl and k in self.dists:
             t0 = time.perf_counter()
             extra = self.cfg["lam_kl"] * negentropy(self.dists.pop(k))
             self.ms["R"] += time.perf_counter() - t0
@@ -141,21 +165,31 @@ class AFEHooks(SplitNNHooks):
             c = min(int(ctx.info.n_classes or 2), len(grad))
             labels, keep = pseudo_labels(grad, c, threshold=self.cfg["fcm_threshold"])
             self.kept.append(float(keep.mean()))
-            cl = contrastive_loss(u, torch.as_tensor(labels), torch.as_tensor(keep), bound=self.C)
+            cl = contrastive_loss(
+                u, torch.as_tensor(labels), torch.as_tensor(keep), bound=self.C, partners=partners
+            )
             extra = self.cfg["lam_cl"] * cl if extra is None else extra + self.cfg["lam_cl"] * cl
             self.ms["D"] += time.perf_counter() - t0
         return extra
 
+    def bottom_update(self, ctx: RunContext, k: int) -> tuple[BottomDP, np.random.Generator] | None:
+        return None if self.plan.dp is None else (self.plan.dp, self.bottom_rngs[k])
+
     def epoch_releases(self, ctx: RunContext, epoch: int) -> list[Release]:
-        """The epoch's releases: every row's embedding and every batch's statistics of each
-        passive party (each may depend on any row through the bottom model: all count)."""
-        emb = gaussian_event(sigma=self.sigma, sensitivity=2 * self.C, count=ctx.info.n_train)
+        """The epoch's releases of one row (DP bottom: its embedding, its batch's statistics,
+        its bottom update) or, for exact bottoms, every row's embedding and every batch's
+        statistics of each passive party (each may depend on any row: all count)."""
+        per_row = self.plan.dp is not None
+        emb = gaussian_event(
+            sigma=self.sigma, sensitivity=2 * self.C, count=1 if per_row else ctx.info.n_train
+        )
         out = []
         for k in ctx.data_parties:
             out.append((k, emb))
             if self.rescaling:  # the batch statistics (z_s is 0 without rescaling)
-                z_s = self.cfg["z_s"]
-                out.append((k, gaussian_event(sigma=z_s, sensitivity=1.0, count=self.n_batches)))
+                z_s, count = self.cfg["z_s"], 1 if per_row else self.n_batches
+                out.append((k, gaussian_event(sigma=z_s, sensitivity=1.0, count=count)))
+            out.extend((k, ev) for ev in self.plan.events())
         return out
 
     def configure_evaluate(self, ctx: RunContext, state: Any) -> str:
@@ -163,7 +197,10 @@ class AFEHooks(SplitNNHooks):
         return "private"
 
     def eval_releases(self, ctx: RunContext, n_rows: int) -> list[Release]:
-        """One more embedding release of every test row per passive party."""
+        """Exact bottoms: one more embedding release of every test row per passive party (DP
+        bottoms: none here, a test row's one release is accounted apart, see ``fit``)."""
+        if self.plan.dp is not None:
+            return []
         event = gaussian_event(sigma=self.sigma, sensitivity=2 * self.C, count=n_rows)
         return [(k, event) for k in ctx.data_parties]
 
@@ -171,7 +208,7 @@ class AFEHooks(SplitNNHooks):
 @register_method
 class AFEVFL(Method):
     name = "afe-vfl"
-    summary = "VFL-AFE: clipped, adaptively rescaled, contrastively adjusted noisy embeddings"
+    summary = "VFL-AFE: clipped, rescaled, contrastively adjusted noisy embeddings; DP-SGD bottoms"
     family = "dp"
     models = ("mlp",)
     requires_epsilon = True
@@ -194,6 +231,7 @@ class AFEVFL(Method):
             )
         E, delta = ctx.spec.epochs, float(ctx.spec.delta or DEFAULT_DELTA)
         rescaling = cfg["variant"] in ("r", "full")
+        plan = bottom_plan(ctx.spec, self, delta=delta)
         z_e, z_s, planned = plan_noise(
             epsilon=float(ctx.spec.epsilon),
             delta=delta,
@@ -202,9 +240,13 @@ class AFEVFL(Method):
             share=cfg["stats_share"],
             rows=(ctx.info.n_train, ctx.info.n_test),
             batches=n_batches(ctx.info.n_train, ctx.spec.batch_size),
+            per_row=plan.dp is not None,
+            extra_events=plan.events(E),
         )
+        # DP bottom: a test row's one scoring release gets the whole target (parallel to training)
+        z_t = z_e if plan.dp is None else test_noise_multiplier(float(ctx.spec.epsilon), delta)
         ledger = PrivacyLedger("party-row")
-        hooks = AFEHooks(ctx, z_e=z_e, z_s=z_s, **cfg)
+        hooks = AFEHooks(ctx, z_e=z_e, z_s=z_s, z_t=z_t, plan=plan, **cfg)
         run = fit_splitnn(ctx, hooks, ledger=ledger)
         steps = E * hooks.n_batches
         outside: list[str] = []
@@ -218,11 +260,21 @@ class AFEVFL(Method):
             extra={
                 "noise_multiplier_embedding": z_e,
                 "noise_multiplier_stats": z_s if rescaling else None,
+                "noise_multiplier_test": z_t,
                 "stats_sensitivity": "sqrt(21)/b (unit-ball units)",
                 "delta_prime": 0.0,
+                "bottom": cfg["bottom"],
+                "bottom_noise_multiplier": None if plan.dp is None else plan.dp.noise_multiplier,
+                "bottom_clip": None if plan.dp is None else plan.dp.clip,
+                "amplification": "none (shuffled disjoint batches)",
                 "planned_epsilon": planned,
             },
         )
+        if plan.dp is not None:
+            test = PrivacyLedger("party-row")
+            for k in ctx.data_parties:
+                test.compose(k, gaussian_event(sigma=hooks.sigma_test, sensitivity=2 * hooks.C))
+            report = with_test_rows(report, test, delta)
         extra: dict[str, Any] = {"variant": cfg["variant"], "sigma": hooks.sigma}
         step_ms = {key: 1e3 * v / steps for key, v in hooks.ms.items()}
         step_ms["total"] = 1e3 * run.train_s / steps

@@ -15,6 +15,7 @@ import numpy as np
 from securevfl.context import RunContext
 from securevfl.errors import ConfigError
 from securevfl.methods.base import register_method
+from securevfl.methods.dp_bottom_options import BOTTOM_OPTIONS, BottomPlan, bottom_plan
 from securevfl.methods.pbm_vfl import (
     BOUND,
     DEFAULT_DELTA,
@@ -26,18 +27,28 @@ from securevfl.methods.pbm_vfl import (
     private_eval,
 )
 from securevfl.privacy.accountant import Accountant, PrivacyLedger, calibrate
+from securevfl.privacy.dp_bottom import test_noise_multiplier, with_test_rows
 from securevfl.privacy.pbm import ldp_sigma
 from securevfl.privacy.pbm_accountant import ldp_event
 from securevfl.results import FitResult
-from securevfl.training import row_uses
+from securevfl.training import EVAL, row_uses
 
 
 class LDPHooks(BoundedSumHooks):
     """LDP-VFL: Gaussian noise of variance 2M/(b beta^2) on every coordinate of every embedding."""
 
-    def __init__(self, ctx: RunContext, *, sigma: float, eval_mode: str) -> None:
-        super().__init__(ctx, eval_mode=eval_mode)
+    def __init__(
+        self,
+        ctx: RunContext,
+        *,
+        sigma: float,
+        eval_mode: str,
+        plan: BottomPlan,
+        sigma_test: float | None = None,
+    ) -> None:
+        super().__init__(ctx, eval_mode=eval_mode, plan=plan)
         self.sigma = sigma
+        self.sigma_test = sigma if sigma_test is None else sigma_test
         self.rngs = {
             k: ctx.noise_rng(k, "ldp-vfl")
             for k in ctx.rt.local_parties
@@ -45,7 +56,10 @@ class LDPHooks(BoundedSumHooks):
         }
 
     def party_message(self, ctx: RunContext, k: int, emb: np.ndarray, step: int) -> Any:
-        return (emb + self.rngs[k].normal(0.0, self.sigma, size=emb.shape)).astype(np.float32)
+        sigma = (
+            self.sigma_test if self.batch is not None and self.batch.phase == EVAL else self.sigma
+        )
+        return (emb + self.rngs[k].normal(0.0, sigma, size=emb.shape)).astype(np.float32)
 
 
 @register_method
@@ -61,9 +75,11 @@ class NPQ(SumSplitNN):
 @register_method
 class LDPVFL(SumSplitNN):
     name = "ldp-vfl"
-    summary = "PBM-VFL's baseline: Gaussian noise 2M/(b beta^2) per embedding coordinate, no secagg"
+    summary = (
+        "PBM-VFL's baseline: Gaussian noise per embedding coordinate, no secagg; DP-SGD bottoms"
+    )
     family = "dp"
-    options = PBM_OPTIONS
+    options = {**PBM_OPTIONS, **BOTTOM_OPTIONS}
     accepts_epsilon = True  # sets the noise; without it, the noise of (b, beta)
 
     def fit(self, ctx: RunContext) -> FitResult:
@@ -72,12 +88,18 @@ class LDPVFL(SumSplitNN):
         M, P, E = ctx.info.data_parties, spec.embedding_dim, spec.epochs
         delta = spec.delta or DEFAULT_DELTA
 
-        # every release of a party's rows counts (module docstring): all uses of all its rows
-        uses = row_uses(ctx, private_eval=private_eval(self, spec))
+        plan = bottom_plan(spec, self, delta=delta)
+        private = private_eval(self, spec)
+        # DP bottoms: a training row's E uses (test rows apart); exact bottoms: every release of
+        # a party's rows counts (module docstring of pbm_vfl)
+        uses = E if plan.dp is not None else row_uses(ctx, private_eval=private)
 
         def eps_of(unit: str, sigma: float, uses: int = uses) -> float:
             ev = ldp_event(unit, sigma=sigma, n_parties=M, dim=P, uses=uses, bound=BOUND)
-            return Accountant().compose(ev).get_epsilon(delta)
+            acc = Accountant().compose(ev)
+            for grad in plan.events(E):  # a sample moves every party's bottom update
+                acc.compose(grad, M if unit == "sample" else 1)
+            return acc.get_epsilon(delta)
 
         if spec.epsilon is None:
             sigma = ldp_sigma(b=b, beta=beta, n_parties=M)
@@ -93,11 +115,21 @@ class LDPVFL(SumSplitNN):
                 raise ConfigError(
                     f"epsilon {spec.epsilon:g} cannot be met within 2%: sigma 1e-4 gives {eps:.4g}"
                 )
-        ledger = PrivacyLedger("party-row")
+        ledger, test = PrivacyLedger("party-row"), PrivacyLedger("party-row")
+        sigma_test = sigma
+        if plan.dp is not None and private:  # a test row's one release gets the whole target
+            sens = 2.0 * BOUND * P**0.5
+            sigma_test = sens * test_noise_multiplier(float(spec.epsilon), delta)
         for k in ctx.data_parties:
             ledger.compose(
                 k, ldp_event("party-row", sigma=sigma, n_parties=M, dim=P, uses=uses, bound=BOUND)
             )
+            for grad in plan.events(E):
+                ledger.compose(k, grad)
+            if plan.dp is not None and private:
+                test.compose(
+                    k, ldp_event("party-row", sigma=sigma_test, n_parties=M, dim=P, uses=1)
+                )
         report = ledger.report(
             delta,
             target_epsilon=spec.epsilon,
@@ -107,14 +139,17 @@ class LDPVFL(SumSplitNN):
                     "party-row": eps_of("party-row", sigma),
                     "sample": eps_of("sample", sigma),
                 },
-                "per_row_only": eps_of("party-row", sigma, E),
+                "per_row_only": None if plan.dp is not None else eps_of("party-row", sigma, E),
                 "sigma": sigma,
+                "sigma_test": sigma_test,
+                "bottom": "exact" if plan.dp is None else "dp",
+                "bottom_noise_multiplier": None if plan.dp is None else plan.dp.noise_multiplier,
                 "releases_per_row": {"train": P * E, "test": P if private_eval(self, spec) else 0},
             },
         )
-        return self.finish(
-            ctx,
-            LDPHooks(ctx, sigma=sigma, eval_mode=eval_mode(self, spec)),
-            report,
-            {"sigma": sigma},
+        if plan.dp is not None and private:
+            report = with_test_rows(report, test, delta)
+        hooks = LDPHooks(
+            ctx, sigma=sigma, eval_mode=eval_mode(self, spec), plan=plan, sigma_test=sigma_test
         )
+        return self.finish(ctx, hooks, report, {"sigma": sigma})

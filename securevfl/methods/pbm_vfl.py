@@ -21,7 +21,14 @@ Privacy units (neighbouring datasets differ by substitution of):
 * ``sample`` ("sample privacy", ``privacy.by_unit.sample``): the row in every data party's
   block (and its label, which the server holds in the clear: labels are not protected).
 
-Which releases count. Per row, PBM-VFL releases the P coordinates' secure sums once per epoch
+Which releases count. With DP bottoms (``--bottom dp``, the default with ``--epsilon``;
+``training.private_bottom``) each data party's bottom update is a Gaussian release (per-example
+clip C_g, replace-one sensitivity 2·C_g), so later releases depend on other rows only through DP
+models: a row's ε composes its own P·(E + 1) PBM releases (the +1: its scoring, composed
+conservatively) and its E bottom updates, PBM's RDP and the Gaussian's at the same orders
+(LDP-VFL: Gaussian DP, with a test row's one scoring release calibrated apart). With
+``--bottom exact`` (or without ``--epsilon``) the rest of this paragraph applies. Per row, PBM-
+VFL releases the P coordinates' secure sums once per epoch
 for a training row and once for a test row under private scoring; LDP-VFL the same counts of
 noisy embeddings. Counting only those (the seed paper's figures, kept in
 ``privacy.per_row_only``) is not a guarantee: the bottom models train on every row with exact
@@ -51,11 +58,13 @@ import numpy as np
 from securevfl.context import Option, RunContext, RunSpec
 from securevfl.errors import ConfigError, ProtocolError
 from securevfl.methods.base import Method, register_method
+from securevfl.methods.dp_bottom_options import BOTTOM_OPTIONS, BottomPlan, bottom_plan
 from securevfl.privacy.events import PrivacyReport
 from securevfl.privacy.pbm import check_pbm_params, pbm_estimate_sum, pbm_quantize
 from securevfl.privacy.pbm_calibration import calibrate_beta, pbm_report, void_on_dropouts
 from securevfl.results import FitResult
 from securevfl.training import EVAL, SplitNNHooks, fit_splitnn, row_uses
+from securevfl.training.private_bottom import BottomDP
 
 DEFAULT_DELTA = 1e-5
 EVAL_ROUND = 1 << 40  # round id of test-time scoring, apart from every training epoch
@@ -81,8 +90,17 @@ class BoundedSumHooks(SplitNNHooks):
     aggregation = "sum"
     bounded_embeddings = True
 
-    def __init__(self, ctx: RunContext, *, eval_mode: str = "plain") -> None:
+    def __init__(
+        self, ctx: RunContext, *, eval_mode: str = "plain", plan: BottomPlan | None = None
+    ) -> None:
         self.eval_mode = eval_mode
+        self.plan = plan or BottomPlan(None, ctx.spec.epochs)
+        self.bottom_rngs = {
+            k: ctx.noise_rng(k, "bottom") for k in ctx.rt.local_parties if k < ctx.info.data_parties
+        }
+
+    def bottom_update(self, ctx: RunContext, k: int) -> tuple[BottomDP, np.random.Generator] | None:
+        return None if self.plan.dp is None else (self.plan.dp, self.bottom_rngs[k])
 
     def configure_evaluate(self, ctx: RunContext, state: Any) -> str:
         return self.eval_mode
@@ -98,10 +116,12 @@ class BoundedSumHooks(SplitNNHooks):
 class PBMSecAggHooks(BoundedSumHooks):
     """PBM-VFL: PBM-quantize, mask (protocol 0), unmask the integer sum at the server, estimate."""
 
-    def __init__(self, ctx: RunContext, *, b: int, beta: float, eval_mode: str) -> None:
+    def __init__(
+        self, ctx: RunContext, *, b: int, beta: float, eval_mode: str, plan: BottomPlan
+    ) -> None:
         from protocols.secagg import SecAggParty, SecAggServer, modulus_bits
 
-        super().__init__(ctx, eval_mode=eval_mode)
+        super().__init__(ctx, eval_mode=eval_mode, plan=plan)
         self.b, self.beta = b, beta
         M = ctx.info.data_parties
         self.bits = modulus_bits(b * M)
@@ -238,9 +258,9 @@ class SumSplitNN(Method):
 @register_method
 class PBMVFL(SumSplitNN):
     name = "pbm-vfl"
-    summary = "PBM-quantized embeddings summed by pairwise-mask secure aggregation; PLD ε"
+    summary = "PBM-quantized embeddings summed by pairwise-mask secure aggregation; DP-SGD bottoms"
     family = "dp+mpc"
-    options = PBM_OPTIONS
+    options = {**PBM_OPTIONS, **BOTTOM_OPTIONS}
     accepts_epsilon = True  # sets beta (and b); without it, the given (b, beta)
 
     def validate(self, spec: RunSpec) -> None:
@@ -258,14 +278,17 @@ class PBMVFL(SumSplitNN):
         b, beta = self.pbm_params(spec)
         M, P, E = ctx.info.data_parties, spec.embedding_dim, spec.epochs
         delta = spec.delta or DEFAULT_DELTA
+        plan = bottom_plan(spec, self, delta=delta)
+        grads = None if plan.dp is None else plan.events(E)
         if spec.epsilon is not None:
             b, beta = calibrate_beta(
                 float(spec.epsilon),
                 b=b,
                 n_parties=M,
                 dim=P,
-                uses=row_uses(ctx, private_eval=private_eval(self, spec)),
+                uses=plan_uses(ctx, plan, private_eval(self, spec)),
                 delta=delta,
+                extra_events=grads or (),
             )
         report = pbm_report(
             b=b,
@@ -278,8 +301,9 @@ class PBMVFL(SumSplitNN):
             n_rows=(ctx.info.n_train, ctx.info.n_test if private_eval(self, spec) else 0),
             outside_guarantee=outside(self, spec),
             target_epsilon=spec.epsilon,
+            grad_events=grads,
         )
-        hooks = PBMSecAggHooks(ctx, b=b, beta=beta, eval_mode=eval_mode(self, spec))
+        hooks = PBMSecAggHooks(ctx, b=b, beta=beta, eval_mode=eval_mode(self, spec), plan=plan)
         hooks.key_agreement(ctx)
         result = self.finish(ctx, hooks, report, {"bits_per_value": hooks.bits})
         if hooks.server_s:
@@ -295,6 +319,14 @@ class PBMVFL(SumSplitNN):
         if hooks.party_s:
             result.extra["pbm_party_ms_median"] = float(np.median(hooks.party_s) * 1e3)
         return result
+
+
+def plan_uses(ctx: RunContext, plan: BottomPlan, private: bool) -> int:
+    """Uses of a row the accountant counts: its own (DP bottoms: E, +1 scored privately;
+    conservative) or every release of the party's rows (exact bottoms)."""
+    if plan.dp is not None:
+        return ctx.spec.epochs + (1 if private else 0)
+    return row_uses(ctx, private_eval=private)
 
 
 def private_eval(method: Method, spec: RunSpec) -> bool:

@@ -53,17 +53,27 @@ def negentropy(dist: torch.Tensor) -> torch.Tensor:
 
 
 def contrastive_loss(
-    u: torch.Tensor, labels: torch.Tensor, keep: torch.Tensor, *, bound: float
+    u: torch.Tensor,
+    labels: torch.Tensor,
+    keep: torch.Tensor,
+    *,
+    bound: float,
+    partners: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Eq. 8 over the kept rows (0 when fewer than two are kept; at most ``MAX_ROWS`` of them,
-    the first in the batch's random order: O(MAX_ROWS²) pairs at any batch size)."""
+    the first in the batch's random order: O(MAX_ROWS²) pairs at any batch size).
+
+    ``partners`` (b x d, constants): row i is compared with these instead of the other rows'
+    ``u`` — the DP bottom passes the *released* noisy embeddings, so row i's term (and its
+    gradient) depends on row i and on released values only, never on another row's exact data."""
     z = u[keep][:MAX_ROWS]
     if z.shape[0] < 2:
         return u.sum() * 0.0
+    w = z if partners is None else partners.detach()[keep][:MAX_ROWS]
     y = labels[keep][:MAX_ROWS]
     same = (y[:, None] == y[None, :]).float()
-    sq = (z * z).sum(dim=1)
-    dist_sq = (sq[:, None] + sq[None, :] - 2 * z @ z.T).clamp_min(0.0)  # O(b²), not O(b²·d)
+    sq, sq_w = (z * z).sum(dim=1), (w * w).sum(dim=1)
+    dist_sq = (sq[:, None] + sq_w[None, :] - 2 * z @ w.T).clamp_min(0.0)  # O(b²), not O(b²·d)
     dist = torch.sqrt(dist_sq + 1e-12)
     per = same * dist_sq + (1 - same) * torch.clamp(bound - dist, min=0.0) ** 2
     n = z.shape[0]

@@ -51,9 +51,11 @@ release of each kind, and the epochs compose (Gaussian DP, exact). No δ' is nee
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import torch
+from dp_accounting import dp_event
 from scipy.special import erfinv
 
 from securevfl.errors import ConfigError
@@ -186,13 +188,24 @@ def plan_noise(
     share: float,
     rows: tuple[int, int],
     batches: int,
+    per_row: bool = False,
+    extra_events: Sequence[dp_event.DpEvent] = (),
 ):
     """(z_e, z_s, ε): noise multipliers of the embedding (σ = z_e·2C) and statistics releases
-    whose composed ε per passive party is at most ``epsilon``: every release of the party's rows
-    counts (E·n_train + n_test embeddings, E·batches statistics; each may depend on any row
-    through the bottom model); ``share`` of μ² goes to the statistics."""
+    whose composed ε per passive party (with ``extra_events``, e.g. the DP bottom's gradient
+    releases of a row) is at most ``epsilon``; ``share`` of the embedding part's μ² goes to
+    the statistics.
+
+    ``per_row`` (DP bottom): a training row's own releases count — E embeddings and E
+    statistics (the batch it is in, once per epoch); test rows are calibrated on their own
+    (``privacy.dp_bottom``). Otherwise every release of the party's rows counts
+    (E·n_train + n_test embeddings, E·batches statistics; each may depend on any row through
+    an exactly trained bottom model)."""
     n_train, n_test = rows
-    n_emb, n_stats = epochs * n_train + n_test, epochs * batches
+    if per_row:
+        n_emb, n_stats = epochs, epochs
+    else:
+        n_emb, n_stats = epochs * n_train + n_test, epochs * batches
     ratio = np.sqrt(n_stats * (1 - share) / (n_emb * share)) if rescaling else 0.0
 
     def ledger_of(z_e: float) -> PrivacyLedger:
@@ -200,6 +213,8 @@ def plan_noise(
         led.compose(0, gaussian_event(sigma=z_e, sensitivity=1.0, count=n_emb))
         if rescaling:
             led.compose(0, gaussian_event(sigma=z_e * ratio, sensitivity=1.0, count=n_stats))
+        for ev in extra_events:
+            led.compose(0, ev)
         return led
 
     z_e, eps = calibrate(lambda z: ledger_of(z).epsilon(delta), epsilon, lo=1e-3, hi=1e4)

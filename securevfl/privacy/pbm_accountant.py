@@ -230,16 +230,20 @@ def pbm_ledger(
     uses: int,
     parties: Sequence[int],
     kind: str = "pld",
+    extra_events: Sequence[dp_event.DpEvent] = (),
 ) -> PrivacyLedger:
     """Party-row ledger: ``uses`` uses of a row of each data party, ``dim`` coordinates each.
     Every party's releases are the same events (the dominating pair is the same for all), so
-    one accountant, composed once, is that of every party."""
+    one accountant, composed once, is that of every party. ``extra_events``: each party's other
+    releases of a row (the DP bottom's gradient releases), composed at the same RDP orders."""
     dim = check_int("dim", dim, minimum=1)
     uses = check_int("uses", uses, minimum=0)
     ledger = PrivacyLedger("party-row", kind=kind)
     acc = _SharedAccountant(kind).compose(
         pbm_event("party-row", b=b, beta=beta, n_parties=n_parties), dim * uses
     )
+    for ev in extra_events:
+        acc.compose(ev)
     for k in parties:
         ledger.parties[int(k)] = acc
     return ledger
@@ -255,9 +259,13 @@ def pbm_epsilon(
     uses: int,
     delta: float,
     kind: str = "pld",
+    extra_events: Sequence[dp_event.DpEvent] = (),
 ) -> float:
-    """epsilon(delta) of ``uses`` uses of a row (one accountant: every party's is the same)."""
+    """epsilon(delta) of ``uses`` uses of a row (one accountant: every party's is the same),
+    with ``extra_events`` (the row's other releases) composed in."""
     acc = Accountant(kind).compose(pbm_event(unit, b=b, beta=beta, n_parties=n_parties), dim * uses)
+    for ev in extra_events:
+        acc.compose(ev)
     return acc.get_epsilon(delta)
 
 

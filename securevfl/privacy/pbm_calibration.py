@@ -5,6 +5,9 @@ the per-row-only figure of the seed paper)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
+
+from dp_accounting import dp_event
 
 from securevfl.errors import ConfigError
 from securevfl.privacy.accountant import Accountant, calibrate
@@ -18,7 +21,14 @@ def _grid_beta(level: int) -> float:
 
 
 def calibrate_beta(
-    target: float, *, b: int, n_parties: int, dim: int, uses: int, delta: float
+    target: float,
+    *,
+    b: int,
+    n_parties: int,
+    dim: int,
+    uses: int,
+    delta: float,
+    extra_events: Sequence[dp_event.DpEvent] = (),
 ) -> tuple[int, float]:
     """(b, beta) whose party-row epsilon(delta) is <= ``target`` and within 2% of it.
 
@@ -38,6 +48,7 @@ def calibrate_beta(
             uses=uses,
             delta=delta,
             kind="rdp",
+            extra_events=extra_events,
         )
 
     def eps_of(s: float) -> float:
@@ -82,13 +93,31 @@ def pbm_report(
     n_rows: tuple[int, int],
     outside_guarantee: list[str],
     target_epsilon: float | None = None,
+    grad_events: Sequence[dp_event.DpEvent] | None = None,
 ) -> PrivacyReport:
-    """The record's ``privacy`` for PBM-VFL: party-row headline, sample unit, RDP cross-check."""
+    """The record's ``privacy`` for PBM-VFL: party-row headline, sample unit, RDP cross-check.
+
+    ``grad_events`` (DP bottoms: one row's gradient releases over the run): a row's own
+    releases count — E uses, +1 for its scoring under private eval (composed with the training
+    ones: conservative, as test rows are not training rows) — with the gradient releases
+    composed at the same RDP orders. None (exact bottoms): every release of the party's rows
+    counts (E·n_train + n_test uses; each may depend on any row through the bottom model)."""
     M, P, E = n_parties, dim, epochs
     n_train, n_test = n_rows
-    every = E * n_train + n_test  # uses of a party's rows; each may depend on any of them
-    # the headline: every release of the run, by RDP (a PLD of so many compositions is costly)
-    ledger = pbm_ledger(b=b, beta=beta, n_parties=M, dim=P, uses=every, parties=parties, kind="rdp")
+    per_row_dp = grad_events is not None
+    grads = list(grad_events or ())
+    every = E + (1 if n_test else 0) if per_row_dp else E * n_train + n_test
+    # the headline by RDP (a PLD of so many compositions is costly)
+    ledger = pbm_ledger(
+        b=b,
+        beta=beta,
+        n_parties=M,
+        dim=P,
+        uses=every,
+        parties=parties,
+        kind="rdp",
+        extra_events=grads,
+    )
     per_row = dict(b=b, beta=beta, n_parties=M, dim=P, uses=E, delta=delta, kind="rdp")
     j_lo, j_hi = grid_levels(beta)
     report = ledger.report(
@@ -96,12 +125,7 @@ def pbm_report(
         outside_guarantee=outside_guarantee,
         target_epsilon=target_epsilon,
         extra={
-            "per_row_only": {
-                "party-row": pbm_epsilon("party-row", **per_row),
-                "sample": pbm_epsilon("sample", **per_row),
-                "note": "a row's own releases only (the seed paper's figure): not a guarantee, "
-                "the bottom models carry each row into the later releases of other rows",
-            },
+            "bottom": "dp" if per_row_dp else "exact",
             "releases_per_party": P * every,
             "sampler": {
                 "b": b,
@@ -112,13 +136,18 @@ def pbm_report(
             "releases_per_row": {"train": P * E, "test": P if n_test else 0},
         },
     )
+    if not per_row_dp:
+        report.extra["per_row_only"] = {
+            "party-row": pbm_epsilon("party-row", **per_row),
+            "sample": pbm_epsilon("sample", **per_row),
+            "note": "a row's own releases only (the seed paper's figure): not a guarantee, "
+            "the bottom models carry each row into the later releases of other rows",
+        }
     # one sample changes every party's rows: M parties' releases compose (an upper bound)
-    report.extra["by_unit"] = {
-        "party-row": report.epsilon,
-        "sample": Accountant("rdp")
-        .compose(pbm_event("sample", b=b, beta=beta, n_parties=M), P * every)
-        .get_epsilon(delta),
-    }
+    sample = Accountant("rdp").compose(pbm_event("sample", b=b, beta=beta, n_parties=M), P * every)
+    for ev in grads:
+        sample.compose(ev, M)
+    report.extra["by_unit"] = {"party-row": report.epsilon, "sample": sample.get_epsilon(delta)}
     return report
 
 

@@ -35,6 +35,7 @@ from securevfl.training.loop import (
     steps_per_epoch,
     train_batches,
 )
+from securevfl.training.private_bottom import BottomDP, output_gradient, private_step
 
 DEFAULT_MLP_LR = 0.01
 
@@ -104,6 +105,11 @@ class SplitNNHooks:
     def epoch_releases(self, ctx: RunContext, epoch: int) -> Iterable[Release]:
         """The privacy events of what the parties released in ``epoch`` (default: none)."""
         return ()
+
+    def bottom_update(self, ctx: RunContext, k: int) -> tuple[BottomDP, np.random.Generator] | None:
+        """DP-SGD parameters and noise generator of party ``k``'s bottom update (see
+        ``training.private_bottom``); None: the exact update (the default)."""
+        return None
 
     def configure_evaluate(self, ctx: RunContext, state: SplitNNState) -> str:
         """How the test split is scored: ``"private"`` (through these hooks) or ``"plain"``."""
@@ -188,18 +194,15 @@ def train_splitnn(
             hooks.begin_batch(ctx, batch)
             rt.mark_batch(step, idx)
             embs: dict[int, torch.Tensor] = {}
+            xs: dict[int, torch.Tensor] = {}
+            hs: dict[int, torch.Tensor] = {}
             # every data party has a key (None where it does not live): in a networked run all
             # processes must agree on the senders of a gather
             msgs: dict[int, Any] = dict.fromkeys(senders)
             for k in state.bottoms:
-                embs[k] = hooks.embed(
-                    ctx,
-                    k,
-                    state.bottoms[k](
-                        torch.as_tensor(ctx.views[k].X_train[idx], dtype=torch.float32)
-                    ),
-                    step,
-                )
+                xs[k] = torch.as_tensor(ctx.views[k].X_train[idx], dtype=torch.float32)
+                hs[k] = state.bottoms[k](xs[k])
+                embs[k] = hooks.embed(ctx, k, hs[k], step)
                 msgs[k] = hooks.party_message(ctx, k, embs[k].detach().numpy(), step)
             agg = hooks.aggregate(ctx, msgs, dst=L, step=step)
             back = None
@@ -230,6 +233,11 @@ def train_splitnn(
                 opts[k].zero_grad()
                 g = torch.as_tensor(np.asarray(grads[k]), dtype=torch.float32)
                 extra = hooks.local_loss(ctx, k, emb, np.asarray(grads[k]), step)
+                private = hooks.bottom_update(ctx, k)
+                if private is not None:  # DP-SGD on the bottom: its own Gaussian release
+                    v = output_gradient(hs[k], emb, g, extra)
+                    private_step(state.bottoms[k], opts[k], xs[k], v, dp=private[0], rng=private[1])
+                    continue
                 if extra is None:
                     emb.backward(g)
                 else:  # d/d emb of <emb, g> is g: the same update plus the local term's
