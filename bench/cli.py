@@ -128,7 +128,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     path = render_report(
         records, out, title=f"securevfl bench: {suite.name}", extras=suite.extras, errors=errors
     )
-    print(f"report: {path}")
+    print(f"report: {path} and {path.with_name('report.html')}")
     return 1 if errors else 0
 
 

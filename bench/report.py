@@ -198,7 +198,7 @@ def render_report(
     extras: list[str] | None = None,
     errors: list[str] | None = None,
 ) -> Path:
-    """Write out/report.md and its PNG plots from ``records``; return the report path."""
+    """Write out/report.md, its PNG plots and report.html from ``records``; return report.md."""
     out.mkdir(parents=True, exist_ok=True)
     md = [f"# {title}", "", f"{len(records)} runs, rendered from results.jsonl.", ""]
     attacks = [r for r in records if "attack" in r]  # attack records: their own section only
@@ -232,4 +232,7 @@ def render_report(
         md += ["## Runs that failed", ""] + [f"- {e}" for e in errors] + [""]
     path = out / "report.md"
     path.write_text("\n".join(md))
+    from bench.html_report import render_html  # it reads this module's helpers
+
+    render_html(everything, out, "\n".join(md), title)  # report.html beside it, self-contained
     return path

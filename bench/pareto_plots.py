@@ -1,0 +1,166 @@
+"""The report's Pareto plots, as PNG bytes: accuracy against ε (one axis per privacy unit) and
+accuracy against training time and bytes at one ε, with the other kinds as reference points.
+
+Each function returns (title, caption, png bytes) triples; the HTML page inlines them, so the
+plots need no files beside the page.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections import defaultdict
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from bench.method_choice import Setting  # noqa: E402
+
+Plot = tuple[str, str, bytes]
+KIND_MARKERS = {"DP": "o", "DP+MPC": "D", "HE": "s", "MPC": "P", "heuristic (no DP ε)": "^"}
+COSTS = {  # name -> (axis label, value of a setting)
+    "time": ("training time, s (log scale; mean over seeds)", lambda s: s.train_s),
+    "bytes": ("bytes sent, all parties (log scale; mean over seeds)", lambda s: s.bytes_total),
+}
+
+
+def _png(fig: plt.Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png", dpi=96)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _good(s: Setting) -> bool:
+    return not math.isnan(s.score)
+
+
+def references(group: list[Setting]) -> list[Setting]:
+    """The most accurate setting of each non-DP kind (one line each, so the plot stays legible)."""
+    best: dict[str, Setting] = {}
+    for s in group:
+        if s.unit is None and _good(s):
+            if s.kind not in best or _ahead(s, best[s.kind]):
+                best[s.kind] = s
+    return [best[k] for k in sorted(best)]
+
+
+def _ahead(a: Setting, b: Setting) -> bool:
+    return a.score < b.score if a.metric == "mse" else a.score > b.score
+
+
+def accuracy_vs_epsilon(settings: list[Setting]) -> list[Plot]:
+    """Per dataset and unit: each DP method's metric against its reported ε (log axis)."""
+    plots = []
+    for ds in sorted({s.dataset for s in settings}):
+        group = [s for s in settings if s.dataset == ds]
+        for unit in sorted({s.unit for s in group if s.unit is not None}):
+            plots.append(_eps_plot(ds, unit, group))
+    return plots
+
+
+def _eps_plot(ds: str, unit: str, group: list[Setting]) -> Plot:
+    metric = group[0].metric
+    lines: dict[str, list[Setting]] = defaultdict(list)
+    for s in group:
+        if s.unit == unit and _good(s):
+            lines[s.label].append(s)
+    fig, ax = plt.subplots(figsize=(9.5, 4.6))
+    for i, (label, ss) in enumerate(sorted(lines.items())):
+        ss.sort(key=lambda s: s.reported_epsilon)
+        ax.errorbar(
+            [s.reported_epsilon for s in ss],
+            [s.score for s in ss],
+            yerr=[s.score_std for s in ss],
+            marker=KIND_MARKERS.get(ss[0].kind, "o"),
+            capsize=3,
+            color=f"C{i % 10}",
+            label=f"{label} [{ss[0].kind}]",
+        )
+    for j, ref in enumerate(references(group)):
+        ax.axhline(
+            ref.score, linestyle=(0, (4, 2 + j)), color="0.35", lw=1.1,
+            label=f"{ref.label} [{ref.kind}] (no ε)",
+        )  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_xlabel(f"ε reported by the accountant, unit '{unit}'")
+    ax.set_ylabel(f"test {metric}")
+    ax.set_title(f"{ds}: {metric} vs ε ({unit} unit)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    caption = (
+        f"Mean ± std over seeds. Dashed grey: the most accurate method of each other kind "
+        f"(no ε in the '{unit}' unit: they are reference levels, not points on this axis)."
+    )
+    return (f"{ds}: {metric} vs ε, unit {unit}", caption, _png(fig))
+
+
+def pick_epsilon(settings: list[Setting]) -> float | None:
+    """The ε of the cost plots: 1 when the grid has it, else the grid's median."""
+    grid = sorted({s.epsilon for s in settings if s.epsilon is not None})
+    if not grid:
+        return None
+    return 1.0 if 1.0 in grid else grid[len(grid) // 2]
+
+
+def accuracy_vs_cost(settings: list[Setting], cost: str) -> list[Plot]:
+    """Per dataset: metric against ``cost`` ('time' or 'bytes') for the DP settings at one ε
+    and every setting of another kind, with the Pareto frontier over all of them."""
+    eps = pick_epsilon(settings)
+    plots = []
+    for ds in sorted({s.dataset for s in settings}):
+        group = [
+            s
+            for s in settings
+            if s.dataset == ds and _good(s) and (s.unit is None or s.epsilon == eps)
+        ]
+        if group:
+            plots.append(_cost_plot(ds, group, cost, eps))
+    return plots
+
+
+def frontier(points: list[tuple[float, float]], higher_is_better: bool) -> list[tuple]:
+    """The points no other point beats on both cost (lower) and score."""
+    out: list[tuple[float, float]] = []
+    for x, y in sorted(points):
+        if not out or (y > out[-1][1] if higher_is_better else y < out[-1][1]):
+            out.append((x, y))
+    return out
+
+
+def _cost_plot(ds: str, group: list[Setting], cost: str, eps: float | None) -> Plot:
+    axis, value = COSTS[cost]
+    metric = group[0].metric
+    shown = [s for s in group if value(s) > 0]  # log axis: runs that send nothing are left out
+    left_out = sorted({s.label for s in group if value(s) <= 0})
+    fig, ax = plt.subplots(figsize=(9.5, 4.8))
+    cmap = plt.get_cmap("tab20")
+    for i, s in enumerate(sorted(shown, key=lambda s: (s.unit is None, s.kind, s.label))):
+        where = f"ε = {s.epsilon:g} {s.unit}" if s.unit else "no ε"
+        ax.errorbar(
+            [value(s)], [s.score], yerr=[s.score_std], linestyle="none",
+            marker=KIND_MARKERS.get(s.kind, "x" if s.kind == "none" else "v"),
+            markersize=8, capsize=2, color=cmap(i % 20),
+            label=f"{s.label} [{s.kind}; {where}]",
+        )  # fmt: skip
+    front = frontier([(value(s), s.score) for s in shown], metric != "mse")
+    if len(front) > 1:
+        ax.step(*zip(*front), where="post", color="0.6", lw=1, zorder=0, label="Pareto frontier")
+    ax.set_xscale("log")
+    ax.set_xlabel(axis)
+    ax.set_ylabel(f"test {metric}")
+    what = "training time" if cost == "time" else "bytes sent"
+    at = "no DP method" if eps is None else f"DP methods at ε = {eps:g}"
+    ax.set_title(f"{ds}: {metric} vs {what} ({at}; other kinds: no ε)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7.5, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    caption = (
+        "Markers: ○ DP, ◇ DP+MPC, □ HE, △ heuristic claim, × none; the ε of DP methods is in "
+        "the unit named in the legend (different units are different guarantees)."
+    )
+    if left_out:
+        caption += f" Sending nothing, left off the log axis: {', '.join(left_out)}."
+    return (f"{ds}: {metric} vs {what} ({at})", caption, _png(fig))
