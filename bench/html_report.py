@@ -32,7 +32,8 @@ th, td { padding: .3em .6em; border-bottom: 1px solid #e6e9ef; text-align: left;
          vertical-align: top; }
 th { position: sticky; top: 0; background: #eef1f6; z-index: 1; }
 tbody tr:nth-child(even) { background: #fafbfd; }
-table.choice td:nth-child(3) { font-weight: 600; }
+table.choice td:nth-child(2) { font-weight: 600; }
+.table-wrap:has(table.choice) { max-height: none; }
 figure { margin: 1em 0 1.8em; }
 figure img { max-width: 100%; height: auto; border: 1px solid #e6e9ef; }
 code { background: #f1f3f6; padding: 0 .25em; border-radius: 3px; font-size: .92em; }
@@ -69,7 +70,13 @@ def summary_section(records: list[dict[str, Any]]) -> list[str]:
         "Methods with another kind of guarantee (HE: encrypted, no noise; heuristic: a claimed "
         "figure that is not a DP ε; none) are compared among themselves, their kind named in "
         "brackets. Means ± std over seeds; time is training time, bytes all parties' sends.</p>",
-        _escaped_table(header, rows, "choice"),
+    ] + [
+        part
+        for ds in dict.fromkeys(r[0] for r in rows)  # one small table per dataset, in order
+        for part in (
+            f'<h3 class="dataset">{html.escape(ds)}</h3>',
+            _escaped_table(header[1:], [r[1:] for r in rows if r[0] == ds], "choice"),
+        )
     ]
 
 

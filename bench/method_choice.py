@@ -39,6 +39,8 @@ def kind_of(record: dict[str, Any]) -> str:
         return "HE"
     if "mpc" in guarantees:
         return "MPC"
+    if capabilities(record).get("data") == "label-party":
+        return "nothing shared"  # the label holder alone: private by not collaborating
     return "none"
 
 
@@ -62,6 +64,16 @@ class Setting:
     def _mean(self, values: list[float | None]) -> float:
         vals = [v for v in values if v is not None and math.isfinite(v)]
         return float(np.mean(vals)) if vals else math.nan
+
+    @property
+    def pooled(self) -> bool:
+        """A pooled-data baseline (all columns at one place): a reference, not a VFL option."""
+        return capabilities(self.records[0]).get("data") == "pooled"
+
+    @property
+    def tag(self) -> str:
+        """The label with its kind, e.g. 'centralized (model=glm) [none, pooled data]'."""
+        return f"{self.label} [{self.kind}{', pooled data' if self.pooled else ''}]"
 
     @property
     def metric(self) -> str:
@@ -137,9 +149,10 @@ class Choice:
 
     dataset: str
     row: str  # "ε = 1 (party-row)" or "no ε: HE" ...
-    best: Setting
-    fastest: Setting
-    fewest_bytes: Setting
+    best: Setting | None  # None where only pooled-data baselines ran at this row
+    fastest: Setting | None
+    fewest_bytes: Setting | None
+    reference: Setting | None  # the most accurate pooled-data baseline of the row
     candidates: int
 
 
@@ -165,8 +178,11 @@ def choices(records: list[dict[str, Any]]) -> list[Choice]:
         rows[key].append(s)
     out = []
     for key in sorted(rows):
-        best, fastest, fewest = choose(rows[key])
-        out.append(Choice(key[0], key[4], best, fastest, fewest, len(rows[key])))
+        options = [s for s in rows[key] if not s.pooled]
+        pooled = [s for s in rows[key] if s.pooled]
+        best, fastest, fewest = choose(options) if options else (None, None, None)
+        ref = choose(pooled)[0] if pooled else None
+        out.append(Choice(key[0], key[4], best, fastest, fewest, ref, len(options)))
     return out
 
 
@@ -186,6 +202,14 @@ def cost_cell(s: Setting) -> str:
     return f"{s.train_s:.3g} s, {fmt_bytes(s.bytes_total)}"
 
 
+def pick_cell(s: Setting | None, best: Setting | None) -> str:
+    """A chosen setting with its score and costs ('same' when it is the most accurate one)."""
+    if s is None:
+        return "—"
+    name = "the same" if s is best else s.label
+    return f"{name} ({score_cell(s)}; {cost_cell(s)})"
+
+
 def fmt_bytes(b: float) -> str:
     """Bytes in B / kB / MB / GB with 3 significant digits."""
     if math.isnan(b):
@@ -201,23 +225,25 @@ def summary_rows(records: list[dict[str, Any]]) -> tuple[list[str], list[list[st
     header = [
         "dataset",
         "privacy (ε asked, unit / kind)",
-        "most accurate",
+        "most accurate VFL option",
         "metric",
         "fastest within 1 point",
         "fewest bytes within 1 point",
-        "settings compared",
+        "pooled-data reference (not VFL)",
+        "options",
     ]
     rows = []
     for c in choices(records):
+        best = c.best
         rows.append(
             [
                 c.dataset,
                 c.row,
-                f"{c.best.label} [{c.best.kind}]",
-                f"{c.best.metric} {score_cell(c.best)}",
-                f"{c.fastest.label} ({score_cell(c.fastest)}; {cost_cell(c.fastest)})",
-                f"{c.fewest_bytes.label} ({score_cell(c.fewest_bytes)}; "
-                f"{cost_cell(c.fewest_bytes)})",
+                "— (pooled-data baselines only)" if best is None else best.tag,
+                "—" if best is None else f"{best.metric} {score_cell(best)}",
+                pick_cell(c.fastest, best),
+                pick_cell(c.fewest_bytes, best),
+                "—" if c.reference is None else f"{c.reference.label} ({score_cell(c.reference)})",
                 str(c.candidates),
             ]
         )
@@ -246,7 +272,7 @@ def cost_rows(records: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]
             [
                 s.dataset,
                 s.label,
-                s.kind,
+                s.kind + (", pooled data" if s.pooled else ""),
                 "—" if s.unit is None else f"{eps_label(s)} ({s.unit})",
                 "—" if s.unit is None else f"{s.reported_epsilon:.4g}",
                 f"{s.metric} {score_cell(s)}",

@@ -40,11 +40,11 @@ def _good(s: Setting) -> bool:
 
 def references(group: list[Setting]) -> list[Setting]:
     """The most accurate setting of each non-DP kind (one line each, so the plot stays legible)."""
-    best: dict[str, Setting] = {}
+    best: dict[tuple[str, bool], Setting] = {}
     for s in group:
-        if s.unit is None and _good(s):
-            if s.kind not in best or _ahead(s, best[s.kind]):
-                best[s.kind] = s
+        key = (s.kind, s.pooled)
+        if s.unit is None and _good(s) and (key not in best or _ahead(s, best[key])):
+            best[key] = s
     return [best[k] for k in sorted(best)]
 
 
@@ -68,7 +68,7 @@ def _eps_plot(ds: str, unit: str, group: list[Setting]) -> Plot:
     for s in group:
         if s.unit == unit and _good(s):
             lines[s.label].append(s)
-    fig, ax = plt.subplots(figsize=(9.5, 4.6))
+    fig, ax = plt.subplots(figsize=(12, 5))
     for i, (label, ss) in enumerate(sorted(lines.items())):
         ss.sort(key=lambda s: s.reported_epsilon)
         ax.errorbar(
@@ -78,19 +78,19 @@ def _eps_plot(ds: str, unit: str, group: list[Setting]) -> Plot:
             marker=KIND_MARKERS.get(ss[0].kind, "o"),
             capsize=3,
             color=f"C{i % 10}",
-            label=f"{label} [{ss[0].kind}]",
+            label=ss[0].tag,
         )
     for j, ref in enumerate(references(group)):
         ax.axhline(
             ref.score, linestyle=(0, (4, 2 + j)), color="0.35", lw=1.1,
-            label=f"{ref.label} [{ref.kind}] (no ε)",
+            label=f"{ref.tag} (no ε)",
         )  # fmt: skip
     ax.set_xscale("log")
     ax.set_xlabel(f"ε reported by the accountant, unit '{unit}'")
     ax.set_ylabel(f"test {metric}")
     ax.set_title(f"{ds}: {metric} vs ε ({unit} unit)")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.legend(fontsize=8.5, loc="center left", bbox_to_anchor=(1.01, 0.5))
     caption = (
         f"Mean ± std over seeds. Dashed grey: the most accurate method of each other kind "
         f"(no ε in the '{unit}' unit: they are reference levels, not points on this axis)."
@@ -136,17 +136,22 @@ def _cost_plot(ds: str, group: list[Setting], cost: str, eps: float | None) -> P
     metric = group[0].metric
     shown = [s for s in group if value(s) > 0]  # log axis: runs that send nothing are left out
     left_out = sorted({s.label for s in group if value(s) <= 0})
-    fig, ax = plt.subplots(figsize=(9.5, 4.8))
-    cmap = plt.get_cmap("tab20")
-    for i, s in enumerate(sorted(shown, key=lambda s: (s.unit is None, s.kind, s.label))):
+    fig, ax = plt.subplots(figsize=(12, 5.2))
+    shown.sort(key=lambda s: (s.unit is None, s.kind, s.label))
+    for i, s in enumerate(shown, start=1):
         where = f"ε = {s.epsilon:g} {s.unit}" if s.unit else "no ε"
+        color = f"C{(i - 1) % 10}"
         ax.errorbar(
             [value(s)], [s.score], yerr=[s.score_std], linestyle="none",
             marker=KIND_MARKERS.get(s.kind, "x" if s.kind == "none" else "v"),
-            markersize=8, capsize=2, color=cmap(i % 20),
-            label=f"{s.label} [{s.kind}; {where}]",
+            markersize=7, capsize=2, color=color,
+            label=f"{i}: {s.label} [{s.kind}{', pooled' if s.pooled else ''}; {where}]",
         )  # fmt: skip
-    front = frontier([(value(s), s.score) for s in shown], metric != "mse")
+        # the number beside each point ties it to its legend entry (colours repeat after 10)
+        ax.annotate(str(i), (value(s), s.score), xytext=(5, 4), textcoords="offset points",
+                    fontsize=8, color=color)  # fmt: skip
+    # the frontier of what a VFL user can choose: pooled-data baselines are references only
+    front = frontier([(value(s), s.score) for s in shown if not s.pooled], metric != "mse")
     if len(front) > 1:
         ax.step(*zip(*front), where="post", color="0.6", lw=1, zorder=0, label="Pareto frontier")
     ax.set_xscale("log")
@@ -156,10 +161,12 @@ def _cost_plot(ds: str, group: list[Setting], cost: str, eps: float | None) -> P
     at = "no DP method" if eps is None else f"DP methods at ε = {eps:g}"
     ax.set_title(f"{ds}: {metric} vs {what} ({at}; other kinds: no ε)")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7.5, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.legend(fontsize=8.5, loc="center left", bbox_to_anchor=(1.01, 0.5))
     caption = (
-        "Markers: ○ DP, ◇ DP+MPC, □ HE, △ heuristic claim, × none; the ε of DP methods is in "
-        "the unit named in the legend (different units are different guarantees)."
+        "Markers: ○ DP, ◇ DP+MPC, □ HE, △ heuristic claim, × none, ▽ nothing shared; the ε "
+        "of DP methods is in "
+        "the unit named in the legend (different units are different guarantees). Grey steps: "
+        "the Pareto frontier (nothing is both cheaper and more accurate)."
     )
     if left_out:
         caption += f" Sending nothing, left off the log axis: {', '.join(left_out)}."

@@ -43,6 +43,8 @@ class Page(HTMLParser):
         self.choice_rows: list[list[str]] = []
         self._in_choice = False
         self._cell: list[str] | None = None
+        self._heading: list[str] | None = None
+        self.dataset = ""
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
@@ -56,19 +58,25 @@ class Page(HTMLParser):
         elif tag == "table":
             self.tables += 1
             self._in_choice = a.get("class") == "choice"
+        elif tag == "h3" and a.get("class") == "dataset":
+            self._heading = []
         elif tag == "tr" and self._in_choice:
-            self.choice_rows.append([])
+            self.choice_rows.append([self.dataset])
         elif tag == "td" and self._in_choice:
             self._cell = []
         elif tag in ("script", "link", "iframe"):
             self.urls.append(f"<{tag}>")
 
     def handle_data(self, data):
+        if self._heading is not None:
+            self._heading.append(data)
         if self._cell is not None:
             self._cell.append(data)
 
     def handle_endtag(self, tag):
-        if tag == "td" and self._cell is not None:
+        if tag == "h3" and self._heading is not None:
+            self.dataset, self._heading = "".join(self._heading), None
+        elif tag == "td" and self._cell is not None:
             self.choice_rows[-1].append("".join(self._cell))
             self._cell = None
         elif tag == "table":
@@ -108,13 +116,14 @@ def test_summary_names_a_method_per_dataset_and_row(built):
     out, records = built
     page = Page()
     page.feed((out / "report.html").read_text(encoding="utf-8"))
-    rows = {(r[0], r[1]): r for r in page.choice_rows if r}
+    rows = {(r[0], r[1]): r for r in page.choice_rows if len(r) > 1}  # not the header row
     methods = {r["method"] for r in records}
     # hdp-vfl's ε rows (its unit named) and the row of the runs with no guarantee
     assert set(rows) == {
         ("breast", "ε = 1 (party-row)"),
         ("breast", "ε = 4 (party-row)"),
         ("breast", "no ε: none"),
+        ("breast", "no ε: nothing shared"),
     }
     for row in rows.values():
         assert row[2].split(" ")[0] in methods
@@ -123,7 +132,8 @@ def test_summary_names_a_method_per_dataset_and_row(built):
 
 def test_the_cheapest_close_method_is_chosen(built):
     _, records = built
-    plain = [s for s in settings(records) if s.unit is None]
+    plain = [s for s in settings(records) if s.unit is None and s.kind == "none"]
+    plain += [s for s in settings(records) if s.kind == "nothing shared"]
     best, fastest, fewest = choose(plain)
     assert best.score == max(s.score for s in plain)
     local = next(s for s in plain if s.label.startswith("local"))
