@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ table.choice td:nth-child(2) { font-weight: 600; }
 figure { margin: 1em 0 1.8em; }
 figure img { max-width: 100%; height: auto; border: 1px solid #e6e9ef; }
 code { background: #f1f3f6; padding: 0 .25em; border-radius: 3px; font-size: .92em; }
-details > summary { cursor: pointer; font-weight: 600; margin: .6em 0; }
+details > summary { cursor: pointer; font-weight: 600; font-size: 1.12em; margin: 1em 0 .4em; }
 .missing { color: #a33; }
 """
 
@@ -104,6 +105,21 @@ def costs_section(records: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+def md_sections(md: str, out: Path) -> list[str]:
+    """report.md's ``##`` sections, each foldable; its plots section (one plot per figure, the
+    same data as the Pareto plots above) starts folded."""
+    chunks = re.split(r"^## ", md, flags=re.M)
+    parts = [markdown_to_html(chunks[0], out)]
+    for chunk in chunks[1:]:
+        heading, _, body = chunk.partition("\n")
+        folded = heading.strip() == "Plots"
+        parts.append(
+            f"<details{'' if folded else ' open'}><summary>{html.escape(heading.strip())}"
+            f"</summary>{markdown_to_html(body, out, heading_shift=1)}</details>"
+        )
+    return parts
+
+
 def render_html(records: list[dict[str, Any]], out: Path, md: str, title: str) -> Path:
     """Write out/report.html from the records and report.md's markdown; return its path."""
     runs = [r for r in records if "attack" not in r]
@@ -128,11 +144,8 @@ def render_html(records: list[dict[str, Any]], out: Path, md: str, title: str) -
     ]
     for key, name, parts in sections:
         page += [f'<h2 id="{key}">{name}</h2>', *parts]
-    page += [
-        '<h2 id="tables">Tables (report.md)</h2>',
-        markdown_to_html(body_md, out, heading_shift=1),
-        "</body></html>",
-    ]
+    page += ['<h2 id="tables">Tables (report.md)</h2>', *md_sections(body_md, out)]
+    page.append("</body></html>")
     path = out / "report.html"
     path.write_text("\n".join(page), encoding="utf-8")
     return path

@@ -15,13 +15,14 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter  # noqa: E402
 
-from bench.method_choice import Setting  # noqa: E402
+from bench.method_choice import Setting, fmt_bytes  # noqa: E402
 
 Plot = tuple[str, str, bytes]
 KIND_MARKERS = {"DP": "o", "DP+MPC": "D", "HE": "s", "MPC": "P", "heuristic (no DP ε)": "^"}
 COSTS = {  # name -> (axis label, value of a setting)
-    "time": ("training time, s (log scale; mean over seeds)", lambda s: s.train_s),
+    "time": ("training time (log scale; mean over seeds)", lambda s: s.train_s),
     "bytes": ("bytes sent, all parties (log scale; mean over seeds)", lambda s: s.bytes_total),
 }
 
@@ -80,22 +81,43 @@ def _eps_plot(ds: str, unit: str, group: list[Setting]) -> Plot:
             color=f"C{i % 10}",
             label=ss[0].tag,
         )
-    for j, ref in enumerate(references(group)):
-        ax.axhline(
-            ref.score, linestyle=(0, (4, 2 + j)), color="0.35", lw=1.1,
-            label=f"{ref.tag} (no ε)",
-        )  # fmt: skip
+    refs = references(group)
+    for ref in refs:
+        ax.axhline(ref.score, linestyle="--", color="0.55", lw=1)
     ax.set_xscale("log")
+    _label_levels(ax, [(ref.score, f"{ref.tag}: {ref.score:.3f}") for ref in refs])
+    grid = sorted({s.epsilon for ss in lines.values() for s in ss if s.epsilon is not None})
+    if grid:  # the asked-for grid as plain numbers, not 6 x 10^-1
+        ax.xaxis.set_major_locator(FixedLocator(grid))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel(f"ε reported by the accountant, unit '{unit}'")
     ax.set_ylabel(f"test {metric}")
     ax.set_title(f"{ds}: {metric} vs ε ({unit} unit)")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8.5, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    if lines:
+        ax.legend(fontsize=8.5, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3)
     caption = (
-        f"Mean ± std over seeds. Dashed grey: the most accurate method of each other kind "
-        f"(no ε in the '{unit}' unit: they are reference levels, not points on this axis)."
+        f"Mean ± std over seeds. Dashed grey, named at the right: the most accurate method of "
+        f"each other kind (no ε in the '{unit}' unit: reference levels, not points on this axis)."
     )
     return (f"{ds}: {metric} vs ε, unit {unit}", caption, _png(fig))
+
+
+def _label_levels(ax: plt.Axes, levels: list[tuple[float, str]]) -> None:
+    """Name each reference line at the right edge, nudging names apart so none overlap."""
+    lo, hi = ax.get_ylim()
+    points_per_unit = ax.bbox.height * 72 / ax.figure.dpi / (hi - lo)
+    gap = 11 / points_per_unit  # one 8-pt line of text, in data units
+    placed: list[float] = []
+    for y, text in sorted(levels, reverse=True):
+        at = min([y] + [p - gap for p in placed])
+        placed.append(at)
+        ax.annotate(
+            text, xy=(1.0, y), xycoords=("axes fraction", "data"), va="center",
+            xytext=(4, (at - y) * points_per_unit), textcoords="offset points",
+            fontsize=8, color="0.3", annotation_clip=False,
+        )  # fmt: skip
 
 
 def pick_epsilon(settings: list[Setting]) -> float | None:
@@ -120,6 +142,15 @@ def accuracy_vs_cost(settings: list[Setting], cost: str) -> list[Plot]:
         if group:
             plots.append(_cost_plot(ds, group, cost, eps))
     return plots
+
+
+def _plain_log_ticks(ax: plt.Axes, fmt) -> None:
+    """Log-axis ticks as '10 kB' / '0.1 s' rather than powers of ten; minor ones only when the
+    axis spans less than ~1.5 decades (else they crowd)."""
+    lo, hi = ax.get_xlim()
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt(v)))
+    narrow = hi / max(lo, 1e-12) < 30
+    ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: fmt(v)) if narrow else NullFormatter())
 
 
 def frontier(points: list[tuple[float, float]], higher_is_better: bool) -> list[tuple]:
@@ -155,6 +186,7 @@ def _cost_plot(ds: str, group: list[Setting], cost: str, eps: float | None) -> P
     if len(front) > 1:
         ax.step(*zip(*front), where="post", color="0.6", lw=1, zorder=0, label="Pareto frontier")
     ax.set_xscale("log")
+    _plain_log_ticks(ax, fmt_bytes if cost == "bytes" else (lambda v: f"{v:g} s"))
     ax.set_xlabel(axis)
     ax.set_ylabel(f"test {metric}")
     what = "training time" if cost == "time" else "bytes sent"

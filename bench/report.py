@@ -139,7 +139,7 @@ def _plot_unit(rs: list[dict[str, Any]], ds: str, unit: str, keys, out: Path) ->
             np.nanmean(vals),
             linestyle="--",
             color=f"C{(i + len(lines)) % 10}",
-            label=f"{label} (non-private)",
+            label=f"{label} (no ε)",  # HE and MPC runs are private, only not in ε
         )
     ax.set_xscale("log")
     ax.set_xlabel(f"ε reported by the method's accountant, unit '{unit}' (δ as in each record)")
