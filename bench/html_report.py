@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import html
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,7 @@ def summary_section(records: list[dict[str, Any]]) -> list[str]:
     header, rows = summary_rows(records)
     if not rows:
         return ["<p>No run with a metric: nothing to choose from.</p>"]
-    return [
+    parts = [
         f"<p>Per dataset and ε: the most accurate method, and the fastest and the most frugal "
         f"one whose mean is within {ACCURACY_SLACK * 100:g} point of it (1 % of the error for "
         "regression). ε is the budget each run asked for; a row holds one privacy unit only "
@@ -70,15 +70,12 @@ def summary_section(records: list[dict[str, Any]]) -> list[str]:
         "part of a row), because equal numbers in different units are different guarantees. "
         "Methods with another kind of guarantee (HE: encrypted, no noise; heuristic: a claimed "
         "figure that is not a DP ε; none) are compared among themselves, their kind named in "
-        "brackets. Means ± std over seeds; time is training time, bytes all parties' sends.</p>",
-    ] + [
-        part
-        for ds in dict.fromkeys(r[0] for r in rows)  # one small table per dataset, in order
-        for part in (
-            f'<h3 class="dataset">{html.escape(ds)}</h3>',
-            _escaped_table(header[1:], [r[1:] for r in rows if r[0] == ds], "choice"),
-        )
+        "brackets. Means ± std over seeds; time: training time; bytes: all parties' sends.</p>"
     ]
+    for ds in dict.fromkeys(r[0] for r in rows):  # one small table per dataset, in order
+        parts.append(f'<h3 class="dataset">{html.escape(ds)}</h3>')
+        parts.append(_escaped_table(header[1:], [r[1:] for r in rows if r[0] == ds], "choice"))
+    return parts
 
 
 def plots_section(records: list[dict[str, Any]]) -> list[str]:
@@ -131,7 +128,7 @@ def render_html(records: list[dict[str, Any]], out: Path, md: str, title: str) -
     body_md = "\n".join(md.splitlines()[1:])  # report.md's title is the page's <h1>
     nav = "".join(f'<a href="#{key}">{name}</a>' for key, name, _ in sections)
     nav += '<a href="#tables">Tables (report.md)</a>'
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     page = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',

@@ -68,9 +68,9 @@ def _eps_plot(ds: str, unit: str, group: list[Setting]) -> Plot:
     lines: dict[str, list[Setting]] = defaultdict(list)
     for s in group:
         if s.unit == unit and _good(s):
-            lines[s.label].append(s)
+            lines[s.tag].append(s)
     fig, ax = plt.subplots(figsize=(12, 5))
-    for i, (label, ss) in enumerate(sorted(lines.items())):
+    for i, (tag, ss) in enumerate(sorted(lines.items())):
         ss.sort(key=lambda s: s.reported_epsilon)
         ax.errorbar(
             [s.reported_epsilon for s in ss],
@@ -79,7 +79,7 @@ def _eps_plot(ds: str, unit: str, group: list[Setting]) -> Plot:
             marker=KIND_MARKERS.get(ss[0].kind, "o"),
             capsize=3,
             color=f"C{i % 10}",
-            label=ss[0].tag,
+            label=tag,
         )
     refs = references(group)
     for ref in refs:
