@@ -117,11 +117,46 @@ def md_sections(md: str, out: Path) -> list[str]:
     return parts
 
 
-def render_html(records: list[dict[str, Any]], out: Path, md: str, title: str) -> Path:
+def failed_section(failed: list[dict[str, Any]]) -> list[str]:
+    """The settings that could not run (e.g. an ε a method cannot meet), one line each."""
+    by: dict[tuple[str, str, str], list[Any]] = {}
+    for r in failed:
+        why = str(r.get("error", "failed")).split(";")[0][:160]
+        by.setdefault((r.get("dataset", "?"), r.get("method", "?"), why), []).append(
+            (r.get("config") or {}).get("epsilon")
+        )
+    if not by:
+        return []
+    items = []
+    for (ds, method, why), eps in sorted(by.items()):
+        grid = sorted({e for e in eps if e is not None})
+        at = f" at ε = {', '.join(f'{e:g}' for e in grid)}" if grid else ""
+        items.append(
+            f"<li><strong>{html.escape(method)}</strong> on {html.escape(ds)}{at} "
+            f"({len(eps)} runs): {html.escape(why)}</li>"
+        )
+    return [
+        "<h3>Could not run (left out of the choice above)</h3>",
+        f'<ul class="note">{"".join(items)}</ul>',
+    ]
+
+
+def render_html(
+    records: list[dict[str, Any]],
+    out: Path,
+    md: str,
+    title: str,
+    *,
+    failed: list[dict[str, Any]] | None = None,
+) -> Path:
     """Write out/report.html from the records and report.md's markdown; return its path."""
     runs = [r for r in records if "attack" not in r]
     sections = [
-        ("choice", "Which method should I use", summary_section(runs)),
+        (
+            "choice",
+            "Which method should I use",
+            summary_section(runs) + failed_section(failed or []),
+        ),
         ("plots", "Pareto plots", plots_section(runs)),
         ("costs", "Cost of every setting", costs_section(runs)),
     ]

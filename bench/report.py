@@ -197,6 +197,7 @@ def render_report(
     title: str = "securevfl report",
     extras: list[str] | None = None,
     errors: list[str] | None = None,
+    failed: list[dict[str, Any]] | None = None,
 ) -> Path:
     """Write out/report.md, its PNG plots and report.html from ``records``; return report.md."""
     out.mkdir(parents=True, exist_ok=True)
@@ -234,5 +235,6 @@ def render_report(
     path.write_text("\n".join(md))
     from bench.html_report import render_html  # it reads this module's helpers
 
-    render_html(everything, out, "\n".join(md), title)  # report.html beside it, self-contained
+    # report.html beside it, self-contained; ``failed``: the cells that could not run, by why
+    render_html(everything, out, "\n".join(md), title, failed=failed or [])
     return path

@@ -11,7 +11,7 @@ import pytest
 from bench.md_html import markdown_to_html
 from bench.method_choice import choose, settings
 from bench.report import render_report
-from bench.runner import read_results, run_suite, succeeded
+from bench.runner import failure_of, read_results, run_suite, succeeded
 from bench.suites import load_suite
 
 SUITE = """
@@ -26,6 +26,11 @@ method = ["vfl", "local"]
 [[cells]]
 method = "hdp-vfl"
 epsilon = [1.0, 4.0]
+delta = 1e-5
+[[cells]]
+method = "hdp-vfl"
+dataset = "digits"
+epsilon = 1.0
 delta = 1e-5
 """
 
@@ -89,9 +94,10 @@ def built(tmp_path_factory) -> tuple[Path, list[dict]]:
     suite_file = out / "html-test.toml"
     suite_file.write_text(SUITE)
     ran, _, errors = run_suite(load_suite(str(suite_file)), out, progress=False)
-    assert errors == [] and ran == 4
+    assert ran == 4 and len(errors) == 1  # hdp-vfl is binary-only: digits fails (as a user's would)
     records = succeeded(read_results(out / "results.jsonl"))
-    render_report(records, out, title="html test")
+    failed = [r for r in read_results(out / "results.jsonl") if failure_of(r) is not None]
+    render_report(records, out, title="html test", failed=failed)
     return out, records
 
 
@@ -128,6 +134,8 @@ def test_summary_names_a_method_per_dataset_and_row(built):
     for row in rows.values():
         assert row[2].split(" ")[0] in methods
     assert rows[("breast", "ε = 1 (party-row)")][2].startswith("hdp-vfl")
+    text = (out / "report.html").read_text(encoding="utf-8")
+    assert "Could not run" in text and "<strong>hdp-vfl</strong> on digits at ε = 1" in text
 
 
 def test_the_cheapest_close_method_is_chosen(built):
