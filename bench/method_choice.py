@@ -35,8 +35,8 @@ def kind_of(record: dict[str, Any]) -> str:
         return "heuristic (no DP ε)"
     if "dp" in guarantees:
         return "DP, ε void"  # a DP method that released something outside its guarantee
-    if "he" in guarantees:
-        return "HE"
+    if "he" in guarantees and (record.get("extra") or {}).get("scheme") != "plain":
+        return "HE"  # he-vfl's scheme=plain is its unencrypted twin: kind none
     if "mpc" in guarantees:
         return "MPC"
     if capabilities(record).get("data") == "label-party":
