@@ -70,7 +70,9 @@ def summary_section(records: list[dict[str, Any]]) -> list[str]:
         "part of a row), because equal numbers in different units are different guarantees. "
         "Methods with another kind of guarantee (HE: encrypted, no noise; heuristic: a claimed "
         "figure that is not a DP ε; none) are compared among themselves, their kind named in "
-        "brackets. Means ± std over seeds; time: training time; bytes: all parties' sends.</p>"
+        "brackets. Means ± std over seeds; time: training time; bytes: all parties' sends. ⚠ marks "
+        "a setting whose runs warned (e.g. a constant predictor: the class prior, not a model)."
+        "</p>"
     ]
     for ds in dict.fromkeys(r[0] for r in rows):  # one small table per dataset, in order
         parts.append(f'<h3 class="dataset">{html.escape(ds)}</h3>')

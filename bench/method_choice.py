@@ -198,6 +198,15 @@ def score_cell(s: Setting) -> str:
     return f"{s.score:.{digits}f} ± {s.score_std:.{digits}f}"
 
 
+def metric_cell(s: Setting) -> str:
+    """'accuracy 0.63 ± 0.00', flagged when runs warned (e.g. a constant predictor)."""
+    warned = [w for r in s.records for w in (stat(r, "warnings") or [])[:1]]
+    cell = f"{s.metric} {score_cell(s)}"
+    if not warned:
+        return cell
+    return f"{cell} ⚠ {len(warned)}/{len(s.records)} runs: {warned[0].split('(')[0].strip()}"
+
+
 def cost_cell(s: Setting) -> str:
     return f"{s.train_s:.3g} s, {fmt_bytes(s.bytes_total)}"
 
@@ -240,7 +249,7 @@ def summary_rows(records: list[dict[str, Any]]) -> tuple[list[str], list[list[st
                 c.dataset,
                 c.row,
                 "— (pooled-data baselines only)" if best is None else best.tag,
-                "—" if best is None else f"{best.metric} {score_cell(best)}",
+                "—" if best is None else metric_cell(best),
                 pick_cell(c.fastest, best),
                 pick_cell(c.fewest_bytes, best),
                 "—" if c.reference is None else f"{c.reference.label} ({score_cell(c.reference)})",
@@ -275,7 +284,7 @@ def cost_rows(records: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]
                 s.kind + (", pooled data" if s.pooled else ""),
                 "—" if s.unit is None else f"{eps_label(s)} ({s.unit})",
                 "—" if s.unit is None else f"{s.reported_epsilon:.4g}",
-                f"{s.metric} {score_cell(s)}",
+                metric_cell(s),
                 f"{s.train_s:.3g}",
                 "n/a" if math.isnan(s.cpu_s) else f"{s.cpu_s:.3g}",
                 fmt_bytes(s.bytes_total),
