@@ -146,12 +146,21 @@ def accuracy_vs_cost(settings: list[Setting], cost: str) -> list[Plot]:
 
 
 def _plain_log_ticks(ax: plt.Axes, fmt) -> None:
-    """Log-axis ticks as '10 kB' / '0.1 s' rather than powers of ten; minor ones only when the
-    axis spans less than ~1.5 decades (else they crowd)."""
+    """Log-axis ticks as '10 kB' / '0.1 s' rather than powers of ten; 2s and 5s too when the
+    axis spans less than two decades (else they crowd)."""
     lo, hi = ax.get_xlim()
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt(v)))
-    narrow = hi / max(lo, 1e-12) < 30
-    ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: fmt(v)) if narrow else NullFormatter())
+    if hi / max(lo, 1e-12) < 100:  # label the 2s and 5s between powers of ten
+        ax.xaxis.set_minor_formatter(
+            FuncFormatter(lambda v, _: fmt(v) if _lead(v) in (2, 5) else "")
+        )
+    else:
+        ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def _lead(v: float) -> int:
+    """The leading digit of a positive number (2 for 0.2, 250 and 2e6)."""
+    return int(round(v / 10 ** math.floor(math.log10(v)))) if v > 0 else 0
 
 
 def frontier(points: list[tuple[float, float]], higher_is_better: bool) -> list[tuple]:
