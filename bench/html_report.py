@@ -122,7 +122,7 @@ def md_sections(md: str, out: Path) -> list[str]:
 def failed_section(failed: list[dict[str, Any]]) -> list[str]:
     """The settings that could not run (e.g. an ε a method cannot meet), one line each."""
     by: dict[tuple[str, str, str], list[Any]] = {}
-    for r in failed:
+    for r in {r.get("cell_id", id(r)): r for r in failed}.values():  # a retried cell: once
         why = str(r.get("error", "failed")).split(";")[0][:160]
         by.setdefault((r.get("dataset", "?"), r.get("method", "?"), why), []).append(
             (r.get("config") or {}).get("epsilon")
