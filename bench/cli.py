@@ -100,7 +100,7 @@ def cmd_party(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from bench.report import render_report
-    from bench.runner import read_results, run_suite, succeeded
+    from bench.runner import failure_of, read_results, run_suite, succeeded
     from bench.suites import load_suite, suite_names
 
     if args.list:
@@ -125,10 +125,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
         for r in succeeded(read_results(out / "results.jsonl"))
         if r.get("cell_id") in cell_ids or args.render_only
     ]
+    done = {r.get("cell_id") for r in records}
+    failed = [  # cells with no result: report.html says which method could not run where
+        r
+        for r in read_results(out / "results.jsonl")
+        if r.get("cell_id") in cell_ids - done and failure_of(r) is not None
+    ]
     path = render_report(
-        records, out, title=f"securevfl bench: {suite.name}", extras=suite.extras, errors=errors
+        records,
+        out,
+        title=f"securevfl bench: {suite.name}",
+        extras=suite.extras,
+        errors=errors,
+        failed=failed,
     )
-    print(f"report: {path}")
+    print(f"report: {path} and {path.with_name('report.html')}")
     return 1 if errors else 0
 
 

@@ -139,7 +139,7 @@ def _plot_unit(rs: list[dict[str, Any]], ds: str, unit: str, keys, out: Path) ->
             np.nanmean(vals),
             linestyle="--",
             color=f"C{(i + len(lines)) % 10}",
-            label=f"{label} (non-private)",
+            label=f"{label} (no ε)",  # HE and MPC runs are private, only not in ε
         )
     ax.set_xscale("log")
     ax.set_xlabel(f"ε reported by the method's accountant, unit '{unit}' (δ as in each record)")
@@ -197,8 +197,9 @@ def render_report(
     title: str = "securevfl report",
     extras: list[str] | None = None,
     errors: list[str] | None = None,
+    failed: list[dict[str, Any]] | None = None,
 ) -> Path:
-    """Write out/report.md and its PNG plots from ``records``; return the report path."""
+    """Write out/report.md, its PNG plots and report.html from ``records``; return report.md."""
     out.mkdir(parents=True, exist_ok=True)
     md = [f"# {title}", "", f"{len(records)} runs, rendered from results.jsonl.", ""]
     attacks = [r for r in records if "attack" in r]  # attack records: their own section only
@@ -234,4 +235,8 @@ def render_report(
         md += ["## Runs that failed", ""] + [f"- {e}" for e in errors] + [""]
     path = out / "report.md"
     path.write_text("\n".join(md))
+    from bench.html_report import render_html  # it reads this module's helpers
+
+    # report.html beside it, self-contained; ``failed``: the cells that could not run, by why
+    render_html(everything, out, "\n".join(md), title, failed=failed or [])
     return path

@@ -1,0 +1,302 @@
+"""Which method should I use: per dataset and ε (per privacy unit), the most accurate method and
+the cheapest ones (training time, bytes sent) whose accuracy is within one point of it.
+
+Records are grouped into *settings* (dataset, method, variant, privacy kind and, for DP records,
+the ε asked for and the unit the accountant reports it in). A DP record's ε belongs to its unit
+only: two units never meet in one comparison. Records whose guarantee is of another kind (HE,
+MPC only, CZOFO's heuristic figure, none) are compared among themselves per dataset, with their
+kind named, never on an ε row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bench.records import capabilities, stat
+from bench.report import main_metric, metric_value, variant, varying_keys
+
+ACCURACY_SLACK = 0.01  # "within 1 point" of the best accuracy
+MSE_SLACK = 0.01  # regression: within 1 % (relative) of the best mean squared error
+IGNORED_VARIANT_KEYS = ("n", "delta", "timed_batches")  # sizes, not what a user chooses
+
+
+def kind_of(record: dict[str, Any]) -> str:
+    """The kind of guarantee a record carries, as a reader would name it."""
+    priv = record.get("privacy") or {}
+    guarantees = capabilities(record).get("guarantees") or []
+    if priv.get("epsilon") is not None:
+        return "DP+MPC" if "mpc" in guarantees else "DP"
+    if priv.get("intrinsic_heuristic") is not None:
+        return "heuristic (no DP ε)"
+    if "dp" in guarantees:
+        return "DP, ε void"  # a DP method that released something outside its guarantee
+    if "he" in guarantees and (record.get("extra") or {}).get("scheme") != "plain":
+        return "HE"  # he-vfl's scheme=plain is its unencrypted twin: kind none
+    if "mpc" in guarantees:
+        return "MPC"
+    if capabilities(record).get("data") == "label-party":
+        return "nothing shared"  # the label holder alone: private by not collaborating
+    return "none"
+
+
+def unit_of(record: dict[str, Any]) -> str | None:
+    """The privacy unit of the record's headline ε (None for records with no ε)."""
+    priv = record.get("privacy") or {}
+    return priv.get("unit", "?") if priv.get("epsilon") is not None else None
+
+
+@dataclass
+class Setting:
+    """One (dataset, method variant, kind, ε, unit) and its records over seeds."""
+
+    dataset: str
+    label: str
+    kind: str
+    unit: str | None
+    epsilon: float | None  # the target ε (config), the grid value; None for other kinds
+    records: list[dict[str, Any]]
+
+    def _mean(self, values: list[float | None]) -> float:
+        vals = [v for v in values if v is not None and math.isfinite(v)]
+        return float(np.mean(vals)) if vals else math.nan
+
+    @property
+    def pooled(self) -> bool:
+        """A pooled-data baseline (all columns at one place): a reference, not a VFL option."""
+        return capabilities(self.records[0]).get("data") == "pooled"
+
+    @property
+    def tag(self) -> str:
+        """The label with its kind, e.g. 'centralized (model=glm) [none, pooled data]'."""
+        return f"{self.label} [{self.kind}{', pooled data' if self.pooled else ''}]"
+
+    @property
+    def metric(self) -> str:
+        return main_metric(self.records[0])
+
+    @property
+    def score(self) -> float:
+        return self._mean([metric_value(r, self.metric) for r in self.records])
+
+    @property
+    def score_std(self) -> float:
+        vals = [metric_value(r, self.metric) for r in self.records]
+        vals = [v for v in vals if v is not None]
+        return float(np.std(vals)) if vals else math.nan
+
+    @property
+    def reported_epsilon(self) -> float:
+        return self._mean([(r.get("privacy") or {}).get("epsilon") for r in self.records])
+
+    @property
+    def train_s(self) -> float:
+        return self._mean([r["time"]["train_s"] for r in self.records])
+
+    @property
+    def cpu_s(self) -> float:
+        """CPU seconds of the training epochs (where the method measures them)."""
+        return self._mean([sum(stat(r, "epoch_cpu_s") or []) or None for r in self.records])
+
+    @property
+    def bytes_total(self) -> float:
+        return self._mean([float(r["comm"]["bytes_total"]) for r in self.records])
+
+    @property
+    def peak_bytes(self) -> float:
+        """Largest party's peak memory; only one-process-per-party runs measure a party's own."""
+        peaks = [
+            float(max(p.values()))
+            for r in self.records
+            if r.get("runtime") == "processes" and (p := stat(r, "peak_rss_bytes"))
+        ]
+        return float(np.mean(peaks)) if peaks else math.nan
+
+
+def settings(records: list[dict[str, Any]]) -> list[Setting]:
+    """Group the plain run records (no attacks, a metric) into settings, sorted."""
+    groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for ds in sorted({r["dataset"] for r in records}):
+        rs = [r for r in records if r["dataset"] == ds and "attack" not in r]
+        keys = {
+            m: [k for k in ks if k not in IGNORED_VARIANT_KEYS]
+            for m, ks in varying_keys(rs).items()
+        }
+        for r in rs:
+            var = variant(r, keys)
+            label = r["method"] + (f" ({var})" if var else "")
+            eps = r["config"].get("epsilon") if unit_of(r) else None
+            groups[(ds, label, kind_of(r), unit_of(r), eps)].append(r)
+    out = [Setting(*key, rs) for key, rs in groups.items()]
+    out = [s for s in out if not math.isnan(s.score)]  # timed-only runs have no metric
+    return sorted(out, key=lambda s: (s.dataset, s.unit or "", s.epsilon or 0.0, s.label))
+
+
+def _better(metric: str) -> tuple[Any, Any]:
+    """(best-of function, is-close test) for the metric's direction."""
+    if metric == "mse":
+        return min, lambda v, best: v <= best * (1 + MSE_SLACK)
+    return max, lambda v, best: v >= best - ACCURACY_SLACK
+
+
+@dataclass
+class Choice:
+    """One summary row: the best setting and the cheapest close ones."""
+
+    dataset: str
+    row: str  # "ε = 1 (party-row)" or "no ε: HE" ...
+    best: Setting | None  # None where only pooled-data baselines ran at this row
+    fastest: Setting | None
+    fewest_bytes: Setting | None
+    reference: Setting | None  # the most accurate pooled-data baseline of the row
+    candidates: int
+
+
+def choose(group: list[Setting]) -> tuple[Setting, Setting, Setting]:
+    """(most accurate, fastest within the slack, fewest bytes within the slack)."""
+    metric = group[0].metric
+    pick, close = _better(metric)
+    best = pick(group, key=lambda s: s.score)
+    near = [s for s in group if close(s.score, best.score)]
+    fastest = min(near, key=lambda s: (s.train_s, s.bytes_total))
+    fewest = min(near, key=lambda s: (s.bytes_total, s.train_s))
+    return best, fastest, fewest
+
+
+def choices(records: list[dict[str, Any]]) -> list[Choice]:
+    """The summary rows: per dataset, one per (unit, target ε) and one per non-DP kind."""
+    rows: dict[tuple, list[Setting]] = defaultdict(list)
+    for s in settings(records):
+        if s.unit is not None:
+            key = (s.dataset, 0, s.unit, s.epsilon or 0.0, f"{eps_label(s)} ({s.unit})")
+        else:
+            key = (s.dataset, 1, s.kind, 0.0, f"no ε: {s.kind}")
+        rows[key].append(s)
+    out = []
+    for key in sorted(rows):
+        options = [s for s in rows[key] if not s.pooled]
+        pooled = [s for s in rows[key] if s.pooled]
+        best, fastest, fewest = choose(options) if options else (None, None, None)
+        ref = choose(pooled)[0] if pooled else None
+        out.append(Choice(key[0], key[4], best, fastest, fewest, ref, len(options)))
+    return out
+
+
+def eps_label(s: Setting) -> str:
+    """'ε = 1' for a target ε; a run that asked for none shows what its accountant reported."""
+    if s.epsilon is None:
+        return f"ε not asked (reported {s.reported_epsilon:.3g})"
+    return f"ε = {s.epsilon:g}"
+
+
+def score_cell(s: Setting) -> str:
+    digits = 3 if s.metric != "mse" else 4
+    return f"{s.score:.{digits}f} ± {s.score_std:.{digits}f}"
+
+
+def metric_cell(s: Setting) -> str:
+    """'accuracy 0.63 ± 0.00', flagged when runs warned (e.g. a constant predictor)."""
+    warned = [w for r in s.records for w in (stat(r, "warnings") or [])[:1]]
+    cell = f"{s.metric} {score_cell(s)}"
+    if not warned:
+        return cell
+    return f"{cell} ⚠ {len(warned)}/{len(s.records)} runs: {warned[0].split('(')[0].strip()}"
+
+
+def cost_cell(s: Setting) -> str:
+    return f"{s.train_s:.3g} s, {fmt_bytes(s.bytes_total)}"
+
+
+def pick_cell(s: Setting | None, best: Setting | None) -> str:
+    """A chosen setting with its score and costs ('same' when it is the most accurate one)."""
+    if s is None:
+        return "—"
+    name = "the same" if s is best else s.label
+    return f"{name} ({score_cell(s)}; {cost_cell(s)})"
+
+
+def fmt_bytes(b: float) -> str:
+    """Bytes in B / kB / MB / GB with 3 significant digits."""
+    if math.isnan(b):
+        return "n/a"
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if b >= size:
+            return f"{b / size:.3g} {unit}"
+    return f"{b:.0f} B"
+
+
+def summary_rows(records: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the summary table (one model for markdown and HTML)."""
+    header = [
+        "dataset",
+        "privacy (ε asked, unit / kind)",
+        "most accurate VFL option",
+        "metric",
+        "fastest within 1 point",
+        "fewest bytes within 1 point",
+        "pooled-data reference (not VFL)",
+        "options",
+    ]
+    rows = []
+    for c in choices(records):
+        best = c.best
+        rows.append(
+            [
+                c.dataset,
+                c.row,
+                "— (pooled-data baselines only)" if best is None else best.tag,
+                "—" if best is None else metric_cell(best),
+                pick_cell(c.fastest, best),
+                pick_cell(c.fewest_bytes, best),
+                "—" if c.reference is None else f"{c.reference.label} ({score_cell(c.reference)})",
+                str(c.candidates),
+            ]
+        )
+    return header, rows
+
+
+def cost_rows(records: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the per-setting cost table: time, CPU, bytes, peak memory."""
+    header = [
+        "dataset",
+        "method",
+        "kind",
+        "ε asked (unit)",
+        "ε reported",
+        "metric",
+        "train s",
+        "CPU s",
+        "sent",
+        "peak memory, largest party",
+        "seeds",
+    ]
+    rows = []
+    for s in settings(records):
+        peak = s.peak_bytes
+        rows.append(
+            [
+                s.dataset,
+                s.label,
+                s.kind + (", pooled data" if s.pooled else ""),
+                "—" if s.unit is None else f"{eps_label(s)} ({s.unit})",
+                "—" if s.unit is None else f"{s.reported_epsilon:.4g}",
+                metric_cell(s),
+                f"{s.train_s:.3g}",
+                "n/a" if math.isnan(s.cpu_s) else f"{s.cpu_s:.3g}",
+                fmt_bytes(s.bytes_total),
+                "in-process" if math.isnan(peak) else f"{peak / 2**20:,.0f} MiB",
+                str(len(s.records)),
+            ]
+        )
+    return header, rows
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    """A markdown table from a header and rows of cell strings."""
+    esc = [[c.replace("|", "\\|") for c in row] for row in [header, *rows]]
+    lines = ["| " + " | ".join(esc[0]) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in esc[1:]])
