@@ -69,7 +69,7 @@ def make_logistic(
     return _dense(n, d, seed, "synthetic-logistic", columns, noise=None)
 
 
-_CHUNK_ROWS = 1 << 16  # rows generated at a time: bounds the transient memory to ~chunk * d
+_CHUNK_ROWS = 1 << 14  # rows generated at a time: bounds the transient memory to ~chunk * d
 
 
 def _dense(
