@@ -30,7 +30,7 @@ from securevfl.evaluation import metrics_for
 from securevfl.methods.base import Method
 from securevfl.outcome import finite_values, outcome_warnings
 from securevfl.registry import create
-from securevfl.resources import check_memory, peak_rss_bytes
+from securevfl.resources import check_memory, current_rss_bytes, peak_rss_bytes
 from securevfl.rng import noise_generator_name
 from securevfl.run_options import build_spec, check_common
 from securevfl.runtime.base import Runtime
@@ -198,6 +198,7 @@ def run_experiment(
     attack trains on part of the training split and scores members beside non-members).
     """
     t_start = time.perf_counter()
+    rss_start = current_rss_bytes()
     method = validate_spec(spec)
     # The models here are small: torch's intra-op threads cost far more in synchronisation than
     # they gain (measured 40x slower split-NN steps with 2 threads on a loaded 2-core machine),
@@ -241,9 +242,10 @@ def run_experiment(
             rt.view.view.outputs = fit.test_scores
         fingerprints = rt.collect(fit.fingerprints, dst=info.label_party)
         meters = rt.collect(rt.meter.export(), dst=info.label_party)
-        peaks = rt.collect(peak_rss_bytes(), dst=info.label_party)  # unmetered control data
+        peaks = rt.collect((rss_start, peak_rss_bytes()), dst=info.label_party)  # unmetered
         if peaks is not None:
-            fit.stats.peak_rss_bytes = {str(k): int(v) for k, v in sorted(peaks.items())}
+            fit.stats.start_rss_bytes = {str(k): int(v[0]) for k, v in sorted(peaks.items())}
+            fit.stats.peak_rss_bytes = {str(k): int(v[1]) for k, v in sorted(peaks.items())}
         if not rt.here(info.label_party):
             return None
         if meters is not None and len(rt.local_parties) < rt.n_parties:

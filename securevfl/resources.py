@@ -51,6 +51,15 @@ def peak_rss_bytes() -> int:
     return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
+def current_rss_bytes() -> int:
+    """Resident memory of this process now (/proc/self/statm; 0 where it is missing)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def register_estimate(method: str, fn: Estimate) -> None:
     """Add a method's memory lower bound (several methods may share one)."""
     _ESTIMATES[method] = fn
