@@ -42,6 +42,11 @@ def outcome_warnings(
                     f"constant predictor: every test row is predicted class {int(pred[0])} "
                     "(too much noise or too little signal for this setting)"
                 )
+            elif _finite(metrics.get("auc")) and metrics["auc"] <= 0.5:
+                out.append(
+                    f"auc {metrics['auc']:.3f} is no better than chance (0.5): the model "
+                    "carries no signal at this setting (too much noise or too little data)"
+                )
     if privacy is not None:
         for key in ("epsilon", "target_epsilon"):
             if key in privacy and privacy[key] is not None and not _finite(privacy[key]):
