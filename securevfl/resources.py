@@ -43,7 +43,19 @@ def available_memory() -> int:
 
 
 def peak_rss_bytes() -> int:
-    """Peak resident memory of this process so far (Linux reports ru_maxrss in KiB)."""
+    """Peak resident memory of this process so far: VmHWM where Linux has it.
+
+    Not ru_maxrss: Linux carries ru_maxrss across fork and exec, so a party process started by
+    a large launcher (torch loaded) reported the launcher's size as its own floor; VmHWM
+    belongs to the process's own address space and starts afresh at exec.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     import resource
     import sys
 
