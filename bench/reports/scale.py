@@ -1,7 +1,7 @@
 """Report section for the scale suites: how time, bytes and peak memory per party grow with n, K.
 
 Each record of a ``processes = true`` cell carries ``stats.peak_rss_bytes``: the peak resident
-memory (ru_maxrss) of each party's own process. The section tabulates every (method, K, n), gives
+memory (VmHWM) of each party's own process, and ``stats.start_rss_bytes`` its size at start. The section tabulates every (method, K, n), gives
 the growth ratio of each cost per 10x rows (K fixed) and per doubling of K (n fixed), and plots
 each cost against n and against K on log-log axes.
 """
@@ -137,10 +137,11 @@ def render(records: list[dict[str, Any]], out: Path) -> str:
         return "## Scale\n\nNo runs with one process per party yet."
     md = ["## Scale: cost growth with rows n and parties K", ""]
     md += [
-        "Peak memory is ru_maxrss of each party's own OS process at the end of the run (its "
-        "imports included); 'peak above start' subtracts the process's resident memory when "
-        "the run started (records that carry it), so it shows what the data and the protocol "
-        "took; time is the training time, bytes every party's sent total.",
+        "Peak memory is the high-water mark (VmHWM) of each party's own OS process at the end "
+        "of the run (its imports included; records before this measure used ru_maxrss, which "
+        "Linux carries over from the launcher); 'peak above start' subtracts the process's "
+        "resident memory when the run started (records that carry it), so it shows what the "
+        "data and the protocol took; time is the training time, bytes every party's sent total.",
         "",
     ]
     md += table(cells) + ["", "### Growth ratios", ""] + growth(cells) + [""]
