@@ -1,9 +1,10 @@
 """Report section for the scale suites: how time, bytes and peak memory per party grow with n, K.
 
 Each record of a ``processes = true`` cell carries ``stats.peak_rss_bytes``: the peak resident
-memory (VmHWM) of each party's own process, and ``stats.start_rss_bytes`` its size at start. The section tabulates every (method, K, n), gives
-the growth ratio of each cost per 10x rows (K fixed) and per doubling of K (n fixed), and plots
-each cost against n and against K on log-log axes.
+memory (VmHWM) of each party's own process, and ``stats.start_rss_bytes`` its size at start.
+The section tabulates every (method, K, n), gives the growth ratio of each cost per 10x rows
+(K fixed) and per doubling of K (n fixed), and plots each cost against n and against K on
+log-log axes.
 """
 
 from __future__ import annotations
