@@ -123,7 +123,8 @@ def plots(cells: dict[tuple[str, int, int], list[dict[str, Any]]], out: Path) ->
             ax.set_xlabel("rows n (K = 2)" if axis == "n" else "data parties K (smallest n)")
             ax.set_ylabel(f"{label} ({unit})")
             ax.grid(alpha=0.3, which="both")
-        axes[0].legend(fontsize=7)
+        if axes[0].get_legend_handles_labels()[0]:  # no line where a sweep has one point
+            axes[0].legend(fontsize=7)
         fig.tight_layout()
         name = f"scale_by_{axis}.png"
         fig.savefig(out / name, dpi=110)
