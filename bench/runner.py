@@ -18,7 +18,7 @@ from bench.plugins import PLUGINS, load_plugins, plugin_modules
 from bench.results_file import OutputLock, append_record, cut_torn_tail, read_results
 from bench.suites import Cell, Suite
 from securevfl.errors import ConfigError, SecureVFLError
-from securevfl.experiment import run_experiment, run_in_processes
+from securevfl.experiment import check_spec, run_experiment, run_in_processes
 
 __all__ = ["PLUGINS", "failure_of", "load_plugins", "read_results", "run_cell", "run_suite"]
 
@@ -64,6 +64,19 @@ def _failed_record(cell: Cell, suite: Suite, error: str) -> dict[str, Any]:
     }
 
 
+def check_cells(suite: Suite) -> None:
+    """Every cell against its method's rules before any runs (ConfigError naming the cell):
+    a cell that can never run is a bad suite, not a failed run."""
+    for cell in suite.cells:
+        s = cell.spec
+        try:
+            check_spec(s)
+        except ConfigError as exc:
+            raise ConfigError(
+                f"suite {suite.name!r}, cell {s.method}/{s.dataset}/eps={s.epsilon}: {exc}"
+            ) from None
+
+
 def run_suite(suite: Suite, out: Path, *, progress: bool = True) -> tuple[int, int, list[str]]:
     """Run the cells without a successful record; return (ran, skipped, errors)."""
     if not suite.cells:
@@ -71,6 +84,7 @@ def run_suite(suite: Suite, out: Path, *, progress: bool = True) -> tuple[int, i
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out must be a directory, got the file {str(out)!r}")
     load_plugins()
+    check_cells(suite)
     out.mkdir(parents=True, exist_ok=True)
     results = out / "results.jsonl"
     with OutputLock(out):

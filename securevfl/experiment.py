@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import math
 import secrets
 import time
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from securevfl.data import (
     partition_columns,
     scale_block_to_unit_rows,
     schema_norm_bound,
-    train_test_split,
+    split_in_place,
 )
 from securevfl.data.custom import CSV_PREFIX, alignment_of, register_csv_parties
 from securevfl.errors import ConfigError
@@ -29,7 +30,7 @@ from securevfl.evaluation import metrics_for
 from securevfl.methods.base import Method
 from securevfl.outcome import finite_values, outcome_warnings
 from securevfl.registry import create
-from securevfl.resources import check_memory, peak_rss_bytes
+from securevfl.resources import check_memory, current_rss_bytes, peak_rss_bytes
 from securevfl.rng import noise_generator_name
 from securevfl.run_options import build_spec, check_common
 from securevfl.runtime.base import Runtime
@@ -80,6 +81,8 @@ def center_numeric_columns(train: Any, test: Any) -> tuple[Any, Any]:
     no room for an intercept learn a biased threshold on uncentred min-max scaled features.
     """
     numeric = [g[0] for g in train.groups if len(g) == 1]
+    if train.columns is not None:  # X holds only some columns: their positions in X
+        numeric = [int(j) for j in np.flatnonzero(np.isin(train.columns, numeric))]
     Xtr, Xte = train.X.copy(), test.X.copy()
     mean = Xtr[:, numeric].mean(axis=0)
     scale = np.abs(Xtr[:, numeric] - mean).max(axis=0)
@@ -101,31 +104,51 @@ def preprocessing_disclosure(spec: RunSpec) -> str:
     return f"{what} are computed from the data and treated as public"
 
 
+def party_blocks(groups: list[list[int]], spec: RunSpec, seed: int) -> list[np.ndarray]:
+    """Each data party's columns (global indices): one block for a pooled one-party run."""
+    if spec.parties == 1:  # a pooled baseline run with one party: it holds every column
+        return [np.arange(sum(len(g) for g in groups))]
+    return partition_columns(groups, spec.parties, scheme=spec.partition, seed=seed)
+
+
 def build_views(
     spec: RunSpec, method: Method, wanted: list[int]
 ) -> tuple[PublicInfo, dict[int, PartyView], Any]:
-    """Load, split, partition and bound the data; return the views of the parties in ``wanted``."""
+    """Load, split, partition and bound the data; return the views of the parties in ``wanted``.
+
+    This process holds only the columns of its own parties (every column for a method that may
+    see pooled data): a party's memory grows with its share of the table, not the whole table.
+    Every party holds the labels while the public row split is drawn (it is stratified by
+    class); only the label holder keeps them in its view.
+    """
     seed = 0 if spec.seed is None else spec.seed  # the split is public, not private randomness
-    ds = load_dataset(spec.dataset, seed=seed, **spec.dataset_options)
-    train, test = train_test_split(ds, seed=seed)
+    K = spec.parties
+
+    def keep(groups: list[list[int]]) -> np.ndarray:
+        blocks = party_blocks(groups, spec, seed)
+        if method.pooled_data:
+            return np.arange(sum(len(g) for g in groups))
+        mine = [blocks[k] for k in wanted if k < K]
+        return np.unique(np.concatenate(mine)) if mine else np.arange(0)
+
+    ds = load_dataset(spec.dataset, seed=seed, keep=keep, **spec.dataset_options)
+    blocks = party_blocks(ds.groups, spec, seed)
+    train, test = split_in_place(ds, seed=seed)  # the same rows as train_test_split, no copy
+    name, task, n_classes, groups, held = ds.name, ds.task, ds.n_classes, ds.groups, ds.columns
+    del ds  # its X now holds the split's rows
     if spec.center:
         train, test = center_numeric_columns(train, test)
-    K = spec.parties
-    if K == 1:  # a pooled baseline run with one party: it holds every column
-        blocks = [np.arange(ds.X.shape[1])]
-    else:
-        blocks = partition_columns(ds.groups, K, scheme=spec.partition, seed=seed)
-    bound_sq = sum(schema_norm_bound(ds.groups, b) for b in blocks)
+    bound_sq = sum(schema_norm_bound(groups, b) for b in blocks)
     server = K if method.uses_server else None
     label_party = server if (method.labels_at_server and server is not None) else 0
     n_parties = method.n_parties(spec)
     info = PublicInfo(
-        dataset=ds.name,
-        task=ds.task,
-        n_classes=ds.n_classes,
+        dataset=name,
+        task=task,
+        n_classes=n_classes,
         n_train=len(train.y),
         n_test=len(test.y),
-        n_features=ds.X.shape[1],
+        n_features=sum(len(g) for g in groups),
         features_per_party=tuple(len(b) for b in blocks),
         data_parties=K,
         n_parties=n_parties,
@@ -136,22 +159,43 @@ def build_views(
     views: dict[int, PartyView] = {}
     for k in wanted:
         cols = blocks[k] if k < K else np.arange(0, dtype=int)
+        pos = cols if held is None else np.searchsorted(held, cols)
+        # a process's only data party owns the split's arrays: scale them where they are
+        alone = (
+            not method.pooled_data
+            and train.X.dtype == np.float64
+            and np.array_equal(pos, np.arange(train.X.shape[1]))
+        )
         views[k] = PartyView(
             index=k,
             columns=cols,
-            X_train=scale_block_to_unit_rows(train.X[:, cols], total_bound_sq=bound_sq),
-            X_test=scale_block_to_unit_rows(test.X[:, cols], total_bound_sq=bound_sq),
+            X_train=_unit_rows(train.X, None if alone else pos, bound_sq),
+            X_test=_unit_rows(test.X, None if alone else pos, bound_sq),
         )
         if k == label_party:
             views[k].y_train, views[k].y_test = train.y, test.y
+    if not method.pooled_data:
+        return info, views, _no_pooled(method)
 
     def pooled():
-        if not method.pooled_data:
-            raise ConfigError(f"method {method.name!r} is federated: it may not see pooled data")
         s = np.sqrt(bound_sq)
         return train.X / s, train.y, test.X / s, test.y
 
     return info, views, pooled
+
+
+def _unit_rows(X: np.ndarray, pos: np.ndarray | None, bound_sq: float) -> np.ndarray:
+    """Columns ``pos`` of X scaled to unit rows; ``pos=None``: all of X, scaled in place."""
+    if pos is not None:
+        return scale_block_to_unit_rows(X[:, pos], total_bound_sq=bound_sq)
+    return np.divide(X, math.sqrt(bound_sq), out=X)  # the same division, without a copy
+
+
+def _no_pooled(method: Method) -> Callable[[], Any]:
+    def pooled():
+        raise ConfigError(f"method {method.name!r} is federated: it may not see pooled data")
+
+    return pooled
 
 
 ViewsHook = Callable[[PublicInfo, dict[int, PartyView], Any], tuple[PublicInfo, dict, Any]]
@@ -166,6 +210,7 @@ def run_experiment(
     attack trains on part of the training split and scores members beside non-members).
     """
     t_start = time.perf_counter()
+    rss_start = current_rss_bytes()
     method = validate_spec(spec)
     # The models here are small: torch's intra-op threads cost far more in synchronisation than
     # they gain (measured 40x slower split-NN steps with 2 threads on a loaded 2-core machine),
@@ -209,9 +254,10 @@ def run_experiment(
             rt.view.view.outputs = fit.test_scores
         fingerprints = rt.collect(fit.fingerprints, dst=info.label_party)
         meters = rt.collect(rt.meter.export(), dst=info.label_party)
-        peaks = rt.collect(peak_rss_bytes(), dst=info.label_party)  # unmetered control data
+        peaks = rt.collect((rss_start, peak_rss_bytes()), dst=info.label_party)  # unmetered
         if peaks is not None:
-            fit.stats.peak_rss_bytes = {str(k): int(v) for k, v in sorted(peaks.items())}
+            fit.stats.start_rss_bytes = {str(k): int(v[0]) for k, v in sorted(peaks.items())}
+            fit.stats.peak_rss_bytes = {str(k): int(v[1]) for k, v in sorted(peaks.items())}
         if not rt.here(info.label_party):
             return None
         if meters is not None and len(rt.local_parties) < rt.n_parties:

@@ -58,7 +58,13 @@ def outcome_warnings(
                     f"{_named(setting)} ({why})"
                 )
             else:
-                out += _majority(metrics.get("accuracy"), y_test, setting, why)
+                weak = _majority(metrics.get("accuracy"), y_test, setting, why)
+                if not weak and _finite(metrics.get("auc")) and metrics["auc"] <= 0.5:
+                    weak = [
+                        f"auc {metrics['auc']:.3f} is no better than chance (0.5)"
+                        f"{_named(setting)}: the model carries no signal ({why})"
+                    ]
+                out += weak
     if privacy is not None:
         for key in ("epsilon", "target_epsilon"):
             if key in privacy and privacy[key] is not None and not _finite(privacy[key]):

@@ -43,12 +43,33 @@ def available_memory() -> int:
 
 
 def peak_rss_bytes() -> int:
-    """Peak resident memory of this process so far (Linux reports ru_maxrss in KiB)."""
+    """Peak resident memory of this process so far: VmHWM where Linux has it.
+
+    Not ru_maxrss: Linux carries ru_maxrss across fork and exec, so a party process started by
+    a large launcher (torch loaded) reported the launcher's size as its own floor; VmHWM
+    belongs to the process's own address space and starts afresh at exec.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     import resource
     import sys
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def current_rss_bytes() -> int:
+    """Resident memory of this process now (/proc/self/statm; 0 where it is missing)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def register_estimate(method: str, fn: Estimate) -> None:
@@ -85,16 +106,15 @@ def fmt_bytes(n: float) -> str:
 
 
 def _data_need(spec: Any) -> list[tuple[str, int, str]]:
-    """A generated dataset of n rows: the table, and its train/test copy, in float64."""
+    """A generated dataset of n rows, in float64: held once in all (every party process holds
+    its own columns, split in place; an in-process run holds them once more as views)."""
     opts = getattr(spec, "dataset_options", {}) or {}
     n = opts.get("n")
     if not isinstance(n, (int, float)) or isinstance(n, bool):
         return []
     d = opts.get("d", SYNTHETIC_D)
     d = d if isinstance(d, (int, float)) and not isinstance(d, bool) else SYNTHETIC_D
-    return [
-        (f"the data table ({int(n):,} x {int(d)} values, twice)", int(n * d * 8 * 2), "lower --n")
-    ]
+    return [(f"the data table ({int(n):,} x {int(d)} values)", int(n * d * 8), "lower --n")]
 
 
 def _pbm_need(spec: Any, data_parties: int) -> list[tuple[str, int, str]]:

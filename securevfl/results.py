@@ -36,6 +36,9 @@ class RunStats:
     # party -> peak resident memory (ru_maxrss) of the process that ran it, at the end of the run;
     # in-process every party shares one process (and one figure)
     peak_rss_bytes: dict[str, int] = field(default_factory=dict)
+    # party -> resident memory of that process when the run started (imports done): peak minus
+    # this is what the run itself (data, model, protocol) took
+    start_rss_bytes: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The record's ``stats`` object: only the fields that were filled."""

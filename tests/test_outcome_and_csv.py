@@ -22,6 +22,9 @@ def test_warnings_name_nan_metric_constant_predictor_and_infinite_epsilon():
     w = outcome_warnings("binary", np.array([0.2, 0.8]), {"accuracy": 1.0}, {"epsilon": math.inf})
     assert len(w) == 1 and "privacy epsilon is inf" in w[0]
     assert outcome_warnings("regression", np.array([0.1, 0.2]), {"mse": 0.1}, None) == []
+    w = outcome_warnings("binary", np.array([0.2, 0.8]), {"accuracy": 0.34, "auc": 0.45}, None)
+    assert len(w) == 1 and "no better than chance" in w[0]
+    assert outcome_warnings("binary", np.array([0.2, 0.8]), {"auc": 0.51}, None) == []
 
 
 def test_strict_json_has_no_nan_tokens():

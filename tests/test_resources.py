@@ -29,3 +29,20 @@ def test_cli_refuses_in_one_line(capsys):
     assert main(argv) == 2
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert len(err) == 1 and "data table" in err[0] and "lower --n" in err[0]
+
+
+def test_peak_of_a_child_process_is_its_own(tmp_path):
+    """ru_maxrss survives fork + exec: a party started by a big launcher reported the
+    launcher's size. peak_rss_bytes (VmHWM) counts only the child's own memory."""
+    import os
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    big = np.ones(200 * 2**20 // 8)  # 200 MiB resident in this (the parent) process
+    code = "from securevfl.resources import peak_rss_bytes as p; print(p())"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert big.sum() > 0 and out.returncode == 0, out.stderr
+    assert int(out.stdout) < 150 * 2**20  # the child imported numpy; it never held 200 MiB

@@ -4,7 +4,10 @@ from bench.reports.scale import render
 from bench.suites import load_suite
 
 
-def _rec(method, k, n, train_s, nbytes, peak_mib):
+def _rec(method, k, n, train_s, nbytes, peak_mib, start_mib=None):
+    stats = {"peak_rss_bytes": {str(i): peak_mib * 2**20 for i in range(k)}}
+    if start_mib is not None:
+        stats["start_rss_bytes"] = {str(i): start_mib * 2**20 for i in range(k)}
     return {
         "method": method,
         "parties": k,
@@ -13,21 +16,22 @@ def _rec(method, k, n, train_s, nbytes, peak_mib):
         "runtime": "processes",
         "time": {"train_s": train_s},
         "comm": {"bytes_total": nbytes},
-        "stats": {"peak_rss_bytes": {str(i): peak_mib * 2**20 for i in range(k)}},
+        "stats": stats,
     }
 
 
 def test_growth_ratios_and_plots(tmp_path):
     recs = [
-        _rec("vfl", 2, 10_000, 1.0, 1_000_000, 300),
-        _rec("vfl", 2, 100_000, 8.0, 10_000_000, 450),
+        _rec("vfl", 2, 10_000, 1.0, 1_000_000, 300, 290),
+        _rec("vfl", 2, 100_000, 8.0, 10_000_000, 450, 290),
         _rec("vfl", 4, 10_000, 2.0, 3_000_000, 310),
         _rec("vfl", 2, 10_000, 1.0, 1_000_000, 300) | {"runtime": "inprocess"},  # not counted
     ]
     md = render(recs, tmp_path)
-    assert "| vfl | K=2: n 10,000 -> 100,000 | 8.00x | 10.00x | 1.50x |" in md
-    assert "| vfl | n=10,000: K 2 -> 4 | 2.00x | 3.00x | 1.03x |" in md
-    assert "| vfl | 2 | 10,000 | 1 | 1 | 300-300 | 1 |" in md
+    # peak above start: 10 MiB -> 160 MiB (imports excluded)
+    assert "| vfl | K=2: n 10,000 -> 100,000 | 8.00x | 10.00x | 1.50x | 16.00x |" in md
+    assert "| vfl | n=10,000: K 2 -> 4 | 2.00x | 3.00x | 1.03x | n/a |" in md
+    assert "| vfl | 2 | 10,000 | 1 | 1 | 300-300 | 10 | 1 |" in md
     assert (tmp_path / "scale_by_n.png").stat().st_size > 0
     assert (tmp_path / "scale_by_K.png").stat().st_size > 0
 

@@ -29,7 +29,9 @@ def n_parties(method: str, run_args: list[str]) -> int:
     import baselines
     from bench.cli import build_parser, spec_from_args
     from securevfl.experiment import validate_spec
+    from securevfl.methods import load_all
 
+    load_all()  # the methods' options are parsed before validate_spec would register them
     baselines.load_all()
     args = build_parser().parse_args(["run", method, *run_args])
     spec = spec_from_args(args)

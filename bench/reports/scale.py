@@ -1,9 +1,10 @@
 """Report section for the scale suites: how time, bytes and peak memory per party grow with n, K.
 
 Each record of a ``processes = true`` cell carries ``stats.peak_rss_bytes``: the peak resident
-memory (ru_maxrss) of each party's own process. The section tabulates every (method, K, n), gives
-the growth ratio of each cost per 10x rows (K fixed) and per doubling of K (n fixed), and plots
-each cost against n and against K on log-log axes.
+memory (VmHWM) of each party's own process, and ``stats.start_rss_bytes`` its size at start.
+The section tabulates every (method, K, n), gives the growth ratio of each cost per 10x rows
+(K fixed) and per doubling of K (n fixed), and plots each cost against n and against K on
+log-log axes.
 """
 
 from __future__ import annotations
@@ -22,16 +23,21 @@ COSTS = {  # name -> (label, unit scale, unit)
     "time": ("training time", 1.0, "s"),
     "bytes": ("bytes on the wire", 1e6, "MB"),
     "peak": ("peak memory, largest party", 2**20, "MiB"),
+    "run": ("peak above start, largest party", 2**20, "MiB"),
 }
 
 
 def costs_of(r: dict[str, Any]) -> dict[str, float | None]:
-    """The three costs of one record (peak: the largest party process; None if not measured)."""
-    peaks = (r.get("stats") or {}).get("peak_rss_bytes") or {}
+    """The costs of one record (peak: the largest party process; run: the largest growth of a
+    party process from its start, imports excluded; None if not measured)."""
+    stats = r.get("stats") or {}
+    peaks, starts = stats.get("peak_rss_bytes") or {}, stats.get("start_rss_bytes") or {}
+    grown = [peaks[k] - starts[k] for k in peaks if starts.get(k)]
     return {
         "time": r["time"]["train_s"],
         "bytes": float(r["comm"]["bytes_total"]),
         "peak": float(max(peaks.values())) if peaks else None,
+        "run": float(max(grown)) if grown else None,
     }
 
 
@@ -57,8 +63,9 @@ def _ratio(a: float | None, b: float | None) -> str:
 
 def table(cells: dict[tuple[str, int, int], list[dict[str, Any]]]) -> list[str]:
     md = [
-        "| method | K | n | train s | MB sent | peak MiB per party (min-max) | runs |",
-        "|---|---|---|---|---|---|---|",
+        "| method | K | n | train s | MB sent | peak MiB per party (min-max) "
+        "| above start MiB (largest) | runs |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for (m, k, n), rs in sorted(cells.items()):
         peaks = [
@@ -67,14 +74,18 @@ def table(cells: dict[tuple[str, int, int], list[dict[str, Any]]]) -> list[str]:
         span = f"{min(peaks) / 2**20:,.0f}-{max(peaks) / 2**20:,.0f}" if peaks else "n/a"
         md.append(
             f"| {m} | {k} | {n:,} | {_fmt(_mean(rs, 'time'), 1.0)} | "
-            f"{_fmt(_mean(rs, 'bytes'), 1e6)} | {span} | {len(rs)} |"
+            f"{_fmt(_mean(rs, 'bytes'), 1e6)} | {span} | {_fmt(_mean(rs, 'run'), 2**20)} "
+            f"| {len(rs)} |"
         )
     return md
 
 
 def growth(cells: dict[tuple[str, int, int], list[dict[str, Any]]]) -> list[str]:
     """Ratio of each cost per 10x rows (same K) and per 2x parties (same n)."""
-    md = ["| method | step | time | bytes | peak memory |", "|---|---|---|---|---|"]
+    md = [
+        "| method | step | time | bytes | peak memory | peak above start |",
+        "|---|---|---|---|---|---|",
+    ]
     keys = sorted(cells)
     for m, k, n in keys:
         for other, step in (
@@ -112,7 +123,8 @@ def plots(cells: dict[tuple[str, int, int], list[dict[str, Any]]], out: Path) ->
             ax.set_xlabel("rows n (K = 2)" if axis == "n" else "data parties K (smallest n)")
             ax.set_ylabel(f"{label} ({unit})")
             ax.grid(alpha=0.3, which="both")
-        axes[0].legend(fontsize=7)
+        if axes[0].get_legend_handles_labels()[0]:  # no line where a sweep has one point
+            axes[0].legend(fontsize=7)
         fig.tight_layout()
         name = f"scale_by_{axis}.png"
         fig.savefig(out / name, dpi=110)
@@ -127,8 +139,11 @@ def render(records: list[dict[str, Any]], out: Path) -> str:
         return "## Scale\n\nNo runs with one process per party yet."
     md = ["## Scale: cost growth with rows n and parties K", ""]
     md += [
-        "Peak memory is ru_maxrss of each party's own OS process at the end of the run (its "
-        "imports included); time is the training time, bytes every party's sent total.",
+        "Peak memory is the high-water mark (VmHWM) of each party's own OS process at the end "
+        "of the run (its imports included; records before this measure used ru_maxrss, which "
+        "Linux carries over from the launcher); 'peak above start' subtracts the process's "
+        "resident memory when the run started (records that carry it), so it shows what the "
+        "data and the protocol took; time is the training time, bytes every party's sent total.",
         "",
     ]
     md += table(cells) + ["", "### Growth ratios", ""] + growth(cells) + [""]

@@ -6,8 +6,6 @@ from securevfl.data.datasets import (
     dataset_names,
     list_datasets,
     load_dataset,
-    take_rows,
-    train_test_split,
 )
 from securevfl.data.optional import read_idx
 from securevfl.data.partition import (
@@ -23,6 +21,7 @@ from securevfl.data.preprocess import (
     encode_columns,
     scale_to_unit_interval,
 )
+from securevfl.data.split import split_in_place, take_rows, train_test_split
 
 __all__ = [
     "BinaryColumn",
@@ -40,6 +39,7 @@ __all__ = [
     "scale_block_to_unit_rows",
     "scale_to_unit_interval",
     "schema_norm_bound",
+    "split_in_place",
     "take_rows",
     "train_test_split",
 ]

@@ -18,8 +18,8 @@ import numpy as np
 from securevfl.data import optional as _optional
 from securevfl.data import real as _real
 from securevfl.data import synthetic as _syn
-from securevfl.data.preprocess import Table, check_finite
-from securevfl.errors import ConfigError, check_int, check_open_unit
+from securevfl.data.preprocess import ColumnPicker, Table, check_finite
+from securevfl.errors import ConfigError, check_int
 from securevfl.registry import lookup, names, register
 from securevfl.rng import make_rng
 
@@ -58,6 +58,8 @@ class Dataset:
     n_classes: int | None
     info: DatasetInfo
     y_range: tuple[float, float] | None = None
+    # global indices of the columns X holds when it was loaded with ``keep`` (None: all)
+    columns: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -66,8 +68,8 @@ class Dataset:
 
     @property
     def d(self) -> int:
-        """Number of encoded columns."""
-        return int(self.X.shape[1])
+        """Number of encoded columns of the whole table (X may hold only ``columns``)."""
+        return int(self.info.d)
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,7 @@ class _Entry:
     synthetic: bool = False
     encodings: tuple[str, ...] = ("onehot",)
     params: tuple[str, ...] = field(default=())  # generator parameters besides seed
+    picks_columns: bool = False  # the loader takes ``keep`` and never stores the other columns
 
 
 # --------------------------------------------------------------------------- catalogue
@@ -179,6 +182,7 @@ _CATALOGUE = [
         ),
         _syn.linear_table,
         synthetic=True,
+        picks_columns=True,
     ),
     _Entry(
         DatasetInfo(
@@ -193,6 +197,7 @@ _CATALOGUE = [
         ),
         _syn.logistic_table,
         synthetic=True,
+        picks_columns=True,
     ),
     _Entry(
         DatasetInfo(
@@ -284,6 +289,7 @@ def load_dataset(
     d: int | None = None,
     sparsity: float | None = None,
     encoding: str = "onehot",
+    keep: ColumnPicker | None = None,
 ) -> Dataset:
     """Load a dataset by name, preprocessed (X in [-1, 1], one-hot groups recorded).
 
@@ -295,6 +301,8 @@ def load_dataset(
     d : columns; synthetic datasets only.
     sparsity : share of nonzeros in (0, 1]; ``synthetic-sparse`` only (default 0.5).
     encoding : 'onehot' (default) or 'compact' (adult only).
+    keep : picks, from the column groups, the columns this process holds; X then holds only
+        those (``Dataset.columns``), and generators that can never store the others.
     """
     entry: _Entry = lookup("dataset", name)
     info = entry.info
@@ -323,6 +331,8 @@ def load_dataset(
             if not 0.0 < s <= 1.0:
                 raise ConfigError(f"sparsity must be in (0, 1], got {sparsity!r}")
             kwargs["sparsity"] = s
+        if entry.picks_columns:
+            kwargs["keep"] = keep
         table = entry.loader(**kwargs)
     else:
         if d is not None:
@@ -337,7 +347,12 @@ def load_dataset(
             idx = select(table.X.shape[0])
             X, y = (table.X, table.y) if idx is None else (table.X[idx], table.y[idx])
             table = replace(table, X=X.copy(), y=y.copy())  # never hand out the cached arrays
-    check_finite(table.X, table.y, dataset=name, feature_names=table.feature_names)
+    d_all = len(table.feature_names)
+    if keep is not None and table.columns is None:  # a loader that holds the whole table
+        cols = np.asarray(keep(table.groups), dtype=np.int64)
+        table = replace(table, X=table.X[:, cols], columns=cols)
+    names_held = [table.feature_names[j] for j in _held(table.columns, d_all)]
+    check_finite(table.X, table.y, dataset=name, feature_names=names_held)
     return Dataset(
         name=name,
         task=info.task,
@@ -346,47 +361,11 @@ def load_dataset(
         feature_names=list(table.feature_names),
         groups=[list(g) for g in table.groups],
         n_classes=table.n_classes,
-        info=replace(info, n=int(table.X.shape[0]), d=int(table.X.shape[1])),
+        info=replace(info, n=int(table.X.shape[0]), d=d_all),
         y_range=table.y_range,
+        columns=table.columns,
     )
 
 
-def take_rows(ds: Dataset, idx: np.ndarray) -> Dataset:
-    """A new Dataset holding rows ``idx`` of ``ds`` (copies; metadata shared)."""
-    return replace(
-        ds,
-        X=ds.X[idx].copy(),
-        y=ds.y[idx].copy(),
-        feature_names=list(ds.feature_names),
-        groups=[list(g) for g in ds.groups],
-    )
-
-
-def train_test_split(
-    ds: Dataset, *, test_size: float = 0.2, seed: int = 0
-) -> tuple[Dataset, Dataset]:
-    """Deterministic split, stratified by class for binary/multiclass tasks.
-
-    Each class contributes ``round(test_size * n_class)`` rows to the test set; rows of both
-    parts are shuffled with ``make_rng(seed, purpose="split")``.
-    """
-    ts = check_open_unit("test_size", test_size)
-    rng = make_rng(seed, purpose="split")
-    if ds.task in ("binary", "multiclass"):
-        test_parts, train_parts = [], []
-        for c in np.unique(ds.y):
-            idx = np.flatnonzero(ds.y == c)
-            rng.shuffle(idx)
-            k = int(round(ts * idx.size))
-            test_parts.append(idx[:k])
-            train_parts.append(idx[k:])
-        test_idx, train_idx = np.concatenate(test_parts), np.concatenate(train_parts)
-    else:
-        perm = rng.permutation(ds.n)
-        k = int(round(ts * ds.n))
-        test_idx, train_idx = perm[:k], perm[k:]
-    if test_idx.size == 0 or train_idx.size == 0:
-        raise ConfigError(
-            f"test_size must leave rows on both sides, got test_size={test_size} for n={ds.n}"
-        )
-    return take_rows(ds, rng.permutation(train_idx)), take_rows(ds, rng.permutation(test_idx))
+def _held(columns: np.ndarray | None, d: int) -> np.ndarray:
+    return np.arange(d) if columns is None else columns

@@ -9,7 +9,7 @@ contributes at most 1 to a row's squared L2 norm (see :mod:`securevfl.data.parti
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,6 +60,12 @@ class Table:
     groups: list[list[int]]
     n_classes: int | None = None
     y_range: tuple[float, float] | None = None
+    # global indices of the columns X holds, when a loader kept only some (None: all of them)
+    columns: np.ndarray | None = None
+
+
+# Picks the columns a process holds from a table's column groups (indices into the whole table).
+ColumnPicker = Callable[[list[list[int]]], np.ndarray]
 
 
 def scale_to_unit_interval(
