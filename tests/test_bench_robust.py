@@ -122,10 +122,13 @@ def test_non_finite_metric_is_a_failure(value):
 
 
 def test_cell_against_its_method_rules_refused_before_any_run(tmp_path, capsys):
-    # hdp-vfl without delta can never run: the suite is refused, nothing is run or written
-    text = GOOD + '[[cells]]\nmethod = "vfl"\n[[cells]]\nmethod = "hdp-vfl"\nepsilon = 1.0\n'
+    # vfl takes no ε, so that cell can never run: the suite is refused, nothing is run or written
+    text = (
+        GOOD
+        + '[[cells]]\nmethod = "hdp-vfl"\nepsilon = 1.0\n[[cells]]\nmethod = "vfl"\nepsilon = 1.0\n'
+    )
     out = tmp_path / "out"
     assert main(["bench", "--suite", str(_suite(tmp_path, text)), "--out", str(out)]) == 2
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
-    assert len(err) == 1 and "cell hdp-vfl/breast" in err[0] and "delta" in err[0], err
+    assert len(err) == 1 and "cell vfl/breast" in err[0] and "epsilon" in err[0], err
     assert not (out / "results.jsonl").exists()
