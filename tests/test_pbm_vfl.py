@@ -41,7 +41,9 @@ def test_pbm_vfl_record_carries_both_units_and_config() -> None:
     assert p["releases_per_party"] == every
     assert p["by_unit"]["party-row"] == p["epsilon"] < p["by_unit"]["sample"]
     assert p["releases_per_row"] == {"train": 8, "test": 4}  # private scoring: 1 use
-    assert "target_epsilon" not in p and p["outside_guarantee"] == [preprocessing_disclosure(_spec("pbm-vfl"))]
+    assert "target_epsilon" not in p and p["outside_guarantee"] == [
+        preprocessing_disclosure(_spec("pbm-vfl"))
+    ]
     # the seed paper's per-row figure is kept, labelled as not a guarantee, and far smaller
     assert p["per_row_only"]["party-row"] * 10 < p["epsilon"]
     assert p["sampler"]["p_levels"] == [0.5 - 409 / 4096, 0.5 + 409 / 4096]  # floor(0.1 2^12)
@@ -292,3 +294,12 @@ def test_pbm_vfl_over_real_processes_matches_in_process() -> None:
     assert net["model_fingerprint"] == local["model_fingerprint"]
     assert net["metrics"] == local["metrics"]
     assert net["comm"]["by_phase"]["train"]["bytes"] == local["comm"]["by_phase"]["train"]["bytes"]
+
+
+def test_a_setting_the_exact_accountant_cannot_analyse_in_minutes_is_refused_up_front() -> None:
+    with pytest.raises(ConfigError, match=r"b \* parties must be <= 2048.*= 2500"):
+        run_experiment(_spec("pbm-vfl", parties=10, epsilon=1.0, options={"b": 250}))
+    # the largest accepted setting's level tables are still exact and cheap to build
+    from securevfl.privacy import pbm_accountant as A
+
+    assert len(A.level_pmfs(16, 0.1, 8)) == 16 * 8 + 1

@@ -61,6 +61,7 @@ from securevfl.methods.base import Method, register_method
 from securevfl.methods.dp_bottom_options import BOTTOM_OPTIONS, BottomPlan, bottom_plan
 from securevfl.privacy.events import PrivacyReport
 from securevfl.privacy.pbm import check_pbm_params, pbm_estimate_sum, pbm_quantize
+from securevfl.privacy.pbm_accountant import check_accountant_size
 from securevfl.privacy.pbm_calibration import calibrate_beta, pbm_report, void_on_dropouts
 from securevfl.results import FitResult
 from securevfl.training import EVAL, SplitNNHooks, fit_splitnn, row_uses
@@ -272,6 +273,7 @@ class PBMVFL(SumSplitNN):
             raise ConfigError(
                 f"b * parties must be < 2^{MAX_BITS} for secure aggregation, got {b * spec.parties}"
             )
+        check_accountant_size(b, spec.parties)
 
     def fit(self, ctx: RunContext) -> FitResult:
         spec = ctx.spec

@@ -105,6 +105,26 @@ def poisson_binomial_logpmf(ps: Sequence[float], b: int) -> np.ndarray:
     return out
 
 
+MAX_TRIALS = 2048  # b x parties the exact accountant analyses in minutes, not hours
+
+
+def check_accountant_size(b: int, n_parties: int) -> None:
+    """Refuse, before any work, a setting whose exact accounting would run for hours.
+
+    The level pmfs are N + 1 convolutions of length up to N = b·parties (cost ~N³) and the
+    party-row envelope scans ~N·b configurations of N outcomes each; measured on one core:
+    N = 512 about 6 s, N = 1024 about 25 s per (b, β) analysed (calibration analyses several),
+    by the N³ growth N = 2048 (the paper's b = 128 at 10 parties needs 1280) takes about 8x
+    that, N = 10,000 many hours (K = 10, b = 1000 never finished its level tables)."""
+    n = b * n_parties
+    if n > MAX_TRIALS:
+        raise ConfigError(
+            f"b * parties must be <= {MAX_TRIALS} for the exact PBM accountant (its cost grows "
+            f"as (b * parties)^3: hours at 10,000), got b = {b} x {n_parties} parties = {n}; "
+            "lower --b"
+        )
+
+
 def _check_unit(unit: str) -> str:
     if unit not in UNITS:
         raise ConfigError(f"privacy unit must be one of {list(UNITS)}, got {unit!r}")
