@@ -185,10 +185,13 @@ def build_views(
 
 
 def _unit_rows(X: np.ndarray, pos: np.ndarray | None, bound_sq: float) -> np.ndarray:
-    """Columns ``pos`` of X scaled to unit rows; ``pos=None``: all of X, scaled in place."""
+    """Columns ``pos`` of X scaled to unit rows; ``pos=None``: all of X, scaled in place.
+
+    Always C-ordered: BLAS sums in an order that depends on the layout, and a party must compute
+    bit for bit the same in-process as in its own process (same fingerprints)."""
     if pos is not None:
-        return scale_block_to_unit_rows(X[:, pos], total_bound_sq=bound_sq)
-    return np.divide(X, math.sqrt(bound_sq), out=X)  # the same division, without a copy
+        return np.ascontiguousarray(scale_block_to_unit_rows(X[:, pos], total_bound_sq=bound_sq))
+    return np.ascontiguousarray(np.divide(X, math.sqrt(bound_sq), out=X))  # no copy if C-ordered
 
 
 def _no_pooled(method: Method) -> Callable[[], Any]:
