@@ -96,10 +96,10 @@ def plots_section(records: list[dict[str, Any]]) -> list[str]:
 def costs_section(records: list[dict[str, Any]]) -> list[str]:
     header, rows = cost_rows(records)
     return [
-        "<p>Every setting: training wall time and CPU time (the training epochs), bytes sent by "
-        "all parties (serialized payloads counted at the channel), and the largest party's peak "
-        "resident memory where each party ran in its own process (in-process runs share one "
-        "process, whose peak is not a party's).</p>",
+        "<p>Every setting: training wall time and CPU time (the whole run, every party), bytes "
+        "sent by all parties (serialized payloads counted at the channel), and the largest "
+        "party's peak resident memory where each party ran in its own process (in-process runs "
+        "share one process, whose peak is not a party's).</p>",
         _escaped_table(header, rows),
     ]
 

@@ -99,8 +99,14 @@ class Setting:
 
     @property
     def cpu_s(self) -> float:
-        """CPU seconds of the training epochs (where the method measures them)."""
-        return self._mean([sum(stat(r, "epoch_cpu_s") or []) or None for r in self.records])
+        """CPU seconds of the whole run, every party (records older than ``time.cpu_s``: the
+        training epochs' where the method measured them)."""
+        return self._mean(
+            [
+                r["time"].get("cpu_s") or sum(stat(r, "epoch_cpu_s") or []) or None
+                for r in self.records
+            ]
+        )
 
     @property
     def bytes_total(self) -> float:

@@ -30,7 +30,7 @@ from securevfl.evaluation import metrics_for
 from securevfl.methods.base import Method
 from securevfl.outcome import finite_values, outcome_warnings
 from securevfl.registry import create
-from securevfl.resources import check_memory, current_rss_bytes, peak_rss_bytes
+from securevfl.resources import check_memory, cpu_seconds, current_rss_bytes, peak_rss_bytes
 from securevfl.rng import noise_generator_name
 from securevfl.run_options import build_spec, check_common
 from securevfl.runtime.base import Runtime
@@ -213,7 +213,7 @@ def run_experiment(
     attack trains on part of the training split and scores members beside non-members).
     """
     t_start = time.perf_counter()
-    rss_start = current_rss_bytes()
+    rss_start, cpu_start = current_rss_bytes(), cpu_seconds()
     method = validate_spec(spec)
     # The models here are small: torch's intra-op threads cost far more in synchronisation than
     # they gain (measured 40x slower split-NN steps with 2 threads on a loaded 2-core machine),
@@ -257,7 +257,8 @@ def run_experiment(
             rt.view.view.outputs = fit.test_scores
         fingerprints = rt.collect(fit.fingerprints, dst=info.label_party)
         meters = rt.collect(rt.meter.export(), dst=info.label_party)
-        peaks = rt.collect((rss_start, peak_rss_bytes()), dst=info.label_party)  # unmetered
+        used = (rss_start, peak_rss_bytes(), cpu_seconds() - cpu_start)
+        peaks = rt.collect(used, dst=info.label_party)  # unmetered
         if peaks is not None:
             fit.stats.start_rss_bytes = {str(k): int(v[0]) for k, v in sorted(peaks.items())}
             fit.stats.peak_rss_bytes = {str(k): int(v[1]) for k, v in sorted(peaks.items())}
@@ -291,6 +292,13 @@ def run_experiment(
             "time": {
                 "train_s": round(fit.train_s, 6),
                 "total_s": round(time.perf_counter() - t_start, 6),
+                # every party's CPU, from setup to scoring (one process in-process: its own)
+                "cpu_s": round(
+                    sum(v[2] for v in peaks.values())
+                    if len(rt.local_parties) < rt.n_parties
+                    else used[2],
+                    6,
+                ),
             },
             "comm": comm,
             "privacy": fit.privacy.to_dict() if fit.privacy is not None else None,

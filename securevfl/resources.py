@@ -72,6 +72,18 @@ def current_rss_bytes() -> int:
         return 0
 
 
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and of its children that have exited (the
+    in-process runtime's local MPyC parties): a run's CPU cost, comparable across methods."""
+    import resource
+
+    own, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def register_estimate(method: str, fn: Estimate) -> None:
     """Add a method's memory lower bound (several methods may share one)."""
     _ESTIMATES[method] = fn

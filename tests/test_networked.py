@@ -28,6 +28,8 @@ def test_processes_and_inprocess_give_the_same_model_and_bytes():
     assert net["metrics"] == local["metrics"]
     for key in ("bytes_total", "messages", "rounds", "bytes_by_party"):
         assert net["comm"][key] == local["comm"][key]
+    # CPU of the whole run: every party process's summed, or the one in-process
+    assert net["time"]["cpu_s"] > 0 and local["time"]["cpu_s"] > 0
 
 
 def test_split_nn_is_identical_in_both_runtimes():
