@@ -8,9 +8,16 @@ magnitude, indices packed at ceil(log2 n) bits). A message is one self-describin
     kind 0 (raw):       float32 x n
     kind 1 (uniform):   lo f32 | hi f32 | codes packed at ``bits`` bits (protocols.bitpack)
     kind 2 (top-k):     k u32 | indices packed at ceil(log2 n) bits | a kind-0/1 body of k values
+    kind 3 (coded):     lo f32 | hi f32 | the kind-1 codes entropy-coded (protocols.entropy)
 
 Quantiser error: nearest rounding to 2^bits - 1 equal steps of [lo, hi], so each entry moves by
 at most (hi - lo) / (2 (2^bits - 1)). Top-k: the dropped entries are the smallest in magnitude.
+
+``entropy=True`` (bits <= 8, no top-k) adds a lossless stage: the codes are range-coded with an
+adaptive model both ends derive from ``bits`` alone (``protocols.entropy``); the sender keeps the
+kind-1 body instead when coding would not make it shorter, so the message is never longer and
+decodes to exactly the same values. Its size then depends on the values (``encoded_size`` gives
+the kind-0/1/2 size, an upper bound).
 
 Two choices change only how the sender picks the codes (the format and the decoder are the same):
 
@@ -31,8 +38,9 @@ import struct
 import numpy as np
 
 from protocols.bitpack import pack_bits, packed_bytes, unpack_bits
+from protocols.entropy import MAX_CODED_BITS, EntropyError, decode_codes, encode_codes
 
-RAW, UNIFORM, TOPK = 0, 1, 2
+RAW, UNIFORM, TOPK, CODED = 0, 1, 2, 3
 FLOAT_BITS = 32
 _HEAD = struct.Struct("<BBB")
 _RANGE = struct.Struct("<ff")  # lo rounded down, hi up: the float32 range still covers x
@@ -82,16 +90,10 @@ def quant_range(x: np.ndarray, bits: int, clip: bool = False) -> tuple[float, fl
     return float(lo32), float(hi32)
 
 
-def _values(
-    x: np.ndarray,
-    bits: int,
-    rounding: str = "nearest",
-    clip: bool = False,
-    rng: np.random.Generator | None = None,
-) -> bytes:
-    """A kind-0 or kind-1 body for the flat vector ``x``."""
-    if bits == FLOAT_BITS:
-        return np.ascontiguousarray(x, dtype="<f4").tobytes()
+def _codes(
+    x: np.ndarray, bits: int, rounding: str, clip: bool, rng: np.random.Generator | None
+) -> tuple[bytes, np.ndarray]:
+    """The packed range and the quantiser codes of the flat vector ``x``."""
     lo, hi = quant_range(x, bits, clip)
     levels = (1 << bits) - 1
     span = hi - lo
@@ -104,7 +106,21 @@ def _values(
             codes = np.floor(pos) + (rng.random(x.size) < pos - np.floor(pos))
         else:
             codes = np.rint(pos)
-    return _RANGE.pack(lo, hi) + pack_bits(np.clip(codes, 0, levels).astype(np.int64), bits)
+    return _RANGE.pack(lo, hi), np.clip(codes, 0, levels).astype(np.int64)
+
+
+def _values(
+    x: np.ndarray,
+    bits: int,
+    rounding: str = "nearest",
+    clip: bool = False,
+    rng: np.random.Generator | None = None,
+) -> bytes:
+    """A kind-0 or kind-1 body for the flat vector ``x``."""
+    if bits == FLOAT_BITS:
+        return np.ascontiguousarray(x, dtype="<f4").tobytes()
+    head, codes = _codes(x, bits, rounding, clip, rng)
+    return head + pack_bits(codes, bits)
 
 
 def _read_values(body: memoryview, bits: int, count: int) -> tuple[np.ndarray, int]:
@@ -130,11 +146,13 @@ def encode(
     rounding: str = "nearest",
     clip: bool = False,
     rng: np.random.Generator | None = None,
+    entropy: bool = False,
 ) -> bytes:
     """Compress ``x`` (any shape) to the bytes that are sent.
 
     ``topk``: keep that many entries of largest magnitude (None: all, no index overhead);
-    ``rounding``/``clip``: see the module docstring (``rng`` draws the stochastic rounding).
+    ``rounding``/``clip``: see the module docstring (``rng`` draws the stochastic rounding);
+    ``entropy``: range-code the quantiser's codes where that is shorter (bits <= 8, no top-k).
     """
     bits = check_bits(bits)
     if rounding not in ROUNDINGS or (rounding == "stochastic" and rng is None):
@@ -157,6 +175,12 @@ def encode(
             + pack_bits(keep, index_bits(flat.size))
             + _values(flat[keep], bits, **how)
         )
+    if entropy and bits <= MAX_CODED_BITS:
+        head, codes = _codes(flat, bits, rounding, clip, rng)
+        coded = encode_codes(codes, bits)
+        if len(coded) < packed_bytes(codes.size, bits):
+            return _HEAD.pack(CODED, bits, a.ndim) + shape + head + coded
+        return _HEAD.pack(UNIFORM, bits, a.ndim) + shape + head + pack_bits(codes, bits)
     kind = RAW if bits == FLOAT_BITS else UNIFORM
     return _HEAD.pack(kind, bits, a.ndim) + shape + _values(flat, bits, **how)
 
@@ -171,10 +195,19 @@ def decode(data: bytes) -> np.ndarray:
     kind, bits, ndim = _HEAD.unpack_from(view)
     check_bits(bits)
     off = _HEAD.size + 4 * ndim
-    if kind not in (RAW, UNIFORM, TOPK) or len(view) < off:
-        raise CompressError(f"message kind must be 0, 1 or 2 with a full shape, got kind {kind}")
+    if kind not in (RAW, UNIFORM, TOPK, CODED) or len(view) < off:
+        raise CompressError(f"message kind must be 0..3 with a full shape, got kind {kind}")
     shape = struct.unpack_from(f"<{ndim}I", view, _HEAD.size)
     n = int(np.prod(shape, dtype=np.int64))
+    if kind == CODED:
+        if bits > MAX_CODED_BITS or len(view) < off + _RANGE.size:
+            raise CompressError(f"a coded message must have bits <= {MAX_CODED_BITS} and a range")
+        lo, hi = _RANGE.unpack_from(view, off)
+        try:
+            codes = decode_codes(bytes(view[off + _RANGE.size :]), bits, n)
+        except EntropyError as e:
+            raise CompressError(str(e)) from None
+        return (lo + codes * ((hi - lo) / ((1 << bits) - 1))).reshape(shape)
     if kind != TOPK:
         vals, used = _read_values(view[off:], bits, n)
         if off + used != len(view):

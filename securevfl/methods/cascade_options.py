@@ -51,6 +51,13 @@ def cascade_options(*, schedule: str, uplink_bits: int, downlink_bits: int, zo: 
             "links whose quantiser spans mean ± c_b std (Gaussian-optimal) instead of min/max",
             choices=LINKS,
         ),
+        "entropy_coding": Option(
+            str,
+            "none",
+            "links whose quantiser codes are range-coded (lossless; adaptive model, bits <= 8, "
+            "not with top-k)",
+            choices=LINKS,
+        ),
         "topk": Option(
             float, 1.0, "share of entries each message keeps (top-k by magnitude)", gt=0, le=1
         ),
@@ -110,7 +117,7 @@ def check_cascade(spec: RunSpec, method: Method, client_grad: str) -> CascadeCon
                 f"{name} must be an integer in 1..16 or 32, got {opt[name]!r}"
             ) from None
     kw["topk"] = float(opt["topk"])
-    for name in ("stochastic_rounding", "clip_range"):
+    for name in ("stochastic_rounding", "clip_range", "entropy_coding"):
         kw[name] = opt[name]
     for name in ("max_staleness", "curve_points"):
         kw[name] = int(opt[name])
@@ -143,6 +150,7 @@ def run_statistics(trainer: CascadeTrainer, train_s: float) -> dict[str, Any]:
         "topk": cfg.topk,
         "stochastic_rounding": cfg.stochastic_rounding,
         "clip_range": cfg.clip_range,
+        "entropy_coding": cfg.entropy_coding,
         "step_ms": 1e3 * train_s / max(1, st.rounds),
         "curve": st.curve,
         "curve_note": "test accuracy measured by the benchmark through an unmetered control "

@@ -58,6 +58,7 @@ class CascadeConfig:
     topk: float = 1.0  # share of entries kept on both links (1.0: no sparsification)
     stochastic_rounding: str = "none"  # links (none/up/down/both) rounding stochastically
     clip_range: str = "none"  # links quantising on mean ± c_b std instead of min/max
+    entropy_coding: str = "none"  # links whose quantiser codes are range-coded (lossless)
     max_staleness: int = 0
     curve_points: int = 0  # test-accuracy measurements during training (instrument, unmetered)
 
@@ -137,14 +138,15 @@ class CascadeTrainer:
 
     # --- messages ------------------------------------------------------------------------------
     def _enc(self, x: np.ndarray, bits: int, party: int, rng=None) -> bytes:
-        """``party``'s message (clients use the uplink's quantiser, the server the downlink's);
-        ``rng`` replaces the party's rounding generator (the curve instrument's own)."""
+        """``party``'s message (clients: the uplink's quantiser, the server: the downlink's);
+        ``rng``: the curve instrument's own (its messages skip the lossless entropy stage)."""
         cfg, n = self.cfg, int(np.prod(x.shape))
         k = None if cfg.topk >= 1.0 else max(1, int(np.ceil(cfg.topk * n)))
         on = ("down" if party == self.S else "up", "both")
         sr = "stochastic" if cfg.stochastic_rounding in on else "nearest"
-        rng = rng or self.quant_rngs.get(party)
-        return encode(x, bits=bits, topk=k, rounding=sr, clip=cfg.clip_range in on, rng=rng)
+        coded = cfg.entropy_coding in on and rng is None
+        how = {"clip": cfg.clip_range in on, "rng": rng or self.quant_rngs.get(party)}
+        return encode(x, bits=bits, topk=k, rounding=sr, entropy=coded, **how)
 
     def _x(self, k: int, idx: np.ndarray | None, split: str = "train") -> torch.Tensor:
         X = getattr(self.ctx.views[k], f"X_{split}")
