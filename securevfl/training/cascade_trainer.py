@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from protocols.compress import decode, encode
+from protocols.compress import ROUNDINGS, decode, encode
 from securevfl.context import RunContext
 from securevfl.rng import derive_seed
 from securevfl.training.rounds import Round, curve_marks, plan_rounds
@@ -143,10 +143,9 @@ class CascadeTrainer:
         cfg, n = self.cfg, int(np.prod(x.shape))
         k = None if cfg.topk >= 1.0 else max(1, int(np.ceil(cfg.topk * n)))
         on = ("down" if party == self.S else "up", "both")
-        sr = "stochastic" if cfg.stochastic_rounding in on else "nearest"
-        coded = cfg.entropy_coding in on and rng is None
+        sr, coded = cfg.stochastic_rounding in on, cfg.entropy_coding in on and rng is None
         how = {"clip": cfg.clip_range in on, "rng": rng or self.quant_rngs.get(party)}
-        return encode(x, bits=bits, topk=k, rounding=sr, entropy=coded, **how)
+        return encode(x, bits=bits, topk=k, rounding=ROUNDINGS[sr], entropy=coded, **how)
 
     def _x(self, k: int, idx: np.ndarray | None, split: str = "train") -> torch.Tensor:
         X = getattr(self.ctx.views[k], f"X_{split}")
@@ -325,11 +324,8 @@ class CascadeTrainer:
             )
             out = self.state.top(agg).numpy()
         y = self.ctx.views[S].y_test
-        acc = (
-            float((out.argmax(1) == y).mean())
-            if self.ctx.info.task != "regression"
-            else float("nan")
-        )
+        regression = self.ctx.info.task == "regression"
+        acc = float("nan") if regression else float((out.argmax(1) == y).mean())
         self.stats.curve.append({"rounds": rounds, "train_bytes": sent, "accuracy": acc})
 
     def predict(self) -> np.ndarray | None:
