@@ -203,6 +203,7 @@ def test_vafl_dp_meets_its_epsilon_counting_every_row_release():
         ({"direction": "orthogonal", "q": 9}, "q must be <= embedding_dim"),
         ({"deltas": "row"}, "deltas must"),
         ({"max_staleness": -2}, "max_staleness must"),
+        ({"entropy_coding": "sideways"}, "entropy_coding must"),
     ],
 )
 def test_bad_options_are_refused(opts, match):
@@ -224,6 +225,7 @@ def test_same_fingerprints_in_both_runtimes(method):
         "curve_points": 2,
         "stochastic_rounding": "both",
         "clip_range": "up",
+        "entropy_coding": "both",
     }
     spec = _spec(method, timeout=60, options=opts, **eps)
     net = run_in_processes(spec, plugins=PLUGINS)
