@@ -105,7 +105,8 @@ def test_metered_bytes_are_the_coded_sizes_and_training_is_unchanged(monkeypatch
     # lossless: the same models, fewer bytes on both links
     assert coded["model_fingerprint"] == plain["model_fingerprint"]
     for party in ("0", "1", "2"):
-        assert coded["comm"]["bytes_by_party"][party]["sent"] < (
-            plain["comm"]["bytes_by_party"][party]["sent"]
+        assert (
+            coded["comm"]["bytes_by_party"][party]["sent"]
+            < (plain["comm"]["bytes_by_party"][party]["sent"])
         )
     assert coded["extra"]["entropy_coding"] == "both"
