@@ -58,7 +58,11 @@ def label(r: dict[str, Any]) -> str:
 def _quant(x: dict[str, Any]) -> str:
     """The non-default quantiser and direction choices of a run (empty for the defaults)."""
     out = [f"{x['direction']} directions"] if x.get("direction", "sphere") != "sphere" else []
-    for key, what in (("clip_range", "clipped range"), ("stochastic_rounding", "stoch. rounding")):
+    for key, what in (
+        ("clip_range", "clipped range"),
+        ("stochastic_rounding", "stoch. rounding"),
+        ("entropy_coding", "range-coded"),
+    ):
         if x.get(key, "none") != "none":
             out.append(f"{what} {x[key]}")
     return "".join(f", {o}" for o in out)
