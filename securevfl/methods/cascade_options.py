@@ -36,6 +36,14 @@ def cascade_options(*, schedule: str, uplink_bits: int, downlink_bits: int, zo: 
             uplink_bits,
             "bits per embedding entry sent (1..16 uniform min/max quantiser; 32 = float32)",
         ),
+        "uplink_delta_bits": Option(
+            int,
+            0,
+            "bits per entry of a row's difference from the value the server decoded at the row's "
+            "previous visit (0: off; error feedback, securevfl/training/row_reference.py)",
+            ge=0,
+            le=16,
+        ),
         "downlink_bits": Option(
             int, downlink_bits, "bits per entry of each reply (1..16 quantised; 32 = float32)"
         ),
@@ -116,6 +124,9 @@ def check_cascade(spec: RunSpec, method: Method, client_grad: str) -> CascadeCon
             raise ConfigError(
                 f"{name} must be an integer in 1..16 or 32, got {opt[name]!r}"
             ) from None
+    kw["uplink_delta_bits"] = int(opt["uplink_delta_bits"])
+    if kw["uplink_delta_bits"] and client_grad == "zo-model":
+        raise ConfigError("uplink_delta_bits must be 0 for zeroth order on the client model")
     kw["topk"] = float(opt["topk"])
     for name in ("stochastic_rounding", "clip_range", "entropy_coding"):
         kw[name] = opt[name]
@@ -151,6 +162,7 @@ def run_statistics(trainer: CascadeTrainer, train_s: float) -> dict[str, Any]:
         "stochastic_rounding": cfg.stochastic_rounding,
         "clip_range": cfg.clip_range,
         "entropy_coding": cfg.entropy_coding,
+        "uplink_delta_bits": cfg.uplink_delta_bits,
         "step_ms": 1e3 * train_s / max(1, st.rounds),
         "curve": st.curve,
         "curve_note": "test accuracy measured by the benchmark through an unmetered control "

@@ -15,7 +15,8 @@ trains its top model by first order. What goes back to an active client k (``cli
 * ``zo-model`` (ZOO-VFL): the client uploads h_k and its outputs at q perturbed copies of its
   weights (its own private directions); the server returns δ; the client steps on the estimate.
 
-Every message is the ``protocols.compress`` bytes, so the meter counts packed bits, not floats.
+Every message is the ``protocols.compress`` bytes (optionally range-coded), so the meter counts
+packed bits, not floats; uplink rows may go as differences from their last visit (row_reference).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from protocols.compress import ROUNDINGS, decode, encode
 from securevfl.context import RunContext
 from securevfl.rng import derive_seed
 from securevfl.training.rounds import Round, curve_marks, plan_rounds
+from securevfl.training.row_reference import RowReferences
 from securevfl.training.splitnn_trainer import DEFAULT_MLP_LR, SplitNNHooks, build_models
 from securevfl.training.zeroth_order import (
     add_to_parameters,
@@ -59,6 +61,7 @@ class CascadeConfig:
     stochastic_rounding: str = "none"  # links (none/up/down/both) rounding stochastically
     clip_range: str = "none"  # links quantising on mean ± c_b std instead of min/max
     entropy_coding: str = "none"  # links whose quantiser codes are range-coded (lossless)
+    uplink_delta_bits: int = 0  # > 0: a row's difference from its last decoded value
     max_staleness: int = 0
     curve_points: int = 0  # test-accuracy measurements during training (instrument, unmetered)
 
@@ -124,16 +127,17 @@ class CascadeTrainer:
         )
 
         # ZO-output directions: one generator per client, one copy at the client, one at the server
-        def pair_rng(k: int) -> np.random.Generator:
-            return np.random.default_rng(derive_seed(ctx.shared_seed, purpose=f"zo/dirs/{k}"))
-
-        self.client_dirs = {k: pair_rng(k) for k in self.state.bottoms}
-        self.server_dirs = {k: pair_rng(k) for k in range(self.K)} if top is not None else {}
+        pair = [derive_seed(ctx.shared_seed, purpose=f"zo/dirs/{k}") for k in range(self.K)]
+        self.client_dirs = {k: np.random.default_rng(pair[k]) for k in self.state.bottoms}
+        at_server = range(self.K) if top is not None else ()
+        self.server_dirs = {k: np.random.default_rng(pair[k]) for k in at_server}
         self.model_dirs = {k: ctx.noise_rng(k, "zo/model-dirs") for k in self.state.bottoms}
         # stochastic rounding: each party's own generator (its rounding is no one else's business)
         self.quant_rngs = {k: ctx.noise_rng(k, "quantise") for k in ctx.rt.local_parties}
         self.curve_rng = np.random.default_rng(0)  # the instrument must not move training's draws
         self.table: dict[int, np.ndarray] = {}
+        db = cfg.uplink_delta_bits  # one copy of the per-row references at each end of the uplink
+        self.refs = [RowReferences(info.n_train, cfg.uplink_bits, db) for _ in "cs"] if db else None
         self.stats = CascadeStats(replies=dict.fromkeys(range(self.K), 0))
 
     # --- messages ------------------------------------------------------------------------------
@@ -163,6 +167,8 @@ class CascadeTrainer:
         model = self.state.bottoms[k]
         h = model(self._x(k, idx))
         rows = self.hooks.release(self.ctx, k, h.detach().numpy().astype(np.float64), step)
+        if self.refs and idx is not None:  # not zo-model (check_cascade)
+            return self.refs[0].send(k, idx, rows, lambda x, bits: self._enc(x, bits, k)), h
         if self.cfg.client_grad != "zo-model" or not active:
             return self._enc(rows, self.cfg.uplink_bits, k), h
         params = list(model.parameters())
@@ -180,7 +186,8 @@ class CascadeTrainer:
     # --- the server ----------------------------------------------------------------------------
     def _replies(self, r: Round, got: dict[int, Any], step: int) -> dict[int, bytes]:
         cfg, idx = self.cfg, r.idx
-        fresh = {k: decode(got[k]) for k in r.senders}
+        rx = self.refs[1].receive if self.refs else lambda k, idx, msg: decode(msg)
+        fresh = {k: rx(k, idx, got[k]) for k in r.senders}
         for k in r.senders:
             self.hooks.on_upload(k, len(idx), step)
         stacked = cfg.client_grad == "zo-model"  # an active client's [h, h(w + μ v_1), ...]
@@ -300,15 +307,11 @@ class CascadeTrainer:
     def _curve_point(self, rounds: int) -> None:
         """Test accuracy now (an instrument: unmetered control plane, not a protocol release)."""
         rt, S = self.ctx.rt, self.S
-        with torch.no_grad():
-            embs = {
-                k: decode(
-                    self._enc(
-                        m(self._x(k, None, "test")).numpy(), self.cfg.uplink_bits, k, self.curve_rng
-                    )
-                )
-                for k, m in self.state.bottoms.items()
-            }
+        embs = {}
+        for k, m in self.state.bottoms.items():
+            with torch.no_grad():
+                h = m(self._x(k, None, "test")).numpy()
+            embs[k] = decode(self._enc(h, self.cfg.uplink_bits, k, self.curve_rng))
         mine = {"embs": embs, "train_bytes": rt.meter.phases["train"].bytes_total}
         got = rt.collect(mine, dst=S)
         if not rt.here(S):
@@ -343,6 +346,5 @@ class CascadeTrainer:
             for k in range(self.K):
                 self.hooks.on_upload(k, len(parts[k]), -1)
             out = self.state.top(self._combine(parts))
-        if info.task == "regression":
-            return out[:, 0].numpy().astype(float)
-        return torch.softmax(out, dim=1).numpy().astype(float)
+        scores = out[:, 0] if info.task == "regression" else torch.softmax(out, dim=1)
+        return scores.numpy().astype(float)
