@@ -58,6 +58,8 @@ def label(r: dict[str, Any]) -> str:
 def _quant(x: dict[str, Any]) -> str:
     """The non-default quantiser and direction choices of a run (empty for the defaults)."""
     out = [f"{x['direction']} directions"] if x.get("direction", "sphere") != "sphere" else []
+    if x.get("uplink_delta_bits"):
+        out.append(f"up {x['uplink_delta_bits']}b row differences")
     for key, what in (
         ("clip_range", "clipped range"),
         ("stochastic_rounding", "stoch. rounding"),
