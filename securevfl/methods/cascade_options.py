@@ -126,7 +126,10 @@ def check_cascade(spec: RunSpec, method: Method, client_grad: str) -> CascadeCon
             ) from None
     kw["uplink_delta_bits"] = int(opt["uplink_delta_bits"])
     if kw["uplink_delta_bits"] and client_grad == "zo-model":
-        raise ConfigError("uplink_delta_bits must be 0 for zeroth order on the client model")
+        raise ConfigError(
+            f"uplink_delta_bits must be 0 for zeroth order on the client model, "
+            f"got {kw['uplink_delta_bits']}"
+        )
     kw["topk"] = float(opt["topk"])
     for name in ("stochastic_rounding", "clip_range", "entropy_coding"):
         kw[name] = opt[name]
