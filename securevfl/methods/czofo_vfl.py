@@ -6,7 +6,9 @@ its embedding quantised to ``--uplink-bits``; the server trains its top model by
 returns, for that client, the q loss differences δ_j = L(h + μ u_j) − L(h) along directions it
 shares with the client (``--deltas batch``: q scalars per batch, the authors' code; ``sample``:
 q per row, the poster's Eq. 2), quantised to ``--downlink-bits``; the client forms
-Avg-RandGradEst (Eq. 2) and backpropagates it through its bottom model (chain rule). The server
+Avg-RandGradEst (Eq. 2) and backpropagates it through its bottom model (chain rule). Optional
+lossless range coding of the quantiser's codes (``--entropy-coding``) and uplink rows sent as
+differences from their previous visit (``--uplink-delta-bits``) shrink the bytes further. The server
 computes the δ before it steps (the authors' code steps first, so each δ mixes two models).
 
 **Privacy.** Nothing is noised. The record carries Theorem 4.1's figure measured on the run
