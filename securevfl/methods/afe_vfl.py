@@ -47,13 +47,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from securevfl.context import RunContext, RunSpec
+from securevfl.context import RunContext, RunSpec, parse_bool
 from securevfl.errors import ConfigError
 from securevfl.methods.afe_options import OPTIONS, check_options
 from securevfl.methods.base import Method, register_method
 from securevfl.methods.dp_bottom_options import BottomPlan, bottom_plan
 from securevfl.models.afe_losses import contrastive_loss, negentropy, pair_distances
 from securevfl.privacy.accountant import PrivacyLedger
+from securevfl.privacy.ceiling import accuracy_ceiling, composed_mu
 from securevfl.privacy.afe import (
     RescaleState,
     batch_stats,
@@ -71,6 +72,8 @@ from securevfl.results import FitResult
 from securevfl.rng import derive_seed
 from securevfl.training import TRAIN, Release, SplitNNHooks, fit_splitnn, n_batches
 from securevfl.training.fcm import pseudo_labels
+from securevfl.training.head_refit import ReleasedBatches, refit_head
+from securevfl.training.splitnn_trainer import DEFAULT_MLP_LR
 from securevfl.training.private_bottom import BottomDP
 
 DEFAULT_DELTA = 1e-5
@@ -93,7 +96,12 @@ class AFEHooks(SplitNNHooks):
         # the KL term couples every row of the batch (moments of all distances): exact bottoms only
         self.kl = self.rescaling and cfg["lam_kl"] > 0 and self.plan.dp is None
         self.n_batches = n_batches(ctx.info.n_train, ctx.spec.batch_size)
-        local = [k for k in ctx.rt.local_parties if k < ctx.info.data_parties]
+        self.L = ctx.info.label_party
+        # the passive parties: every data party but the label holder (when it holds features)
+        self.passive = [k for k in ctx.data_parties if k != self.L]
+        local = [k for k in ctx.rt.local_parties if k in self.passive]
+        self.kept = ReleasedBatches()  # the last epoch's received embeddings (head epochs)
+        self.norms: list[float] = []  # mean ||r_i|| / C of the last epoch's training rows
         self.rngs = {k: ctx.noise_rng(k, "afe/embedding") for k in local}
         self.stats_rngs = {k: ctx.noise_rng(k, "afe/stats") for k in local}
         self.bottom_rngs = {k: ctx.noise_rng(k, "afe/bottom") for k in local}
@@ -105,7 +113,8 @@ class AFEHooks(SplitNNHooks):
         self.dists: dict[int, torch.Tensor] = {}
         self.pairs: dict[int, torch.Tensor] = {}
         self.ms = {"noise": 0.0, "R": 0.0, "D": 0.0}
-        self.kept: list[float] = []
+        self.fcm_kept: list[float] = []
+        self.head_s = 0.0
 
     def _perms(self, ctx: RunContext, b: int) -> torch.Tensor:
         """The run's fixed pairings for batch size b (public, data-independent; cached)."""
@@ -114,12 +123,18 @@ class AFEHooks(SplitNNHooks):
             self.pairs[b] = torch.as_tensor(pairings(b, seed=seed))
         return self.pairs[b]
 
+    def _last_epoch(self, ctx: RunContext) -> bool:
+        return self.batch is not None and self.batch.epoch == ctx.spec.epochs - 1
+
     def embed(self, ctx: RunContext, k: int, emb: torch.Tensor, step: int) -> torch.Tensor:
+        if k == self.L:  # the label holder's own columns: nothing leaves it, no clip or noise
+            return emb
         u = clip_rows(emb, self.C)
         training = self.batch is not None and self.batch.phase == TRAIN
         if training:
             self.clipped[k] = u  # the contrastive term of local_loss uses it
         if not self.rescaling:
+            self._record_norms(ctx, u, training)
             return u
         t0 = time.perf_counter()
         st = self.scalers[k]
@@ -137,9 +152,17 @@ class AFEHooks(SplitNNHooks):
         out = rescale(u, factor=st.factor, bound=self.C)
         if training:  # per-step costs are of training steps only
             self.ms["R"] += time.perf_counter() - t0
+        self._record_norms(ctx, out, training)
         return out
 
+    def _record_norms(self, ctx: RunContext, out: torch.Tensor, training: bool) -> None:
+        """How much of the C-ball the sent rows fill (R's purpose: the SNR), last epoch."""
+        if training and self._last_epoch(ctx):
+            self.norms.append(float(out.detach().norm(dim=1).mean()) / self.C)
+
     def party_message(self, ctx: RunContext, k: int, emb: np.ndarray, step: int) -> Any:
+        if k == self.L:
+            return emb
         t0 = time.perf_counter()
         sigma = self.sigma if self.batch is None or self.batch.phase == TRAIN else self.sigma_test
         out = (emb + self.rngs[k].normal(0.0, sigma, size=emb.shape)).astype(np.float32)
@@ -148,9 +171,23 @@ class AFEHooks(SplitNNHooks):
             self.released[k] = out  # the DP bottom's contrastive partners
         return out
 
+    def aggregate(self, ctx: RunContext, messages: Any, *, dst: int, step: int) -> Any:
+        """The default gather; the label holder keeps the last epoch's for the head epochs."""
+        agg = super().aggregate(ctx, messages, dst=dst, step=step)
+        if agg is not None and self.cfg["head_epochs"] > 0 and self.batch.phase == TRAIN:
+            if self._last_epoch(ctx):
+                self.kept.add_input(agg)
+        return agg
+
+    def observe(self, ctx: RunContext, step: int, outputs: np.ndarray, y: np.ndarray) -> None:
+        if self.cfg["head_epochs"] > 0 and self._last_epoch(ctx):
+            self.kept.add_labels(y)
+
     def local_loss(
         self, ctx: RunContext, k: int, emb: torch.Tensor, grad: np.ndarray, step: int
     ) -> torch.Tensor | None:
+        if k == self.L:
+            return None
         u, extra = self.clipped.pop(k), None
         released = self.released.pop(k, None)
         partners = None
@@ -164,7 +201,7 @@ class AFEHooks(SplitNNHooks):
             t0 = time.perf_counter()
             c = min(int(ctx.info.n_classes or 2), len(grad))
             labels, keep = pseudo_labels(grad, c, threshold=self.cfg["fcm_threshold"])
-            self.kept.append(float(keep.mean()))
+            self.fcm_kept.append(float(keep.mean()))
             cl = contrastive_loss(
                 u, torch.as_tensor(labels), torch.as_tensor(keep), bound=self.C, partners=partners
             )
@@ -173,7 +210,9 @@ class AFEHooks(SplitNNHooks):
         return extra
 
     def bottom_update(self, ctx: RunContext, k: int) -> tuple[BottomDP, np.random.Generator] | None:
-        return None if self.plan.dp is None else (self.plan.dp, self.bottom_rngs[k])
+        if self.plan.dp is None or k == self.L:  # the label holder trains on its own rows
+            return None
+        return self.plan.dp, self.bottom_rngs[k]
 
     def epoch_releases(self, ctx: RunContext, epoch: int) -> list[Release]:
         """The epoch's releases of one row (DP bottom: its embedding, its batch's statistics,
@@ -184,7 +223,7 @@ class AFEHooks(SplitNNHooks):
             sigma=self.sigma, sensitivity=2 * self.C, count=1 if per_row else ctx.info.n_train
         )
         out = []
-        for k in ctx.data_parties:
+        for k in self.passive:
             out.append((k, emb))
             if self.rescaling:  # the batch statistics (z_s is 0 without rescaling)
                 z_s, count = self.cfg["z_s"], 1 if per_row else self.n_batches
@@ -193,7 +232,22 @@ class AFEHooks(SplitNNHooks):
         return out
 
     def configure_evaluate(self, ctx: RunContext, state: Any) -> str:
-        """Test rows go through the training path (clip, the final factor, noise)."""
+        """Head epochs on the kept embeddings (post-processing), then test rows go through the
+        training path (clip, the final factor, noise)."""
+        if state.top is not None and self.cfg["head_epochs"] > 0:
+            t0 = time.perf_counter()
+            state.top.train()
+            refit_head(
+                state.top,
+                self.kept,
+                epochs=self.cfg["head_epochs"],
+                batch_size=ctx.spec.batch_size,
+                lr=ctx.spec.lr if ctx.spec.lr is not None else DEFAULT_MLP_LR,
+                regression=ctx.info.task == "regression",
+                rng=ctx.shared_rng("afe/head-epochs"),
+            )
+            self.head_s = time.perf_counter() - t0
+            self.kept.clear()
         return "private"
 
     def eval_releases(self, ctx: RunContext, n_rows: int) -> list[Release]:
@@ -202,7 +256,7 @@ class AFEHooks(SplitNNHooks):
         if self.plan.dp is not None:
             return []
         event = gaussian_event(sigma=self.sigma, sensitivity=2 * self.C, count=n_rows)
-        return [(k, event) for k in ctx.data_parties]
+        return [(k, event) for k in self.passive]
 
 
 @register_method
@@ -216,10 +270,18 @@ class AFEVFL(Method):
     labels_at_server = True
     options = OPTIONS
 
+    def has_server(self, spec: RunSpec) -> bool:
+        """No server when the label holder holds features: it is data party 0 then."""
+        return not parse_bool(spec.option("active_features", self))
+
     def validate(self, spec: RunSpec) -> None:
         super().validate(spec)
-        if spec.parties < 2:
-            raise ConfigError(f"parties (passive) for 'afe-vfl' must be >= 2, got {spec.parties}")
+        active = parse_bool(spec.option("active_features", self))
+        if spec.parties < 2 + active:
+            raise ConfigError(
+                f"parties for 'afe-vfl' must be >= {2 + active} (>= 2 passive"
+                f"{' plus the active party' if active else ''}), got {spec.parties}"
+            )
         z_of(float(spec.option("confidence", self)))
 
     def fit(self, ctx: RunContext) -> FitResult:
@@ -255,7 +317,7 @@ class AFEVFL(Method):
             outside_guarantee=outside,
             target_epsilon=float(ctx.spec.epsilon),
             per_party_extra={
-                k: {"sigma": hooks.sigma, "sensitivity": 2 * hooks.C} for k in ctx.data_parties
+                k: {"sigma": hooks.sigma, "sensitivity": 2 * hooks.C} for k in hooks.passive
             },
             extra={
                 "noise_multiplier_embedding": z_e,
@@ -272,7 +334,7 @@ class AFEVFL(Method):
         )
         if plan.dp is not None:
             test = PrivacyLedger("party-row")
-            for k in ctx.data_parties:
+            for k in hooks.passive:
                 test.compose(k, gaussian_event(sigma=hooks.sigma_test, sensitivity=2 * hooks.C))
             report = with_test_rows(report, test, delta)
         extra: dict[str, Any] = {"variant": cfg["variant"], "sigma": hooks.sigma}
@@ -282,6 +344,23 @@ class AFEVFL(Method):
         run.stats.step_ms = step_ms
         if hooks.scalers:
             extra["rescale_factor"] = {str(k): s.factor for k, s in hooks.scalers.items()}
-        if hooks.kept:
-            extra["fcm_kept_fraction"] = float(np.mean(hooks.kept))
+        if hooks.fcm_kept:
+            extra["fcm_kept_fraction"] = float(np.mean(hooks.fcm_kept))
+        if hooks.norms:
+            extra["embedding_fill"] = float(np.mean(hooks.norms))
+        extra["head_s"] = hooks.head_s
+        extra["accuracy_ceiling"] = _ceiling(ctx, hooks)
         return run.result(privacy=report, extra=extra)
+
+
+def _ceiling(ctx: RunContext, hooks: AFEHooks) -> float | None:
+    """The accuracy no classifier of the test rows' releases can exceed
+    (``privacy.ceiling``), at the label holder; None when it holds features of its own (its
+    columns are not released) or for regression."""
+    L = ctx.info.label_party
+    if L in ctx.data_parties or ctx.info.task == "regression" or not ctx.rt.here(L):
+        return None
+    y = np.asarray(ctx.views[L].y_test)
+    priors = np.bincount(y, minlength=int(ctx.info.n_classes or 2)) / len(y)
+    mu = composed_mu([2 * hooks.C / hooks.sigma_test] * len(hooks.passive))
+    return accuracy_ceiling(mu, priors.tolist())
