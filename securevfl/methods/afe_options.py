@@ -20,6 +20,13 @@ OPTIONS = {
         choices=VARIANTS,
     ),
     "clip": Option(float, 1.0, "clipping bound C of each embedding row (Eq. 2)", gt=0, le=1e6),
+    "clip_mode": Option(
+        str,
+        "hard",
+        "hard: Eq. 2's clip to the C-ball; soft: C·tanh(||h||/C) along h (also inside the ball, "
+        "but rows outside C keep a gradient along themselves)",
+        choices=("hard", "soft"),
+    ),
     "lam_kl": Option(
         float,
         0.1,

@@ -58,7 +58,7 @@ from securevfl.privacy.ceiling import accuracy_ceiling, composed_mu
 from securevfl.privacy.afe import (
     RescaleState,
     batch_stats,
-    clip_rows,
+    CLIPS,
     pairings,
     plan_noise,
     release_stats,
@@ -129,7 +129,7 @@ class AFEHooks(SplitNNHooks):
     def embed(self, ctx: RunContext, k: int, emb: torch.Tensor, step: int) -> torch.Tensor:
         if k == self.L:  # the label holder's own columns: nothing leaves it, no clip or noise
             return emb
-        u = clip_rows(emb, self.C)
+        u = CLIPS[self.cfg["clip_mode"]](emb, self.C)
         training = self.batch is not None and self.batch.phase == TRAIN
         if training:
             self.clipped[k] = u  # the contrastive term of local_loss uses it
@@ -149,7 +149,7 @@ class AFEHooks(SplitNNHooks):
                 w = batch_stats(v, perms.numpy())
             w, s = release_stats(w, b=len(u), z=self.cfg["z_s"], rng=self.stats_rngs[k])
             st.update(w, b=len(u), sigma=s)
-        out = rescale(u, factor=st.factor, bound=self.C)
+        out = rescale(u, factor=st.factor, bound=self.C, clip=self.cfg["clip_mode"])
         if training:  # per-step costs are of training steps only
             self.ms["R"] += time.perf_counter() - t0
         self._record_norms(ctx, out, training)
