@@ -47,7 +47,14 @@ def test_no_mixture_of_embeddings_beats_the_ceiling(classes):
         means = []
         for _y in range(classes):  # each class: a few points in the C-ball, 3 dimensions
             m = rng.normal(size=(3, 3))
-            means.append(m * (C * rng.uniform(0.3, 1.0, size=(3, 1)) / np.linalg.norm(m, axis=1, keepdims=True)))
+            means.append(
+                m
+                * (
+                    C
+                    * rng.uniform(0.3, 1.0, size=(3, 1))
+                    / np.linalg.norm(m, axis=1, keepdims=True)
+                )
+            )
         acc, se = _bayes_accuracy(means, priors, sigma=2 * C / mu, rng=rng, n=20_000)
         assert acc <= accuracy_ceiling(mu, priors) + se
         assert accuracy_ceiling(mu, priors) <= tv_ceiling(mu, priors) + 1e-12
