@@ -4,11 +4,11 @@ Parties: K >= 2 passive parties (0..K-1, features and a bottom model each) and t
 (index K: labels and the head model; it holds no features). With ``--active-features`` the
 active party is data party 0 (labels, the head, its own bottom on its own columns, exactly
 trained, its embedding enters the head without clip or noise: nothing of it leaves the party)
-and parties 1..K-1 (K >= 3) are the passive ones; only their releases are accounted. Per step each passive party k
-embeds its minibatch, clips each row to norm C (Eq. 2), optionally rescales (R, Eqs. 3-5, with
-the KL term of Eq. 6 in its local loss), optionally adds the contrastive loss on pseudo-labels
-from fuzzy c-means of the gradients it gets back (D, Eqs. 7-8), and sends the embedding plus
-N(0, σ² I). ``--variant``: vanilla (clip + noise), r, d, full (R + D).
+and parties 1..K-1 (K >= 3) are the passive ones; only their releases are accounted. Per step
+each passive party k embeds its minibatch, clips each row to norm C (Eq. 2), optionally
+rescales (R, Eqs. 3-5, with the KL term of Eq. 6 in its local loss), optionally adds the
+contrastive loss on pseudo-labels from fuzzy c-means of the gradients it gets back (D, Eqs.
+7-8), and sends the embedding plus N(0, σ² I). ``--variant``: vanilla (clip + noise), r, d, full (R + D).
 
 **Privacy (unit party-row: one row of one passive party's block).** A released row lies in the
 C-ball, so it moves by at most 2C when its row changes, and (given the rescaling factor) no other
