@@ -8,7 +8,8 @@ and parties 1..K-1 (K >= 3) are the passive ones; only their releases are accoun
 each passive party k embeds its minibatch, clips each row to norm C (Eq. 2), optionally
 rescales (R, Eqs. 3-5, with the KL term of Eq. 6 in its local loss), optionally adds the
 contrastive loss on pseudo-labels from fuzzy c-means of the gradients it gets back (D, Eqs.
-7-8), and sends the embedding plus N(0, σ² I). ``--variant``: vanilla (clip + noise), r, d, full (R + D).
+7-8), and sends the embedding plus N(0, σ² I). ``--variant``: vanilla (clip + noise), r, d,
+full (R + D).
 
 **Privacy (unit party-row: one row of one passive party's block).** A released row lies in the
 C-ball, so it moves by at most 2C when its row changes, and (given the rescaling factor) no other
