@@ -139,7 +139,7 @@ def build_views(
     if spec.center:
         train, test = center_numeric_columns(train, test)
     bound_sq = sum(schema_norm_bound(groups, b) for b in blocks)
-    server = K if method.uses_server else None
+    server = K if method.has_server(spec) else None
     label_party = server if (method.labels_at_server and server is not None) else 0
     n_parties = method.n_parties(spec)
     info = PublicInfo(

@@ -11,6 +11,7 @@ from securevfl.errors import ConfigError
 from securevfl.experiment import run_experiment
 from securevfl.models.afe_losses import contrastive_loss, kl_gaussian_distances
 from securevfl.privacy.afe import (
+    CLIPS,
     RescaleState,
     batch_stats,
     clip_rows,
@@ -203,16 +204,23 @@ def test_one_passive_party_is_refused():
 
 @pytest.mark.networked
 @pytest.mark.slow
-def test_afe_is_identical_in_both_runtimes():
+@pytest.mark.parametrize(
+    "parties, options, parts",
+    [
+        (2, {"variant": "full"}, {"0", "1", "top"}),
+        (3, {"variant": "full", "active_features": True, "head_epochs": 1}, {"0", "1", "2", "top"}),
+    ],
+)
+def test_afe_is_identical_in_both_runtimes(parties, options, parts):
     from bench.runner import PLUGINS
     from securevfl.experiment import run_in_processes
 
-    spec = _spec(epochs=1, timeout=60, options={"variant": "full"})
+    spec = _spec(epochs=1, timeout=60, parties=parties, options=options)
     net = run_in_processes(spec, plugins=PLUGINS)
     local = run_experiment(spec)
     assert net["runtime"] == "processes"
     assert net["model_fingerprint"] == local["model_fingerprint"]
-    assert set(net["model_fingerprint"]) == {"0", "1", "top"}
+    assert set(net["model_fingerprint"]) == parts
     assert net["comm"]["bytes_total"] == local["comm"]["bytes_total"] > 0
     assert math.isclose(net["privacy"]["epsilon"], local["privacy"]["epsilon"])
 
@@ -223,3 +231,38 @@ def test_pairings_have_no_self_pairs_and_cover_each_row_equally():
         assert np.all(p != np.arange(b))
         counts = np.bincount(p.ravel(), minlength=b) + len(p)  # as partner + as first
         assert np.all(counts == 2 * len(p))
+
+
+def test_active_features_accounts_only_the_passive_parties():
+    rec = run_experiment(_spec(parties=3, options={"variant": "vanilla", "active_features": True}))
+    p = rec["privacy"]
+    assert set(p["per_party"]) == {"1", "2"}  # party 0 is the label holder: nothing released
+    assert 0.98 * 4.0 <= p["epsilon"] <= 4.0
+    assert rec["extra"]["accuracy_ceiling"] is None  # its own columns are not released
+    with pytest.raises(ConfigError, match="parties"):
+        run_experiment(_spec(parties=2, options={"active_features": True}))
+
+
+def test_passive_only_run_reports_its_ceiling_and_head_epochs_change_only_the_head():
+    a = run_experiment(_spec(epochs=1, options={"variant": "vanilla"}))
+    b = run_experiment(_spec(epochs=1, options={"variant": "vanilla", "head_epochs": 2}))
+    assert 0.5 <= a["extra"]["accuracy_ceiling"] <= 1.0
+    assert a["privacy"]["epsilon"] == b["privacy"]["epsilon"]  # post-processing: no new event
+    assert a["comm"]["bytes_total"] == b["comm"]["bytes_total"]
+    fa, fb = a["model_fingerprint"], b["model_fingerprint"]
+    assert fa["0"] == fb["0"] and fa["1"] == fb["1"] and fa["top"] != fb["top"]
+
+
+def test_soft_clip_stays_in_the_ball_and_keeps_a_radial_gradient():
+    rng = np.random.default_rng(3)
+    C = 0.5
+    h = torch.as_tensor(rng.normal(size=(50, 2)) * rng.choice([0.01, 1.0, 30.0], size=(50, 1)))
+    for mode in ("soft", "hard"):
+        assert torch.all(CLIPS[mode](h, C).norm(dim=1) <= C * (1 + 1e-9))  # rows <= 2C apart
+    # rows 1.2C-3C long: the hard clip leaves them no gradient along themselves, soft does
+    u = rng.normal(size=(50, 2))
+    far = u / np.linalg.norm(u, axis=1, keepdims=True) * rng.uniform(1.2 * C, 3 * C, size=(50, 1))
+    x = torch.tensor(far, requires_grad=True)
+    for mode, radial in (("soft", True), ("hard", False)):
+        (g,) = torch.autograd.grad(CLIPS[mode](x, C).norm(dim=1).sum(), x)
+        assert bool((g.norm(dim=1) > 1e-3).all()) == radial

@@ -111,3 +111,25 @@ def test_pbm_with_dp_bottom_meets_the_target_and_counts_a_rows_own_uses():
     assert p["bottom"] == "dp" and 0.98 * 4.0 <= p["epsilon"] <= 4.0
     assert p["releases_per_party"] == 8 * (2 + 1)  # P coordinates x (E epochs + its scoring)
     assert "per_row_only" not in p
+
+
+@pytest.mark.parametrize("q, z, eps", [(0.1, 0.5, 1.0), (0.3, 1.0, 0.5), (1.0, 0.8, 1.0)])
+def test_sampled_gaussian_event_matches_numerical_hockey_stick(q, z, eps):
+    """A secret Poisson inclusion (q) of one record in a Gaussian sum, replace-one: the
+    accountant's δ(ε) against the hockey-stick divergence of the two mixtures, integrated."""
+    from scipy import integrate
+
+    from securevfl.privacy import Accountant, sampled_gaussian_event
+
+    def mix(x, shift):  # contributions ±1/2 apart by 1 (Δ = 1), noise z
+        return q * norm.pdf(x, shift, z) + (1 - q) * norm.pdf(x, 0.0, z)
+
+    def gap(x):
+        return max(mix(x, -0.5) - math.exp(eps) * mix(x, 0.5), 0.0)
+
+    exact = integrate.quad(gap, -40 * z, 40 * z, limit=500, points=[0.0])[0]
+    acc = Accountant().compose(sampled_gaussian_event(sigma=z, sensitivity=1.0, sampling=q))
+    assert acc.get_delta(eps) == pytest.approx(exact, rel=1e-3, abs=1e-9)
+    assert not Accountant("rdp").supports(
+        sampled_gaussian_event(sigma=z, sensitivity=1.0, sampling=0.5)
+    )

@@ -31,9 +31,19 @@ _PLAIN_SPLITNN = {"guarantees": [], "architecture": "split-nn", "federated": Tru
 PAPER_T3 = {"vfl": 349.89, "noise": 60.43, "R": 279.76, "D": 82.04}  # ms, 5000 CIFAR samples
 
 
+def _setting(r: dict[str, Any]) -> str:
+    """The study setting of a record: the paper's (labels at a featureless active party) or an
+    active party holding features (party 0) beside K-1 passive parties."""
+    active = str(r["config"].get("active_features", False)).lower() in ("true", "1", "yes")
+    if active:
+        return f"active + {r['parties'] - 1} passive"
+    return f"{r['parties']} passive"
+
+
 def _collect(records: list[dict[str, Any]]):
     afe: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
-    plain: dict[str, list[float]] = defaultdict(list)
+    plain: dict[tuple, list[float]] = defaultdict(list)
+    alone: dict[tuple, list[float]] = defaultdict(list)
     extra: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for r in records:
         if r["method"] == "afe-vfl":
@@ -43,40 +53,51 @@ def _collect(records: list[dict[str, Any]]):
                 continue
             if c.get("bottom", "dp") != "dp":  # the ablation compares DP-bottom runs only
                 continue
-            afe[(r["dataset"], c.get("epsilon"), c.get("variant", "full"))].append(r)
+            afe[(r["dataset"], _setting(r), c.get("epsilon"), c.get("variant", "full"))].append(r)
+        elif r["method"] == "local":
+            alone[(r["dataset"], r["parties"])].append(r["metrics"]["accuracy"])
         elif _PLAIN_SPLITNN.items() <= capabilities(r).items():
-            plain[r["dataset"]].append(r["metrics"]["accuracy"])
-    return afe, plain, extra
+            plain[(r["dataset"], r["parties"])].append(r["metrics"]["accuracy"])
+    return afe, plain, alone, extra
 
 
-def _ablation(afe, plain) -> list[str]:
+def _pct(values: list[float]) -> str:
+    m, s = mean_std([100 * v for v in values])
+    return "—" if math.isnan(m) else f"{m:.2f} ± {s:.2f}"
+
+
+def _ablation(afe, plain, alone) -> list[str]:
     lines = [
-        "| dataset | target ε | achieved ε (max) | "
+        "| dataset | setting | target ε | achieved ε (max) | "
         + " | ".join(LABEL[v] for v in VARIANTS)
-        + " | full − vanilla | non-private split-NN | seeds |",
-        "|---|---|---|" + "---|" * len(VARIANTS) + "---|---|---|",
+        + " | full − vanilla | ceiling | active party alone | non-private split-NN | seeds |",
+        "|---|---|---|---|" + "---|" * len(VARIANTS) + "---|---|---|---|---|",
     ]
-    for ds, eps in sorted({(k[0], k[1]) for k in afe}):
-        cells, accs, achieved, seeds = [], {}, [], 0
+    for ds, setting, eps in sorted({k[:3] for k in afe}):
+        cells, accs, achieved, ceil, seeds = [], {}, [], [], 0
         for v in VARIANTS:
-            rs = afe.get((ds, eps, v), [])
-            m, s = mean_std([100 * r["metrics"]["accuracy"] for r in rs])
-            accs[v] = m
+            rs = afe.get((ds, setting, eps, v), [])
+            accs[v] = mean_std([100 * r["metrics"]["accuracy"] for r in rs])[0]
             achieved += [r["privacy"]["epsilon"] for r in rs if r.get("privacy")]
+            ceil += [
+                r["extra"]["accuracy_ceiling"] for r in rs if r["extra"].get("accuracy_ceiling")
+            ]
             seeds = max(seeds, len(rs))
-            cells.append(f"{m:.2f} ± {s:.2f}" if rs else "—")
-        gain = accs["full"] - accs["vanilla"]
-        np_m, _ = mean_std([100 * a for a in plain.get(ds, [])])
+            cells.append(_pct([r["metrics"]["accuracy"] for r in rs]))
+        parties = next(r["parties"] for v in VARIANTS for r in afe.get((ds, setting, eps, v), []))
+        active = setting.startswith("active")
         lines.append(
-            f"| {ds} | {eps:g} | {max(achieved, default=math.nan):.4g} | "
+            f"| {ds} | {setting} | {eps:g} | {max(achieved, default=math.nan):.4g} | "
             + " | ".join(cells)
-            + f" | {gain:+.2f} | {np_m:.2f} | {seeds} |"
+            + f" | {accs['full'] - accs['vanilla']:+.2f} | {_pct(ceil)} | "
+            + f"{_pct(alone.get((ds, parties), [])) if active else '—'} | "
+            + f"{_pct(plain.get((ds, parties), []))} | {seeds} |"
         )
     for ds, row in PAPER_T2.items():
         lines.append(
-            f"| paper ({ds}, UCI) | — | — | "
+            f"| paper ({ds}, UCI) | — | — | — | "
             + " | ".join(f"{x:.2f}" for x in row)
-            + f" | {row[3] - row[0]:+.2f} | — | — |"
+            + f" | {row[3] - row[0]:+.2f} | — | — | — | — |"
         )
     return lines
 
@@ -88,7 +109,7 @@ def _overheads(afe, extra) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     rows: dict[tuple, list[dict[str, float]]] = defaultdict(list)
-    for (ds, _, v), rs in afe.items():
+    for (ds, _, _, v), rs in afe.items():
         for r in rs:
             if stat(r, "step_ms", "step_ms"):
                 rows[(ds, r["config"]["batch_size"], v)].append(stat(r, "step_ms", "step_ms"))
@@ -125,34 +146,47 @@ def _overheads(afe, extra) -> list[str]:
 
 def _plot(afe, plain, out: Path) -> list[str]:
     md = []
-    for ds in sorted({k[0] for k in afe}):
+    for ds, setting in sorted({k[:2] for k in afe}):
         fig, ax = plt.subplots(figsize=(5, 3.5))
         for v in VARIANTS:
             pts = sorted(
                 (eps, mean_std([r["metrics"]["accuracy"] for r in rs])[0])
-                for (d, eps, vv), rs in afe.items()
-                if d == ds and vv == v
+                for (d, st, eps, vv), rs in afe.items()
+                if (d, st) == (ds, setting) and vv == v
             )
             if pts:
                 ax.plot(*zip(*pts, strict=True), marker="o", label=LABEL[v])
-        if plain.get(ds):
-            ax.axhline(np.mean(plain[ds]), color="k", ls="--", label="split-NN, no DP")
+        ceil = sorted(
+            (eps, float(np.mean([r["extra"]["accuracy_ceiling"] for r in rs])))
+            for (d, st, eps, _), rs in afe.items()
+            if (d, st) == (ds, setting) and all(r["extra"].get("accuracy_ceiling") for r in rs)
+        )
+        if ceil:
+            ax.plot(*zip(*ceil, strict=True), "k:", label="ceiling (test releases)")
+        parties = next(
+            r["parties"]
+            for (d, st, _, _), rs in afe.items()
+            if (d, st) == (ds, setting)
+            for r in rs
+        )
+        if plain.get((ds, parties)):
+            ax.axhline(np.mean(plain[(ds, parties)]), color="k", ls="--", label="split-NN, no DP")
         ax.set_xscale("log")
         ax.set_xlabel("ε (party-row, accountant)")
         ax.set_ylabel("test accuracy")
-        ax.set_title(f"VFL-AFE on {ds}")
+        ax.set_title(f"VFL-AFE on {ds}, {setting}")
         ax.legend(fontsize=7)
         fig.tight_layout()
-        name = f"afe_{ds}.png"
+        name = f"afe_{ds}_{setting.replace(' ', '').replace('+', '_')}.png"
         fig.savefig(out / name, dpi=110)
         plt.close(fig)
-        md.append(f"![accuracy vs epsilon, {ds}]({name})")
+        md.append(f"![accuracy vs epsilon, {ds}, {setting}]({name})")
     return md
 
 
 def render(records: list[dict[str, Any]], out: Path) -> str:
     """The VFL-AFE section of report.md (markdown), with PNG plots saved into ``out``."""
-    afe, plain, extra = _collect(records)
+    afe, plain, alone, extra = _collect(records)
     if not afe:
         return "## VFL-AFE\n\nNo afe-vfl records."
     return "\n".join(
@@ -160,14 +194,21 @@ def render(records: list[dict[str, Any]], out: Path) -> str:
             "## VFL-AFE (issue 13)",
             "",
             "Test accuracy (%, mean ± std over seeds) per variant; ε is the accountant's "
-            "(party-row, δ = 1e-5), every release counted: one embedding per row per epoch, "
-            "the DP distance statistics of R, and the test rows' private scoring. The paper's "
-            "ε is not given in its text; its vanilla loses 4-11 points to non-private VFL, "
-            "which places it at large ε.",
+            "(party-row, δ = 1e-5; DP bottom updates: the larger of a training row's ε — its "
+            "embeddings, R's statistics, its bottom updates — and a test row's one scoring "
+            "release). Settings: 'K passive' is the paper's (the label holder has no features); "
+            "'active + K passive' gives the label holder features of its own (party 0, "
+            "`--active-features`), only the passive parties' releases are accounted. The "
+            "ceiling (`securevfl/privacy/ceiling.py`) is the accuracy no classifier of the test "
+            "rows' releases can exceed at that ε whatever the mechanism before the noise: "
+            "exact for two classes (the Bayes accuracy of N(0,1) vs N(μ,1) with the test "
+            "priors, μ the passive parties' composed Gaussian-DP μ), π_max + (1 − π_max)·τ with "
+            "τ = 2Φ(μ/2) − 1 otherwise. The paper's ε is not given in its text; its vanilla "
+            "loses 4-11 points to non-private VFL, which places it at large ε.",
             "",
             "### Ablation (Table 2) and accuracy vs ε",
             "",
-            *_ablation(afe, plain),
+            *_ablation(afe, plain, alone),
             "",
             *_plot(afe, plain, out),
             "",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from securevfl.context import Option, RunSpec
+from securevfl.context import Option, RunSpec, parse_bool
 from securevfl.methods.base import Method
 from securevfl.methods.dp_bottom_options import BOTTOM_OPTIONS
 
@@ -20,6 +20,13 @@ OPTIONS = {
         choices=VARIANTS,
     ),
     "clip": Option(float, 1.0, "clipping bound C of each embedding row (Eq. 2)", gt=0, le=1e6),
+    "clip_mode": Option(
+        str,
+        "hard",
+        "hard: Eq. 2's clip to the C-ball; soft: C·tanh(||h||/C) along h (also inside the ball, "
+        "but rows outside C keep a gradient along themselves)",
+        choices=("hard", "soft"),
+    ),
     "lam_kl": Option(
         float,
         0.1,
@@ -58,6 +65,21 @@ OPTIONS = {
         "rescaling (variants r, full)",
         gt=0,
         lt=1,
+    ),
+    "head_epochs": Option(
+        int,
+        0,
+        "after training, the label holder trains its head for this many more epochs on the "
+        "noisy embeddings it received in the last epoch (post-processing: no new release)",
+        ge=0,
+        le=1000,
+    ),
+    "active_features": Option(
+        parse_bool,
+        False,
+        "the label holder is also a data party (party 0, its own bottom, no noise: its own "
+        "columns); parties 1..K-1 are the passive parties (K >= 3) and only their releases "
+        "are accounted",
     ),
     **BOTTOM_OPTIONS,
 }

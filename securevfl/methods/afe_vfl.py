@@ -1,11 +1,15 @@
 """VFL-AFE (Flexible DP VFL with Adaptive Feature Embeddings): clipped, rescaled, noisy embeddings.
 
 Parties: K >= 2 passive parties (0..K-1, features and a bottom model each) and the active party
-(index K: labels and the head model; it holds no features here). Per step each passive party k
-embeds its minibatch, clips each row to norm C (Eq. 2), optionally rescales (R, Eqs. 3-5, with
-the KL term of Eq. 6 in its local loss), optionally adds the contrastive loss on pseudo-labels
-from fuzzy c-means of the gradients it gets back (D, Eqs. 7-8), and sends the embedding plus
-N(0, σ² I). ``--variant``: vanilla (clip + noise), r, d, full (R + D).
+(index K: labels and the head model; it holds no features). With ``--active-features`` the
+active party is data party 0 (labels, the head, its own bottom on its own columns, exactly
+trained, its embedding enters the head without clip or noise: nothing of it leaves the party)
+and parties 1..K-1 (K >= 3) are the passive ones; only their releases are accounted. Per step
+each passive party k embeds its minibatch, clips each row to norm C (Eq. 2), optionally
+rescales (R, Eqs. 3-5, with the KL term of Eq. 6 in its local loss), optionally adds the
+contrastive loss on pseudo-labels from fuzzy c-means of the gradients it gets back (D, Eqs.
+7-8), and sends the embedding plus N(0, σ² I). ``--variant``: vanilla (clip + noise), r, d,
+full (R + D).
 
 **Privacy (unit party-row: one row of one passive party's block).** A released row lies in the
 C-ball, so it moves by at most 2C when its row changes, and (given the rescaling factor) no other
@@ -33,6 +37,19 @@ test rows are disjoint, so the headline is the larger of the two ε, and σ_t al
 to ``--epsilon``. σ_g takes ``--grad-share`` of the target's μ², σ and z_s the rest
 (``--stats-share`` of it to the statistics), calibrated so the accountant's ε is <= ``--epsilon``.
 
+**Head epochs (``--head-epochs``).** After training the label holder trains its head for more
+epochs on the noisy embeddings it received in the last epoch (``training.head_refit``):
+post-processing of releases already accounted, no new event. (Measured on adult, it did not
+help: the kept embeddings come from the bottoms as they were during that epoch.)
+
+**Soft clip (``--clip-mode soft``, our choice).** Eq. 2's hard clip gives a row outside the ball
+no gradient along itself; C·tanh(||h||/C)·h/||h|| keeps every row inside the ball too, so the
+2C bound and the accounting are unchanged (``privacy.afe.soft_clip_rows``).
+
+**What accuracy is possible.** With a featureless label holder a test row is scored from its K
+Gaussian releases alone; ``privacy.ceiling`` bounds the accuracy of any classifier of them
+(the record's ``extra.accuracy_ceiling``): on adult at ε = 1 it is the majority share.
+
 **Exact bottoms (``--bottom exact``).** The bottom trains on exact rows, so every later release
 of every row may depend on a row once it was used: the ledger composes every release of a
 party's rows (all n_train embeddings and all batch statistics of each epoch, all n_test test
@@ -41,168 +58,24 @@ embeddings), each within its worst-case sensitivity whatever the model.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
-import torch
 
-from securevfl.context import RunContext, RunSpec
+from securevfl.context import RunContext, RunSpec, parse_bool
 from securevfl.errors import ConfigError
+from securevfl.methods.afe_hooks import AFEHooks, accuracy_ceiling_of
 from securevfl.methods.afe_options import OPTIONS, check_options
 from securevfl.methods.base import Method, register_method
-from securevfl.methods.dp_bottom_options import BottomPlan, bottom_plan
-from securevfl.models.afe_losses import contrastive_loss, negentropy, pair_distances
+from securevfl.methods.dp_bottom_options import bottom_plan
 from securevfl.privacy.accountant import PrivacyLedger
-from securevfl.privacy.afe import (
-    RescaleState,
-    batch_stats,
-    clip_rows,
-    pairings,
-    plan_noise,
-    release_stats,
-    rescale,
-    stats_of,
-    z_of,
-)
+from securevfl.privacy.afe import plan_noise, z_of
 from securevfl.privacy.dp_bottom import test_noise_multiplier, with_test_rows
 from securevfl.privacy.events import gaussian_event
 from securevfl.results import FitResult
-from securevfl.rng import derive_seed
-from securevfl.training import TRAIN, Release, SplitNNHooks, fit_splitnn, n_batches
-from securevfl.training.fcm import pseudo_labels
-from securevfl.training.private_bottom import BottomDP
+from securevfl.training import fit_splitnn, n_batches
 
 DEFAULT_DELTA = 1e-5
-
-
-class AFEHooks(SplitNNHooks):
-    """The passive parties' clip / rescale / noise, local losses, and the ledger's events."""
-
-    bounded_embeddings = False
-
-    def __init__(self, ctx: RunContext, **cfg: Any) -> None:
-        self.aggregation = ctx.spec.aggregation
-        self.cfg = cfg
-        self.C = cfg["clip"]
-        self.sigma = cfg["z_e"] * 2 * self.C
-        self.sigma_test = cfg["z_t"] * 2 * self.C
-        self.rescaling = cfg["variant"] in ("r", "full")
-        self.adjusting = cfg["variant"] in ("d", "full")
-        self.plan: BottomPlan = cfg["plan"]
-        # the KL term couples every row of the batch (moments of all distances): exact bottoms only
-        self.kl = self.rescaling and cfg["lam_kl"] > 0 and self.plan.dp is None
-        self.n_batches = n_batches(ctx.info.n_train, ctx.spec.batch_size)
-        local = [k for k in ctx.rt.local_parties if k < ctx.info.data_parties]
-        self.rngs = {k: ctx.noise_rng(k, "afe/embedding") for k in local}
-        self.stats_rngs = {k: ctx.noise_rng(k, "afe/stats") for k in local}
-        self.bottom_rngs = {k: ctx.noise_rng(k, "afe/bottom") for k in local}
-        self.released: dict[int, np.ndarray] = {}
-        self.scalers = {
-            k: RescaleState(ctx.spec.embedding_dim, confidence=cfg["confidence"]) for k in local
-        }
-        self.clipped: dict[int, torch.Tensor] = {}
-        self.dists: dict[int, torch.Tensor] = {}
-        self.pairs: dict[int, torch.Tensor] = {}
-        self.ms = {"noise": 0.0, "R": 0.0, "D": 0.0}
-        self.kept: list[float] = []
-
-    def _perms(self, ctx: RunContext, b: int) -> torch.Tensor:
-        """The run's fixed pairings for batch size b (public, data-independent; cached)."""
-        if b not in self.pairs:
-            seed = derive_seed(ctx.shared_seed, purpose=f"afe/pairs/{b}")
-            self.pairs[b] = torch.as_tensor(pairings(b, seed=seed))
-        return self.pairs[b]
-
-    def embed(self, ctx: RunContext, k: int, emb: torch.Tensor, step: int) -> torch.Tensor:
-        u = clip_rows(emb, self.C)
-        training = self.batch is not None and self.batch.phase == TRAIN
-        if training:
-            self.clipped[k] = u  # the contrastive term of local_loss uses it
-        if not self.rescaling:
-            return u
-        t0 = time.perf_counter()
-        st = self.scalers[k]
-        if training and len(u) > 1:  # the batch's statistics, one Gaussian release
-            perms = self._perms(ctx, len(u))
-            v = u.detach().numpy().astype(np.float64) / self.C
-            if self.kl and step % self.cfg["kl_every"] == 0:
-                dist = pair_distances(u, perms)  # once: the statistics and the KL term share it
-                self.dists[k] = dist
-                w = stats_of(v, float(dist.detach().mean()) / self.C)
-            else:
-                w = batch_stats(v, perms.numpy())
-            w, s = release_stats(w, b=len(u), z=self.cfg["z_s"], rng=self.stats_rngs[k])
-            st.update(w, b=len(u), sigma=s)
-        out = rescale(u, factor=st.factor, bound=self.C)
-        if training:  # per-step costs are of training steps only
-            self.ms["R"] += time.perf_counter() - t0
-        return out
-
-    def party_message(self, ctx: RunContext, k: int, emb: np.ndarray, step: int) -> Any:
-        t0 = time.perf_counter()
-        sigma = self.sigma if self.batch is None or self.batch.phase == TRAIN else self.sigma_test
-        out = (emb + self.rngs[k].normal(0.0, sigma, size=emb.shape)).astype(np.float32)
-        if self.batch is not None and self.batch.phase == TRAIN:
-            self.ms["noise"] += time.perf_counter() - t0
-            self.released[k] = out  # the DP bottom's contrastive partners
-        return out
-
-    def local_loss(
-        self, ctx: RunContext, k: int, emb: torch.Tensor, grad: np.ndarray, step: int
-    ) -> torch.Tensor | None:
-        u, extra = self.clipped.pop(k), None
-        released = self.released.pop(k, None)
-        partners = None
-        if self.plan.dp is not None:  # row i against the released rows: see the module docstring
-            u, partners = emb, torch.as_tensor(released)
-        if self.kl and k in self.dists:
-            t0 = time.perf_counter()
-            extra = self.cfg["lam_kl"] * negentropy(self.dists.pop(k))
-            self.ms["R"] += time.perf_counter() - t0
-        if self.adjusting and self.cfg["lam_cl"] > 0 and len(grad) > 1:
-            t0 = time.perf_counter()
-            c = min(int(ctx.info.n_classes or 2), len(grad))
-            labels, keep = pseudo_labels(grad, c, threshold=self.cfg["fcm_threshold"])
-            self.kept.append(float(keep.mean()))
-            cl = contrastive_loss(
-                u, torch.as_tensor(labels), torch.as_tensor(keep), bound=self.C, partners=partners
-            )
-            extra = self.cfg["lam_cl"] * cl if extra is None else extra + self.cfg["lam_cl"] * cl
-            self.ms["D"] += time.perf_counter() - t0
-        return extra
-
-    def bottom_update(self, ctx: RunContext, k: int) -> tuple[BottomDP, np.random.Generator] | None:
-        return None if self.plan.dp is None else (self.plan.dp, self.bottom_rngs[k])
-
-    def epoch_releases(self, ctx: RunContext, epoch: int) -> list[Release]:
-        """The epoch's releases of one row (DP bottom: its embedding, its batch's statistics,
-        its bottom update) or, for exact bottoms, every row's embedding and every batch's
-        statistics of each passive party (each may depend on any row: all count)."""
-        per_row = self.plan.dp is not None
-        emb = gaussian_event(
-            sigma=self.sigma, sensitivity=2 * self.C, count=1 if per_row else ctx.info.n_train
-        )
-        out = []
-        for k in ctx.data_parties:
-            out.append((k, emb))
-            if self.rescaling:  # the batch statistics (z_s is 0 without rescaling)
-                z_s, count = self.cfg["z_s"], 1 if per_row else self.n_batches
-                out.append((k, gaussian_event(sigma=z_s, sensitivity=1.0, count=count)))
-            out.extend((k, ev) for ev in self.plan.events())
-        return out
-
-    def configure_evaluate(self, ctx: RunContext, state: Any) -> str:
-        """Test rows go through the training path (clip, the final factor, noise)."""
-        return "private"
-
-    def eval_releases(self, ctx: RunContext, n_rows: int) -> list[Release]:
-        """Exact bottoms: one more embedding release of every test row per passive party (DP
-        bottoms: none here, a test row's one release is accounted apart, see ``fit``)."""
-        if self.plan.dp is not None:
-            return []
-        event = gaussian_event(sigma=self.sigma, sensitivity=2 * self.C, count=n_rows)
-        return [(k, event) for k in ctx.data_parties]
 
 
 @register_method
@@ -216,10 +89,18 @@ class AFEVFL(Method):
     labels_at_server = True
     options = OPTIONS
 
+    def has_server(self, spec: RunSpec) -> bool:
+        """No server when the label holder holds features: it is data party 0 then."""
+        return not parse_bool(spec.option("active_features", self))
+
     def validate(self, spec: RunSpec) -> None:
         super().validate(spec)
-        if spec.parties < 2:
-            raise ConfigError(f"parties (passive) for 'afe-vfl' must be >= 2, got {spec.parties}")
+        active = parse_bool(spec.option("active_features", self))
+        if spec.parties < 2 + active:
+            raise ConfigError(
+                f"parties for 'afe-vfl' must be >= {2 + active} (>= 2 passive"
+                f"{' plus the active party' if active else ''}), got {spec.parties}"
+            )
         z_of(float(spec.option("confidence", self)))
 
     def fit(self, ctx: RunContext) -> FitResult:
@@ -255,7 +136,7 @@ class AFEVFL(Method):
             outside_guarantee=outside,
             target_epsilon=float(ctx.spec.epsilon),
             per_party_extra={
-                k: {"sigma": hooks.sigma, "sensitivity": 2 * hooks.C} for k in ctx.data_parties
+                k: {"sigma": hooks.sigma, "sensitivity": 2 * hooks.C} for k in hooks.passive
             },
             extra={
                 "noise_multiplier_embedding": z_e,
@@ -272,7 +153,7 @@ class AFEVFL(Method):
         )
         if plan.dp is not None:
             test = PrivacyLedger("party-row")
-            for k in ctx.data_parties:
+            for k in hooks.passive:
                 test.compose(k, gaussian_event(sigma=hooks.sigma_test, sensitivity=2 * hooks.C))
             report = with_test_rows(report, test, delta)
         extra: dict[str, Any] = {"variant": cfg["variant"], "sigma": hooks.sigma}
@@ -282,6 +163,10 @@ class AFEVFL(Method):
         run.stats.step_ms = step_ms
         if hooks.scalers:
             extra["rescale_factor"] = {str(k): s.factor for k, s in hooks.scalers.items()}
-        if hooks.kept:
-            extra["fcm_kept_fraction"] = float(np.mean(hooks.kept))
+        if hooks.fcm_kept:
+            extra["fcm_kept_fraction"] = float(np.mean(hooks.fcm_kept))
+        if hooks.norms:
+            extra["embedding_fill"] = float(np.mean(hooks.norms))
+        extra["head_s"] = hooks.head_s
+        extra["accuracy_ceiling"] = accuracy_ceiling_of(ctx, hooks)
         return run.result(privacy=report, extra=extra)

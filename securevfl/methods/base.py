@@ -40,9 +40,13 @@ class Method(ABC):
     label_party_only: ClassVar[bool] = False  # a baseline on the label holder's columns alone
     options: ClassVar[dict[str, Option]] = {}
 
+    def has_server(self, spec: RunSpec) -> bool:
+        """Whether this run has a server at index K (``uses_server`` unless an option says)."""
+        return self.uses_server
+
     def n_parties(self, spec: RunSpec) -> int:
         """Runtime parties: the data parties plus the server where there is one."""
-        return spec.parties + (1 if self.uses_server else 0)
+        return spec.parties + (1 if self.has_server(spec) else 0)
 
     def validate(self, spec: RunSpec) -> None:
         """Raise ConfigError for a spec this method cannot run; called before any work.

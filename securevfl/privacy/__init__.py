@@ -8,6 +8,7 @@ from securevfl.privacy.events import (
     PureDpEvent,
     gaussian_event,
     laplace_event,
+    sampled_gaussian_event,
 )
 from securevfl.privacy.mechanisms import CALIBRATIONS, classic_gaussian_sigma, gaussian_sigma
 
@@ -24,4 +25,5 @@ __all__ = [
     "gaussian_event",
     "gaussian_sigma",
     "laplace_event",
+    "sampled_gaussian_event",
 ]

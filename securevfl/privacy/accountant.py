@@ -14,6 +14,15 @@ How events are composed (``kind="pld"``, the default):
   discretisation 1e-4) — Laplace, our PMF pairs (``from_two_probability_mass_functions``), pure ε
   (``from_privacy_parameters``), the Gaussian part as one Gaussian PLD — and the PLDs compose.
 
+* A Poisson-subsampled Gaussian (``PoissonSampledDpEvent`` of a ``GaussianDpEvent``, built by
+  ``events.sampled_gaussian_event``) is read in the replace-one relation, with the inner
+  noise multiplier meaning what it means alone (noise / the distance between two records'
+  contributions): each record's contribution lies in a ball of radius 1/2 (noise units
+  scaled by the multiplier), it enters the sum with probability q, secretly. Its PLD is
+  dp_accounting's for the pair q·N(−1/2, z²) + (1−q)·N(0, z²) vs q·N(1/2, z²) + (1−q)·N(0, z²)
+  (``from_gaussian_mechanism``, ``REPLACE_ONE``; the dominating pair of Zhu, Dong & Wang
+  2022 for this relation); at q = 1 it is the plain Gaussian of multiplier z.
+
 ``kind="rdp"`` gives dp_accounting's RDP accountant for the standard events, plus the exact Rényi
 divergences of PMF pairs and ε²α/2 (zCDP, Bun & Steinke 2016) for pure events: a looser,
 independent figure used as a cross-check.
@@ -25,7 +34,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
-from dp_accounting import dp_event
+from dp_accounting import NeighboringRelation, dp_event
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 from scipy.special import logsumexp
@@ -51,6 +60,12 @@ def _flatten(event: dp_event.DpEvent, count: int) -> Iterable[tuple[dp_event.DpE
             yield from _flatten(e, count)
     else:
         yield event, count
+
+
+def _is_sampled_gaussian(event: dp_event.DpEvent) -> bool:
+    return isinstance(event, dp_event.PoissonSampledDpEvent) and isinstance(
+        event.event, dp_event.GaussianDpEvent
+    )
 
 
 LEAVES = (
@@ -97,7 +112,10 @@ class Accountant:
         return "pld (dp_accounting)"
 
     def supports(self, event: dp_event.DpEvent) -> bool:
-        return all(isinstance(e, LEAVES) for e, _ in _flatten(event, 1))
+        leaves = [e for e, _ in _flatten(event, 1)]
+        if self.kind == "rdp" and any(_is_sampled_gaussian(e) for e in leaves):
+            return False  # dp_accounting's RDP analyses add/remove sampling only
+        return all(isinstance(e, LEAVES) or _is_sampled_gaussian(e) for e in leaves)
 
     def compose(self, event: dp_event.DpEvent, count: int = 1) -> Accountant:
         """Add ``count`` adaptive releases of ``event``."""
@@ -128,7 +146,15 @@ class Accountant:
                 1.0 / self.gaussian_mu, value_discretization_interval=DISCRETIZATION
             )
         for leaf, n in self.others:
-            if isinstance(leaf, dp_event.LaplaceDpEvent):
+            if _is_sampled_gaussian(leaf):
+                one = pld_lib.from_gaussian_mechanism(
+                    leaf.event.noise_multiplier,
+                    sensitivity=0.5,
+                    sampling_prob=leaf.sampling_probability,
+                    neighboring_relation=NeighboringRelation.REPLACE_ONE,
+                    value_discretization_interval=DISCRETIZATION,
+                )
+            elif isinstance(leaf, dp_event.LaplaceDpEvent):
                 one = pld_lib.from_laplace_mechanism(
                     leaf.noise_multiplier, value_discretization_interval=DISCRETIZATION
                 )

@@ -62,6 +62,23 @@ def gaussian_event(*, sigma: float, sensitivity: float, count: int = 1) -> dp_ev
     return ev if count == 1 else dp_event.SelfComposedDpEvent(ev, count)
 
 
+def sampled_gaussian_event(
+    *, sigma: float, sensitivity: float, sampling: float, count: int = 1
+) -> dp_event.DpEvent:
+    """``count`` releases of a sum in which each record enters with probability ``sampling``
+    (Poisson, secret), two records' contributions at most Δ apart (replace-one), plus
+    N(0, σ²) per coordinate. ``sampling`` = 1 is :func:`gaussian_event`."""
+    if not 0 < sampling <= 1:
+        raise ConfigError(f"sampling must be in (0, 1], got {sampling}")
+    if sampling == 1:
+        return gaussian_event(sigma=sigma, sensitivity=sensitivity, count=count)
+    inner = gaussian_event(sigma=sigma, sensitivity=sensitivity)
+    if isinstance(inner, dp_event.NoOpDpEvent):
+        return inner
+    ev = dp_event.PoissonSampledDpEvent(sampling, inner)
+    return ev if count == 1 else dp_event.SelfComposedDpEvent(ev, count)
+
+
 def laplace_event(*, scale: float, sensitivity: float, count: int = 1) -> dp_event.DpEvent:
     """``count`` releases of a query with L1 sensitivity Δ plus Laplace(b) per coordinate."""
     if not (scale > 0 and math.isfinite(scale)):
