@@ -151,11 +151,16 @@ async def rns_block_products(
     receiver: int,
     primes: Sequence[int],
     phases: PartyPhases,
+    block_rows: int = BLOCK_ROWS,
 ) -> dict[int, np.ndarray] | None:
     """Every party runs this (see the module docstring); returns ``{pair index: M_aᵀM_b + N}``
     (int64) at ``receiver``, None elsewhere. ``pairs[j]`` has ``a``, ``b``,
     ``noise_party``; ``matrix`` is this party's encoded matrix, ``noises[j]`` its encoded noise
-    for the pairs it noises. Fills ``phases`` with this party's timings and sent bytes."""
+    for the pairs it noises; ``block_rows``: the rows of one streamed block (any positive
+    number; the result does not depend on it). Fills ``phases`` with this party's timings and
+    sent bytes."""
+    if block_rows < 1:
+        raise ValueError(f"block_rows must be >= 1, got {block_rows}")
     me, m, t = mpc.pid, len(mpc.parties), mpc.threshold
     nodes = opening_nodes(m, t, receiver)
     r = len(primes)
@@ -168,42 +173,17 @@ async def rns_block_products(
             phases.sent.append((phase, dst, len(data)))
         return exchange(mpc, data, [src], [dst])
 
-    # 1. input sharing: seeds to S_a first (their holders expand them while the dealers deal),
-    #    then the explicit shares to the other nodes, block by block as they are dealt
+    # 1. input sharing, part one: the seeds to S_a (their holders expand them block by block)
     seeds = {i: {k: os.urandom(SEED_BYTES) for k in seeded[i]} if me == i else {} for i in dealers}
-    shares: dict[int, Any] = {}  # dealer -> this party's share (residues) or pending messages
+    seed_msgs: dict[int, Any] = {}  # dealer -> the pending seed message of this party
     for i in dealers:
         for k in seeded[i]:
             fut = send("input sharing", seeds[i].get(k), i, k)
             if me == k:
-                shares[i] = ("seed", fut)
+                seed_msgs[i] = fut
     await asyncio.sleep(0)  # let the seed messages go out now
-    for i in dealers:
-        n, c = shapes[i]
-        explicit = [j for j in nodes if j != i and j not in seeded[i]]
-        blocks = range(0, n, BLOCK_ROWS)
-        if me == i:
-            streams = {k: rns.ResidueStream(sd) for k, sd in seeds[i].items()}
-            own = np.empty((r, n, c), dtype=np.float32) if i in nodes else None
-            for s in blocks:
-                targets = [*explicit, i] if i in nodes else explicit
-                dealt = _deal_rows(matrix[s : s + BLOCK_ROWS], primes, streams, targets)
-                if own is not None:
-                    own[:, s : s + BLOCK_ROWS] = dealt.pop(i)
-                for j in explicit:
-                    send("input sharing", rns.pack(dealt[j]), i, j)
-                await asyncio.sleep(0)  # the block goes out while the next one is dealt
-            shares[i] = own
-        else:
-            pending = []
-            for s in blocks:
-                for j in explicit:
-                    fut = send("input sharing", None, i, j)
-                    if me == j:
-                        pending.append((s, fut))
-            if pending:
-                shares[i] = ("packed", pending)
-    # 2. re-randomisation: a degree-2t sharing of Z_i (noise or zero) from every contributor
+    # 2. re-randomisation: a degree-2t sharing of Z_i (noise or zero) from every contributor;
+    #    output-sized, so it is sent before the row blocks
     out_shapes = [(shapes[p.a][1], shapes[p.b][1]) for p in pairs]
     width = sum(a * b for a, b in out_shapes)
     contributors = sorted(set(nodes) | {p.noise_party for p in pairs})
@@ -229,7 +209,33 @@ async def rns_block_products(
                 fut = send("input sharing", rns.pack(dealt[j]) if me == i else None, i, j)
                 if me == j:
                     zs[i] = fut
-    H = await _local_product(me in nodes, shares, zs, shapes, pairs, primes, phases, t0)
+    # 1 and 3, streamed over row blocks: block s is dealt and sent, then block s - 1 (whose
+    # shares are in by now) is multiplied into H and dropped; a party holds O(2 blocks) of shares
+    n = shapes[dealers[0]][0]
+    streams = {i: {k: rns.ResidueStream(sd) for k, sd in seeds[i].items()} for i in dealers}
+    acc = _Accumulator(me in nodes, pairs, shapes, primes, phases, t0)
+    prev = None
+    for s in [*range(0, n, block_rows), None]:
+        cur = None
+        if s is not None:
+            cur = _post_block(
+                me,
+                s,
+                min(block_rows, n - s),
+                matrix,
+                dealers,
+                nodes,
+                seeded,
+                streams,
+                shapes,
+                primes,
+                send,
+            )
+            await asyncio.sleep(0)  # the block goes out while the previous one is multiplied
+        if prev is not None:
+            await acc.add(prev, seed_msgs)
+        prev = cur
+    H = await acc.finish(zs, width)
     t2 = time.perf_counter()
     # 4. opening to the receiver only
     got = {}
@@ -246,10 +252,10 @@ async def rns_block_products(
         xs = [j + 1 for j in nodes]
         for i, p in enumerate(primes):
             lam = rns.lagrange(xs, 0, p)
-            acc = np.zeros(width, dtype=np.int64)
+            acc_p = np.zeros(width, dtype=np.int64)
             for c, j in zip(lam, nodes):
-                acc = (acc + c * (np.asarray(Hs[j][i]).astype(np.int64) % p)) % p
-            opened[i] = acc
+                acc_p = (acc_p + c * (np.asarray(Hs[j][i]).astype(np.int64) % p)) % p
+            opened[i] = acc_p
         flat = rns.from_residues(opened, primes).astype(np.int64)  # |v| < 2**63: job_for
         result, off = {}, 0
         for j, (a, b) in enumerate(out_shapes):
@@ -259,47 +265,90 @@ async def rns_block_products(
     return result
 
 
-async def _local_product(
-    is_node: bool,
-    shares: dict[int, Any],
-    zs: dict[int, Any],
-    shapes: dict[int, tuple[int, int]],
-    pairs: Sequence[Any],
-    primes: Sequence[int],
-    phases: PartyPhases,
-    t0: float,
-) -> np.ndarray | None:
-    """A node's H_j (residues, r x width) once its shares are in; None at other parties.
-    ``shares``/``zs`` hold residues or pending messages (seed or packed shares)."""
-    if not is_node:
-        return None
-    r = len(primes)
-    out_shapes = [(shapes[p.a][1], shapes[p.b][1]) for p in pairs]
-    width = sum(a * b for a, b in out_shapes)
-    for i, s in list(shares.items()):
-        if isinstance(s, tuple) and s[0] == "seed":
-            shares[i] = _expand_seed((await s[1])[0], primes, shapes[i])
-        elif isinstance(s, tuple):
-            n, c = shapes[i]
-            shares[i] = np.empty((r, n, c), dtype=np.float32)
-            for start, fut in s[1]:
-                rows = min(BLOCK_ROWS, n - start)
-                shares[i][:, start : start + rows] = rns.unpack((await fut)[0], r, (rows, c))
-    for i, z in list(zs.items()):
-        if not isinstance(z, np.ndarray):
-            zs[i] = rns.unpack((await z)[0], r, (1, width))
-    t1 = time.perf_counter()
-    phases.seconds["input sharing"] = t1 - t0
-    # 3. local product: H_j = f_a(x_j)ᵀ f_b(x_j) + Σ_i Z_i(x_j)
-    H = sum(np.asarray(z, dtype=np.float64).reshape(r, width) for z in zs.values())
-    off = 0
-    for p, (a, b) in zip(pairs, out_shapes):
-        H[:, off : off + a * b] += rns.matmul_t_mod(shares[p.a], shares[p.b], primes).reshape(r, -1)
-        off += a * b
-    for i, q in enumerate(primes):
-        rns.reduce(H[i], q)
-    phases.seconds["local product"] = time.perf_counter() - t1
-    return H
+@dataclass
+class _Block:
+    """One row block as this party sees it: its own dealt share (if it deals and is a node) and
+    the pending messages carrying its explicit shares from the other dealers."""
+
+    start: int
+    rows: int
+    own: dict[int, np.ndarray]
+    pending: dict[int, Any]
+
+
+def _post_block(me, s, rows, matrix, dealers, nodes, seeded, streams, shapes, primes, send):
+    """Deal (at a dealer) and issue every message of rows [s, s + rows): every party issues
+    every message, in the same order (MPyC's labels advance in lockstep)."""
+    own, pending = {}, {}
+    for i in dealers:
+        explicit = [j for j in nodes if j != i and j not in seeded[i]]
+        if me == i:
+            targets = [*explicit, i] if i in nodes else explicit
+            dealt = _deal_rows(matrix[s : s + rows], primes, streams[i], targets)
+            if i in nodes:
+                own[i] = dealt.pop(i)
+            for j in explicit:
+                send("input sharing", rns.pack(dealt[j]), i, j)
+        else:
+            for j in explicit:
+                fut = send("input sharing", None, i, j)
+                if me == j:
+                    pending[i] = fut
+    return _Block(s, rows, own, pending)
+
+
+class _Accumulator:
+    """A node's running H_j = Σ_blocks f_a(x_j)[block]ᵀ f_b(x_j)[block] mod p (then + Σ Z_i):
+    the sum over row blocks of the products of shares is the share of the sum (same degree 2t,
+    same evaluation point), so H_j is exactly the unchunked local product."""
+
+    def __init__(self, is_node, pairs, shapes, primes, phases, t0):
+        self.is_node, self.pairs, self.shapes, self.primes = is_node, pairs, shapes, primes
+        self.phases, self.t0 = phases, t0
+        self.out_shapes = [(shapes[p.a][1], shapes[p.b][1]) for p in pairs]
+        width = sum(a * b for a, b in self.out_shapes)
+        self.H = np.zeros((len(primes), width)) if is_node else None
+        self.expanders: dict[int, rns.ResidueStream] = {}  # dealer -> its seed's stream here
+        self.product_s = 0.0
+
+    async def add(self, block: _Block, seed_msgs: dict[int, Any]) -> None:
+        if not self.is_node:
+            return
+        r = len(self.primes)
+        shares = dict(block.own)
+        for i, fut in seed_msgs.items():
+            if i not in self.expanders:
+                self.expanders[i] = rns.ResidueStream((await fut)[0])
+            shares[i] = _expand_rows(
+                self.expanders[i], self.primes, (block.rows, self.shapes[i][1])
+            )
+        for i, fut in block.pending.items():
+            shares[i] = rns.unpack((await fut)[0], r, (block.rows, self.shapes[i][1]))
+        t1 = time.perf_counter()
+        off = 0
+        for p, (a, b) in zip(self.pairs, self.out_shapes):
+            prod = rns.matmul_t_mod(shares[p.a], shares[p.b], self.primes)
+            self.H[:, off : off + a * b] += prod.reshape(r, -1)
+            off += a * b
+        for i, q in enumerate(self.primes):  # |H| stays <= p: a sum of two centred residues
+            rns.reduce(self.H[i], q)
+        self.product_s += time.perf_counter() - t1
+
+    async def finish(self, zs: dict[int, Any], width: int) -> np.ndarray | None:
+        """Add Σ_i Z_i(x_j) (the re-randomisation) once; None at other parties."""
+        if not self.is_node:
+            self.phases.seconds["input sharing"] = time.perf_counter() - self.t0
+            return None
+        r = len(self.primes)
+        for i, z in list(zs.items()):
+            if not isinstance(z, np.ndarray):
+                z = rns.unpack((await z)[0], r, (1, width))
+            self.H += np.asarray(z, dtype=np.float64).reshape(r, width)
+        for i, q in enumerate(self.primes):
+            rns.reduce(self.H[i], q)
+        self.phases.seconds["local product"] = self.product_s
+        self.phases.seconds["input sharing"] = time.perf_counter() - self.t0 - self.product_s
+        return self.H
 
 
 def _deal_rows(
@@ -310,7 +359,7 @@ def _deal_rows(
 ) -> dict[int, np.ndarray]:
     """The dealer's shares of ``rows`` for ``targets`` (float32 residues (r, rows, c)), in
     :data:`DEAL_ROWS` chunks; the seeded shares are drawn from ``streams`` chunk by chunk,
-    exactly as :func:`_expand_seed` draws them."""
+    exactly as :func:`_expand_rows` draws them."""
     n, c = rows.shape
     out = {j: np.empty((len(primes), n, c), dtype=np.float32) for j in targets}
     for s in range(0, n, DEAL_ROWS):
@@ -321,10 +370,12 @@ def _deal_rows(
     return out
 
 
-def _expand_seed(seed: bytes, primes: Sequence[int], shape: tuple[int, int]) -> np.ndarray:
-    """A seeded share (float32 residues (r, n, c)), drawn in the dealer's chunk order."""
+def _expand_rows(
+    stream: rns.ResidueStream, primes: Sequence[int], shape: tuple[int, int]
+) -> np.ndarray:
+    """The next ``shape`` rows of a seeded share (float32 residues (r, rows, c)), drawn in the
+    dealer's chunk order (:func:`_deal_rows` on the same block)."""
     n, c = shape
-    stream = rns.ResidueStream(seed)
     out = np.empty((len(primes), n, c), dtype=np.float32)
     for s in range(0, n, DEAL_ROWS):
         out[:, s : s + DEAL_ROWS] = stream.centred(primes, (min(DEAL_ROWS, n - s), c))
@@ -338,7 +389,7 @@ def warm_up() -> None:
     M = np.ones((4, 2), dtype=np.int64)
     dealt = _deal_rows(M, primes, {1: rns.ResidueStream(bytes(SEED_BYTES))}, [0, 2])
     rns.unpack(rns.pack(dealt[0]), 3, (4, 2))
-    seeded = _expand_seed(bytes(SEED_BYTES), primes, (4, 2))
+    seeded = _expand_rows(rns.ResidueStream(bytes(SEED_BYTES)), primes, (4, 2))
     rns.matmul_t_mod(dealt[0], seeded, primes)
     z = random_sharing(rns.to_residues(np.zeros((1, 2), np.int64), primes), primes, 2, [0, 1, 2])
     rns.from_residues(rns.centre(z[0], primes), primes)
