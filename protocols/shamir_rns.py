@@ -20,10 +20,23 @@ shares, so only nodes compute and open):
    t of the shares (t = 1: the receiver gets only seeds and the input traffic is halved).
 2. Re-randomisation. Every node i, and every noise party, deals a random degree-2t sharing of
    Z_i (Z_i = its noise N for the pairs it noises, else 0) to the other nodes (output-sized).
-3. Local product. Node j computes H_j = f_a(x_j)ᵀ f_b(x_j) + Σ_i Z_i(x_j) mod each p: one exact
-   float64 matrix product per prime and 4096-row chunk.
+3. Local product, streamed with step 1 over row blocks B_1, ..., B_L (``block_rows`` each):
+   node j multiplies its shares of block B_l, H_j += f_a(x_j)[B_l]ᵀ f_b(x_j)[B_l] mod each p
+   (one exact float64 product per prime and 8192-row chunk), then drops them; the dealers deal
+   block l + 1 before block l is multiplied, so a party holds its own columns and two blocks of
+   shares, never the n rows of shares (10M rows: 12 GiB per party before). Once every block is
+   in, H_j += Σ_i Z_i(x_j).
 4. Opening. Every node sends H_j to the receiver, which interpolates h(0) = Σ λ_j H_j mod p
    (degree 2t through 2t + 1 points) and recovers the signed integers by CRT.
+
+Why streaming changes nothing in what is computed or seen: row blocks partition the sum,
+M_aᵀM_b = Σ_l M_a[B_l]ᵀ M_b[B_l], and at each node Σ_l f_a(x_j)[B_l]ᵀ f_b(x_j)[B_l] is the value
+at x_j of Σ_l f_a[B_l]ᵀ f_b[B_l] = f_aᵀ f_b: a sum of degree-2t polynomials with constant term
+M_aᵀM_b, i.e. the same H_j as the unchunked product, so the accumulated shares are shares of the
+sum. The re-randomisation Z is added once to that sum and the opening happens once, after the
+last block: the receiver sees exactly the same 2t + 1 values as before (per-block products are
+never opened or sent), and every message carries the same shares as before, only cut into
+blocks (the same bytes; the tests check equality with the unchunked run and the plaintext).
 
 Why it is private against t corrupt parties (one, for m = 3): (i) a corrupt party's input shares
 are t values of degree-t polynomials with t uniform coefficients (its seed-derived shares are
@@ -53,12 +66,18 @@ import numpy as np
 
 from protocols import rns
 from protocols.mpyc_net import exchange
+from protocols.rns_blocks import (  # noqa: F401  (deal, *_ROWS: part of this module's API)
+    BLOCK_ROWS,
+    DEAL_ROWS,
+    Accumulator,
+    deal,
+    deal_rows,
+    expand_rows,
+    post_block,
+)
 
 PHASES = ("input sharing", "local product", "opening")
 SEED_BYTES = 32
-DEAL_ROWS = 8192  # dealing and seed expansion run in row chunks that stay in cache
-BLOCK_ROWS = 8 * DEAL_ROWS  # explicit shares travel in blocks of this many rows (pipelining;
-# and MPyC frames a message with a 4-byte length, so one message must stay below 4 GiB)
 
 
 @dataclass
@@ -91,33 +110,6 @@ def seed_receivers(dealer: int, nodes: Sequence[int], t: int, receiver: int) -> 
     """The t nodes whose share of ``dealer``'s input is pseudo-random (receiver first)."""
     order = [receiver, *[j for j in nodes if j != receiver]]
     return [j for j in order if j != dealer][:t]
-
-
-def deal(
-    M: np.ndarray,
-    primes: Sequence[int],
-    seeded: dict[int, np.ndarray],
-    targets: Sequence[int],
-) -> dict[int, np.ndarray]:
-    """Shares f(x_j), j in ``targets``, of the degree-t polynomial through f(0) = M and the
-    pseudo-random shares ``seeded = {party k: f(x_k)}`` (t of them).
-
-    ``M``: signed ints as float64 (|M| < p/2, shape S); ``seeded[k]``: centred residues
-    (r, *S). Returns centred residues (r, *S) per target party (float64).
-    """
-    ks = sorted(seeded)
-    xs = [0, *[k + 1 for k in ks]]
-    out = {j: np.empty((len(primes), *M.shape)) for j in targets}
-    tmp = np.empty(M.shape)
-    for i, p in enumerate(primes):
-        for j in targets:
-            lam = [c - p if c > p // 2 else c for c in rns.lagrange(xs, j + 1, p)]
-            acc = out[j][i]
-            np.multiply(M, float(lam[0]), out=acc)
-            for c, k in zip(lam[1:], ks):
-                acc += np.multiply(seeded[k][i], float(c), out=tmp)  # |terms| <= 2**40: exact
-            rns.reduce(acc, p, tmp)
-    return out
 
 
 def random_sharing(
@@ -213,12 +205,12 @@ async def rns_block_products(
     # shares are in by now) is multiplied into H and dropped; a party holds O(2 blocks) of shares
     n = shapes[dealers[0]][0]
     streams = {i: {k: rns.ResidueStream(sd) for k, sd in seeds[i].items()} for i in dealers}
-    acc = _Accumulator(me in nodes, pairs, shapes, primes, phases, t0)
+    acc = Accumulator(me in nodes, pairs, shapes, primes, phases, t0)
     prev = None
     for s in [*range(0, n, block_rows), None]:
         cur = None
         if s is not None:
-            cur = _post_block(
+            cur = post_block(
                 me,
                 s,
                 min(block_rows, n - s),
@@ -265,131 +257,14 @@ async def rns_block_products(
     return result
 
 
-@dataclass
-class _Block:
-    """One row block as this party sees it: its own dealt share (if it deals and is a node) and
-    the pending messages carrying its explicit shares from the other dealers."""
-
-    start: int
-    rows: int
-    own: dict[int, np.ndarray]
-    pending: dict[int, Any]
-
-
-def _post_block(me, s, rows, matrix, dealers, nodes, seeded, streams, shapes, primes, send):
-    """Deal (at a dealer) and issue every message of rows [s, s + rows): every party issues
-    every message, in the same order (MPyC's labels advance in lockstep)."""
-    own, pending = {}, {}
-    for i in dealers:
-        explicit = [j for j in nodes if j != i and j not in seeded[i]]
-        if me == i:
-            targets = [*explicit, i] if i in nodes else explicit
-            dealt = _deal_rows(matrix[s : s + rows], primes, streams[i], targets)
-            if i in nodes:
-                own[i] = dealt.pop(i)
-            for j in explicit:
-                send("input sharing", rns.pack(dealt[j]), i, j)
-        else:
-            for j in explicit:
-                fut = send("input sharing", None, i, j)
-                if me == j:
-                    pending[i] = fut
-    return _Block(s, rows, own, pending)
-
-
-class _Accumulator:
-    """A node's running H_j = Σ_blocks f_a(x_j)[block]ᵀ f_b(x_j)[block] mod p (then + Σ Z_i):
-    the sum over row blocks of the products of shares is the share of the sum (same degree 2t,
-    same evaluation point), so H_j is exactly the unchunked local product."""
-
-    def __init__(self, is_node, pairs, shapes, primes, phases, t0):
-        self.is_node, self.pairs, self.shapes, self.primes = is_node, pairs, shapes, primes
-        self.phases, self.t0 = phases, t0
-        self.out_shapes = [(shapes[p.a][1], shapes[p.b][1]) for p in pairs]
-        width = sum(a * b for a, b in self.out_shapes)
-        self.H = np.zeros((len(primes), width)) if is_node else None
-        self.expanders: dict[int, rns.ResidueStream] = {}  # dealer -> its seed's stream here
-        self.product_s = 0.0
-
-    async def add(self, block: _Block, seed_msgs: dict[int, Any]) -> None:
-        if not self.is_node:
-            return
-        r = len(self.primes)
-        shares = dict(block.own)
-        for i, fut in seed_msgs.items():
-            if i not in self.expanders:
-                self.expanders[i] = rns.ResidueStream((await fut)[0])
-            shares[i] = _expand_rows(
-                self.expanders[i], self.primes, (block.rows, self.shapes[i][1])
-            )
-        for i, fut in block.pending.items():
-            shares[i] = rns.unpack((await fut)[0], r, (block.rows, self.shapes[i][1]))
-        t1 = time.perf_counter()
-        off = 0
-        for p, (a, b) in zip(self.pairs, self.out_shapes):
-            prod = rns.matmul_t_mod(shares[p.a], shares[p.b], self.primes)
-            self.H[:, off : off + a * b] += prod.reshape(r, -1)
-            off += a * b
-        for i, q in enumerate(self.primes):  # |H| stays <= p: a sum of two centred residues
-            rns.reduce(self.H[i], q)
-        self.product_s += time.perf_counter() - t1
-
-    async def finish(self, zs: dict[int, Any], width: int) -> np.ndarray | None:
-        """Add Σ_i Z_i(x_j) (the re-randomisation) once; None at other parties."""
-        if not self.is_node:
-            self.phases.seconds["input sharing"] = time.perf_counter() - self.t0
-            return None
-        r = len(self.primes)
-        for i, z in list(zs.items()):
-            if not isinstance(z, np.ndarray):
-                z = rns.unpack((await z)[0], r, (1, width))
-            self.H += np.asarray(z, dtype=np.float64).reshape(r, width)
-        for i, q in enumerate(self.primes):
-            rns.reduce(self.H[i], q)
-        self.phases.seconds["local product"] = self.product_s
-        self.phases.seconds["input sharing"] = time.perf_counter() - self.t0 - self.product_s
-        return self.H
-
-
-def _deal_rows(
-    rows: np.ndarray,
-    primes: Sequence[int],
-    streams: dict[int, rns.ResidueStream],
-    targets: Sequence[int],
-) -> dict[int, np.ndarray]:
-    """The dealer's shares of ``rows`` for ``targets`` (float32 residues (r, rows, c)), in
-    :data:`DEAL_ROWS` chunks; the seeded shares are drawn from ``streams`` chunk by chunk,
-    exactly as :func:`_expand_rows` draws them."""
-    n, c = rows.shape
-    out = {j: np.empty((len(primes), n, c), dtype=np.float32) for j in targets}
-    for s in range(0, n, DEAL_ROWS):
-        Mc = np.asarray(rows[s : s + DEAL_ROWS], dtype=np.float64)
-        seeded = {k: st.centred(primes, Mc.shape) for k, st in streams.items()}
-        for j, sh in deal(Mc, primes, seeded, targets).items():
-            out[j][:, s : s + DEAL_ROWS] = sh
-    return out
-
-
-def _expand_rows(
-    stream: rns.ResidueStream, primes: Sequence[int], shape: tuple[int, int]
-) -> np.ndarray:
-    """The next ``shape`` rows of a seeded share (float32 residues (r, rows, c)), drawn in the
-    dealer's chunk order (:func:`_deal_rows` on the same block)."""
-    n, c = shape
-    out = np.empty((len(primes), n, c), dtype=np.float32)
-    for s in range(0, n, DEAL_ROWS):
-        out[:, s : s + DEAL_ROWS] = stream.centred(primes, (min(DEAL_ROWS, n - s), c))
-    return out
-
-
 def warm_up() -> None:
     """Run every local step once on a tiny job (no messages), so that a fresh party process
     pays numpy's and OpenSSL's first-call costs before its secure phase, not inside it."""
     primes = rns.PRIMES[:3]
     M = np.ones((4, 2), dtype=np.int64)
-    dealt = _deal_rows(M, primes, {1: rns.ResidueStream(bytes(SEED_BYTES))}, [0, 2])
+    dealt = deal_rows(M, primes, {1: rns.ResidueStream(bytes(SEED_BYTES))}, [0, 2])
     rns.unpack(rns.pack(dealt[0]), 3, (4, 2))
-    seeded = _expand_rows(rns.ResidueStream(bytes(SEED_BYTES)), primes, (4, 2))
+    seeded = expand_rows(rns.ResidueStream(bytes(SEED_BYTES)), primes, (4, 2))
     rns.matmul_t_mod(dealt[0], seeded, primes)
     z = random_sharing(rns.to_residues(np.zeros((1, 2), np.int64), primes), primes, 2, [0, 1, 2])
     rns.from_residues(rns.centre(z[0], primes), primes)

@@ -11,8 +11,8 @@ for most columns the domain is public anyway.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
