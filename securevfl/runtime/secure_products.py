@@ -182,8 +182,7 @@ def run_networked(
     mine = matrices.get(me)
     if mine is not None and tuple(mine.shape) != tuple(request.shapes[me]):
         raise ProtocolError(
-            f"party {me}'s matrix must have the public shape {request.shapes[me]}, "
-            f"got {mine.shape}"
+            f"party {me}'s matrix must have the public shape {request.shapes[me]}, got {mine.shape}"
         )
     if mine is not None and request.impl == "rns":  # streamed: encoded block by block
         mine = BlockEncoding(mine, request.frac_bits)
