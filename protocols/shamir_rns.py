@@ -25,7 +25,10 @@ shares, so only nodes compute and open):
    (one exact float64 product per prime and 8192-row chunk), then drops them; the dealers deal
    block l + 1 before block l is multiplied, so a party holds its own columns and two blocks of
    shares, never the n rows of shares (10M rows: 12 GiB per party before). Once every block is
-   in, H_j += Σ_i Z_i(x_j).
+   in, H_j += Σ_i Z_i(x_j). Messages are not acknowledged: a dealer that awaits explicit shares
+   from the other dealers (K = 2 with the server as receiver: each dealer from the other) cannot
+   run more than a block ahead of them; blocks a slower node has not consumed yet wait in its
+   receive buffer.
 4. Opening. Every node sends H_j to the receiver, which interpolates h(0) = Σ λ_j H_j mod p
    (degree 2t through 2t + 1 points) and recovers the signed integers by CRT.
 
