@@ -114,6 +114,7 @@ def run_block_products(
     timeout: float = 120.0,
     n_max: int = MAX_ROWS,
     trace: bool = False,
+    block_rows: int | None = None,
 ) -> tuple[dict[int, np.ndarray], PhaseStats]:
     """Spawn ``n_parties`` MPyC processes, run the secure phase, return the opened blocks.
 
@@ -134,6 +135,8 @@ def run_block_products(
         n_max=n_max,
     )
     job.update(timeout=timeout, trace=trace)
+    if block_rows is not None:  # impl rns: the rows streamed per block (default: its own)
+        job["block_rows"] = int(block_rows)
     enc_noise = {j: encode_noise(noises[j], frac_bits, noise_bound) for j in noises}
     addresses = [f"127.0.0.1:{p}" for p in free_ports(n_parties)]
     key = secrets.token_bytes(32)

@@ -269,6 +269,7 @@ async def secure_phase(
             receiver=job["receiver"],
             primes=tuple(job["primes"]),
             phases=phases,
+            **({"block_rows": int(job["block_rows"])} if "block_rows" in job else {}),
         )
         secs, sent = phases.seconds, phases.sent
     else:

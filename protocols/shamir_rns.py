@@ -20,10 +20,26 @@ shares, so only nodes compute and open):
    t of the shares (t = 1: the receiver gets only seeds and the input traffic is halved).
 2. Re-randomisation. Every node i, and every noise party, deals a random degree-2t sharing of
    Z_i (Z_i = its noise N for the pairs it noises, else 0) to the other nodes (output-sized).
-3. Local product. Node j computes H_j = f_a(x_j)ᵀ f_b(x_j) + Σ_i Z_i(x_j) mod each p: one exact
-   float64 matrix product per prime and 4096-row chunk.
+3. Local product, streamed with step 1 over row blocks B_1, ..., B_L (``block_rows`` each):
+   node j multiplies its shares of block B_l, H_j += f_a(x_j)[B_l]ᵀ f_b(x_j)[B_l] mod each p
+   (one exact float64 product per prime and 8192-row chunk), then drops them; the dealers deal
+   block l + 1 before block l is multiplied, so a party holds its own columns and two blocks of
+   shares, never the n rows of shares (10M rows: 12 GiB per party before). Once every block is
+   in, H_j += Σ_i Z_i(x_j). Messages are not acknowledged: a dealer that awaits explicit shares
+   from the other dealers (K = 2 with the server as receiver: each dealer from the other) cannot
+   run more than a block ahead of them; blocks a slower node has not consumed yet wait in its
+   receive buffer.
 4. Opening. Every node sends H_j to the receiver, which interpolates h(0) = Σ λ_j H_j mod p
    (degree 2t through 2t + 1 points) and recovers the signed integers by CRT.
+
+Why streaming changes nothing in what is computed or seen: row blocks partition the sum,
+M_aᵀM_b = Σ_l M_a[B_l]ᵀ M_b[B_l], and at each node Σ_l f_a(x_j)[B_l]ᵀ f_b(x_j)[B_l] is the value
+at x_j of Σ_l f_a[B_l]ᵀ f_b[B_l] = f_aᵀ f_b: a sum of degree-2t polynomials with constant term
+M_aᵀM_b, i.e. the same H_j as the unchunked product, so the accumulated shares are shares of the
+sum. The re-randomisation Z is added once to that sum and the opening happens once, after the
+last block: the receiver sees exactly the same 2t + 1 values as before (per-block products are
+never opened or sent), and every message carries the same shares as before, only cut into
+blocks (the same bytes; the tests check equality with the unchunked run and the plaintext).
 
 Why it is private against t corrupt parties (one, for m = 3): (i) a corrupt party's input shares
 are t values of degree-t polynomials with t uniform coefficients (its seed-derived shares are
@@ -53,12 +69,18 @@ import numpy as np
 
 from protocols import rns
 from protocols.mpyc_net import exchange
+from protocols.rns_blocks import (  # noqa: F401  (deal, *_ROWS: part of this module's API)
+    BLOCK_ROWS,
+    DEAL_ROWS,
+    Accumulator,
+    deal,
+    deal_rows,
+    expand_rows,
+    post_block,
+)
 
 PHASES = ("input sharing", "local product", "opening")
 SEED_BYTES = 32
-DEAL_ROWS = 8192  # dealing and seed expansion run in row chunks that stay in cache
-BLOCK_ROWS = 8 * DEAL_ROWS  # explicit shares travel in blocks of this many rows (pipelining;
-# and MPyC frames a message with a 4-byte length, so one message must stay below 4 GiB)
 
 
 @dataclass
@@ -93,33 +115,6 @@ def seed_receivers(dealer: int, nodes: Sequence[int], t: int, receiver: int) -> 
     return [j for j in order if j != dealer][:t]
 
 
-def deal(
-    M: np.ndarray,
-    primes: Sequence[int],
-    seeded: dict[int, np.ndarray],
-    targets: Sequence[int],
-) -> dict[int, np.ndarray]:
-    """Shares f(x_j), j in ``targets``, of the degree-t polynomial through f(0) = M and the
-    pseudo-random shares ``seeded = {party k: f(x_k)}`` (t of them).
-
-    ``M``: signed ints as float64 (|M| < p/2, shape S); ``seeded[k]``: centred residues
-    (r, *S). Returns centred residues (r, *S) per target party (float64).
-    """
-    ks = sorted(seeded)
-    xs = [0, *[k + 1 for k in ks]]
-    out = {j: np.empty((len(primes), *M.shape)) for j in targets}
-    tmp = np.empty(M.shape)
-    for i, p in enumerate(primes):
-        for j in targets:
-            lam = [c - p if c > p // 2 else c for c in rns.lagrange(xs, j + 1, p)]
-            acc = out[j][i]
-            np.multiply(M, float(lam[0]), out=acc)
-            for c, k in zip(lam[1:], ks):
-                acc += np.multiply(seeded[k][i], float(c), out=tmp)  # |terms| <= 2**40: exact
-            rns.reduce(acc, p, tmp)
-    return out
-
-
 def random_sharing(
     const: np.ndarray, primes: Sequence[int], degree: int, targets: Sequence[int]
 ) -> dict[int, np.ndarray]:
@@ -151,11 +146,16 @@ async def rns_block_products(
     receiver: int,
     primes: Sequence[int],
     phases: PartyPhases,
+    block_rows: int = BLOCK_ROWS,
 ) -> dict[int, np.ndarray] | None:
     """Every party runs this (see the module docstring); returns ``{pair index: M_aᵀM_b + N}``
     (int64) at ``receiver``, None elsewhere. ``pairs[j]`` has ``a``, ``b``,
     ``noise_party``; ``matrix`` is this party's encoded matrix, ``noises[j]`` its encoded noise
-    for the pairs it noises. Fills ``phases`` with this party's timings and sent bytes."""
+    for the pairs it noises; ``block_rows``: the rows of one streamed block (any positive
+    number; the result does not depend on it). Fills ``phases`` with this party's timings and
+    sent bytes."""
+    if block_rows < 1:
+        raise ValueError(f"block_rows must be >= 1, got {block_rows}")
     me, m, t = mpc.pid, len(mpc.parties), mpc.threshold
     nodes = opening_nodes(m, t, receiver)
     r = len(primes)
@@ -168,42 +168,17 @@ async def rns_block_products(
             phases.sent.append((phase, dst, len(data)))
         return exchange(mpc, data, [src], [dst])
 
-    # 1. input sharing: seeds to S_a first (their holders expand them while the dealers deal),
-    #    then the explicit shares to the other nodes, block by block as they are dealt
+    # 1. input sharing, part one: the seeds to S_a (their holders expand them block by block)
     seeds = {i: {k: os.urandom(SEED_BYTES) for k in seeded[i]} if me == i else {} for i in dealers}
-    shares: dict[int, Any] = {}  # dealer -> this party's share (residues) or pending messages
+    seed_msgs: dict[int, Any] = {}  # dealer -> the pending seed message of this party
     for i in dealers:
         for k in seeded[i]:
             fut = send("input sharing", seeds[i].get(k), i, k)
             if me == k:
-                shares[i] = ("seed", fut)
+                seed_msgs[i] = fut
     await asyncio.sleep(0)  # let the seed messages go out now
-    for i in dealers:
-        n, c = shapes[i]
-        explicit = [j for j in nodes if j != i and j not in seeded[i]]
-        blocks = range(0, n, BLOCK_ROWS)
-        if me == i:
-            streams = {k: rns.ResidueStream(sd) for k, sd in seeds[i].items()}
-            own = np.empty((r, n, c), dtype=np.float32) if i in nodes else None
-            for s in blocks:
-                targets = [*explicit, i] if i in nodes else explicit
-                dealt = _deal_rows(matrix[s : s + BLOCK_ROWS], primes, streams, targets)
-                if own is not None:
-                    own[:, s : s + BLOCK_ROWS] = dealt.pop(i)
-                for j in explicit:
-                    send("input sharing", rns.pack(dealt[j]), i, j)
-                await asyncio.sleep(0)  # the block goes out while the next one is dealt
-            shares[i] = own
-        else:
-            pending = []
-            for s in blocks:
-                for j in explicit:
-                    fut = send("input sharing", None, i, j)
-                    if me == j:
-                        pending.append((s, fut))
-            if pending:
-                shares[i] = ("packed", pending)
-    # 2. re-randomisation: a degree-2t sharing of Z_i (noise or zero) from every contributor
+    # 2. re-randomisation: a degree-2t sharing of Z_i (noise or zero) from every contributor;
+    #    output-sized, so it is sent before the row blocks
     out_shapes = [(shapes[p.a][1], shapes[p.b][1]) for p in pairs]
     width = sum(a * b for a, b in out_shapes)
     contributors = sorted(set(nodes) | {p.noise_party for p in pairs})
@@ -229,7 +204,33 @@ async def rns_block_products(
                 fut = send("input sharing", rns.pack(dealt[j]) if me == i else None, i, j)
                 if me == j:
                     zs[i] = fut
-    H = await _local_product(me in nodes, shares, zs, shapes, pairs, primes, phases, t0)
+    # 1 and 3, streamed over row blocks: block s is dealt and sent, then block s - 1 (whose
+    # shares are in by now) is multiplied into H and dropped; a party holds O(2 blocks) of shares
+    n = shapes[dealers[0]][0]
+    streams = {i: {k: rns.ResidueStream(sd) for k, sd in seeds[i].items()} for i in dealers}
+    acc = Accumulator(me in nodes, pairs, shapes, primes, phases, t0)
+    prev = None
+    for s in [*range(0, n, block_rows), None]:
+        cur = None
+        if s is not None:
+            cur = post_block(
+                me,
+                s,
+                min(block_rows, n - s),
+                matrix,
+                dealers,
+                nodes,
+                seeded,
+                streams,
+                shapes,
+                primes,
+                send,
+            )
+            await asyncio.sleep(0)  # the block goes out while the previous one is multiplied
+        if prev is not None:
+            await acc.add(prev, seed_msgs)
+        prev = cur
+    H = await acc.finish(zs, width)
     t2 = time.perf_counter()
     # 4. opening to the receiver only
     got = {}
@@ -246,10 +247,10 @@ async def rns_block_products(
         xs = [j + 1 for j in nodes]
         for i, p in enumerate(primes):
             lam = rns.lagrange(xs, 0, p)
-            acc = np.zeros(width, dtype=np.int64)
+            acc_p = np.zeros(width, dtype=np.int64)
             for c, j in zip(lam, nodes):
-                acc = (acc + c * (np.asarray(Hs[j][i]).astype(np.int64) % p)) % p
-            opened[i] = acc
+                acc_p = (acc_p + c * (np.asarray(Hs[j][i]).astype(np.int64) % p)) % p
+            opened[i] = acc_p
         flat = rns.from_residues(opened, primes).astype(np.int64)  # |v| < 2**63: job_for
         result, off = {}, 0
         for j, (a, b) in enumerate(out_shapes):
@@ -259,86 +260,14 @@ async def rns_block_products(
     return result
 
 
-async def _local_product(
-    is_node: bool,
-    shares: dict[int, Any],
-    zs: dict[int, Any],
-    shapes: dict[int, tuple[int, int]],
-    pairs: Sequence[Any],
-    primes: Sequence[int],
-    phases: PartyPhases,
-    t0: float,
-) -> np.ndarray | None:
-    """A node's H_j (residues, r x width) once its shares are in; None at other parties.
-    ``shares``/``zs`` hold residues or pending messages (seed or packed shares)."""
-    if not is_node:
-        return None
-    r = len(primes)
-    out_shapes = [(shapes[p.a][1], shapes[p.b][1]) for p in pairs]
-    width = sum(a * b for a, b in out_shapes)
-    for i, s in list(shares.items()):
-        if isinstance(s, tuple) and s[0] == "seed":
-            shares[i] = _expand_seed((await s[1])[0], primes, shapes[i])
-        elif isinstance(s, tuple):
-            n, c = shapes[i]
-            shares[i] = np.empty((r, n, c), dtype=np.float32)
-            for start, fut in s[1]:
-                rows = min(BLOCK_ROWS, n - start)
-                shares[i][:, start : start + rows] = rns.unpack((await fut)[0], r, (rows, c))
-    for i, z in list(zs.items()):
-        if not isinstance(z, np.ndarray):
-            zs[i] = rns.unpack((await z)[0], r, (1, width))
-    t1 = time.perf_counter()
-    phases.seconds["input sharing"] = t1 - t0
-    # 3. local product: H_j = f_a(x_j)ᵀ f_b(x_j) + Σ_i Z_i(x_j)
-    H = sum(np.asarray(z, dtype=np.float64).reshape(r, width) for z in zs.values())
-    off = 0
-    for p, (a, b) in zip(pairs, out_shapes):
-        H[:, off : off + a * b] += rns.matmul_t_mod(shares[p.a], shares[p.b], primes).reshape(r, -1)
-        off += a * b
-    for i, q in enumerate(primes):
-        rns.reduce(H[i], q)
-    phases.seconds["local product"] = time.perf_counter() - t1
-    return H
-
-
-def _deal_rows(
-    rows: np.ndarray,
-    primes: Sequence[int],
-    streams: dict[int, rns.ResidueStream],
-    targets: Sequence[int],
-) -> dict[int, np.ndarray]:
-    """The dealer's shares of ``rows`` for ``targets`` (float32 residues (r, rows, c)), in
-    :data:`DEAL_ROWS` chunks; the seeded shares are drawn from ``streams`` chunk by chunk,
-    exactly as :func:`_expand_seed` draws them."""
-    n, c = rows.shape
-    out = {j: np.empty((len(primes), n, c), dtype=np.float32) for j in targets}
-    for s in range(0, n, DEAL_ROWS):
-        Mc = np.asarray(rows[s : s + DEAL_ROWS], dtype=np.float64)
-        seeded = {k: st.centred(primes, Mc.shape) for k, st in streams.items()}
-        for j, sh in deal(Mc, primes, seeded, targets).items():
-            out[j][:, s : s + DEAL_ROWS] = sh
-    return out
-
-
-def _expand_seed(seed: bytes, primes: Sequence[int], shape: tuple[int, int]) -> np.ndarray:
-    """A seeded share (float32 residues (r, n, c)), drawn in the dealer's chunk order."""
-    n, c = shape
-    stream = rns.ResidueStream(seed)
-    out = np.empty((len(primes), n, c), dtype=np.float32)
-    for s in range(0, n, DEAL_ROWS):
-        out[:, s : s + DEAL_ROWS] = stream.centred(primes, (min(DEAL_ROWS, n - s), c))
-    return out
-
-
 def warm_up() -> None:
     """Run every local step once on a tiny job (no messages), so that a fresh party process
     pays numpy's and OpenSSL's first-call costs before its secure phase, not inside it."""
     primes = rns.PRIMES[:3]
     M = np.ones((4, 2), dtype=np.int64)
-    dealt = _deal_rows(M, primes, {1: rns.ResidueStream(bytes(SEED_BYTES))}, [0, 2])
+    dealt = deal_rows(M, primes, {1: rns.ResidueStream(bytes(SEED_BYTES))}, [0, 2])
     rns.unpack(rns.pack(dealt[0]), 3, (4, 2))
-    seeded = _expand_seed(bytes(SEED_BYTES), primes, (4, 2))
+    seeded = expand_rows(rns.ResidueStream(bytes(SEED_BYTES)), primes, (4, 2))
     rns.matmul_t_mod(dealt[0], seeded, primes)
     z = random_sharing(rns.to_residues(np.zeros((1, 2), np.int64), primes), primes, 2, [0, 1, 2])
     rns.from_residues(rns.centre(z[0], primes), primes)

@@ -18,6 +18,7 @@ import numpy as np
 
 from securevfl.context import PartyView, PublicInfo, RunContext, RunSpec
 from securevfl.data import (
+    check_rows,
     load_dataset,
     partition_columns,
     scale_block_to_unit_rows,
@@ -53,6 +54,7 @@ def check_spec(spec: RunSpec) -> Method:
             f"id_column applies to --dataset csv:... only, got dataset {spec.dataset!r}"
         )
     method.validate(spec)
+    check_rows(spec.dataset, (spec.dataset_options or {}).get("n"))  # before any run
     return method
 
 

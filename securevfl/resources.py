@@ -144,4 +144,33 @@ def _pbm_need(spec: Any, data_parties: int) -> list[tuple[str, int, str]]:
     ]
 
 
+def _secure_product_need(spec: Any, data_parties: int) -> list[tuple[str, int, str]]:
+    """fm-vfl's secure products (protocols/shamir_rns.py, streamed over row blocks), in the
+    largest party's process: its own n x c columns (c >= ceil(d / K); float64) and their
+    fixed-point encoding (int64) at once, plus two blocks of float32 shares of every dealer's
+    columns in r residues while streaming (r >= the primes for n * 4**4: at least 4 fractional
+    bits). Not the whole table: that is what streaming buys (10M rows, d = 40, K = 2: 3.2 GB
+    where holding every share at once took about 12 GiB)."""
+    opts = getattr(spec, "dataset_options", {}) or {}
+    n, d = opts.get("n"), opts.get("d", SYNTHETIC_D)
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (n, d)):
+        return []
+    from protocols import rns, shamir_rns  # noqa: PLC0415  (cryptography only on use)
+
+    n, d, k = int(n), int(d), max(int(data_parties), 1)
+    c = -(-d // k)
+    r = len(rns.primes_for(n * 4**4))
+    stream = 2 * min(n, shamir_rns.BLOCK_ROWS) * r * 4 * (d + 1)
+    return [
+        (
+            f"the secure product's inputs and streamed shares ({n:,} x {c} values and their "
+            f"encoding, "
+            f"2 blocks of {min(n, shamir_rns.BLOCK_ROWS):,} rows x {d + 1} columns x {r} residues)",
+            2 * n * c * 8 + stream,
+            "lower --n (or raise --parties)",
+        )
+    ]
+
+
 register_estimate("pbm-vfl", _pbm_need)
+register_estimate("fm-vfl", _secure_product_need)

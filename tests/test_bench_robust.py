@@ -132,3 +132,14 @@ def test_cell_against_its_method_rules_refused_before_any_run(tmp_path, capsys):
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert len(err) == 1 and "cell vfl/breast" in err[0] and "epsilon" in err[0], err
     assert not (out / "results.jsonl").exists()
+
+
+def test_n_beyond_the_dataset_refused_before_any_run(tmp_path, capsys):
+    # breast has 569 rows: a 100,000-row subsample can never run (bench pre-check, and run)
+    text = GOOD + '[[cells]]\nmethod = "vfl"\nn = [100, 100000]\n'
+    out = tmp_path / "out"
+    assert main(["bench", "--suite", str(_suite(tmp_path, text)), "--out", str(out)]) == 2
+    assert main(["run", "vfl", "--dataset", "breast", "--n", "100000", "--processes"]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 2 and all("n must be <= 569 (rows of dataset 'breast')" in e for e in err)
+    assert "cell vfl/breast" in err[0] and not (out / "results.jsonl").exists()

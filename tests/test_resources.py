@@ -46,3 +46,14 @@ def test_peak_of_a_child_process_is_its_own(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert big.sum() > 0 and out.returncode == 0, out.stderr
     assert int(out.stdout) < 150 * 2**20  # the child imported numpy; it never held 200 MiB
+
+
+def test_secure_product_working_memory_counted_per_party():
+    spec = RunSpec(method="fm-vfl", dataset="synthetic-logistic", dataset_options={"n": 10**7})
+    table, product = needs(spec, 2)
+    assert "secure product" in product[0] and product[1] > 2 * 10**7 * 20 * 8  # 20 columns, twice
+    assert product[1] < table[1] * 1.1  # one party's columns and O(block), not every share
+    assert needs(spec, 4)[1][1] < product[1] * 0.6  # a party's share of the columns
+    with pytest.raises(ConfigError, match="secure product's inputs .* lower --n"):
+        check_memory(spec, 2, available=table[1] + 2**20)
+    check_memory(spec, 2, available=product[1])

@@ -42,3 +42,11 @@ def test_scale_suites_load():
     sizes = {(c.spec.parties, c.spec.dataset_options["n"]) for c in big.cells}
     assert (2, 1_000_000) in sizes and (16, 100_000) in sizes
     assert max(c.spec.dataset_options["n"] for c in small.cells) == 100_000
+
+
+def test_party_growth_against_its_columns(tmp_path):
+    r = _rec("vfl", 2, 100_000, 1.0, 1, 400, 300) | {"features_per_party": [20, 20]}
+    r["stats"]["peak_rss_bytes"]["1"] = 500 * 2**20  # party 1 grew 200 MiB
+    md = render([r], tmp_path)
+    # party 1's columns: 100,000 x 20 float64 = 15 MiB; the table 31 MiB
+    assert "| vfl | 2 | 100,000 | 1 | 200 | 15 | 31 | 13.11 | 6.55 |" in md

@@ -1,6 +1,7 @@
 """The rns secure products (protocols/rns.py, protocols/shamir_rns.py): exact residue arithmetic,
 dealing with seeded shares, what one party receives, and the real protocol against the
-plaintext product and against MPyC's own secure matrix product, beyond the old 100k-row limit."""
+plaintext product and against MPyC's own secure matrix product, beyond the old 100k-row limit,
+and streamed over row blocks of any size."""
 
 from __future__ import annotations
 
@@ -182,3 +183,27 @@ def test_rns_beyond_the_old_row_limit_at_the_edge_of_its_field():
         timeout=120,
     )
     assert int(got[0][0, 0]) == -(n + int(bound)) * 4**f
+
+
+@pytest.mark.networked
+def test_streamed_product_equals_plaintext_and_unchunked_for_any_block_size():
+    n = 300
+    X, M, pairs, noises, f, bound = _job(n, seed=3)
+    want = {
+        j: M[p.a].astype(object).T @ M[p.b].astype(object)
+        + sp.encode_noise(noises[j], f, bound).astype(object)
+        for j, p in enumerate(pairs)
+    }
+    kw = dict(n_parties=4, receiver=3, frac_bits=f, noise_bound=bound, impl="rns", timeout=60)
+    # one block (unchunked), blocks that divide n, blocks that do not
+    runs = {b: sl.run_block_products(M, noises, pairs, block_rows=b, **kw) for b in (n, 100, 70)}
+    for rows, (got, st) in runs.items():
+        for j in want:
+            assert (got[j].astype(object) == want[j]).all(), (rows, j)
+            assert (got[j] == runs[n][0][j]).all()
+        # parties 0, 1 and the receiver 3 are the nodes (t = 1): dealer 0 sends its seed to 3, one
+        # explicit block of shares to 1 per row block, and its re-randomisation to 1 and 3
+        to_1 = [nb for ph, dst, nb in st.sent[0] if ph == "input sharing" and dst == 1]
+        assert len(to_1) == -(-n // rows) + 1, rows
+        # the same shares cross the channel, only cut into blocks
+        assert st.phases_bytes() == runs[n][1].phases_bytes(), rows

@@ -102,6 +102,43 @@ def growth(cells: dict[tuple[str, int, int], list[dict[str, Any]]]) -> list[str]
     return md if len(md) > 2 else ["No pair of cells 10x apart in n or 2x apart in K yet."]
 
 
+def _party_growth(r: dict[str, Any]) -> dict[int, float]:
+    """Each party process's peak above its start (bytes), by party index."""
+    stats = r.get("stats") or {}
+    peaks, starts = stats.get("peak_rss_bytes") or {}, stats.get("start_rss_bytes") or {}
+    return {int(k): float(peaks[k] - starts[k]) for k in peaks if starts.get(k)}
+
+
+def shares(
+    cells: dict[tuple[str, int, int], list[dict[str, Any]]], min_n: int = 100_000
+) -> list[str]:
+    """Per (method, K, n >= min_n): the data party whose process grew most, against its own
+    columns and against the whole table (float64): a party that holds only its share grows
+    with the share, and its growth / table falls as K rises. A pooled method (centralized,
+    dpsgd-c, fm-central) holds the whole table at one party by design: its columns are the
+    table. At small n the growth is mostly the runtime's own (torch, MPyC), not data."""
+    md = [
+        "| method | K | n | data party | its growth MiB | its columns MiB | whole table MiB "
+        "| growth / its columns | growth / table |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (m, k, n), rs in sorted(cells.items()):
+        r = rs[0]
+        fpp = r.get("features_per_party") or []
+        grown = {p: g for p, g in _party_growth(r).items() if p < len(fpp) and fpp[p]}
+        if n < min_n or not grown:
+            continue
+        p = max(grown, key=grown.get)
+        table = 8.0 * n * sum(fpp)
+        pooled = (r.get("capabilities") or {}).get("data") == "pooled"
+        own = table if pooled else 8.0 * n * fpp[p]  # a pooled method's party holds the table
+        md.append(
+            f"| {m} | {k} | {n:,} | {p} | {grown[p] / 2**20:,.0f} | {own / 2**20:,.0f} | "
+            f"{table / 2**20:,.0f} | {grown[p] / own:.2f} | {grown[p] / table:.2f} |"
+        )
+    return md if len(md) > 2 else [f"No per-party growth recorded at n >= {min_n:,} yet."]
+
+
 def plots(cells: dict[tuple[str, int, int], list[dict[str, Any]]], out: Path) -> list[str]:
     files = []
     methods = sorted({m for m, _, _ in cells})
@@ -147,5 +184,15 @@ def render(records: list[dict[str, Any]], out: Path) -> str:
         "",
     ]
     md += table(cells) + ["", "### Growth ratios", ""] + growth(cells) + [""]
+    md += ["### Peak memory per party against its share of the data", ""] + shares(cells)
+    md += [
+        "",
+        "Growth is the party process's peak above its size at start; columns are float64. At "
+        "100k rows most of the growth is the runtime's own (about 100 MiB for torch methods), so "
+        "the 1M-row rows are the test: growth / its columns near 1-2 and growth / table below "
+        "1 mean the party holds its own columns, not the table (pooled methods hold the table "
+        "by design).",
+        "",
+    ]
     md += [f"![{f}]({f})" for f in plots(cells, out)]
     return "\n".join(md)

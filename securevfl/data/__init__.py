@@ -3,6 +3,7 @@
 from securevfl.data.datasets import (
     Dataset,
     DatasetInfo,
+    check_rows,
     dataset_names,
     list_datasets,
     load_dataset,
@@ -29,6 +30,7 @@ __all__ = [
     "Dataset",
     "DatasetInfo",
     "NumericColumn",
+    "check_rows",
     "dataset_names",
     "encode_columns",
     "list_datasets",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -269,13 +270,29 @@ def dataset_names() -> list[str]:
     return names("dataset")
 
 
+def check_rows(name: Any, n: Any) -> None:
+    """Before any data is read: a subsample of ``n`` rows must fit in a catalogue dataset
+    (ConfigError, the rule :func:`_selector` applies when loading). Synthetic generators take
+    any n; CSV files and unknown names are checked where they are read."""
+    if n is None or not isinstance(name, str) or name not in names("dataset"):
+        return
+    entry = lookup("dataset", name)
+    if not entry.synthetic:
+        _rows_of(n, entry.info.n, name)
+
+
+def _rows_of(n: Any, total: int, name: str) -> int:
+    k = check_int("n", n, minimum=2)
+    if k > total:
+        raise ConfigError(f"n must be <= {total} (rows of dataset {name!r}), got {k}")
+    return k
+
+
 def _selector(n: int | None, seed: int, name: str) -> Callable[[int], np.ndarray | None]:
     def select(total: int) -> np.ndarray | None:
         if n is None:
             return None
-        k = check_int("n", n, minimum=2)
-        if k > total:
-            raise ConfigError(f"n must be <= {total} (rows of dataset {name!r}), got {k}")
+        k = _rows_of(n, total, name)
         return np.sort(make_rng(seed, purpose="subsample").choice(total, size=k, replace=False))
 
     return select

@@ -87,6 +87,22 @@ def _encode(request: ProductRequest, matrices: dict[int, np.ndarray], noises: di
     return enc, enc_noise
 
 
+class BlockEncoding:
+    """A party's real matrix, fixed-point encoded only as the streamed protocol reads its row
+    blocks (``enc[s:e]``), so the encoded n x c int64 copy is never held; its range is checked
+    up front, block by block, so a bad entry fails before any message is sent."""
+
+    def __init__(self, M: np.ndarray, frac_bits: int, check_rows: int = 65536) -> None:
+        sp, _ = _sp()
+        self.M, self.frac_bits, self.shape = M, frac_bits, M.shape
+        for s in range(0, M.shape[0], check_rows):
+            sp.encode_fixed(M[s : s + check_rows], frac_bits)  # raises ValueError out of range
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        sp, _ = _sp()
+        return sp.encode_fixed(self.M[rows], self.frac_bits)
+
+
 def _meter(meter: Any, sent: dict[int, Sequence[tuple[str, int, int]]], rounds: int) -> None:
     with meter.in_phase(PHASE):
         for _ in range(rounds):
@@ -161,13 +177,17 @@ def run_networked(
     from protocols.mpyc_party import peak_rss_kb  # noqa: PLC0415
 
     me = rt.index
-    enc, enc_noise = _encode(request, matrices, noises)
+    _, enc_noise = _encode(request, {}, noises)
     n = next(iter(request.shapes.values()))[0]
-    if me in enc and tuple(enc[me].shape) != tuple(request.shapes[me]):
+    mine = matrices.get(me)
+    if mine is not None and tuple(mine.shape) != tuple(request.shapes[me]):
         raise ProtocolError(
-            f"party {me}'s matrix must have the public shape {request.shapes[me]}, "
-            f"got {enc[me].shape}"
+            f"party {me}'s matrix must have the public shape {request.shapes[me]}, got {mine.shape}"
         )
+    if mine is not None and request.impl == "rns":  # streamed: encoded block by block
+        mine = BlockEncoding(mine, request.frac_bits)
+    elif mine is not None:
+        mine = sp.encode_fixed(mine, request.frac_bits)
     try:
         job = sl.job_for(
             request.shapes,
@@ -182,7 +202,7 @@ def run_networked(
         raise ConfigError(f"secure products: {exc}") from None
     try:
         opened, rep = rt._run(
-            sp.secure_phase(rt.mpc, job=job, matrix=enc.get(me), noises=enc_noise),
+            sp.secure_phase(rt.mpc, job=job, matrix=mine, noises=enc_noise),
             "the secure products",
         )
     except sp.ShamirProtocolError as exc:
