@@ -9,7 +9,12 @@ import torch
 from securevfl.context import RunSpec
 from securevfl.errors import ConfigError
 from securevfl.experiment import run_experiment
-from securevfl.models.afe_losses import contrastive_loss, kl_gaussian_distances
+from securevfl.methods.afe_hooks import block_scale
+from securevfl.models.afe_losses import (
+    contrastive_loss,
+    kl_gaussian_distances,
+    paired_contrastive_loss,
+)
 from securevfl.privacy.afe import (
     CLIPS,
     RescaleState,
@@ -19,6 +24,7 @@ from securevfl.privacy.afe import (
     noisy_stats,
     pairings,
     plan_noise,
+    released_rows,
     rescale,
     stats_sensitivity,
 )
@@ -266,3 +272,56 @@ def test_soft_clip_stays_in_the_ball_and_keeps_a_radial_gradient():
     for mode, radial in (("soft", True), ("hard", False)):
         (g,) = torch.autograd.grad(CLIPS[mode](x, C).norm(dim=1).sum(), x)
         assert bool((g.norm(dim=1) > 1e-3).all()) == radial
+
+
+def test_identity_rescale_gradient_sends_the_rescaled_value_with_the_clipped_rows_gradient():
+    rng = np.random.default_rng(4)
+    h = torch.tensor(rng.normal(0.3, 0.02, size=(30, 1)), requires_grad=True)
+    g = torch.as_tensor(rng.normal(size=(30, 1)))
+    u = clip_rows(h, 1.0)
+    outs = {}
+    for mode in ("identity", "chain"):
+        out = released_rows(u, factor=15.0, bound=1.0, clip="hard", gradient=mode)
+        (grad,) = torch.autograd.grad((out * g).sum(), h, retain_graph=True)
+        outs[mode] = (out.detach(), grad)
+    want = rescale(u, factor=15.0, bound=1.0).detach()
+    assert torch.equal(outs["identity"][0], want) and torch.equal(outs["chain"][0], want)
+    (plain,) = torch.autograd.grad((u * g).sum(), h)
+    assert torch.allclose(outs["identity"][1], plain)  # the bottom learns as vanilla's would
+    # d = 1 (adult): through the factor every row is pushed out of the ball, no gradient left
+    assert float(outs["chain"][1].norm()) < 1e-3 * float(plain.norm())
+
+
+def test_block_scale_divides_only_the_passive_blocks():
+    s = block_scale(6, dim=2, passive=[1, 2], spread=4.0, summed=False, holder_sends=True)
+    assert s.tolist() == [1, 1, 0.25, 0.25, 0.25, 0.25]
+    s = block_scale(4, dim=2, passive=[0, 1], spread=4.0, summed=False, holder_sends=False)
+    assert s.tolist() == [0.25] * 4
+    assert block_scale(
+        2, dim=2, passive=[1], spread=4.0, summed=True, holder_sends=True
+    ).tolist() == [1, 1]
+
+
+def test_paired_contrastive_row_gradient_ignores_the_other_rows_and_separates_classes():
+    rng = np.random.default_rng(5)
+    b, d = 24, 3
+    perms = torch.as_tensor(pairings(b, seed=1))
+    labels = torch.as_tensor(np.repeat([0, 1], b // 2))
+    keep = torch.ones(b, dtype=torch.bool)
+    partners = torch.as_tensor(rng.normal(size=(b, d)))
+    z = torch.tensor(rng.normal(0, 0.3, size=(b, d)), requires_grad=True)
+    z2 = z.detach().clone()
+    z2[5] += 1.0  # another row changes: row 0's gradient must not
+    grads = []
+    for x in (z, z2.requires_grad_(True)):
+        loss = paired_contrastive_loss(x, labels, keep, bound=1.0, partners=partners, perms=perms)
+        grads.append(torch.autograd.grad(loss, x)[0])
+    assert torch.equal(grads[0][0], grads[1][0])
+    # against noisy released copies of separated classes the loss prefers the separation
+    sep = torch.cat([torch.full((b // 2, d), 0.4), torch.full((b // 2, d), -0.4)]).double()
+    noisy = sep + torch.as_tensor(rng.normal(0, 0.3, size=(b, d)))
+    mixed = sep[torch.randperm(b, generator=torch.Generator().manual_seed(0))]
+    kw = {"bound": 1.0, "partners": noisy, "perms": perms}
+    assert paired_contrastive_loss(sep, labels, keep, **kw) < paired_contrastive_loss(
+        mixed, labels, keep, **kw
+    )

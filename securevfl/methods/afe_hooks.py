@@ -12,14 +12,19 @@ import torch
 
 from securevfl.context import RunContext
 from securevfl.methods.dp_bottom_options import BottomPlan
-from securevfl.models.afe_losses import contrastive_loss, negentropy, pair_distances
+from securevfl.models.afe_losses import (
+    contrastive_loss,
+    negentropy,
+    pair_distances,
+    paired_contrastive_loss,
+)
 from securevfl.privacy.afe import (
     CLIPS,
     RescaleState,
     batch_stats,
     pairings,
     release_stats,
-    rescale,
+    released_rows,
     stats_of,
 )
 from securevfl.privacy.ceiling import accuracy_ceiling, composed_mu
@@ -102,7 +107,13 @@ class AFEHooks(SplitNNHooks):
                 w = batch_stats(v, perms.numpy())
             w, s = release_stats(w, b=len(u), z=self.cfg["z_s"], rng=self.stats_rngs[k])
             st.update(w, b=len(u), sigma=s)
-        out = rescale(u, factor=st.factor, bound=self.C, clip=self.cfg["clip_mode"])
+        out = released_rows(
+            u,
+            factor=st.factor,
+            bound=self.C,
+            clip=self.cfg["clip_mode"],
+            gradient=self.cfg["rescale_gradient"],
+        )
         if training:  # per-step costs are of training steps only
             self.ms["R"] += time.perf_counter() - t0
         self._record_norms(ctx, out, training)
@@ -124,13 +135,32 @@ class AFEHooks(SplitNNHooks):
             self.released[k] = out  # the DP bottom's contrastive partners
         return out
 
+    def _input_scale(self, ctx: RunContext, width: int) -> np.ndarray:
+        return block_scale(
+            width,
+            dim=ctx.spec.embedding_dim,
+            passive=self.passive,
+            spread=float(np.sqrt(self.sigma**2 + self.C**2 / ctx.spec.embedding_dim)),
+            summed=self.aggregation == "sum",
+            holder_sends=self.L in ctx.data_parties,
+        )
+
     def aggregate(self, ctx: RunContext, messages: Any, *, dst: int, step: int) -> Any:
-        """The default gather; the label holder keeps the last epoch's for the head epochs."""
+        """The default gather, each passive block scaled (``_input_scale``); the label holder
+        keeps the last epoch's for the head epochs."""
         agg = super().aggregate(ctx, messages, dst=dst, step=step)
+        if agg is not None and self.cfg["input_scaling"]:
+            agg = (agg * self._input_scale(ctx, agg.shape[1])).astype(np.float32)
         if agg is not None and self.cfg["head_epochs"] > 0 and self.batch.phase == TRAIN:
             if self._last_epoch(ctx):
                 self.kept.add_input(agg)
         return agg
+
+    def grad_message(self, ctx: RunContext, grad: np.ndarray, step: int) -> np.ndarray:
+        """The gradient w.r.t. each party's message (the chain rule through the scaling)."""
+        if not self.cfg["input_scaling"]:
+            return grad
+        return (grad * self._input_scale(ctx, grad.shape[1])).astype(np.float32)
 
     def observe(self, ctx: RunContext, step: int, outputs: np.ndarray, y: np.ndarray) -> None:
         if self.cfg["head_epochs"] > 0 and self._last_epoch(ctx):
@@ -155,9 +185,13 @@ class AFEHooks(SplitNNHooks):
             c = min(int(ctx.info.n_classes or 2), len(grad))
             labels, keep = pseudo_labels(grad, c, threshold=self.cfg["fcm_threshold"])
             self.fcm_kept.append(float(keep.mean()))
-            cl = contrastive_loss(
-                u, torch.as_tensor(labels), torch.as_tensor(keep), bound=self.C, partners=partners
-            )
+            lab, kp = torch.as_tensor(labels), torch.as_tensor(keep)
+            if partners is not None:
+                cl = paired_contrastive_loss(
+                    u, lab, kp, bound=self.C, partners=partners, perms=self._perms(ctx, len(u))
+                )
+            else:
+                cl = contrastive_loss(u, lab, kp, bound=self.C, partners=partners)
             extra = self.cfg["lam_cl"] * cl if extra is None else extra + self.cfg["lam_cl"] * cl
             self.ms["D"] += time.perf_counter() - t0
         return extra
@@ -210,6 +244,30 @@ class AFEHooks(SplitNNHooks):
             return []
         event = gaussian_event(sigma=self.sigma, sensitivity=2 * self.C, count=n_rows)
         return [(k, event) for k in self.passive]
+
+
+def block_scale(
+    width: int,
+    *,
+    dim: int,
+    passive: list[int],
+    spread: float,
+    summed: bool,
+    holder_sends: bool,
+) -> np.ndarray:
+    """Per-column factor the label holder applies to the aggregate before its head: each
+    passive party's block is divided by its training rows' public per-coordinate spread bound
+    s = sqrt(σ² + C²/P); the label holder's own block (active features) is kept. Why: at small
+    ε the noise is many C wide and a head fed raw blocks is swamped (measured on adult, ε = 1:
+    the label holder's own columns went unused). Post-processing: nothing is released. The
+    gradient returned is scaled alike (the chain rule, ``grad_message``). Summed blocks are
+    scaled together, and not at all when the label holder's own block is in the sum."""
+    if summed:
+        return np.full(width, 1.0 if holder_sends else 1.0 / spread)
+    scale = np.ones(width)
+    for k in passive:
+        scale[k * dim : (k + 1) * dim] = 1.0 / spread
+    return scale
 
 
 def accuracy_ceiling_of(ctx: RunContext, hooks: AFEHooks) -> float | None:

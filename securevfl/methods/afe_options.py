@@ -74,6 +74,21 @@ OPTIONS = {
         ge=0,
         le=1000,
     ),
+    "rescale_gradient": Option(
+        str,
+        "identity",
+        "gradient of the rescaling (R) in the bottom's update: identity (the released value is "
+        "rescaled, the bottom is updated as if it were not: straight-through) or chain (through "
+        "the factor; at small spread the factor is large and the bottom collapses to a constant "
+        "row, measured on adult)",
+        choices=("identity", "chain"),
+    ),
+    "input_scaling": Option(
+        parse_bool,
+        True,
+        "the label holder divides each received block by its public spread bound "
+        "sqrt(sigma^2 + C^2/P) before its head (post-processing; false: raw blocks)",
+    ),
     "active_features": Option(
         parse_bool,
         False,

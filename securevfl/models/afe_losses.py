@@ -52,6 +52,34 @@ def negentropy(dist: torch.Tensor) -> torch.Tensor:
     return skew**2 / 12.0 + exkurt**2 / 48.0
 
 
+def paired_contrastive_loss(
+    u: torch.Tensor,
+    labels: torch.Tensor,
+    keep: torch.Tensor,
+    *,
+    bound: float,
+    partners: torch.Tensor,
+    perms: torch.Tensor,
+) -> torch.Tensor:
+    """Eq. 8 for a DP bottom: row i against the *released* rows of its own pairings π_r(i)
+    only (constants, ``partners``), over pairs whose two rows are kept.
+
+    Why not every kept row: the released rows carry noise n_j of σ up to a few C. Against all
+    rows, every row of one pseudo-class is pulled toward the same noisy class mean, so the
+    noise of that mean enters every row's gradient alike and does not average out over the
+    batch (measured on adult, ε = 8: AUC fell from 0.70 to 0.50). Against its own few
+    partners, row i's noise term is its own and the batch sum averages it down."""
+    w = partners.detach()[perms]  # (R, b, d)
+    both = (keep[None, :] & keep[perms]).float()
+    if float(both.sum()) == 0.0:
+        return u.sum() * 0.0
+    same = (labels[None, :] == labels[perms]).float()
+    dist_sq = ((u.unsqueeze(0) - w) ** 2).sum(dim=2)
+    dist = torch.sqrt(dist_sq + 1e-12)
+    per = same * dist_sq + (1 - same) * torch.clamp(bound - dist, min=0.0) ** 2
+    return (per * both).sum() / both.sum() / bound**2
+
+
 def contrastive_loss(
     u: torch.Tensor,
     labels: torch.Tensor,

@@ -169,6 +169,18 @@ def rescale(
     return CLIPS[clip](factor * (u if centre is None else u - centre), bound)
 
 
+def released_rows(
+    u: torch.Tensor, *, factor: float, bound: float, clip: str, gradient: str
+) -> torch.Tensor:
+    """The rows a party sends before noise: :func:`rescale`'s value; ``gradient`` "identity"
+    gives the bottom update the gradient of ``u`` itself (straight-through), "chain" the
+    gradient through the factor and the clip. Either way the value, hence the release and its
+    sensitivity, is the same."""
+    out = rescale(u, factor=factor, bound=bound, clip=clip)
+    # out + (u - u) is out to the bit (u - u.detach() is exactly 0): the ball bound holds as is
+    return out.detach() + (u - u.detach()) if gradient == "identity" else out
+
+
 class RescaleState:
     """One party's moving average of noisy batch statistics and the factor it gives (``centre``,
     the average batch mean, is kept for diagnostics and for a centred rescaling).
