@@ -1,0 +1,104 @@
+"""A small CNN bottom model for a party holding some pixels of a flattened image.
+
+A party's columns are global pixel indices of a row-major image (h x w). The model puts its
+pixels back where they lie: it takes the band of image rows its pixels cover (all w columns,
+a slice may start or end mid-row), scatters its pixels into that band and leaves zeros where
+it holds nothing, then runs conv(1->c1, 3x3, pad 1) -> ReLU -> maxpool 2 -> conv(c1->c2, 3x3,
+pad 1) -> ReLU -> adaptive average pool to a GRID x GRID grid -> Linear -> embedding.
+
+The scatter is a gather with a constant index (no in-place writes, no batch norm), so
+``torch.func.vmap(grad(...))`` gives per-example gradients for DP-SGD (``private_bottom``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+GRID = 2  # the pooled grid: 2 x 2 still fits a 2-row band of 8x8 digits after max-pooling
+
+
+def pixel_band(columns: Sequence[int], image_shape: tuple[int, int]) -> tuple[np.ndarray, int]:
+    """Where each cell of the party's band of image rows takes its value from.
+
+    Returns ``(index, rows)``: ``index`` (rows * w) holds, for each cell of the band in
+    row-major order, the position in ``columns`` of the pixel lying there, or ``len(columns)``
+    (the zero pad) where the party holds no pixel; ``rows`` is the band's height, at least 2 so
+    that max-pooling by 2 has a row to pool.
+    """
+    h, w = image_shape
+    cols = np.asarray(columns, dtype=np.int64)
+    if cols.size == 0 or cols.min() < 0 or cols.max() >= h * w:
+        raise ValueError(
+            f"columns must be pixel indices in [0, {h * w}) of a {h}x{w} image, got "
+            f"{cols.size} columns in [{cols.min(initial=0)}, {cols.max(initial=0)}]"
+        )
+    top = int(cols.min()) // w
+    rows = max(int(cols.max()) // w - top + 1, 2)
+    index = np.full(rows * w, cols.size, dtype=np.int64)
+    index[cols - top * w] = np.arange(cols.size)
+    return index, rows
+
+
+class ConvBottom(nn.Module):
+    """A party's CNN bottom: its pixels placed in their band of image rows, two convolutions,
+    pooled to a small grid, a linear map to the embedding (tanh-bounded if asked)."""
+
+    def __init__(
+        self,
+        columns: Sequence[int],
+        image_shape: tuple[int, int],
+        embedding_dim: int,
+        *,
+        channels: tuple[int, int] = (8, 16),
+        bounded: bool = False,
+    ) -> None:
+        super().__init__()
+        index, self.rows = pixel_band(columns, image_shape)
+        self.width = int(image_shape[1])
+        # a buffer, not a parameter: fingerprints and DP-SGD see only the weights
+        self.register_buffer("index", torch.as_tensor(index), persistent=False)
+        c1, c2 = channels
+        layers: list[nn.Module] = [
+            nn.Conv2d(1, c1, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(c1, c2, 3, padding=1),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(GRID),
+            nn.Flatten(),
+            nn.Linear(c2 * GRID * GRID, embedding_dim),
+        ]
+        if bounded:
+            layers.append(nn.Tanh())
+        self.net = nn.Sequential(*layers)
+
+    def place(self, x: torch.Tensor) -> torch.Tensor:
+        """(b, n_columns) -> (b, 1, rows, w): each pixel at its place, zeros elsewhere."""
+        padded = nn.functional.pad(x, (0, 1))  # the last column is the zero of empty cells
+        return padded[:, self.index].reshape(x.shape[0], 1, self.rows, self.width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(self.place(x))
+
+
+def conv_bottom(
+    columns: Sequence[int],
+    image_shape: tuple[int, int],
+    embedding_dim: int,
+    *,
+    hidden: int = 32,
+    bounded: bool = False,
+) -> ConvBottom:
+    """The CNN bottom with channel widths from the split-NN's ``hidden`` width: hidden/4 and
+    hidden/2 (8 and 16 at the default 32: small, everything runs on a few CPU cores)."""
+    return ConvBottom(
+        columns,
+        image_shape,
+        embedding_dim,
+        channels=(max(1, hidden // 4), max(1, hidden // 2)),
+        bounded=bounded,
+    )
