@@ -4,7 +4,14 @@ A party's columns are global pixel indices of a row-major image (h x w). The mod
 pixels back where they lie: it takes the band of image rows its pixels cover (all w columns,
 a slice may start or end mid-row), scatters its pixels into that band and leaves zeros where
 it holds nothing, then runs conv(1->c1, 3x3, pad 1) -> ReLU -> maxpool 2 -> conv(c1->c2, 3x3,
-pad 1) -> ReLU -> adaptive average pool to a GRID x GRID grid -> Linear -> embedding.
+pad 1) -> ReLU -> adaptive average pool to a grid of at most GRID x GRID cells (never finer
+than the max-pooled band) -> Linear -> embedding.
+
+The pipeline hands a party its rows scaled by 1/sqrt(B), B the public bound on a row's squared
+norm (``PublicInfo.row_norm_bound_sq``): a 28x28 image's pixels arrive in [-1/28, 1/28]. The
+model multiplies them back by sqrt(B) (``input_scale``, a public constant): with inputs that
+small the convolutions' biases swamp the pixels and the CNN learned far slower (measured on
+fashion-mnist, 10k rows, 2 epochs: accuracy 0.54 unscaled, 0.69 scaled, at a 2 x 2 grid).
 
 The scatter is a gather with a constant index (no in-place writes, no batch norm), so
 ``torch.func.vmap(grad(...))`` gives per-example gradients for DP-SGD (``private_bottom``).
@@ -18,7 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
-GRID = 2  # the pooled grid: 2 x 2 still fits a 2-row band of 8x8 digits after max-pooling
+GRID = 4  # the largest pooled grid (fashion-mnist: 4 x 4 beat 2 x 2 and 3 x 3 in accuracy)
 
 
 def pixel_band(columns: Sequence[int], image_shape: tuple[int, int]) -> tuple[np.ndarray, int]:
@@ -55,10 +62,13 @@ class ConvBottom(nn.Module):
         *,
         channels: tuple[int, int] = (8, 16),
         bounded: bool = False,
+        input_scale: float = 1.0,
     ) -> None:
         super().__init__()
         index, self.rows = pixel_band(columns, image_shape)
         self.width = int(image_shape[1])
+        self.input_scale = float(input_scale)
+        grid = (min(GRID, self.rows // 2), min(GRID, self.width // 2))
         # a buffer, not a parameter: fingerprints and DP-SGD see only the weights
         self.register_buffer("index", torch.as_tensor(index), persistent=False)
         c1, c2 = channels
@@ -68,9 +78,9 @@ class ConvBottom(nn.Module):
             nn.MaxPool2d(2),
             nn.Conv2d(c1, c2, 3, padding=1),
             nn.ReLU(),
-            nn.AdaptiveAvgPool2d(GRID),
+            nn.AdaptiveAvgPool2d(grid),
             nn.Flatten(),
-            nn.Linear(c2 * GRID * GRID, embedding_dim),
+            nn.Linear(c2 * grid[0] * grid[1], embedding_dim),
         ]
         if bounded:
             layers.append(nn.Tanh())
@@ -78,7 +88,9 @@ class ConvBottom(nn.Module):
 
     def place(self, x: torch.Tensor) -> torch.Tensor:
         """(b, n_columns) -> (b, 1, rows, w): each pixel at its place, zeros elsewhere."""
-        padded = nn.functional.pad(x, (0, 1))  # the last column is the zero of empty cells
+        padded = nn.functional.pad(
+            x * self.input_scale, (0, 1)
+        )  # the last column is the zero of empty cells
         return padded[:, self.index].reshape(x.shape[0], 1, self.rows, self.width)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -92,6 +104,7 @@ def conv_bottom(
     *,
     hidden: int = 32,
     bounded: bool = False,
+    input_scale: float = 1.0,
 ) -> ConvBottom:
     """The CNN bottom with channel widths from the split-NN's ``hidden`` width: hidden/4 and
     hidden/2 (8 and 16 at the default 32: small, everything runs on a few CPU cores)."""
@@ -101,4 +114,5 @@ def conv_bottom(
         embedding_dim,
         channels=(max(1, hidden // 4), max(1, hidden // 2)),
         bounded=bounded,
+        input_scale=input_scale,
     )

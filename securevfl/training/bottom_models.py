@@ -18,7 +18,10 @@ def bottom_model(ctx: RunContext, k: int, *, bounded: bool) -> nn.Module:
     if spec.model == "cnn":
         shape = check_image_dataset(ctx.info.dataset, model=spec.model)
         cols = ctx.views[k].columns
-        return conv_bottom(cols, shape, spec.embedding_dim, hidden=spec.hidden, bounded=bounded)
+        scale = ctx.info.row_norm_bound_sq**0.5  # back to pixel values (a public constant)
+        return conv_bottom(
+            cols, shape, spec.embedding_dim, hidden=spec.hidden, bounded=bounded, input_scale=scale
+        )
     return bottom_mlp(
         ctx.info.features_per_party[k], spec.embedding_dim, hidden=spec.hidden, bounded=bounded
     )
