@@ -16,7 +16,7 @@ class LocalOnly(Method):
     name = "local"
     summary = "active party only: trains on party 0's columns, no communication"
     family = "plain"
-    models = ("glm", "mlp")
+    models = ("glm", "mlp", "cnn")
     label_party_only = True
 
     def fit(self, ctx: RunContext) -> FitResult:

@@ -22,7 +22,7 @@ class NonPrivateVFL(Method):
     name = "vfl"
     summary = "non-private VFL: plain intermediate results / embeddings (the accuracy ceiling)"
     family = "plain"
-    models = ("glm", "mlp")
+    models = ("glm", "mlp", "cnn")
 
     def fit(self, ctx: RunContext) -> FitResult:
         return fit_plain(ctx)

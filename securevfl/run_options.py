@@ -63,8 +63,11 @@ COMMON_OPTIONS: dict[str, Option] = {
     "model": _common(
         "model",
         str,
-        "glm: vertical GLM; mlp: split neural network; default: the method's first model",
-        choices=("glm", "mlp"),
+        "glm: vertical GLM; mlp: split neural network; cnn: split neural network whose bottoms "
+        "are a small CNN (two 3x3 convolutions, --hidden/4 and --hidden/2 channels) on each "
+        "party's pixels in their image rows, for image datasets (digits, fashion-mnist, "
+        "mnist5k) and split-NN methods; default: the method's first model",
+        choices=("glm", "mlp", "cnn"),
     ),
     "epochs": _common("epochs", int, "passes over the training split", ge=1, le=100_000),
     "batch_size": _common("batch_size", int, "minibatch size", ge=1, le=10_000_000),
@@ -82,7 +85,13 @@ COMMON_OPTIONS: dict[str, Option] = {
     "embedding_dim": _common(
         "embedding_dim", int, "split-NN embedding size per party", ge=1, le=4096
     ),
-    "hidden": _common("hidden", int, "split-NN hidden width", ge=1, le=65536),
+    "hidden": _common(
+        "hidden",
+        int,
+        "split-NN hidden width (cnn: bottom channels hidden/4, hidden/2)",
+        ge=1,
+        le=65536,
+    ),
     "aggregation": _common(
         "aggregation",
         str,

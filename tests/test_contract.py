@@ -59,7 +59,7 @@ def check_reproducible(name: str) -> None:
 
 def check_refuses_other_models(name: str) -> None:
     m = lookup("method", name)
-    for other in [x for x in ("glm", "mlp") if x not in m.models]:
+    for other in [x for x in ("glm", "mlp", "cnn") if x not in m.models]:
         with pytest.raises(ConfigError, match="model for method"):
             run_experiment(_spec(name, model=other))
 

@@ -23,17 +23,21 @@ def _model(d, P, seed):
     return seeded_init(bottom_mlp(d, P, hidden=8), seed)
 
 
-def test_per_example_gradients_match_one_row_at_a_time():
-    rng = np.random.default_rng(0)
-    m = _model(5, 3, 1)
-    x = torch.as_tensor(rng.normal(size=(7, 5)), dtype=torch.float32)
-    v = torch.as_tensor(rng.normal(size=(7, 3)), dtype=torch.float32)
+def assert_per_example_grads_match_one_row_at_a_time(m, x, v, atol=1e-6):
+    """``per_example_grads`` of model ``m`` equal plain autograd on each row alone."""
     got = per_example_grads(m, x, v)
-    for i in range(7):
+    for i in range(x.shape[0]):
         m.zero_grad()
         (m(x[i : i + 1])[0] * v[i]).sum().backward()
         for n, p in m.named_parameters():
-            assert torch.allclose(got[n][i], p.grad, atol=1e-6)
+            assert torch.allclose(got[n][i], p.grad, atol=atol)
+
+
+def test_per_example_gradients_match_one_row_at_a_time():
+    rng = np.random.default_rng(0)
+    x = torch.as_tensor(rng.normal(size=(7, 5)), dtype=torch.float32)
+    v = torch.as_tensor(rng.normal(size=(7, 3)), dtype=torch.float32)
+    assert_per_example_grads_match_one_row_at_a_time(_model(5, 3, 1), x, v)
 
 
 def test_one_row_moves_the_clipped_sum_by_at_most_twice_the_clip():

@@ -3,8 +3,10 @@
 from securevfl.data.datasets import (
     Dataset,
     DatasetInfo,
+    check_image_dataset,
     check_rows,
     dataset_names,
+    image_shape,
     list_datasets,
     load_dataset,
 )
@@ -30,9 +32,11 @@ __all__ = [
     "Dataset",
     "DatasetInfo",
     "NumericColumn",
+    "check_image_dataset",
     "check_rows",
     "dataset_names",
     "encode_columns",
+    "image_shape",
     "list_datasets",
     "load_dataset",
     "partition_columns",

@@ -40,6 +40,8 @@ class DatasetInfo:
     licence: str
     description: str
     optional: bool
+    # (height, width) of a row-major image whose pixels are the columns (None: not an image)
+    image_shape: tuple[int, int] | None = None
 
 
 @dataclass
@@ -152,6 +154,7 @@ _CATALOGUE = [
             "CC BY 4.0",
             "Handwritten digits 0-9; pixels scaled from the known domain 0..16.",
             False,
+            image_shape=(8, 8),
         ),
         _real.load_digits,
     ),
@@ -239,6 +242,7 @@ _CATALOGUE = [
             "MIT",
             "Zalando article images 28x28, train+test pooled; pixels scaled from 0..255.",
             True,
+            image_shape=(28, 28),
         ),
         _optional.load_fashion_mnist,
     ),
@@ -252,6 +256,7 @@ _CATALOGUE = [
             "CC BY-SA 3.0 (MNIST)",
             "5,000 MNIST digits 28x28; pixels scaled from 0..255.",
             True,
+            image_shape=(28, 28),
         ),
         _optional.load_mnist5k,
     ),
@@ -268,6 +273,25 @@ def list_datasets() -> list[DatasetInfo]:
 def dataset_names() -> list[str]:
     """Sorted dataset names."""
     return names("dataset")
+
+
+def image_shape(name: Any) -> tuple[int, int] | None:
+    """The image shape of a catalogue dataset whose columns are pixels (None: not an image)."""
+    if not isinstance(name, str) or name not in names("dataset"):
+        return None
+    return lookup("dataset", name).info.image_shape
+
+
+def check_image_dataset(name: Any, *, model: str) -> tuple[int, int]:
+    """The image shape ``model`` needs; ConfigError naming the image datasets if there is none."""
+    shape = image_shape(name)
+    if shape is None:
+        images = [i.name for i in list_datasets() if i.image_shape is not None]
+        raise ConfigError(
+            f"dataset for --model {model} must be an image dataset ({', '.join(images)}), "
+            f"got {name!r}"
+        )
+    return shape
 
 
 def check_rows(name: Any, n: Any) -> None:

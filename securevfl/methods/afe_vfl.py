@@ -98,7 +98,7 @@ class AFEVFL(Method):
     name = "afe-vfl"
     summary = "VFL-AFE: clipped, rescaled, contrastively adjusted noisy embeddings; DP-SGD bottoms"
     family = "dp"
-    models = ("mlp",)
+    models = ("mlp", "cnn")
     requires_epsilon = True
     uses_server = True
     labels_at_server = True

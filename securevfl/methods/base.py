@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 from securevfl.context import Option, RunContext, RunSpec
+from securevfl.data import check_image_dataset
 from securevfl.errors import ConfigError
 from securevfl.options import dash
 from securevfl.registry import register
@@ -59,6 +60,8 @@ class Method(ABC):
                 f"model for method {self.name!r} must be one of {list(self.models)}, "
                 f"got {spec.model!r}"
             )
+        if spec.model == "cnn":  # its bottoms place pixels in their image rows
+            check_image_dataset(spec.dataset, model=spec.model)
         for key in spec.options:
             if key not in self.options:
                 raise ConfigError(not_an_option(key, self))
@@ -105,7 +108,7 @@ class Method(ABC):
             "family": cls.family,
             "guarantees": list(GUARANTEES.get(cls.family, ())),
             "models": list(cls.models),
-            "architecture": "split-nn" if model == "mlp" else "glm",
+            "architecture": "split-nn" if model in ("mlp", "cnn") else "glm",
             "data": "pooled"
             if cls.pooled_data
             else ("label-party" if cls.label_party_only else "federated"),

@@ -191,7 +191,7 @@ class CascadeMethod(Method):
     server returns is ``client_grad`` (see ``securevfl.training.cascade_trainer``)."""
 
     client_grad: ClassVar[str] = "foo"
-    models = ("mlp",)
+    models = ("mlp", "cnn")
     uses_server = True
     labels_at_server = True
 

@@ -221,7 +221,7 @@ class PBMSecAggHooks(BoundedSumHooks):
 class SumSplitNN(Method):
     """Shared shape of the three methods: split-NN, server with labels and fusion model."""
 
-    models = ("mlp",)
+    models = ("mlp", "cnn")
     uses_server = True
     labels_at_server = True
 

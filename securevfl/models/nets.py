@@ -33,8 +33,9 @@ def seeded_init(module: nn.Module, seed: int) -> nn.Module:
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for m in module.modules():
-            if isinstance(m, nn.Linear):
-                bound = 1.0 / m.in_features**0.5
+            if isinstance(m, (nn.Linear, nn.Conv2d)):
+                # fan-in: inputs of one output unit (a conv's: in-channels x kernel area)
+                bound = 1.0 / (m.weight[0].numel()) ** 0.5
                 m.weight.uniform_(-bound, bound, generator=gen)
                 m.bias.uniform_(-bound, bound, generator=gen)
     return module

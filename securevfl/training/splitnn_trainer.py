@@ -21,10 +21,11 @@ import torch
 from torch import nn
 
 from securevfl.context import RunContext, fingerprint
-from securevfl.models.nets import bottom_mlp, seeded_init, top_mlp
+from securevfl.models.nets import seeded_init, top_mlp
 from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.results import RunStats
 from securevfl.rng import derive_seed
+from securevfl.training.bottom_models import bottom_model
 from securevfl.training.loop import (
     Batch,
     EpochClock,
@@ -147,7 +148,7 @@ def build_models(ctx: RunContext, hooks: SplitNNHooks) -> SplitNNState:
     P, H = spec.embedding_dim, spec.hidden
     bottoms = {
         k: seeded_init(
-            bottom_mlp(info.features_per_party[k], P, hidden=H, bounded=hooks.bounded_embeddings),
+            bottom_model(ctx, k, bounded=hooks.bounded_embeddings),
             derive_seed(ctx.shared_seed, purpose=f"init/bottom/{k}"),
         )
         for k in rt.local_parties
