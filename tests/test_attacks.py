@@ -209,3 +209,12 @@ def test_attack_report_puts_table_1_beside_the_paper_and_says_what_was_held(tmp_
     assert "| adult (UCI (Adult)) | unprotected | – | 55.000 (0.600) | 51.52 | 1 |" in md
     assert "| adult (UCI (Adult)) | vanilla | 1.0 | 50.000 (0.600) | 51.03 | 1 |" in md
     assert "held none of 8" in md and "afe-vfl (vanilla)" in md
+
+
+def test_ssim_works_on_images_smaller_than_the_default_window():
+    from securevfl.attacks import inversion
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, size=(20, 32))  # digits' 4 x 8 halves
+    assert inversion.ssim(x, x, (4, 8)) > 0.999
+    assert inversion.ssim(x, rng.uniform(-1, 1, size=(20, 32)), (4, 8)) < 0.5

@@ -80,7 +80,12 @@ def ssim(original: np.ndarray, reconstructed: np.ndarray, shape: tuple[int, int]
     o = torch.as_tensor(original, dtype=torch.float32).reshape(-1, 1, *shape)
     r = torch.as_tensor(reconstructed, dtype=torch.float32).reshape(-1, 1, *shape)
     rng = float(o.max() - o.min()) or 1.0
-    kernel = min(7, shape[0] - (1 - shape[0] % 2), shape[1] - (1 - shape[1] % 2))
+    kernel = max(3, min(7, shape[0] - (1 - shape[0] % 2), shape[1] - (1 - shape[1] % 2)))
+    # torchmetrics' Gaussian window spans 2·int(3.5σ + 0.5) + 1 pixels (11 at its σ = 1.5);
+    # on images smaller than that (digits' 4x8 halves) σ is shrunk to span ``kernel`` pixels
+    sigma = 1.5 if min(shape) > 11 else (kernel - 1) / 7.0
     return float(
-        structural_similarity_index_measure(r, o, data_range=rng, kernel_size=max(3, kernel))
+        structural_similarity_index_measure(
+            r, o, data_range=rng, kernel_size=kernel, sigma=sigma
+        )
     )
