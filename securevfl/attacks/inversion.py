@@ -85,7 +85,5 @@ def ssim(original: np.ndarray, reconstructed: np.ndarray, shape: tuple[int, int]
     # on images smaller than that (digits' 4x8 halves) σ is shrunk to span ``kernel`` pixels
     sigma = 1.5 if min(shape) > 11 else (kernel - 1) / 7.0
     return float(
-        structural_similarity_index_measure(
-            r, o, data_range=rng, kernel_size=kernel, sigma=sigma
-        )
+        structural_similarity_index_measure(r, o, data_range=rng, kernel_size=kernel, sigma=sigma)
     )
