@@ -24,8 +24,9 @@ N_SHADOWS = 4
 
 
 def shadow_model(model: str, *, epochs: int, batch_size: int, hidden: int, lr: float, seed: int):
-    """An estimator trained like the target: an MLP for split-NN methods, else a GLM."""
-    if model == "mlp":
+    """An estimator trained like the target: an MLP for split-NN methods (CNN bottoms too:
+    scikit-learn has no CNN, an MLP is the nearest neural shadow), else a GLM."""
+    if model in ("mlp", "cnn"):
         return MLPClassifier(
             hidden_layer_sizes=(hidden, hidden),
             max_iter=epochs,

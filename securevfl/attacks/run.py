@@ -22,6 +22,7 @@ from threadpoolctl import threadpool_limits
 from securevfl.attacks import inversion, label_inference, membership
 from securevfl.attacks.views import class_probabilities
 from securevfl.context import PartyView, PublicInfo, RunSpec
+from securevfl.data import image_shape
 from securevfl.errors import ConfigError, check_int, check_open_unit
 from securevfl.experiment import build_views, run_experiment, validate_spec
 from securevfl.methods.base import Method
@@ -29,7 +30,6 @@ from securevfl.registry import lookup, names, register
 from securevfl.runtime.inprocess import InProcessRuntime
 from securevfl.runtime.view import View, ViewRecorder
 
-IMAGE_WIDTH = {"fashion-mnist": 28, "mnist5k": 28, "digits": 8}
 N_SAMPLES = 6  # reconstructed images kept in the record (the report's PNG)
 
 
@@ -148,7 +148,8 @@ def _prepare_inversion(s: Setting) -> None:
 
 
 def _image_shape(s: Setting, target: int) -> tuple[int, int] | None:
-    w = IMAGE_WIDTH.get(s.info.dataset)
+    shape = image_shape(s.info.dataset)
+    w = None if shape is None else shape[1]
     cols = np.asarray(s.truth[target].columns)
     if w is None or len(cols) % w or cols[0] % w or np.any(np.diff(cols) != 1):
         return None
