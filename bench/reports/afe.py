@@ -57,6 +57,8 @@ def _collect(records: list[dict[str, Any]]):
             afe[(r["dataset"], _setting(r), c.get("epsilon"), c.get("variant", "full"))].append(r)
         elif r["method"] == "local":
             alone[(r["dataset"], r["parties"])].append(r["metrics"]["accuracy"])
+        elif capabilities(r).get("data") == "pooled":  # the pooled-data reference
+            alone[(r["dataset"], "pooled")].append(r["metrics"]["accuracy"])
         elif _PLAIN_SPLITNN.items() <= capabilities(r).items():
             plain[(r["dataset"], r["parties"])].append(r["metrics"]["accuracy"])
     return afe, plain, alone, extra
@@ -170,7 +172,7 @@ def _overheads(afe, extra) -> list[str]:
     return lines
 
 
-def _plot(afe, plain, oracle, out: Path) -> list[str]:
+def _plot(afe, plain, alone, oracle, out: Path) -> list[str]:
     md = []
     for ds, setting in sorted({k[:2] for k in afe}):
         fig, ax = plt.subplots(figsize=(5, 3.5))
@@ -209,6 +211,17 @@ def _plot(afe, plain, oracle, out: Path) -> list[str]:
         )
         if plain.get((ds, parties)):
             ax.axhline(np.mean(plain[(ds, parties)]), color="k", ls="--", label="split-NN, no DP")
+        if alone.get((ds, "pooled")):
+            ax.axhline(
+                np.mean(alone[(ds, "pooled")]), color="k", ls="-", lw=0.8, label="pooled data"
+            )
+        if setting.startswith("active") and alone.get((ds, parties)):
+            ax.axhline(
+                np.mean(alone[(ds, parties)]),
+                color="tab:brown",
+                ls="--",
+                label="active party alone",
+            )
         ax.set_xscale("log")
         ticks = sorted({float(k[2]) for k in afe if k[:2] == (ds, setting)})
         ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
@@ -259,7 +272,7 @@ def render(records: list[dict[str, Any]], out: Path) -> str:
             "",
             *_ablation(afe, plain, alone, oracle),
             "",
-            *_plot(afe, plain, oracle, out),
+            *_plot(afe, plain, alone, oracle, out),
             "",
             "### Per-step overheads (Table 3), medians over runs",
             "",
