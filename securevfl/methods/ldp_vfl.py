@@ -22,16 +22,29 @@ from securevfl.methods.pbm_vfl import (
     PBM_OPTIONS,
     BoundedSumHooks,
     SumSplitNN,
+    ceiling_extra,
     eval_mode,
     outside,
+    passive_parties,
     private_eval,
+)
+from securevfl.methods.release_options import (
+    ACTIVE_FEATURES,
+    RELEASE_OPTIONS,
+    bottom_events,
+    label_event,
+    release_once,
+    release_plan,
+    release_record,
 )
 from securevfl.privacy.accountant import Accountant, PrivacyLedger, calibrate
 from securevfl.privacy.dp_bottom import test_noise_multiplier, with_test_rows
+from securevfl.privacy.events import gaussian_event
 from securevfl.privacy.pbm import ldp_sigma
 from securevfl.privacy.pbm_accountant import ldp_event
 from securevfl.results import FitResult
 from securevfl.training import EVAL, row_uses
+from securevfl.training.release_once import fit_release_once
 
 
 class LDPHooks(BoundedSumHooks):
@@ -79,7 +92,12 @@ class LDPVFL(SumSplitNN):
         "PBM-VFL's baseline: Gaussian noise per embedding coordinate, no secagg; DP-SGD bottoms"
     )
     family = "dp"
-    options = {**PBM_OPTIONS, **BOTTOM_OPTIONS}
+    options = {
+        **PBM_OPTIONS,
+        **BOTTOM_OPTIONS,
+        **RELEASE_OPTIONS,
+        "active_features": ACTIVE_FEATURES,
+    }
     accepts_epsilon = True  # sets the noise; without it, the noise of (b, beta)
 
     def fit(self, ctx: RunContext) -> FitResult:
@@ -87,6 +105,8 @@ class LDPVFL(SumSplitNN):
         b, beta = self.pbm_params(spec)
         M, P, E = ctx.info.data_parties, spec.embedding_dim, spec.epochs
         delta = spec.delta or DEFAULT_DELTA
+        if release_once(spec, self, ctx.info.task):
+            return self.fit_release_once(ctx, delta)
 
         plan = bottom_plan(spec, self, delta=delta)
         private = private_eval(self, spec)
@@ -153,3 +173,47 @@ class LDPVFL(SumSplitNN):
             ctx, sigma=sigma, eval_mode=eval_mode(self, spec), plan=plan, sigma_test=sigma_test
         )
         return self.finish(ctx, hooks, report, {"sigma": sigma})
+
+    def fit_release_once(self, ctx: RunContext, delta: float) -> FitResult:
+        """Release-once (``training.release_once``): a training row's one Gaussian release
+        (Δ = 2C√P over its P tanh-bounded coordinates) and its ``bottom_epochs`` DP-SGD
+        releases, composed exactly (Gaussian DP) and calibrated to the target; a test row's
+        one release gets the whole target on its own (disjoint rows)."""
+        spec = ctx.spec
+        P, eps = spec.embedding_dim, float(spec.epsilon)
+        plan = release_plan(spec, self, delta=delta)
+        senders = passive_parties(ctx)
+        sens = 2.0 * BOUND * P**0.5
+
+        def train_eps(sigma: float) -> float:
+            acc = Accountant().compose(gaussian_event(sigma=sigma, sensitivity=sens))
+            for grad in bottom_events(plan):
+                acc.compose(grad)
+            return acc.get_epsilon(delta)
+
+        sigma, _ = calibrate(train_eps, eps, lo=1e-4, hi=1e6, what="sigma")
+        sigma_test = sens * test_noise_multiplier(eps, delta)
+        ledger, test = PrivacyLedger("party-row"), PrivacyLedger("party-row")
+        for k in senders:
+            ledger.compose(k, gaussian_event(sigma=sigma, sensitivity=sens))
+            for grad in bottom_events(plan):
+                ledger.compose(k, grad)
+            test.compose(k, gaussian_event(sigma=sigma_test, sensitivity=sens))
+        ledger.compose(None, label_event(plan))
+        report = ledger.report(
+            delta,
+            target_epsilon=eps,
+            extra={
+                **release_record(ctx, plan),
+                "sigma": sigma,
+                "sigma_test": sigma_test,
+                "sensitivity": sens,
+                "releases_per_row": {"train": 1, "test": 1},
+            },
+        )
+        report = with_test_rows(report, test, delta)
+        hooks = LDPHooks(
+            ctx, sigma=sigma, eval_mode="private", plan=BottomPlan(None, 1), sigma_test=sigma_test
+        )
+        run = fit_release_once(ctx, hooks, plan=plan)
+        return self.score(ctx, run, report, {"sigma": sigma, **ceiling_extra(ctx, report)})

@@ -59,6 +59,11 @@ from securevfl.context import Option, RunContext, RunSpec
 from securevfl.errors import ConfigError, ProtocolError
 from securevfl.methods.base import Method, register_method
 from securevfl.methods.dp_bottom_options import BOTTOM_OPTIONS, BottomPlan, bottom_plan
+from securevfl.methods.release_options import (
+    accuracy_ceiling_extra,
+    release_defaults,
+    release_once,
+)
 from securevfl.privacy.events import PrivacyReport
 from securevfl.privacy.pbm import check_pbm_params, pbm_estimate_sum, pbm_quantize
 from securevfl.privacy.pbm_accountant import check_accountant_size
@@ -219,14 +224,35 @@ class PBMSecAggHooks(BoundedSumHooks):
 
 
 class SumSplitNN(Method):
-    """Shared shape of the three methods: split-NN, server with labels and fusion model."""
+    """Shared shape of the three methods: split-NN, server with labels and fusion model (or,
+    with ``--active-features``, the label holder as data party 0)."""
 
     models = ("mlp", "cnn")
     uses_server = True
     labels_at_server = True
 
+    def has_server(self, spec: RunSpec) -> bool:
+        """No server when the label holder holds columns: it is data party 0 then."""
+        return not ("active_features" in self.options and spec.option("active_features", self))
+
+    @classmethod
+    def common_defaults(cls, given: dict[str, Any]) -> dict[str, Any]:
+        """Release-once runs: larger DP-SGD batches, one scalar per row on binary tasks."""
+        return release_defaults(cls, given) if "schedule" in cls.options else {}
+
     def validate(self, spec: RunSpec) -> None:
         super().validate(spec)
+        if not self.has_server(spec):
+            if spec.parties < 3:
+                raise ConfigError(
+                    f"parties for {self.name!r} with --active-features must be >= 3 (the label "
+                    f"holder plus >= 2 passive parties), got {spec.parties}"
+                )
+            if not release_once(spec, self):
+                raise ConfigError(
+                    f"--active-features of {self.name!r} needs the release-once schedule "
+                    f"(--epsilon, --bottom dp), got --schedule {spec.option('schedule', self)}"
+                )
         if spec.aggregation != "sum":
             raise ConfigError(
                 f"aggregation for method {self.name!r} must be 'sum' (the server "
@@ -247,7 +273,12 @@ class SumSplitNN(Method):
         extra: dict[str, Any],
     ) -> FitResult:
         """Train and score on the split-NN trainer; add the AUPRC (the paper's phishing metric)."""
-        run = fit_splitnn(ctx, hooks)
+        return self.score(ctx, fit_splitnn(ctx, hooks), privacy, extra)
+
+    def score(
+        self, ctx: RunContext, run: Any, privacy: PrivacyReport | None, extra: dict[str, Any]
+    ) -> FitResult:
+        """The FitResult of a finished run, with the AUPRC (the paper's phishing metric)."""
         if run.scores is not None and ctx.info.task == "binary":
             from sklearn.metrics import average_precision_score
 
@@ -321,6 +352,19 @@ class PBMVFL(SumSplitNN):
         if hooks.party_s:
             result.extra["pbm_party_ms_median"] = float(np.median(hooks.party_s) * 1e3)
         return result
+
+
+def passive_parties(ctx: RunContext) -> list[int]:
+    """The data parties whose rows leave them: all but the label holder."""
+    return [k for k in ctx.data_parties if k != ctx.info.label_party]
+
+
+def ceiling_extra(ctx: RunContext, report: PrivacyReport) -> dict[str, Any]:
+    """The accuracy ceiling of a Gaussian release-once run (each passive party's test release
+    at μ = Δ/σ_test)."""
+    sens, sigma_t = report.extra["sensitivity"], report.extra["sigma_test"]
+    mus = [sens / sigma_t] * len(passive_parties(ctx))
+    return accuracy_ceiling_extra(ctx, mus=mus, delta=report.delta)
 
 
 def plan_uses(ctx: RunContext, plan: BottomPlan, private: bool) -> int:
