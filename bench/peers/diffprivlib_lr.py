@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+import baselines
 from securevfl.experiment import build_views
 from securevfl.registry import lookup
 from securevfl.run_options import build_spec
@@ -49,6 +50,7 @@ def ensure_venv(venv: Path) -> Path:
 
 def export_split(dataset: str, seed: int, n: int | None, path: Path) -> dict:
     """securevfl's pooled split of ``dataset`` at ``seed`` as arrays in ``path``."""
+    baselines.load_all()  # the registry: the split is centralized's (pooled rows)
     params: dict = {"method": "centralized", "model": "glm", "dataset": dataset, "seed": seed}
     if n:
         params["n"] = n
