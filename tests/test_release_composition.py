@@ -20,9 +20,9 @@ from scipy.optimize import brentq
 from scipy.special import logsumexp
 from scipy.stats import norm
 
-from securevfl.context import RunSpec
 from securevfl.experiment import run_experiment
 from securevfl.registry import lookup, names
+from securevfl.run_options import build_spec
 
 ORDERS = [1 + x / 10 for x in range(1, 10)] + list(range(2, 64)) + [96, 128, 256, 512, 1024]
 DP_METHODS = [n for n in names("method") if "dp" in lookup("method", n).family.split("+")]
@@ -124,17 +124,21 @@ def headline_epsilon(privacy: dict) -> float:
 
 
 def _record(name: str) -> dict:
+    """One small run (300 rows of breast, one epoch) of ``name`` at ε = 2: its privacy block."""
     m = lookup("method", name)
-    spec = RunSpec(
-        method=name,
-        dataset="breast",
-        parties=2,
-        epochs=1,
-        batch_size=64,
-        seed=0,
-        model=m.models[0],
-        epsilon=2.0,
-        delta=1e-5,
+    spec = build_spec(
+        dict(
+            method=name,
+            dataset="breast",
+            n=300,
+            parties=2,
+            epochs=1,
+            batch_size=128,
+            seed=0,
+            model=m.models[0],
+            epsilon=2.0,
+            delta=1e-5,
+        )
     )
     return run_experiment(spec)["privacy"]
 
