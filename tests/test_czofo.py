@@ -244,7 +244,7 @@ def test_report_section_reads_bytes_to_reach_from_the_curve(tmp_path):
     sl = run_experiment(
         _spec("compressed-vfl", epochs=3, options={"uplink_bits": 32, "curve_points": 6})
     )
-    cz = run_experiment(_spec(epochs=3, options={"schedule": "sync", "deltas": "sample",
+    cz = run_experiment(_spec(epochs=3, options={"schedule": "sync", "deltas": "sample", "q": 10,
                                                  "curve_points": 6}))  # fmt: skip
     target = 0.9 * sl["metrics"]["accuracy"]
     first = next(p for p in sl["extra"]["curve"] if p["accuracy"] >= target)
