@@ -291,6 +291,10 @@ def run_experiment(
             "n_features": info.n_features,
             "features_per_party": list(info.features_per_party),
             "metrics": metrics,
+            # the accuracy of always answering the test split's most common class: the floor
+            # a report marks every method against (None for regression)
+            "majority_class_rate": majority_class_rate(info.task, y_test),
+            "threat_model": threat_model_ref(spec.method),
             "time": {
                 "train_s": round(fit.train_s, 6),
                 "total_s": round(time.perf_counter() - t_start, 6),
@@ -317,6 +321,7 @@ def run_experiment(
             "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         }
         if record["privacy"] is not None:  # every DP record says what no ε covers here
+            record["privacy"]["threat_model"] = record["threat_model"]
             record["privacy"]["outside_guarantee"] = [
                 *record["privacy"].get("outside_guarantee", []),
                 preprocessing_disclosure(spec),
@@ -336,6 +341,19 @@ def run_experiment(
     finally:
         if own_rt:
             rt.close()
+
+
+def majority_class_rate(task: str, y_test: np.ndarray | None) -> float | None:
+    """The test accuracy of always predicting the most common test class (classification)."""
+    if task == "regression" or y_test is None or len(y_test) == 0:
+        return None
+    counts = np.unique(np.asarray(y_test), return_counts=True)[1]
+    return round(float(counts.max()) / len(y_test), 6)
+
+
+def threat_model_ref(method: str) -> str:
+    """Where the method's adversary, collusion and who-sees-what are stated."""
+    return f"docs/threat-model.md#{method}"
 
 
 def spec_from_dict(d: dict[str, Any]) -> RunSpec:

@@ -57,8 +57,13 @@ def _collect(records: list[dict[str, Any]]):
             afe[(r["dataset"], _setting(r), c.get("epsilon"), c.get("variant", "full"))].append(r)
         elif r["method"] == "local":
             alone[(r["dataset"], r["parties"])].append(r["metrics"]["accuracy"])
-        elif capabilities(r).get("data") == "pooled":  # the pooled-data reference
-            alone[(r["dataset"], "pooled")].append(r["metrics"]["accuracy"])
+        elif capabilities(r).get("data") == "pooled":  # pooled-data references, by privacy:
+            dp = (r.get("privacy") or {}).get("epsilon") is not None  # DP and non-DP never mixed
+            alone[(r["dataset"], "pooled, DP" if dp else "pooled, no DP")].append(
+                r["metrics"]["accuracy"]
+            )
+        if r.get("majority_class_rate") is not None:
+            alone[(r["dataset"], "majority")].append(r["majority_class_rate"])
         elif _PLAIN_SPLITNN.items() <= capabilities(r).items():
             plain[(r["dataset"], r["parties"])].append(r["metrics"]["accuracy"])
     return afe, plain, alone, extra
@@ -211,16 +216,23 @@ def _plot(afe, plain, alone, oracle, out: Path) -> list[str]:
         )
         if plain.get((ds, parties)):
             ax.axhline(np.mean(plain[(ds, parties)]), color="k", ls="--", label="split-NN, no DP")
-        if alone.get((ds, "pooled")):
-            ax.axhline(
-                np.mean(alone[(ds, "pooled")]), color="k", ls="-", lw=0.8, label="pooled data"
-            )
+        for kind, style in (("pooled, no DP", "-"), ("pooled, DP", "-.")):
+            if alone.get((ds, kind)):
+                ax.axhline(
+                    np.mean(alone[(ds, kind)]), color="k", ls=style, lw=0.8,
+                    label=f"pooled data, {kind.split(', ')[1]}",
+                )  # fmt: skip
+        if alone.get((ds, "majority")):
+            ax.axhline(np.mean(alone[(ds, "majority")]), color="k", ls=":", lw=1.2,
+                       label="majority class")  # fmt: skip
+        # the label holder alone: local where it holds features; with none (the paper's
+        # setting) it can only answer the majority class, the dotted line
         if setting.startswith("active") and alone.get((ds, parties)):
             ax.axhline(
                 np.mean(alone[(ds, parties)]),
                 color="tab:brown",
                 ls="--",
-                label="active party alone",
+                label="label holder alone",
             )
         ax.set_xscale("log")
         ticks = sorted({float(k[2]) for k in afe if k[:2] == (ds, setting)})
@@ -229,10 +241,10 @@ def _plot(afe, plain, alone, oracle, out: Path) -> list[str]:
         ax.set_xlabel("ε (party-row, accountant)")
         ax.set_ylabel("test accuracy")
         ax.set_title(f"VFL-AFE on {ds}, {setting}")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))  # off the lines
         fig.tight_layout()
         name = f"afe_{ds}_{setting.replace(' ', '').replace('+', '_')}.png"
-        fig.savefig(out / name, dpi=110)
+        fig.savefig(out / name, dpi=110, bbox_inches="tight")
         plt.close(fig)
         md.append(f"![accuracy vs epsilon, {ds}, {setting}]({name})")
     return md
