@@ -25,7 +25,13 @@ from securevfl.data import (
     schema_norm_bound,
     split_in_place,
 )
-from securevfl.data.custom import CSV_PREFIX, alignment_of, register_csv_parties
+from securevfl.data.custom import (
+    CSV_KEYS,
+    CSV_PREFIX,
+    alignment_of,
+    csv_disclosure,
+    register_csv_parties,
+)
 from securevfl.errors import ConfigError
 from securevfl.evaluation import metrics_for
 from securevfl.methods.base import Method
@@ -53,6 +59,11 @@ def check_spec(spec: RunSpec) -> Method:
         raise ConfigError(
             f"id_column applies to --dataset csv:... only, got dataset {spec.dataset!r}"
         )
+    for key in CSV_KEYS:
+        if (spec.dataset_options or {}).get(key) is not None and not is_csv:
+            raise ConfigError(
+                f"{key} applies to --dataset csv:... only, got dataset {spec.dataset!r}"
+            )
     method.validate(spec)
     check_rows(spec.dataset, (spec.dataset_options or {}).get("n"))  # before any run
     return method
@@ -62,7 +73,13 @@ def validate_spec(spec: RunSpec) -> Method:
     """:func:`check_spec`, then a ``csv:`` dataset's files (registered, one per party)."""
     method = check_spec(spec)
     if isinstance(spec.dataset, str) and spec.dataset.startswith(CSV_PREFIX):
-        spec.partition = register_csv_parties(spec.dataset, id_column=spec.id_column)
+        opts = spec.dataset_options or {}
+        spec.partition = register_csv_parties(
+            spec.dataset,
+            id_column=spec.id_column,
+            label_column=opts.get("label_column"),
+            categories=opts.get("categories"),
+        )
         if len(spec.partition) != spec.parties:
             raise ConfigError(
                 f"parties must equal the number of CSV files "
@@ -133,7 +150,8 @@ def build_views(
         mine = [blocks[k] for k in wanted if k < K]
         return np.unique(np.concatenate(mine)) if mine else np.arange(0)
 
-    ds = load_dataset(spec.dataset, seed=seed, keep=keep, **spec.dataset_options)
+    opts = {k: v for k, v in spec.dataset_options.items() if k not in CSV_KEYS}  # read above
+    ds = load_dataset(spec.dataset, seed=seed, keep=keep, **opts)
     blocks = party_blocks(ds.groups, spec, seed)
     train, test = split_in_place(ds, seed=seed)  # the same rows as train_test_split, no copy
     name, task, n_classes, groups, held = ds.name, ds.task, ds.n_classes, ds.groups, ds.columns
@@ -325,6 +343,7 @@ def run_experiment(
             record["privacy"]["outside_guarantee"] = [
                 *record["privacy"].get("outside_guarantee", []),
                 preprocessing_disclosure(spec),
+                *([d] if (d := csv_disclosure(spec.dataset)) else []),
             ]
         at = f" at ε = {spec.epsilon:g}" if spec.epsilon is not None else ""
         warnings = fit.stats.warnings + outcome_warnings(
