@@ -92,7 +92,7 @@ COMMON_OPTIONS: dict[str, Option] = {
         gt=0,
         le=100,
     ),
-    "loss": _common("loss", str, "GLM loss; default logistic (binary), least-squares"),
+    "loss": _common("loss", str, "GLM loss"),
     "penalty": _common("penalty", str, "GLM penalty"),
     "lam": _common("lam", float, "penalty strength", ge=0, le=1e6),
     "embedding_dim": _common(
