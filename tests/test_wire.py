@@ -228,7 +228,7 @@ def test_a_party_with_another_seed_makes_every_party_stop():
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 3 and not out
         line = _one_error_line(err)
-        assert "run spec of party 2 differs from that of parties 0, 1" in line, line
+        assert "run spec of party 2 differs from that of parties 0, 1 in --seed:" in line, line
 
 
 @pytest.mark.networked
