@@ -121,7 +121,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise ConfigError(f"--out must be a directory, got the file {str(out)!r}")
     errors: list[str] = []
     if not args.render_only:
-        ran, skipped, errors = run_suite(suite, out, progress=not args.no_progress)
+        jobs = check_int("jobs", args.jobs, minimum=1, maximum=os.cpu_count() or 1)
+        ran, skipped, errors = run_suite(suite, out, progress=not args.no_progress, jobs=jobs)
         print(
             f"suite {suite.name}: ran {ran}, skipped {skipped} already in {out / 'results.jsonl'}, "
             f"failed {len(errors)}"
@@ -307,6 +308,13 @@ def build_parser(method: str | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument("--list", action="store_true", help="list the suites and their sizes")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--jobs",
+        default="1",
+        help="cells run at once, each in its own worker process (up to the number of cores); "
+        "default 1. With more, each cell's timings are taken beside the others' (records say "
+        "bench_jobs): compare times of runs made the same way",
+    )
     f = p.add_argument_group(
         "filters",
         "run only some of the suite's cells (comma-separated lists; results land in the same "

@@ -68,3 +68,23 @@ def test_help_lists_every_choice_and_the_methods_real_defaults(monkeypatch):
     assert "minibatch size [integer in [1, 10000000]; default 256 (dpsgd-c's own)]" in " ".join(
         _help("dpsgd-c").split()
     )
+
+
+def test_jobs_run_cells_in_workers_with_the_same_results(tmp_path):
+    from bench.runner import read_results, run_suite
+
+    suite_file = tmp_path / "two.toml"
+    suite_file.write_text(
+        'name = "two"\nseeds = [0]\n[defaults]\ndataset = "breast"\nepochs = 2\n'
+        '[[cells]]\nmethod = ["vfl", "local"]\n'
+    )
+    suite = load_suite(str(suite_file))
+    assert run_suite(suite, tmp_path / "seq", progress=False) == (2, 0, [])
+    assert run_suite(suite, tmp_path / "par", progress=False, jobs=2) == (2, 0, [])
+    seq = {r["cell_id"]: r for r in read_results(tmp_path / "seq" / "results.jsonl")}
+    par = {r["cell_id"]: r for r in read_results(tmp_path / "par" / "results.jsonl")}
+    assert seq.keys() == par.keys()
+    for key, r in par.items():
+        assert r["bench_jobs"] == 2 and "bench_jobs" not in seq[key]
+        assert r["metrics"] == seq[key]["metrics"]
+        assert r["model_fingerprint"] == seq[key]["model_fingerprint"]
