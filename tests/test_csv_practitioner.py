@@ -107,3 +107,12 @@ def test_bad_categories_and_unknown_values_are_one_line(files, tmp_path, capsys)
     assert "must be UTF-8 JSON" in capsys.readouterr().err
     assert main(["run", "vfl", "--dataset", "breast", "--label-column", "y"]) == 2
     assert "label_column applies to --dataset csv:... only" in capsys.readouterr().err
+
+
+def test_a_binary_file_keyed_by_id_is_one_line(files, tmp_path, capsys):
+    _, b, _ = files
+    junk = tmp_path / "junk.csv"
+    junk.write_bytes(bytes(range(128, 256)) * 8)
+    assert main(["run", "vfl", "--dataset", f"csv:{junk},{b}", "--id-column", "cid"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "must be UTF-8 CSV text" in err and len(err.splitlines()) == 1
