@@ -88,3 +88,8 @@ def test_jobs_run_cells_in_workers_with_the_same_results(tmp_path):
         assert r["bench_jobs"] == 2 and "bench_jobs" not in seq[key]
         assert r["metrics"] == seq[key]["metrics"]
         assert r["model_fingerprint"] == seq[key]["model_fingerprint"]
+
+
+def test_the_default_suite_has_epsilon_8_beside_1():
+    eps = {c.spec.epsilon for c in load_suite("default").cells}
+    assert {1.0, 8.0} <= eps
