@@ -20,12 +20,15 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from bench.records import capabilities, stat
 from bench.report import main_metric, metric_value, variant, varying_keys
+
+if TYPE_CHECKING:
+    from bench.floors import Floors
 
 ACCURACY_SLACK = 0.01  # "within 1 point" of the best accuracy
 MSE_SLACK = 0.01  # regression: within 1 % (relative) of the best mean squared error
@@ -211,79 +214,6 @@ def choices(records: list[dict[str, Any]]) -> list[Choice]:
     return out
 
 
-@dataclass(frozen=True)
-class Floors:
-    """A dataset's two floors: the majority class and the label holder alone."""
-
-    metric: str
-    majority: float  # NaN: regression, or records without ``majority_class_rate``
-    alone: Setting | None  # the most accurate label-holder-alone setting
-
-    def marks(self, s: Setting) -> str:
-        """'' or a mark for a setting at/below the majority class or below the holder alone."""
-        return self.mark_value(s.score, holder_alone=s.holder_alone)
-
-    def mark_value(self, score: float, *, holder_alone: bool = False) -> str:
-        """The mark of a mean ``score`` ('' when above both floors, or not a number)."""
-        if math.isnan(score):
-            return ""
-        if self.metric == "accuracy" and not math.isnan(self.majority):
-            if score <= self.majority + 1e-9:
-                return f"✗ at or below the majority class ({self.majority:.3f})"
-        a = self.alone
-        worse = score > a.score if a and self.metric == "mse" else a and score < a.score
-        if a is not None and not holder_alone and worse:
-            return f"↓ below the label holder alone ({a.score:.3f})"
-        return ""
-
-    def lines(self, dataset: str) -> str:
-        """One sentence naming both floors of ``dataset``."""
-        maj = "n/a" if math.isnan(self.majority) else f"{self.majority:.3f}"
-        alone = "not run" if self.alone is None else f"{self.alone.label} {self.alone.score:.3f}"
-        return (
-            f"{dataset}: majority class {maj} ({self.metric} of always answering the test "
-            f"split's most common class); label holder alone {alone} (no collaboration)."
-        )
-
-
-def _worse(s: Setting, score: float) -> bool:
-    return s.score > score if s.metric == "mse" else s.score < score
-
-
-def floors(ss: list[Setting]) -> dict[str, Floors]:
-    """Per dataset, its floors (from the settings of every kind)."""
-    out = {}
-    for ds in sorted({s.dataset for s in ss}):
-        group = [s for s in ss if s.dataset == ds]
-        metric = group[0].metric
-        maj = [s.majority for s in group if not math.isnan(s.majority)]
-        alone = [s for s in group if s.holder_alone]
-        out[ds] = Floors(
-            metric,
-            float(np.mean(maj)) if maj and metric == "accuracy" else math.nan,
-            _better(metric)[0](alone, key=lambda s: s.score) if alone else None,
-        )
-    return out
-
-
-def verdicts(records: list[dict[str, Any]]) -> list[str]:
-    """One sentence per DP row whose most accurate option loses to the label holder alone."""
-    fl = floors(settings(records))
-    out = []
-    for c in choices(records):
-        alone = fl[c.dataset].alone
-        if c.best is None or c.best.unit is None or alone is None:
-            continue
-        if _worse(c.best, alone.score):
-            out.append(
-                f"{c.dataset}, {c.row}: collaborating does not pay: the most accurate DP option, "
-                f"{c.best.label} ({c.best.score:.3f}), loses to the label holder alone, "
-                f"{alone.label} ({alone.score:.3f}); at this ε train on the label holder's "
-                "columns alone."
-            )
-    return out
-
-
 def eps_label(s: Setting) -> str:
     """'ε = 1' for a target ε; a run that asked for none shows what its accountant reported."""
     if s.epsilon is None:
@@ -342,6 +272,8 @@ def summary_rows(records: list[dict[str, Any]]) -> tuple[list[str], list[list[st
         "pooled-data reference (not VFL), its privacy",
         "options",
     ]
+    from bench.floors import floors  # it reads this module's settings
+
     rows = []
     fl = floors(settings(records))
     for c in choices(records):
@@ -382,6 +314,8 @@ def cost_rows(records: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]
         "peak memory, largest party",
         "seeds",
     ]
+    from bench.floors import floors
+
     rows = []
     ss = settings(records)
     fl = floors(ss)

@@ -87,7 +87,8 @@ def summary_table(records: list[dict[str, Any]]) -> str:
         "mean ± std | train s | MB sent | seeds |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    from bench.method_choice import floors, settings  # it reads this module's helpers
+    from bench.floors import floors  # it reads this module's helpers
+    from bench.method_choice import settings
 
     fl = floors(settings(records))
     for (ds, method, var, K, eps), rs in group_records(records).items():
@@ -174,7 +175,8 @@ def majority_rate(records: list[dict[str, Any]]) -> float | None:
 
 def worth_it_section(records: list[dict[str, Any]]) -> list[str]:
     """Report.md's floors per dataset and, per ε, whether collaborating under DP pays."""
-    from bench.method_choice import floors, settings, verdicts
+    from bench.floors import floors, verdicts
+    from bench.method_choice import settings
 
     fl = floors(settings(records))
     out = ["## Does collaborating pay?", ""]

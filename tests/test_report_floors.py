@@ -14,7 +14,8 @@ from pathlib import Path
 import matplotlib.axes
 import pytest
 
-from bench.method_choice import cost_rows, floors, settings, summary_rows, verdicts
+from bench.floors import floors, verdicts
+from bench.method_choice import cost_rows, settings, summary_rows
 from bench.pareto_plots import accuracy_vs_cost, accuracy_vs_epsilon
 from bench.report import plot_metric_vs_epsilon, render_report
 from bench.results_file import read_results
