@@ -101,6 +101,7 @@ def cmd_party(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from bench.report import render_report
     from bench.runner import failure_of, read_results, run_suite, succeeded
+    from bench.suite_filter import Filters, filter_suite, parse_filters, quick
     from bench.suites import load_suite, suite_names
 
     if args.list:
@@ -109,12 +110,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
             print(f"{name:24s} {len(s.cells):4d} runs  {s.description}")
         return 0
     suite = load_suite(args.suite)
+    filters = parse_filters(args.methods, args.datasets, args.epsilons, args.seeds)
+    if args.quick:
+        filters = quick(suite, filters)
+    if filters != Filters():
+        suite = filter_suite(suite, filters)
+        print(f"suite {suite.name}: {len(suite.cells)} cells after the filters")
     out = Path(args.out or f"bench-out/{suite.name}")
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out must be a directory, got the file {str(out)!r}")
     errors: list[str] = []
     if not args.render_only:
-        ran, skipped, errors = run_suite(suite, out, progress=not args.no_progress)
+        jobs = check_int("jobs", args.jobs, minimum=1, maximum=os.cpu_count() or 1)
+        ran, skipped, errors = run_suite(suite, out, progress=not args.no_progress, jobs=jobs)
         print(
             f"suite {suite.name}: ran {ran}, skipped {skipped} already in {out / 'results.jsonl'}, "
             f"failed {len(errors)}"
@@ -300,6 +308,32 @@ def build_parser(method: str | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument("--list", action="store_true", help="list the suites and their sizes")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--jobs",
+        default="1",
+        help="cells run at once, each in its own worker process (up to the number of cores); "
+        "default 1. With more, each cell's timings are taken beside the others' (records say "
+        "bench_jobs): compare times of runs made the same way",
+    )
+    f = p.add_argument_group(
+        "filters",
+        "run only some of the suite's cells (comma-separated lists; results land in the same "
+        "results.jsonl, so a later full run skips them)",
+    )
+    f.add_argument("--methods", metavar="M1,M2", help="keep these methods' cells")
+    f.add_argument("--datasets", metavar="D1,D2", help="keep these datasets' cells")
+    f.add_argument(
+        "--epsilons",
+        metavar="E1,E2",
+        help="keep the DP cells at these ε, and every cell with no ε (the reference points)",
+    )
+    f.add_argument("--seeds", metavar="S1,S2", help="keep these seeds' cells")
+    f.add_argument(
+        "--quick",
+        action="store_true",
+        help="a quick look: the suite's first dataset and first seed, ε 1 and 8 (what a filter "
+        "above gives explicitly wins); e.g. `bench --suite compare --quick`",
+    )
     p.set_defaults(func=cmd_bench)
     p = sub.add_parser(
         "align",

@@ -28,7 +28,7 @@ import os
 import ssl
 import time
 from asyncio import Future
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from protocols.wire import WireError
@@ -208,8 +208,37 @@ def _mac(key: bytes, src: int, dst: int, hellos: list[bytes]) -> bytes:
     return hmac.new(key or b"securevfl-no-key", msg, hashlib.sha256).digest()
 
 
-async def handshake(mpc: Any, digest: bytes, *, key: bytes = b"") -> None:
-    """Agree on the run with every peer, or raise :class:`WireError` naming who differs."""
+MAX_PARTS_BYTES = 1 << 16  # the named parts of a digest: option names and short hashes
+
+
+def _pack_parts(parts: Mapping[str, bytes] | None) -> bytes:
+    """``name=hex`` lines (ASCII), or b"" when the caller names no parts."""
+    lines = [f"{name}={value.hex()}" for name, value in sorted((parts or {}).items())]
+    return "\n".join(lines).encode("ascii", "replace")[:MAX_PARTS_BYTES]
+
+
+def _unpack_parts(blob: bytes) -> dict[str, str]:
+    """A peer's parts; anything that is not ``name=hex`` lines yields what parses (never code)."""
+    out: dict[str, str] = {}
+    for line in blob[:MAX_PARTS_BYTES].decode("ascii", "replace").splitlines():
+        name, sep, value = line.partition("=")
+        if sep:
+            out[name] = value
+    return out
+
+
+def _differing(a: dict[str, str], b: dict[str, str]) -> list[str]:
+    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+
+
+async def handshake(
+    mpc: Any, digest: bytes, *, key: bytes = b"", parts: Mapping[str, bytes] | None = None
+) -> None:
+    """Agree on the run with every peer, or raise :class:`WireError` naming who differs.
+
+    ``parts``: the digest's named components (e.g. one short hash per run option). They are
+    exchanged only when the digests differ, so that the error names what differs (the option)
+    rather than two hashes; they reveal nothing the parties would not be told anyway."""
     if len(digest) != DIGEST_LEN:
         raise ValueError(f"digest must be {DIGEST_LEN} bytes, got {len(digest)}")
     m, me = len(mpc.parties), mpc.pid
@@ -231,10 +260,17 @@ async def handshake(mpc: Any, digest: bytes, *, key: bytes = b"") -> None:
         ref = digests[0] if len(majority) > 1 or digests[0] in majority else majority[0]
         odd = [j for j in everyone if digests[j] != ref]
         same = [j for j in everyone if digests[j] == ref]
+        # every party sees the mismatch, so every party takes this extra round in lockstep
+        blobs = await exchange(mpc, _pack_parts(parts), everyone, everyone)
+        names = _differing(_unpack_parts(blobs[odd[0]]), _unpack_parts(blobs[same[0]]))
+        what = (
+            f"in {', '.join(names)}"
+            if names
+            else f"(hash {digests[odd[0]].hex()[:12]} vs {ref.hex()[:12]})"
+        )
         raise WireError(
-            f"run spec of {_parties(odd)} differs from that of {_parties(same)} "
-            f"(hash {digests[odd[0]].hex()[:12]} vs {ref.hex()[:12]}): start every party with "
-            "the same run arguments and --run-id"
+            f"run spec of {_parties(odd)} differs from that of {_parties(same)} {what}: start "
+            "every party with the same run arguments and --run-id"
         )
     macs = await _exchange_macs(mpc, key, hellos)
     for j, got in macs.items():

@@ -25,7 +25,13 @@ from securevfl.data import (
     schema_norm_bound,
     split_in_place,
 )
-from securevfl.data.custom import CSV_PREFIX, alignment_of, register_csv_parties
+from securevfl.data.custom import (
+    CSV_KEYS,
+    CSV_PREFIX,
+    alignment_of,
+    csv_disclosure,
+    register_csv_parties,
+)
 from securevfl.errors import ConfigError
 from securevfl.evaluation import metrics_for
 from securevfl.methods.base import Method
@@ -53,6 +59,11 @@ def check_spec(spec: RunSpec) -> Method:
         raise ConfigError(
             f"id_column applies to --dataset csv:... only, got dataset {spec.dataset!r}"
         )
+    for key in CSV_KEYS:
+        if (spec.dataset_options or {}).get(key) is not None and not is_csv:
+            raise ConfigError(
+                f"{key} applies to --dataset csv:... only, got dataset {spec.dataset!r}"
+            )
     method.validate(spec)
     check_rows(spec.dataset, (spec.dataset_options or {}).get("n"))  # before any run
     return method
@@ -62,7 +73,13 @@ def validate_spec(spec: RunSpec) -> Method:
     """:func:`check_spec`, then a ``csv:`` dataset's files (registered, one per party)."""
     method = check_spec(spec)
     if isinstance(spec.dataset, str) and spec.dataset.startswith(CSV_PREFIX):
-        spec.partition = register_csv_parties(spec.dataset, id_column=spec.id_column)
+        opts = spec.dataset_options or {}
+        spec.partition = register_csv_parties(
+            spec.dataset,
+            id_column=spec.id_column,
+            label_column=opts.get("label_column"),
+            categories=opts.get("categories"),
+        )
         if len(spec.partition) != spec.parties:
             raise ConfigError(
                 f"parties must equal the number of CSV files "
@@ -133,7 +150,8 @@ def build_views(
         mine = [blocks[k] for k in wanted if k < K]
         return np.unique(np.concatenate(mine)) if mine else np.arange(0)
 
-    ds = load_dataset(spec.dataset, seed=seed, keep=keep, **spec.dataset_options)
+    opts = {k: v for k, v in spec.dataset_options.items() if k not in CSV_KEYS}  # read above
+    ds = load_dataset(spec.dataset, seed=seed, keep=keep, **opts)
     blocks = party_blocks(ds.groups, spec, seed)
     train, test = split_in_place(ds, seed=seed)  # the same rows as train_test_split, no copy
     name, task, n_classes, groups, held = ds.name, ds.task, ds.n_classes, ds.groups, ds.columns
@@ -291,6 +309,10 @@ def run_experiment(
             "n_features": info.n_features,
             "features_per_party": list(info.features_per_party),
             "metrics": metrics,
+            # the accuracy of always answering the test split's most common class: the floor
+            # a report marks every method against (None for regression)
+            "majority_class_rate": majority_class_rate(info.task, y_test),
+            "threat_model": threat_model_ref(spec.method),
             "time": {
                 "train_s": round(fit.train_s, 6),
                 "total_s": round(time.perf_counter() - t_start, 6),
@@ -317,9 +339,11 @@ def run_experiment(
             "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         }
         if record["privacy"] is not None:  # every DP record says what no ε covers here
+            record["privacy"]["threat_model"] = record["threat_model"]
             record["privacy"]["outside_guarantee"] = [
                 *record["privacy"].get("outside_guarantee", []),
                 preprocessing_disclosure(spec),
+                *([d] if (d := csv_disclosure(spec.dataset)) else []),
             ]
         at = f" at ε = {spec.epsilon:g}" if spec.epsilon is not None else ""
         warnings = fit.stats.warnings + outcome_warnings(
@@ -336,6 +360,19 @@ def run_experiment(
     finally:
         if own_rt:
             rt.close()
+
+
+def majority_class_rate(task: str, y_test: np.ndarray | None) -> float | None:
+    """The test accuracy of always predicting the most common test class (classification)."""
+    if task == "regression" or y_test is None or len(y_test) == 0:
+        return None
+    counts = np.unique(np.asarray(y_test), return_counts=True)[1]
+    return round(float(counts.max()) / len(y_test), 6)
+
+
+def threat_model_ref(method: str) -> str:
+    """Where the method's adversary, collusion and who-sees-what are stated."""
+    return f"docs/threat-model.md#{method}"
 
 
 def spec_from_dict(d: dict[str, Any]) -> RunSpec:

@@ -65,7 +65,7 @@ def run_party(
     """Run this process's party of ``spec_dict``; the label holder returns the record."""
     from securevfl.experiment import check_spec, run_experiment, spec_from_dict
     from securevfl.runtime.networked import NetworkedRuntime
-    from securevfl.runtime.runspec import run_digest
+    from securevfl.runtime.runspec import run_digest, run_digest_parts
 
     check_addresses(addresses, cert_dir)
     if cert_dir is not None:
@@ -80,8 +80,16 @@ def run_party(
     spec = spec_from_dict(spec_dict)
     check_party_spec(check_spec(spec).n_parties(spec), index, addresses)  # before connecting
     digest = run_digest(spec_dict, run_id=run_id, n_parties=len(addresses))
+    # a handshake mismatch then names the option that differs, not two hashes
+    parts = run_digest_parts(spec_dict, run_id=run_id, n_parties=len(addresses))
     rt = NetworkedRuntime(
-        index, addresses, digest=digest, timeout=spec.timeout, cert_dir=cert_dir, key=key
+        index,
+        addresses,
+        digest=digest,
+        timeout=spec.timeout,
+        cert_dir=cert_dir,
+        key=key,
+        digest_parts=parts,
     )
     try:
         record = run_experiment(spec, rt)

@@ -17,7 +17,7 @@ from securevfl.options import Option, dash, parse_bool
 from securevfl.registry import lookup
 
 _DEFAULTS = {f.name: (f.default if f.default is not MISSING else None) for f in fields(RunSpec)}
-DATASET_KEYS = ("n", "d", "sparsity", "encoding")
+DATASET_KEYS = ("n", "d", "sparsity", "encoding", "label_column", "categories")
 _NESTED = ("options", "dataset_options")
 
 
@@ -30,13 +30,26 @@ COMMON_OPTIONS: dict[str, Option] = {
         "dataset",
         str,
         "dataset name (see `securevfl datasets`), or csv:P0.csv,P1.csv,... with one CSV per "
-        "party (header row; party 0's has a 'label' column)",
+        "party (header row; party 0's has the label column, see --label-column; blank cells "
+        "are imputed with a constant plus a missingness indicator column)",
     ),
     "id_column": _common(
         "id_column",
         str,
         "with --dataset csv:...: each file's ID column; the parties' rows are aligned by "
         "private set intersection first",
+    ),
+    "label_column": Option(
+        str,
+        None,
+        "with --dataset csv:...: party 0's label column; default label",
+    ),
+    "categories": Option(
+        str,
+        None,
+        'with --dataset csv:...: JSON file {"column": ["a", "b", ...]} of each text column\'s '
+        "categories, public metadata (one-hot encoded per party); a text column without them is "
+        "refused, as categories read off the data are data-derived",
     ),
     "parties": _common(
         "parties",
@@ -79,7 +92,7 @@ COMMON_OPTIONS: dict[str, Option] = {
         gt=0,
         le=100,
     ),
-    "loss": _common("loss", str, "GLM loss; default logistic (binary), least-squares"),
+    "loss": _common("loss", str, "GLM loss"),
     "penalty": _common("penalty", str, "GLM penalty"),
     "lam": _common("lam", float, "penalty strength", ge=0, le=1e6),
     "embedding_dim": _common(

@@ -228,7 +228,7 @@ def test_a_party_with_another_seed_makes_every_party_stop():
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 3 and not out
         line = _one_error_line(err)
-        assert "run spec of party 2 differs from that of parties 0, 1" in line, line
+        assert "run spec of party 2 differs from that of parties 0, 1 in --seed:" in line, line
 
 
 @pytest.mark.networked
@@ -241,7 +241,9 @@ def test_a_foreign_run_on_the_same_ports_is_refused():
     outs = _finish(procs)
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 3 and not out
-        assert "run spec of party 0 differs" in _one_error_line(err)
+        assert "run spec of party 0 differs from that of parties 1, 2 in --run-id" in (
+            _one_error_line(err)
+        )
 
 
 @pytest.mark.networked

@@ -86,6 +86,9 @@ def _parse_hdp_intercept(value: Any) -> str:
     return parse_intercept(value)
 
 
+_parse_hdp_intercept.kind = "one of auto, clipped, free, none (or true/false)"  # type: ignore[attr-defined]
+
+
 def resolve_intercept(value: Any, centred: bool) -> str:
     """``auto``: no bias on centred features (Algorithm 1), a clipped one on uncentred ones."""
     value = _parse_hdp_intercept(value)

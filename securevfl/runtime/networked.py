@@ -65,9 +65,11 @@ class NetworkedRuntime(Runtime):
         timeout: float = 120.0,
         cert_dir: str | None = None,
         key: bytes = b"",
+        digest_parts: dict[str, bytes] | None = None,
     ) -> None:
         """``digest``: hash of this party's run spec, which every peer must share; ``cert_dir``:
-        TLS certificates (MPyC's layout); ``key``: the run's shared secret, if a launcher made one.
+        TLS certificates (MPyC's layout); ``key``: the run's shared secret, if a launcher made one;
+        ``digest_parts``: the digest's named parts (per option), so a mismatch names the option.
         """
         if len(addresses) < 2:
             raise ConfigError(f"a networked run needs >= 2 party addresses, got {len(addresses)}")
@@ -86,7 +88,9 @@ class NetworkedRuntime(Runtime):
         self._connected = False
         self._run(mpyc_net.secure_start(self.mpc, cert_dir=cert_dir), "connecting to all parties")
         self._connected = True
-        self._run(mpyc_net.handshake(self.mpc, digest, key=key), "the run handshake")
+        self._run(
+            mpyc_net.handshake(self.mpc, digest, key=key, parts=digest_parts), "the run handshake"
+        )
 
     def _abort(self, reason: str) -> None:
         """Stop every wait now: a peer sent something we refuse to decode."""
