@@ -33,6 +33,7 @@ from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.privacy.events import PureDpEvent
 from securevfl.results import FitResult
 from securevfl.training import minibatches
+from securevfl.training.export import pooled_linear
 
 DEFAULT_LR = 4.0  # measured, breast ε = 10, b = 256: 0.758 (lr 0.5: 0.628, the majority class)
 DEFAULT_BATCH = 256  # measured, breast ε = 10, lr 4: b = 64 0.684, 256 0.758, full batch 0.664
@@ -118,4 +119,12 @@ class DPSGDCentral(Method):
                 extra={"epsilon_step": eps_step, "steps": step},
             ),
             fingerprints={0: fingerprint(w)},
+            model={
+                0: pooled_linear(
+                    w,
+                    np.zeros(1),
+                    link="sigmoid" if task == "logistic" else "identity",
+                    intercept=bool(spec.option("intercept", self)),
+                )
+            },
         )

@@ -21,6 +21,7 @@ from securevfl.models.glm import GLMLoss, Penalty, default_loss_for, make_loss, 
 from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.results import RunStats
 from securevfl.training.batching import n_batches
+from securevfl.training.export import export_glm
 from securevfl.training.loop import EpochClock, Release, TrainRun, compose_releases, train_batches
 
 DEFAULT_GLM_LR = 4.0  # safe for logistic with ||x|| <= 1 (smoothness 1/4: stable below 8)
@@ -134,6 +135,8 @@ class GLMState:
     w: dict[int, np.ndarray]
     bias: float = 0.0
     losses: list[float] = field(default_factory=list)
+    # party -> the weights it last scored rows with (``hooks.score_weights``): what --save keeps
+    scored: dict[int, np.ndarray] = field(default_factory=dict)
 
 
 def resolve_loss(ctx: RunContext) -> GLMLoss:
@@ -236,7 +239,9 @@ def fit_glm(
     hooks.configure_evaluate(ctx, state)
     scores = predict_glm(ctx, state, hooks)
     compose_releases(ledger, hooks.eval_releases(ctx, ctx.info.n_test))
-    return TrainRun(state, train_s, scores, glm_fingerprints(state), stats, eval_mode="hooks")
+    run = TrainRun(state, train_s, scores, glm_fingerprints(state), stats, eval_mode="hooks")
+    run.model = export_glm(ctx, state, scored=state.scored)
+    return run
 
 
 def _passive_ir(
@@ -261,7 +266,7 @@ def predict_glm(
         parts = {
             k: rt.local(
                 k,
-                lambda k=k: getattr(ctx.views[k], attr) @ hooks.score_weights(ctx, k, state.w[k]),
+                lambda k=k: getattr(ctx.views[k], attr) @ _scoring_weights(ctx, hooks, state, k),
             )
             for k in passives
         }
@@ -271,6 +276,12 @@ def predict_glm(
     theta = getattr(ctx.views[active], attr) @ state.w[active] + state.bias
     theta = theta + sum(received[k] for k in passives)
     return loss.predict(theta)
+
+
+def _scoring_weights(ctx: RunContext, hooks: GLMHooks, state: GLMState, k: int) -> np.ndarray:
+    """Passive party k's scoring weights, kept in ``state.scored`` (the part --save writes)."""
+    state.scored[k] = hooks.score_weights(ctx, k, state.w[k])
+    return state.scored[k]
 
 
 def glm_fingerprints(state: GLMState) -> dict[int, str]:

@@ -26,6 +26,7 @@ from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.results import RunStats
 from securevfl.rng import derive_seed
 from securevfl.training.bottom_models import bottom_model
+from securevfl.training.export import export_splitnn, try_export
 from securevfl.training.loop import (
     Batch,
     EpochClock,
@@ -273,7 +274,17 @@ def fit_splitnn(
     else:
         raise ValueError(f"configure_evaluate must return 'private' or 'plain', got {mode!r}")
     compose_releases(ledger, hooks.eval_releases(ctx, ctx.info.n_test))
-    return TrainRun(state, train_s, scores, splitnn_fingerprints(state), stats, eval_mode=mode)
+    run = TrainRun(state, train_s, scores, splitnn_fingerprints(state), stats, eval_mode=mode)
+    if mode == "plain":  # the parts alone reproduce the scores
+        run.model, run.model_refusal = try_export(
+            export_splitnn, ctx, state, aggregation=hooks.aggregation
+        )
+    else:  # each scored row goes through the method's own noisy path
+        run.model_refusal = (
+            "it scores each row through its private path (noisy embeddings), which predict "
+            "cannot replay yet"
+        )
+    return run
 
 
 def _scores(ctx: RunContext, out: torch.Tensor) -> np.ndarray:
