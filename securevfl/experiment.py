@@ -280,7 +280,17 @@ def run_experiment(
         if save is not None:  # every party writes only its own part, where it lives
             from securevfl.model_io import save_parts
 
-            save_parts(save, spec, method, info, views, fit, facts, shared_seed=int(shared_seed))
+            save_parts(
+                save,
+                spec,
+                method,
+                info,
+                views,
+                fit,
+                facts,
+                shared_seed=int(shared_seed),
+                here_label=rt.here(info.label_party),
+            )
         fingerprints = rt.collect(fit.fingerprints, dst=info.label_party)
         meters = rt.collect(rt.meter.export(), dst=info.label_party)
         used = (rss_start, peak_rss_bytes(), cpu_seconds() - cpu_start)
@@ -370,7 +380,9 @@ def spec_from_dict(d: dict[str, Any]) -> RunSpec:
     return build_spec(d)
 
 
-def run_in_processes(spec: RunSpec, *, plugins: tuple[str, ...] = ()) -> dict[str, Any]:
+def run_in_processes(
+    spec: RunSpec, *, plugins: tuple[str, ...] = (), save: str | None = None
+) -> dict[str, Any]:
     """Run ``spec`` with one local OS process per party (MPyC runtime); return the record."""
     from securevfl.runtime.launcher import run_local_processes
 
@@ -378,4 +390,8 @@ def run_in_processes(spec: RunSpec, *, plugins: tuple[str, ...] = ()) -> dict[st
     n = method.n_parties(spec)
     # each party may wait up to spec.timeout per message; the whole run gets a generous bound
     overall = spec.timeout * 4 + 60
-    return run_local_processes(dict(spec.__dict__), n, timeout=overall, plugins=plugins)
+    if save is not None:
+        from securevfl.model_io import check_save_dir
+
+        check_save_dir(save, list(range(n)))
+    return run_local_processes(dict(spec.__dict__), n, timeout=overall, plugins=plugins, save=save)

@@ -91,10 +91,13 @@ def save_parts(
     facts: dict,
     *,
     shared_seed: int,
+    here_label: bool = True,
 ) -> list[Path]:
     """Write every local party's part of ``fit.model`` under ``root``; return the directories."""
     from securevfl.data.custom import CSV_PREFIX, schema_of
 
+    if fit.model is None and fit.model_refusal is None and not here_label:
+        return []  # nothing lives here (a local-only baseline's passive party)
     if fit.model is None:
         why = fit.model_refusal or "it returns no model to save"
         raise ConfigError(f"--save does not apply to method {spec.method!r} yet: {why}")
@@ -126,7 +129,7 @@ def save_parts(
             "settings": {"dataset": spec.dataset, "parties": spec.parties, **spec.to_config()},
             "task": info.task,
             "n_classes": info.n_classes,
-            "classes": (schema or {}).get("classes"),
+            "classes": _labels((schema or {}).get("classes")),
             "features_per_party": list(info.features_per_party),
             "columns": _columns(k, views, info, facts, spec),
             # a pooled baseline's one part reads every data party's columns
@@ -144,12 +147,39 @@ def save_parts(
             "meta": part.meta,
             "privacy": fit.privacy.to_dict() if fit.privacy is not None else None,
             "noise_seeded": spec.seed is not None,
+            # the label holder's check: a reloaded model must predict these test classes
+            "test_classes_sha256": classes_digest(info.task, fit.test_scores)
+            if k == info.label_party
+            else None,
             "version": __version__,
             "files": files,
         }
         (d / "card.json").write_text(json.dumps(card, indent=1, default=_plain) + "\n")
         written.append(d)
     return written
+
+
+def classes_digest(task: str, scores: Any) -> str | None:
+    """sha256 of the predicted class ids of test scores (what a reloaded model must match)."""
+    if scores is None:
+        return None
+    s = np.asarray(scores, dtype=float)
+    if task == "regression":
+        ids = s
+    elif s.ndim == 1:
+        ids = (s >= 0.5).astype(np.int64)
+    elif task == "binary":
+        ids = (s[:, 1] >= 0.5).astype(np.int64)
+    else:
+        ids = s.argmax(axis=1).astype(np.int64)
+    return hashlib.sha256(np.ascontiguousarray(ids).tobytes()).hexdigest()
+
+
+def _labels(classes: list | None) -> list | None:
+    """Class labels as the CSV wrote them: 1.0 is written 1."""
+    if classes is None:
+        return None
+    return [int(c) if isinstance(c, float) and c.is_integer() else c for c in classes]
 
 
 def _plain(o: Any) -> Any:
