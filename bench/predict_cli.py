@@ -47,6 +47,16 @@ def add_predict_parser(sub: Any) -> None:
     p.add_argument("--id-column", help="the ID column of every CSV (required with --dataset)")
     p.add_argument("--out", metavar="FILE", help="write id,class,score per scored row here")
     p.add_argument("--json", action="store_true", help="print one JSON prediction record")
+    g = p.add_argument_group(
+        "networked (one party per host)",
+        "with --index: this host's party loads only its own part (--model DIR/party_K or DIR) "
+        "and its own CSV (--dataset csv:MINE.csv); the label holder writes --out",
+    )
+    g.add_argument("--index", type=int, help="this party's index (0 = label holder)")
+    g.add_argument("-P", action="append", metavar="HOST:PORT", help="every party, in index order")
+    g.add_argument("--certs", metavar="DIR", help="mutual TLS certificates (`securevfl certs`)")
+    g.add_argument("--run-id", default="", help="a label every party of this predict is given")
+    g.add_argument("--timeout", type=float, default=120.0, help="seconds per message; default 120")
     p.set_defaults(func=cmd_predict)
 
 
@@ -56,6 +66,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
     # numpy's and pandas' warnings would add unexplained lines before a one-line error
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
+        if args.index is not None:
+            return _party(args)
+        if args.P:
+            raise ConfigError("-P applies with --index (a networked predict), got no --index")
         model = load_model(args.model)
         if args.dataset is None:
             return _test_split(model, args)
@@ -72,17 +86,52 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rec, default=str))
         return 0
-    al = rec["alignment"]
-    print(
-        f"{model.method}: scored {rec['rows']:,} rows (the IDs all {len(al['rows'])} parties "
-        f"hold; rows per party {al['rows']}), wrote {args.out}"
-    )
-    print(
-        f"  {rec['comm']['bytes_total']:,} bytes to the label holder ({rec['bytes_per_row']:.1f} "
-        f"per row); PSI {al['comm']['bytes_total']:,} bytes (reveals the intersection)"
-    )
-    print(f"  privacy: {rec['privacy']['release']}")
+    print(_summary(rec))
     return 0
+
+
+def _party(args: argparse.Namespace) -> int:
+    from securevfl.predict import Model, predict_party
+
+    if not args.dataset or not args.dataset.startswith("csv:") or "," in args.dataset:
+        raise ConfigError(
+            f"--dataset must be csv:MINE.csv (this party's file), got {args.dataset!r}"
+        )
+    if not args.id_column or not args.P:
+        raise ConfigError("--id-column and -P (every party) must be given with --index")
+    pred = predict_party(
+        args.model,
+        args.dataset[4:],
+        args.id_column,
+        args.index,
+        args.P,
+        cert_dir=args.certs,
+        run_id=args.run_id,
+        timeout=args.timeout,
+    )
+    if pred is None:
+        print(f"party {args.index}: sent its messages to the label holder")
+        return 0
+    if not args.out:
+        raise ConfigError("--out must be given at the label holder (the scores file)")
+    _write(
+        Path(args.out), pred.ids, pred.classes, Model.score_column(pred.scores, pred.record["task"])
+    )
+    rec = {**pred.record, "out": args.out}
+    print(json.dumps(rec, default=str) if args.json else _summary(rec))
+    return 0
+
+
+def _summary(rec: dict[str, Any]) -> str:
+    al = rec["alignment"]
+    sent = ", ".join(f"party {k}: {v:.1f}" for k, v in rec["sent_per_row"].items())
+    return (
+        f"{rec['method']}: scored {rec['rows']:,} rows (the IDs all {len(al['rows'])} parties "
+        f"hold; rows per party {al['rows']}), wrote {rec['out']}\n"
+        f"  bytes sent per scored row: {sent} ({rec['bytes_per_row']:.1f} in all); PSI "
+        f"{al['comm']['bytes_total']:,} bytes (reveals the intersection)\n"
+        f"  privacy: {rec['privacy']['release']}"
+    )
 
 
 def _test_split(model: Any, args: argparse.Namespace) -> int:

@@ -246,8 +246,10 @@ class Model:
         record = {
             "method": self.method,
             "rows": n,
+            "task": self.task,
+            "runtime": "inprocess",
             "comm": comm,
-            "bytes_per_row": comm["bytes_total"] / n if n else 0.0,
+            **_per_row(rt.meter, rt.n_parties, n),
             "privacy": {
                 "scored_rows_epsilon": None,
                 "release": SCORING_RELEASE,
@@ -259,7 +261,7 @@ class Model:
 
     def predict_csv(self, paths: Sequence[str | Path], id_column: str) -> Prediction:
         """Score rows given as per-party CSVs keyed by ``id_column`` (aligned by PSI)."""
-        from securevfl.data.alignment import align_tables, read_party_csv
+        from securevfl.data.alignment import align_tables
 
         self.check_complete()
         if len(paths) != self.data_parties:
@@ -267,29 +269,10 @@ class Model:
                 f"--dataset must name one CSV per data party ({self.data_parties}), "
                 f"got {len(paths)}"
             )
-        tables = {}
-        for k, p in enumerate(paths):
-            t = read_party_csv(p, id_column, k)
-            header = t.header[: t.id_index] + t.header[t.id_index + 1 :]
-            want = list(self.columns(k)["names"])
-            if header != want:
-                raise DataError(
-                    f"party {k}'s CSV {str(p)!r} must have the model card's columns {want} "
-                    f"(names, order, count) besides {id_column!r}, got {header}"
-                )
-            tables[k] = t
+        tables = {k: _read_checked(self, k, p, id_column) for k, p in enumerate(paths)}
         kept, align = align_tables(InProcessRuntime(self.data_parties), tables, workers=1)
-        prepared, ids = {}, None
-        for k, t in kept.items():
-            j = t.id_index
-            ids = t.ids if ids is None else ids
-            try:
-                raw = np.array([r[:j] + r[j + 1 :] for r in t.rows], dtype=float)
-            except ValueError as exc:
-                raise DataError(f"party {k}'s CSV {str(t.path)!r} must be numeric: {exc}") from None
-            if raw.size == 0:
-                raise DataError("the parties' CSVs must share >= 1 ID, got none in common")
-            prepared[k] = self.prepare(k, raw.reshape(len(t.rows), -1))
+        prepared = {k: self.prepare(k, _numeric(t)) for k, t in kept.items()}
+        ids = kept[0].ids
         return self._finish(ids, prepared, {"alignment": align})
 
     def predict_test_split(self) -> tuple[np.ndarray, np.ndarray]:
@@ -321,3 +304,131 @@ def _link(name: str, theta: np.ndarray) -> np.ndarray:
 def load_model(path: str | Path) -> Model:
     """Load a saved model directory (every party's part, or one party's directory)."""
     return Model(load_parts(path))
+
+
+def predict_party(
+    model_dir: str | Path,
+    csv_path: str | Path,
+    id_column: str,
+    index: int,
+    addresses: Sequence[str],
+    *,
+    cert_dir: str | None = None,
+    run_id: str = "",
+    timeout: float = 120.0,
+    key: bytes = b"",
+) -> Prediction | None:
+    """One party of a networked predict: it loads only its own part and its own CSV, aligns
+    its rows with the others' by PSI and sends its messages; the label holder returns the
+    prediction (None elsewhere). ``model_dir``: the party's directory (or the model's root)."""
+    import hashlib
+
+    from securevfl.data.alignment import align_tables
+    from securevfl.errors import ConfigError
+    from securevfl.model_io import load_part, party_dir
+    from securevfl.party import check_addresses
+    from securevfl.runtime.networked import NetworkedRuntime
+
+    check_addresses(addresses, cert_dir)
+    d = Path(model_dir)
+    if not (d / "card.json").is_file() and party_dir(d, index).is_dir():
+        d = party_dir(d, index)
+    part = load_part(d)
+    if part.party != index:
+        raise ModelFileError(
+            f"model card {str(d / 'card.json')!r} must belong to party {index}, got party "
+            f"{part.party} (a party's model used for another party)"
+        )
+    model = Model({index: part})
+    if (
+        model.pooled
+        or model.n_parties != model.data_parties
+        or model.scoring != list(range(model.data_parties))
+    ):
+        raise ConfigError(
+            f"networked predict needs a model whose every party holds data and a part, got "
+            f"method {model.method!r} ({model.n_parties} parties, scoring {model.scoring})"
+        )
+    if len(addresses) != model.n_parties:
+        raise ConfigError(
+            f"-P must be given once per party of the model ({model.n_parties}), got "
+            f"{len(addresses)}"
+        )
+    table = _read_checked(model, index, csv_path, id_column)
+    doc = f"predict/{part.card['model_id']}/{run_id}/{model.n_parties}"
+    digest = hashlib.sha256(doc.encode()).digest()
+    rt = NetworkedRuntime(
+        index, addresses, digest=digest, timeout=timeout, cert_dir=cert_dir, key=key
+    )
+    try:
+        kept, align = align_tables(rt, {index: table}, workers=1)
+        prepared = {index: model.prepare(index, _numeric(kept[index]))}
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            scores = model.score(prepared, rt)
+        meters = rt.collect(rt.meter.export(), dst=model.label_party)
+    except BaseException:
+        rt.close(graceful=False)
+        raise
+    rt.close()
+    if scores is None:
+        return None
+    from securevfl.runtime.channel import Meter
+
+    merged = Meter()
+    for m in meters.values():
+        merged.merge(m)
+    comm = merged.summary(model.n_parties)
+    n = len(scores)
+    record = {
+        "method": model.method,
+        "rows": n,
+        "task": model.task,
+        "runtime": "processes",
+        "comm": comm,
+        **_per_row(merged, model.n_parties, n),
+        "alignment": align,
+        "privacy": {
+            "scored_rows_epsilon": None,
+            "release": SCORING_RELEASE,
+            "training": model.card.get("privacy"),
+        },
+    }
+    return Prediction(kept[index].ids, model.classify(scores), scores, record)
+
+
+def _per_row(meter: Any, n_parties: int, n: int) -> dict[str, Any]:
+    """Bytes of the scoring phase per scored row: in all, and sent by each party."""
+    c = meter.phases.get("predict")
+    total = c.bytes_total if c is not None else 0
+    sent = {
+        str(k): (c.sent.get(k, 0) if c is not None else 0) / max(n, 1) for k in range(n_parties)
+    }
+    return {"bytes_per_row": total / max(n, 1), "sent_per_row": sent}
+
+
+def _read_checked(model: Model, k: int, path: str | Path, id_column: str) -> Any:
+    """Party k's CSV, its columns checked against its card (names, order, count)."""
+    from securevfl.data.alignment import read_party_csv
+
+    t = read_party_csv(path, id_column, k)
+    header = t.header[: t.id_index] + t.header[t.id_index + 1 :]
+    want = list(model.columns(k)["names"])
+    if header != want:
+        raise DataError(
+            f"party {k}'s CSV {str(path)!r} must have the model card's columns {want} "
+            f"(names, order, count) besides {id_column!r}, got {header}"
+        )
+    return t
+
+
+def _numeric(t: Any) -> np.ndarray:
+    """A table's rows without the ID column, as numbers (one DataError line otherwise)."""
+    j = t.id_index
+    try:
+        raw = np.array([r[:j] + r[j + 1 :] for r in t.rows], dtype=float)
+    except ValueError as exc:
+        raise DataError(f"party CSV {str(t.path)!r} must be numeric: {exc}") from None
+    if raw.size == 0:
+        raise DataError("the parties' CSVs must share >= 1 ID, got none in common")
+    return raw.reshape(len(t.rows), -1)
