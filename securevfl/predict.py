@@ -431,4 +431,6 @@ def _numeric(t: Any) -> np.ndarray:
         raise DataError(f"party CSV {str(t.path)!r} must be numeric: {exc}") from None
     if raw.size == 0:
         raise DataError("the parties' CSVs must share >= 1 ID, got none in common")
+    if not np.all(np.isfinite(raw)):
+        raise DataError(f"party CSV {str(t.path)!r} must hold finite numbers, got NaN/inf")
     return raw.reshape(len(t.rows), -1)
