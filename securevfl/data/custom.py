@@ -176,7 +176,8 @@ def _read_numeric_csv(p: Path, k: int) -> tuple[list[str], np.ndarray]:
     try:
         data = np.genfromtxt(p, delimiter=",", skip_header=1, dtype=float, ndmin=2)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise DataError(f"party {k}'s CSV {str(p)!r} must be numeric: {exc}") from None
+        why = str(exc).strip().splitlines()[-1].strip()  # genfromtxt's last line names the row
+        raise DataError(f"party {k}'s CSV {str(p)!r} must be numeric: {why}") from None
     if data.size == 0:
         raise DataError(f"party {k}'s CSV {str(p)!r} must hold >= 1 data row, got none")
     return header, data
