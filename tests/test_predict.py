@@ -391,3 +391,46 @@ def test_three_hosts_save_and_predict_over_tls(tmp_path):
         rows = list(csv.DictReader(f))
     assert [r["id"] for r in rows] == local.ids
     assert np.array_equal([float(r["score"]) for r in rows], local.scores)
+
+
+def test_new_rows_are_prepared_exactly_as_training_prepared_them(tmp_path):
+    """Raw CSV values through the card's scaling equal the registered table's columns."""
+    train, _, _ = _phishing_csvs(tmp_path)
+    name = "csv:" + ",".join(map(str, train))
+    spec = build_spec({"method": "vfl", "dataset": name, "id_column": "ID", "seed": 1, "epochs": 1})
+    securevfl.run_experiment(spec, save=str(tmp_path / "m"))
+    model = securevfl.load_model(tmp_path / "m")
+    ds = load_dataset(name, seed=0)  # the registered table: rows in the aligned (ID) order
+    from securevfl.data.alignment import align_tables, read_party_csv
+    from securevfl.runtime import InProcessRuntime
+
+    tables = {k: read_party_csv(p, "ID", k) for k, p in enumerate(train)}
+    kept, _ = align_tables(InProcessRuntime(2), tables, workers=1)
+    for k, t in kept.items():
+        raw = np.array([r[1:] for r in t.rows], dtype=float)
+        if k == 0:
+            raw = raw[:, 1:]  # the label column
+        cols = model.columns(k)["indices"]
+        got = model.prepare(k, raw) * np.sqrt(model.bound_sq)
+        assert np.allclose(got, ds.X[:, cols], atol=1e-12, rtol=0)
+
+
+def test_centred_model_predicts_new_rows(tmp_path):
+    train, new, truth = _phishing_csvs(tmp_path)
+    spec = build_spec(
+        {
+            "method": "vfl",
+            "dataset": "csv:" + ",".join(map(str, train)),
+            "id_column": "ID",
+            "seed": 1,
+            "center": True,
+        }
+    )
+    securevfl.run_experiment(spec, save=str(tmp_path / "m"))
+    model = securevfl.load_model(tmp_path / "m")
+    assert any(c is not None for c in model.columns(0)["center"])
+    scores, _ = model.predict_test_split()
+    assert classes_digest(model.task, scores) == model.card["test_classes_sha256"]
+    pred = model.predict_csv(new, "ID")
+    acc = np.mean([c == truth[i] for i, c in zip(pred.ids, pred.classes.tolist())])
+    assert acc >= 0.85, acc
