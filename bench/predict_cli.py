@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -52,11 +53,17 @@ def add_predict_parser(sub: Any) -> None:
         "with --index: this host's party loads only its own part (--model DIR/party_K or DIR) "
         "and its own CSV (--dataset csv:MINE.csv); the label holder writes --out",
     )
+    p.add_argument(
+        "--processes",
+        action="store_true",
+        help="one local OS process per party, each loading only its own part (loopback)",
+    )
     g.add_argument("--index", type=int, help="this party's index (0 = label holder)")
     g.add_argument("-P", action="append", metavar="HOST:PORT", help="every party, in index order")
     g.add_argument("--certs", metavar="DIR", help="mutual TLS certificates (`securevfl certs`)")
     g.add_argument("--run-id", default="", help="a label every party of this predict is given")
     g.add_argument("--timeout", type=float, default=120.0, help="seconds per message; default 120")
+    g.add_argument("--key-stdin", action="store_true", help=argparse.SUPPRESS)  # --processes
     p.set_defaults(func=cmd_predict)
 
 
@@ -68,6 +75,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         warnings.simplefilter("ignore")
         if args.index is not None:
             return _party(args)
+        if args.processes:
+            return _processes(args)
         if args.P:
             raise ConfigError("-P applies with --index (a networked predict), got no --index")
         model = load_model(args.model)
@@ -99,6 +108,11 @@ def _party(args: argparse.Namespace) -> int:
         )
     if not args.id_column or not args.P:
         raise ConfigError("--id-column and -P (every party) must be given with --index")
+    key = b""
+    if args.key_stdin:
+        from securevfl.party import read_key
+
+        key = read_key(sys.stdin)
     pred = predict_party(
         args.model,
         args.dataset[4:],
@@ -108,6 +122,7 @@ def _party(args: argparse.Namespace) -> int:
         cert_dir=args.certs,
         run_id=args.run_id,
         timeout=args.timeout,
+        key=key,
     )
     if pred is None:
         print(f"party {args.index}: sent its messages to the label holder")
@@ -118,6 +133,43 @@ def _party(args: argparse.Namespace) -> int:
         Path(args.out), pred.ids, pred.classes, Model.score_column(pred.scores, pred.record["task"])
     )
     rec = {**pred.record, "out": args.out}
+    print(json.dumps(rec, default=str) if args.json else _summary(rec))
+    return 0
+
+
+def _processes(args: argparse.Namespace) -> int:
+    """Start one local process per party (``--index k``), each loading only its own part."""
+    import secrets
+
+    from protocols.processes import free_ports, run_group
+    from securevfl.errors import PartyTimeoutError, ProtocolError
+    from securevfl.model_io import party_dir
+
+    if not args.dataset or not args.dataset.startswith("csv:") or not args.id_column:
+        raise ConfigError("--processes needs --dataset csv:A.csv,B.csv,... and --id-column")
+    if not args.out:
+        raise ConfigError("--out must be given with --dataset csv:... (the scores file)")
+    paths = [p for p in args.dataset[4:].split(",") if p]
+    n = len(paths)
+    addresses = [f"127.0.0.1:{p}" for p in free_ports(n)]
+    run_id, key = secrets.token_hex(8), secrets.token_bytes(32)
+    cmds = []
+    for k, path in enumerate(paths):
+        cmd = [sys.executable, "-m", "bench.cli", "predict", "--index", str(k), "--model"]
+        cmd += [str(party_dir(args.model, k)), "--dataset", f"csv:{path}"]
+        cmd += ["--id-column", args.id_column, "--run-id", run_id, "--key-stdin", "--json"]
+        cmd += ["--timeout", str(args.timeout)] + (["--out", args.out] if k == 0 else [])
+        for a in addresses:
+            cmd += ["-P", a]
+        cmds.append(cmd)
+    outs = run_group(
+        cmds,
+        [key.hex().encode() + b"\n"] * n,
+        args.timeout * 4 + 60,
+        on_failure=lambda i, line: ProtocolError(f"party {i} failed: {line}"),
+        on_timeout=lambda: PartyTimeoutError(f"the {n} predict processes did not finish"),
+    )
+    rec = json.loads(outs[0])
     print(json.dumps(rec, default=str) if args.json else _summary(rec))
     return 0
 

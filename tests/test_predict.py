@@ -434,3 +434,29 @@ def test_centred_model_predicts_new_rows(tmp_path):
     pred = model.predict_csv(new, "ID")
     acc = np.mean([c == truth[i] for i, c in zip(pred.ids, pred.classes.tolist())])
     assert acc >= 0.85, acc
+
+
+@pytest.mark.networked
+def test_predict_processes_equals_inprocess(tmp_path, capsys):
+    model_dir, new = _saved_csv_model(tmp_path)
+    out = tmp_path / "s.csv"
+    args = [
+        "predict",
+        "--model",
+        str(model_dir),
+        "--dataset",
+        "csv:" + ",".join(map(str, new)),
+        "--id-column",
+        "ID",
+        "--out",
+        str(out),
+        "--json",
+    ]
+    assert main([*args, "--processes"]) == 0, capsys.readouterr().err
+    rec = json.loads(capsys.readouterr().out)
+    local = securevfl.load_model(model_dir).predict_csv(new, "ID")
+    with out.open() as f:
+        rows = list(csv.DictReader(f))
+    assert rec["runtime"] == "processes" and rec["rows"] == len(local.ids) == len(rows)
+    assert [r["id"] for r in rows] == local.ids
+    assert np.array_equal([float(r["score"]) for r in rows], local.scores)
