@@ -233,8 +233,12 @@ class Model:
         n = {len(np.atleast_2d(b)) for b in blocks.values()}
         if len(n) != 1:
             raise DataError(f"every party's block must hold the same rows, got counts {n}")
-        prepared = {k: self.prepare(k, b) for k, b in blocks.items()}
+        prepared = {k: self.prepare(k, b) for k, b in blocks.items() if self.reads(k)}
         return self._finish(None, prepared, {})
+
+    def reads(self, k: int) -> bool:
+        """Whether the model reads data party ``k``'s columns (a local-only model: party 0's)."""
+        return self.pooled or k in self.scoring
 
     def _finish(self, ids: list[str] | None, prepared: dict, extra: dict) -> Prediction:
         rt = InProcessRuntime(self.n_parties)
@@ -271,7 +275,7 @@ class Model:
             )
         tables = {k: _read_checked(self, k, p, id_column) for k, p in enumerate(paths)}
         kept, align = align_tables(InProcessRuntime(self.data_parties), tables, workers=1)
-        prepared = {k: self.prepare(k, _numeric(t)) for k, t in kept.items()}
+        prepared = {k: self.prepare(k, _numeric(t)) for k, t in kept.items() if self.reads(k)}
         ids = kept[0].ids
         return self._finish(ids, prepared, {"alignment": align})
 
@@ -412,6 +416,8 @@ def _read_checked(model: Model, k: int, path: str | Path, id_column: str) -> Any
     from securevfl.data.alignment import read_party_csv
 
     t = read_party_csv(path, id_column, k)
+    if not model.reads(k):  # its IDs take part in the alignment, its columns in nothing
+        return t
     header = t.header[: t.id_index] + t.header[t.id_index + 1 :]
     want = list(model.columns(k)["names"])
     if header != want:

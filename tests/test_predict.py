@@ -460,3 +460,30 @@ def test_predict_processes_equals_inprocess(tmp_path, capsys):
     assert rec["runtime"] == "processes" and rec["rows"] == len(local.ids) == len(rows)
     assert [r["id"] for r in rows] == local.ids
     assert np.array_equal([float(r["score"]) for r in rows], local.scores)
+
+
+def test_predict_bench_reports_throughput_and_bytes_per_row(tmp_path, capsys):
+    from bench.predict_bench import main as bench_main
+
+    assert (
+        bench_main(
+            [
+                "--dataset",
+                "breast",
+                "--rows",
+                "2000",
+                "--methods",
+                "vfl,local",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
+    lines = (tmp_path / "results.jsonl").read_text().splitlines()
+    recs = [json.loads(x) for x in lines]
+    assert [r["method"] for r in recs] == ["vfl", "local"]
+    assert recs[0]["sent_per_row"]["1"] == pytest.approx(8.0, abs=0.2)  # one float64 per row, framed
+    assert recs[1]["bytes_per_row"] == 0  # the active party alone sends nothing
+    assert all(r["rows_per_s"] > 0 for r in recs)
+    assert "| vfl | 2,000 |" in capsys.readouterr().out
