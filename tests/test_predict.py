@@ -483,7 +483,7 @@ def test_predict_bench_reports_throughput_and_bytes_per_row(tmp_path, capsys):
     lines = (tmp_path / "results.jsonl").read_text().splitlines()
     recs = [json.loads(x) for x in lines]
     assert [r["method"] for r in recs] == ["vfl", "local"]
-    assert recs[0]["sent_per_row"]["1"] == pytest.approx(8.0, abs=0.2)  # one float64 per row, framed
+    assert recs[0]["sent_per_row"]["1"] == pytest.approx(8.0, abs=0.2)  # a float64 per row
     assert recs[1]["bytes_per_row"] == 0  # the active party alone sends nothing
     assert all(r["rows_per_s"] > 0 for r in recs)
     assert "| vfl | 2,000 |" in capsys.readouterr().out
