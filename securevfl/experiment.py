@@ -247,9 +247,9 @@ def run_experiment(
             f"with {spec.parties} data parties, got {rt.n_parties}"
         )
     if save is not None:  # refused before any training
-        from securevfl.model_io import check_save_dir
+        from securevfl.model_io import check_save
 
-        check_save_dir(save, rt.local_parties)
+        check_save(save, rt.local_parties, spec, method)
     try:
         facts: dict[str, Any] = {}
         info, views, pooled = build_views(spec, method, rt.local_parties, facts)
@@ -391,7 +391,7 @@ def run_in_processes(
     # each party may wait up to spec.timeout per message; the whole run gets a generous bound
     overall = spec.timeout * 4 + 60
     if save is not None:
-        from securevfl.model_io import check_save_dir
+        from securevfl.model_io import check_save
 
-        check_save_dir(save, list(range(n)))
+        check_save(save, list(range(n)), spec, method)
     return run_local_processes(dict(spec.__dict__), n, timeout=overall, plugins=plugins, save=save)

@@ -37,8 +37,15 @@ def party_dir(root: str | Path, k: int) -> Path:
     return Path(root) / f"party_{k}"
 
 
-def check_save_dir(root: str | Path, parties: list[int]) -> None:
-    """Before training: ``root`` is a directory (or absent) and no local party's part exists."""
+def check_save(root: str | Path, parties: list[int], spec: Any, method: Any) -> None:
+    """Before training: the method can export this model (what is known before it runs; a
+    method class may say why not in ``model_export_refusal``), ``root`` is a directory (or
+    absent) and no local party's part exists."""
+    why = getattr(method, "model_export_refusal", None)
+    if why is None and spec.model == "cnn":
+        why = "its CNN bottom is not in the saved-model layer allow-list yet"
+    if why is not None:
+        raise ConfigError(f"--save does not apply to method {spec.method!r} yet: {why}")
     p = Path(root)
     if p.exists() and not p.is_dir():
         raise ConfigError(f"--save must name a directory, got the file {str(p)!r}")

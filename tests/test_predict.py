@@ -487,3 +487,14 @@ def test_predict_bench_reports_throughput_and_bytes_per_row(tmp_path, capsys):
     assert recs[1]["bytes_per_row"] == 0  # the active party alone sends nothing
     assert all(r["rows_per_s"] > 0 for r in recs)
     assert "| vfl | 2,000 |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["he-vfl"], ["vafl", "--model", "mlp"], ["vfl", "--model", "cnn", "--dataset", "digits"]],
+)
+def test_methods_without_an_export_refuse_save_before_training(tmp_path, capsys, args):
+    rc = main(["run", *args, "--save", str(tmp_path / "m")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and f"method {args[0]!r}" in err[0]
+    assert not (tmp_path / "m").exists()
