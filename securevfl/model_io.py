@@ -275,7 +275,46 @@ def load_part(d: str | Path) -> Part:
         if not path.is_file():
             raise ModelFileError(f"model file {str(path)!r} listed in its card must exist")
         arrays[name[: -len(".npy")]] = _load_array(path, str(digest))
+    _check_fields(card, arrays, card_path)
     return Part(card, arrays, d)
+
+
+_FIELDS = {
+    "model_id": str,
+    "party": int,
+    "n_parties": int,
+    "data_parties": int,
+    "label_party": int,
+    "method": str,
+    "task": str,
+    "columns": dict,
+    "preprocessing": dict,
+    "meta": dict,
+    "spec": dict,
+}
+
+
+def _check_fields(card: dict, arrays: dict, path: Path) -> None:
+    """Every field scoring reads is there with its type (a KeyError would be a traceback)."""
+    for key, kind in _FIELDS.items():
+        if not isinstance(card.get(key), kind):
+            raise ModelFileError(
+                f"model card {str(path)!r} must have {key!r} of type {kind.__name__}, got "
+                f"{type(card.get(key)).__name__}"
+            )
+    meta, head = card["meta"], bool(card["meta"].get("head"))
+    need = ["columns.indices", "columns.names", "preprocessing.row_norm_bound_sq"]
+    if card["kind"] == "linear":
+        need += ["array w"] + (["array bias", "meta link"] if head else [])
+    else:
+        bottom = card["party"] < card["data_parties"] or meta.get("pooled")
+        need += ["meta bottom_layers"] if bottom else []
+        need += ["meta head_layers", "meta aggregation", "meta link"] if head else []
+    for item in need:
+        where, _, key = item.replace(".", " ").partition(" ")
+        holder = {"array": arrays, "meta": meta}.get(where, card.get(where, {}))
+        if key not in holder:
+            raise ModelFileError(f"model card {str(path)!r} must have {item}, not found")
 
 
 def load_parts(root: str | Path) -> dict[int, Part]:

@@ -192,7 +192,7 @@ class Model:
             X = np.zeros((len(blocks[0]), width))
             for k in range(self.data_parties):
                 X[:, self.columns(k)["indices"]] = blocks[k]
-            return self._head(X, {}) if self.kind == "linear" else self._head(X, {})
+            return self._head(X, {})
         senders = [k for k in self.scoring if k != L]
         with rt.meter.in_phase("predict"):
             msgs = {k: rt.local(k, self._message, k, blocks.get(k)) for k in senders}

@@ -284,6 +284,15 @@ def test_refusals_exit_2_with_one_line(tmp_path, capsys):
     card.write_text(json.dumps(c))
     rc, err = _predict_err(capsys, tampered, new, tmp_path)
     assert rc == 2 and len(err) == 1 and "format_version" in err[0] and "card.json" in err[0]
+    # a card missing a field scoring reads
+    c["format_version"] = 1
+    card.write_text(json.dumps(c))
+    shutil.copy(model_dir / "party_0" / "card.json", tampered / "party_0" / "card.json")
+    c0 = json.loads((tampered / "party_0" / "card.json").read_text())
+    del c0["meta"]["link"]
+    (tampered / "party_0" / "card.json").write_text(json.dumps(c0))
+    rc, err = _predict_err(capsys, tampered, new, tmp_path)
+    assert rc == 2 and len(err) == 1 and "must have meta link" in err[0], err
 
 
 def test_python_api_predicts_raw_rows(tmp_path):
