@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.predict_cli import add_predict_parser, add_save_arg
+from bench.predict_cli import add_checkpoint_args, add_predict_parser, add_save_arg
 from bench.run_args import add_run_args, method_in, spec_from_args
 from securevfl.errors import ConfigError, SecureVFLError, check_int
 
@@ -74,6 +74,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     if args.save is not None and args.record_view is not None:
         raise ConfigError("--save does not apply with --record-view (an attack run)")
+    from securevfl.checkpoint import make_checkpoints
+
+    ck = make_checkpoints(
+        spec, every=args.checkpoint_every, directory=args.checkpoint, resume=args.resume
+    )
+    if ck is not None and (args.processes or args.record_view is not None):
+        raise ConfigError("--checkpoint-every/--resume apply to in-process runs only")
     if args.record_view is not None:
         from bench.attack_cli import run_recording
 
@@ -83,7 +90,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         record = run_in_processes(spec, plugins=plugin_modules(), save=args.save)
     else:
-        record = run_experiment(spec, save=args.save)
+        record = run_experiment(spec, save=args.save, checkpoints=ck)
     _print_record(record, args.json)
     return 0
 
@@ -250,6 +257,7 @@ def build_parser(method: str | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print exactly one JSON result record")
     add_save_arg(p)
+    add_checkpoint_args(p)
     p.add_argument(
         "--record-view",
         type=int,

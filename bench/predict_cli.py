@@ -30,6 +30,23 @@ def add_save_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_checkpoint_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--checkpoint-every",
+        type=int,
+        metavar="N",
+        help="write each party's training state every N epochs to --checkpoint DIR (GLM "
+        "trainer, plain runs; needs --seed)",
+    )
+    p.add_argument("--checkpoint", metavar="DIR", help="where --checkpoint-every writes")
+    p.add_argument(
+        "--resume",
+        metavar="DIR",
+        help="continue a run from its checkpoint (same settings and --seed): the same model as "
+        "an uninterrupted run",
+    )
+
+
 def add_predict_parser(sub: Any) -> None:
     p = sub.add_parser(
         "predict",

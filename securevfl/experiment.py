@@ -221,13 +221,15 @@ def run_experiment(
     *,
     views_hook: ViewsHook | None = None,
     save: str | None = None,
+    checkpoints: Any = None,
 ) -> dict[str, Any] | None:
     """Run ``spec``; the label holder's process returns the record, other processes ``None``.
 
     ``views_hook(info, views, pooled)`` may re-split the rows before training (the membership
     attack trains on part of the training split and scores members beside non-members).
     ``save``: a directory; each party living here writes its own trained part into it
-    (:mod:`securevfl.model_io`).
+    (:mod:`securevfl.model_io`). ``checkpoints``: a :class:`securevfl.checkpoint.Checkpoints`
+    (write every N epochs / resume), None: off.
     """
     t_start = time.perf_counter()
     rss_start, cpu_start = current_rss_bytes(), cpu_seconds()
@@ -273,8 +275,19 @@ def run_experiment(
         )
         # numpy's overflow/invalid warnings would add unexplained lines to the output; what they
         # can mean (a non-finite or constant result) is judged by outcome_warnings below
-        with np.errstate(all="ignore"):
-            fit = method.fit(ctx)
+        from securevfl import checkpoint
+
+        token = checkpoint.activate(checkpoints)
+        try:
+            with np.errstate(all="ignore"):
+                fit = method.fit(ctx)
+        finally:
+            checkpoint.deactivate(token)
+        if checkpoints is not None and not checkpoints.used:
+            raise ConfigError(
+                f"--checkpoint-every/--resume do not apply to method {spec.method!r}: it does "
+                "not train with the GLM trainer's epochs"
+            )
         if rt.view is not None and rt.view.party == info.label_party:
             rt.view.view.outputs = fit.test_scores
         if save is not None:  # every party writes only its own part, where it lives

@@ -507,3 +507,54 @@ def test_methods_without_an_export_refuse_save_before_training(tmp_path, capsys,
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and f"method {args[0]!r}" in err[0]
     assert not (tmp_path / "m").exists()
+
+
+# -- checkpoints ------------------------------------------------------------------------------
+
+
+def test_resume_after_a_kill_gives_the_uninterrupted_model(tmp_path):
+    import signal
+    import time
+
+    from securevfl.checkpoint import make_checkpoints
+
+    ck = tmp_path / "ck"
+    run = ["run", "vfl", "--dataset", "phishing", "--epochs", "40", "--seed", "3"]
+    proc = _cli([*run, "--checkpoint-every", "1", "--checkpoint", str(ck)])
+    latest = ck / "party_1" / "latest.json"
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if latest.is_file() and int(json.loads(latest.read_text())["dir"][1:]) >= 2:
+                proc.send_signal(signal.SIGKILL)  # mid-run: no chance to clean up
+                break
+            time.sleep(0.02)
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert proc.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+    spec = build_spec({"method": "vfl", "dataset": "phishing", "epochs": 40, "seed": 3})
+    whole = securevfl.run_experiment(spec)
+    ckp = make_checkpoints(spec, every=None, directory=None, resume=str(ck))
+    resumed = securevfl.run_experiment(spec, checkpoints=ckp)
+    assert resumed["model_fingerprint"] == whole["model_fingerprint"]
+    assert len(resumed["stats"]["epoch_s"]) == 40  # the epochs before the kill are kept
+
+
+def test_checkpoints_refuse_methods_whose_hooks_hold_state(tmp_path, capsys):
+    rc = main(
+        [
+            "run",
+            "hdp-vfl",
+            "--epsilon",
+            "1",
+            "--seed",
+            "1",
+            "--checkpoint-every",
+            "1",
+            "--checkpoint",
+            str(tmp_path / "ck"),
+        ]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "method 'hdp-vfl'" in err[0]

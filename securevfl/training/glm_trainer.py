@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from securevfl import checkpoint
 from securevfl.context import RunContext, fingerprint
+from securevfl.errors import ConfigError
 from securevfl.models.glm import GLMLoss, Penalty, default_loss_for, make_loss, make_penalty
 from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.results import RunStats
@@ -178,7 +180,12 @@ def train_glm(
     step = 0
     t0 = time.perf_counter()
     n_run = hooks.batches_per_epoch(ctx, n_batches(info.n_train, spec.batch_size))
-    for epoch in range(spec.epochs):
+    ck = checkpoint.active()
+    first = 0
+    if ck is not None:
+        ck.check_method(type(hooks) is GLMHooks, spec.method)
+        first, step = _resume(ck, state, clock.stats)
+    for epoch in range(first, spec.epochs):
         clock.start()
         for batch, idx in train_batches(ctx, epoch, step):
             if batch.index >= n_run:
@@ -216,9 +223,44 @@ def train_glm(
         hooks.end_epoch(ctx, epoch)
         compose_releases(ledger, hooks.epoch_releases(ctx, epoch))
         clock.stop()
+        if ck is not None and ck.every and (epoch + 1) % ck.every == 0 and epoch + 1 < spec.epochs:
+            for k, w in state.w.items():
+                extra = {"step": step, "bias": state.bias, "stats": _epoch_stats(clock.stats)}
+                ck.save(k, epoch + 1, {"w": w}, extra)
     for k, w in state.w.items():
         rt.keep_model(k, w.copy())
     return state, time.perf_counter() - t0
+
+
+def _epoch_stats(stats: RunStats) -> dict[str, list]:
+    keys = ("epoch_s", "epoch_cpu_s", "epoch_loss", "epoch_accuracy")
+    return {k: list(getattr(stats, k)) for k in keys}
+
+
+def _resume(ck: checkpoint.Checkpoints, state: GLMState, stats: RunStats) -> tuple[int, int]:
+    """Load every local party's checkpoint into ``state``; (first epoch to run, step)."""
+    epochs = set()
+    step = 0
+    for k in state.w:
+        got = ck.load(k)
+        if got is None:
+            return 0, 0
+        doc, arrays = got
+        if arrays["w"].shape != state.w[k].shape:
+            raise ConfigError(
+                f"checkpoint of party {k} must hold {state.w[k].shape[0]} weights, got "
+                f"{arrays['w'].shape}"
+            )
+        state.w[k] = arrays["w"].astype(np.float64)
+        if k == 0:
+            state.bias = float(doc["bias"])
+        epochs.add(int(doc["epoch"]))
+        step = int(doc["step"])
+        for key, values in doc.get("stats", {}).items():
+            setattr(stats, key, list(values))
+    if len(epochs) != 1:
+        raise ConfigError(f"the parties' checkpoints must be of one epoch, got {sorted(epochs)}")
+    return epochs.pop(), step
 
 
 def fit_glm(
