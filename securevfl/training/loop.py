@@ -123,6 +123,12 @@ class TrainRun:
 
     def result(self, privacy: Any = None, extra: dict[str, Any] | None = None) -> FitResult:
         """The method's :class:`FitResult` from this run."""
+        refusal = self.model_refusal
+        if self.model is None and refusal is None and self.eval_mode == "private":
+            refusal = (  # every scored row goes through the method's own noisy path
+                "it scores each row through its private path (noisy embeddings), which predict "
+                "cannot replay yet"
+            )
         return FitResult(
             self.scores,
             self.train_s,
@@ -131,7 +137,7 @@ class TrainRun:
             stats=self.stats,
             extra=extra if extra is not None else {},
             model=self.model,
-            model_refusal=self.model_refusal,
+            model_refusal=refusal,
         )
 
 

@@ -275,14 +275,9 @@ def fit_splitnn(
         raise ValueError(f"configure_evaluate must return 'private' or 'plain', got {mode!r}")
     compose_releases(ledger, hooks.eval_releases(ctx, ctx.info.n_test))
     run = TrainRun(state, train_s, scores, splitnn_fingerprints(state), stats, eval_mode=mode)
-    if mode == "plain":  # the parts alone reproduce the scores
+    if mode == "plain":  # the parts alone reproduce the scores (private: TrainRun.result says)
         run.model, run.model_refusal = try_export(
             export_splitnn, ctx, state, aggregation=hooks.aggregation
-        )
-    else:  # each scored row goes through the method's own noisy path
-        run.model_refusal = (
-            "it scores each row through its private path (noisy embeddings), which predict "
-            "cannot replay yet"
         )
     return run
 
