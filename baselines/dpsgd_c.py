@@ -42,6 +42,7 @@ from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.privacy.events import PureDpEvent
 from securevfl.results import FitResult
 from securevfl.training import minibatches
+from securevfl.training.export import pooled_linear
 
 DEFAULT_LR = 4.0  # measured, breast ε = 10, b = 256: 0.758 (lr 0.5: 0.628, the majority class)
 # issue 25: 2 epochs of batch 1024 with averaged iterates, chosen on seeds 3-5 of breast,
@@ -142,4 +143,12 @@ class DPSGDCentral(Method):
                 extra={"epsilon_step": eps_step, "steps": step},
             ),
             fingerprints={0: fingerprint(w)},
+            model={
+                0: pooled_linear(
+                    w,
+                    np.zeros(1),
+                    link="sigmoid" if task == "logistic" else "identity",
+                    intercept=bool(spec.option("intercept", self)),
+                )
+            },
         )

@@ -37,6 +37,7 @@ from securevfl.methods.fm_vfl import (
 )
 from securevfl.privacy.functional import block_sensitivities, fm_ledger
 from securevfl.results import FitResult
+from securevfl.training.export import pooled_linear
 
 
 def central_fm(
@@ -162,4 +163,14 @@ class CentralFM(Method):
             privacy=privacy,
             fingerprints={0: fingerprint(w)},
             extra={"d": X.shape[1]},
+            model={
+                0: pooled_linear(
+                    w,
+                    np.zeros(1),
+                    link="sigmoid" if task == "logistic" else "identity",
+                    input_scale=s,
+                    input_clip=1.0,
+                    intercept=bool(ctx.spec.option("intercept", self)),
+                )
+            },
         )

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.predict_cli import add_checkpoint_args, add_predict_parser, add_save_arg
 from bench.run_args import add_run_args, method_in, spec_from_args
 from securevfl.errors import ConfigError, SecureVFLError, check_int
 
@@ -71,6 +72,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     from securevfl.experiment import run_experiment, run_in_processes
 
     spec = spec_from_args(args)
+    if args.save is not None and args.record_view is not None:
+        raise ConfigError("--save does not apply with --record-view (an attack run)")
+    from securevfl.checkpoint import make_checkpoints
+
+    ck = make_checkpoints(
+        spec, every=args.checkpoint_every, directory=args.checkpoint, resume=args.resume
+    )
+    if ck is not None and (args.processes or args.record_view is not None):
+        raise ConfigError("--checkpoint-every/--resume apply to in-process runs only")
     if args.record_view is not None:
         from bench.attack_cli import run_recording
 
@@ -78,9 +88,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     elif args.processes:
         from bench.plugins import plugin_modules
 
-        record = run_in_processes(spec, plugins=plugin_modules())
+        record = run_in_processes(spec, plugins=plugin_modules(), save=args.save)
     else:
-        record = run_experiment(spec)
+        record = run_experiment(spec, save=args.save, checkpoints=ck)
     _print_record(record, args.json)
     return 0
 
@@ -91,7 +101,12 @@ def cmd_party(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     cert_dir = args.certs if args.certs else (".config" if args.ssl else None)
     record = run_party(
-        dict(spec.__dict__), args.index, args.P, cert_dir=cert_dir, run_id=args.run_id
+        dict(spec.__dict__),
+        args.index,
+        args.P,
+        cert_dir=cert_dir,
+        run_id=args.run_id,
+        save=args.save,
     )
     if record is not None:
         _print_record(record, args.json)
@@ -249,6 +264,8 @@ def build_parser(method: str | None = None) -> argparse.ArgumentParser:
         help="one OS process per party over MPyC's networked runtime (default: in-process)",
     )
     p.add_argument("--json", action="store_true", help="print exactly one JSON result record")
+    add_save_arg(p)
+    add_checkpoint_args(p)
     p.add_argument(
         "--record-view",
         type=int,
@@ -287,6 +304,7 @@ def build_parser(method: str | None = None) -> argparse.ArgumentParser:
     p.add_argument(
         "--json", action="store_true", help="print the record as JSON (label holder only)"
     )
+    add_save_arg(p)
     p.set_defaults(func=cmd_party)
     from bench.attack_cli import add_attack_parser
 
@@ -358,6 +376,7 @@ def build_parser(method: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON alignment record")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_align)
+    add_predict_parser(sub)
     p = sub.add_parser("datasets", help="list datasets (n, d, task, source, licence)")
     p.set_defaults(func=cmd_datasets)
     p = sub.add_parser("methods", help="list methods and baselines")

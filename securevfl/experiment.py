@@ -89,7 +89,9 @@ def validate_spec(spec: RunSpec) -> Method:
     return method
 
 
-def center_numeric_columns(train: Any, test: Any) -> tuple[Any, Any]:
+def center_numeric_columns(
+    train: Any, test: Any, facts: dict[str, Any] | None = None
+) -> tuple[Any, Any]:
     """Centre each numeric column on its training mean, then rescale it into [-1, 1].
 
     Each party can do this on its own columns with its own data (the operation is column-wise,
@@ -108,6 +110,11 @@ def center_numeric_columns(train: Any, test: Any) -> tuple[Any, Any]:
     scale[scale == 0] = 1.0
     Xtr[:, numeric] = (Xtr[:, numeric] - mean) / scale
     Xte[:, numeric] = np.clip((Xte[:, numeric] - mean) / scale, -1.0, 1.0)
+    if facts is not None:  # global column -> (mean, scale): a saved model centres new rows so
+        held = np.arange(train.X.shape[1]) if train.columns is None else train.columns
+        facts["center"] = {
+            int(held[j]): (float(m), float(c)) for j, m, c in zip(numeric, mean, scale)
+        }
     return dataclasses.replace(train, X=Xtr), dataclasses.replace(test, X=Xte)
 
 
@@ -131,7 +138,7 @@ def party_blocks(groups: list[list[int]], spec: RunSpec, seed: int) -> list[np.n
 
 
 def build_views(
-    spec: RunSpec, method: Method, wanted: list[int]
+    spec: RunSpec, method: Method, wanted: list[int], facts: dict[str, Any] | None = None
 ) -> tuple[PublicInfo, dict[int, PartyView], Any]:
     """Load, split, partition and bound the data; return the views of the parties in ``wanted``.
 
@@ -156,8 +163,10 @@ def build_views(
     train, test = split_in_place(ds, seed=seed)  # the same rows as train_test_split, no copy
     name, task, n_classes, groups, held = ds.name, ds.task, ds.n_classes, ds.groups, ds.columns
     del ds  # its X now holds the split's rows
+    if facts is not None:
+        facts["feature_names"] = list(getattr(train, "feature_names", None) or [])
     if spec.center:
-        train, test = center_numeric_columns(train, test)
+        train, test = center_numeric_columns(train, test, facts)
     bound_sq = sum(schema_norm_bound(groups, b) for b in blocks)
     server = K if method.has_server(spec) else None
     label_party = server if (method.labels_at_server and server is not None) else 0
@@ -225,12 +234,20 @@ ViewsHook = Callable[[PublicInfo, dict[int, PartyView], Any], tuple[PublicInfo, 
 
 
 def run_experiment(
-    spec: RunSpec, rt: Runtime | None = None, *, views_hook: ViewsHook | None = None
+    spec: RunSpec,
+    rt: Runtime | None = None,
+    *,
+    views_hook: ViewsHook | None = None,
+    save: str | None = None,
+    checkpoints: Any = None,
 ) -> dict[str, Any] | None:
     """Run ``spec``; the label holder's process returns the record, other processes ``None``.
 
     ``views_hook(info, views, pooled)`` may re-split the rows before training (the membership
     attack trains on part of the training split and scores members beside non-members).
+    ``save``: a directory; each party living here writes its own trained part into it
+    (:mod:`securevfl.model_io`). ``checkpoints``: a :class:`securevfl.checkpoint.Checkpoints`
+    (write every N epochs / resume), None: off.
     """
     t_start = time.perf_counter()
     rss_start, cpu_start = current_rss_bytes(), cpu_seconds()
@@ -249,8 +266,13 @@ def run_experiment(
             f"runtime must have {method.n_parties(spec)} parties for {spec.method!r} "
             f"with {spec.parties} data parties, got {rt.n_parties}"
         )
+    if save is not None:  # refused before any training
+        from securevfl.model_io import check_save
+
+        check_save(save, rt.local_parties, spec, method)
     try:
-        info, views, pooled = build_views(spec, method, rt.local_parties)
+        facts: dict[str, Any] = {}
+        info, views, pooled = build_views(spec, method, rt.local_parties, facts)
         if views_hook is not None:
             info, views, pooled = views_hook(info, views, pooled)
         if rt.view is not None:  # the recorded party's own data and the public facts
@@ -271,10 +293,35 @@ def run_experiment(
         )
         # numpy's overflow/invalid warnings would add unexplained lines to the output; what they
         # can mean (a non-finite or constant result) is judged by outcome_warnings below
-        with np.errstate(all="ignore"):
-            fit = method.fit(ctx)
+        from securevfl import checkpoint
+
+        token = checkpoint.activate(checkpoints)
+        try:
+            with np.errstate(all="ignore"):
+                fit = method.fit(ctx)
+        finally:
+            checkpoint.deactivate(token)
+        if checkpoints is not None and not checkpoints.used:
+            raise ConfigError(
+                f"--checkpoint-every/--resume do not apply to method {spec.method!r}: it does "
+                "not train with the GLM trainer's epochs"
+            )
         if rt.view is not None and rt.view.party == info.label_party:
             rt.view.view.outputs = fit.test_scores
+        if save is not None:  # every party writes only its own part, where it lives
+            from securevfl.model_io import save_parts
+
+            save_parts(
+                save,
+                spec,
+                method,
+                info,
+                views,
+                fit,
+                facts,
+                shared_seed=int(shared_seed),
+                here_label=rt.here(info.label_party),
+            )
         fingerprints = rt.collect(fit.fingerprints, dst=info.label_party)
         meters = rt.collect(rt.meter.export(), dst=info.label_party)
         used = (rss_start, peak_rss_bytes(), cpu_seconds() - cpu_start)
@@ -383,7 +430,9 @@ def spec_from_dict(d: dict[str, Any]) -> RunSpec:
     return build_spec(d)
 
 
-def run_in_processes(spec: RunSpec, *, plugins: tuple[str, ...] = ()) -> dict[str, Any]:
+def run_in_processes(
+    spec: RunSpec, *, plugins: tuple[str, ...] = (), save: str | None = None
+) -> dict[str, Any]:
     """Run ``spec`` with one local OS process per party (MPyC runtime); return the record."""
     from securevfl.runtime.launcher import run_local_processes
 
@@ -391,4 +440,8 @@ def run_in_processes(spec: RunSpec, *, plugins: tuple[str, ...] = ()) -> dict[st
     n = method.n_parties(spec)
     # each party may wait up to spec.timeout per message; the whole run gets a generous bound
     overall = spec.timeout * 4 + 60
-    return run_local_processes(dict(spec.__dict__), n, timeout=overall, plugins=plugins)
+    if save is not None:
+        from securevfl.model_io import check_save
+
+        check_save(save, list(range(n)), spec, method)
+    return run_local_processes(dict(spec.__dict__), n, timeout=overall, plugins=plugins, save=save)

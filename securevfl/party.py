@@ -61,6 +61,7 @@ def run_party(
     cert_dir: str | None = None,
     run_id: str = "",
     key: bytes = b"",
+    save: str | None = None,
 ) -> dict[str, Any] | None:
     """Run this process's party of ``spec_dict``; the label holder returns the record."""
     from securevfl.experiment import check_spec, run_experiment, spec_from_dict
@@ -92,7 +93,7 @@ def run_party(
         digest_parts=parts,
     )
     try:
-        record = run_experiment(spec, rt)
+        record = run_experiment(spec, rt, save=save)
     except BaseException:
         rt.close(graceful=False)
         raise
@@ -125,6 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--run-id", default="")
     ap.add_argument("--key-stdin", action="store_true", help="read the run's key from stdin")
     ap.add_argument("--plugins", default="", help="comma-separated modules to import (registries)")
+    ap.add_argument("--save", help="directory: this party writes its own trained part there")
     args = ap.parse_args(argv)
     import importlib
 
@@ -141,6 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             cert_dir=args.certs,
             run_id=args.run_id,
             key=key,
+            save=args.save,
         )
     except SecureVFLError as exc:
         print(str(exc), file=sys.stderr)

@@ -34,11 +34,20 @@ CSV_PREFIX = "csv:"
 CSV_KEYS = ("label_column", "categories")  # dataset options of csv: runs only
 _ALIGNMENTS: dict[str, dict] = {}  # dataset name -> alignment record of its last registration
 _DISCLOSED: dict[str, str] = {}  # dataset name -> what its encoding made visible
+# dataset name -> its raw schema: per party column names, each column's scaling (lo, hi), classes
+_SCHEMAS: dict[str, dict] = {}
 
 
 def alignment_of(name: str) -> dict | None:
     """The PSI alignment record of a ``csv:`` dataset registered with an ID column."""
     return _ALIGNMENTS.get(name)
+
+
+def schema_of(name: str) -> dict | None:
+    """A registered user dataset's raw schema: ``{"scaling": [[lo, hi], ...] per column in
+    table order, "classes": label values (class order) or None, "headers": [[name, ...] per
+    party] (CSV only)}``; what a saved model needs to prepare new rows the same way."""
+    return _SCHEMAS.get(name)
 
 
 def _check_blocks(blocks: Sequence[np.ndarray], y: np.ndarray) -> list[np.ndarray]:
@@ -79,12 +88,11 @@ def register_party_arrays(
         raise ConfigError(f"task must be binary, multiclass or regression, got {task!r}")
     y = np.asarray(y)
     blocks = _check_blocks(blocks, y)
-    X = np.hstack(
-        [
-            np.column_stack([scale_to_unit_interval(b[:, j]) for j in range(b.shape[1])])
-            for b in blocks
-        ]
-    )
+    # each column's scaling range, kept so a saved model prepares new rows the same way
+    bounds = [(float(np.min(c)), float(np.max(c))) for b in blocks for c in b.T]
+    cols = [c for b in blocks for c in b.T]
+    X = np.column_stack([scale_to_unit_interval(c, domain=r) for c, r in zip(cols, bounds)])
+    classes = None
     if task == "regression":
         y_out = scale_to_unit_interval(y.astype(float))
         n_classes = None
@@ -105,6 +113,10 @@ def register_party_arrays(
         n_classes=n_classes,
     )
     info = DatasetInfo(name, X.shape[0], X.shape[1], task, source, "user's own", "user data", False)
+    _SCHEMAS[name] = {
+        "scaling": [list(r) for r in bounds],
+        "classes": None if classes is None else classes.tolist(),
+    }
     _REGISTRIES.setdefault("dataset", {}).pop(name, None)  # re-registering replaces
     register("dataset", name, _Entry(info, lambda encoding="onehot", _t=table: _t))
     return partition
@@ -252,7 +264,9 @@ def register_csv_parties(
             "which columns have missing cells (each given an indicator column) is visible in "
             "the parties' column counts: " + "; ".join(disclosed)
         )
-    return register_party_arrays(spec_name, blocks, y, task=task, source=", ".join(map(str, paths)))
+    out = register_party_arrays(spec_name, blocks, y, task=task, source=", ".join(map(str, paths)))
+    _SCHEMAS[spec_name]["headers"] = [list(h) for h in headers]  # label column removed above
+    return out
 
 
 def csv_disclosure(name: str) -> str | None:

@@ -26,6 +26,7 @@ from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.results import RunStats
 from securevfl.rng import derive_seed
 from securevfl.training.bottom_models import bottom_model
+from securevfl.training.export import export_splitnn, try_export
 from securevfl.training.loop import (
     Batch,
     EpochClock,
@@ -279,7 +280,12 @@ def fit_splitnn(
     else:
         raise ValueError(f"configure_evaluate must return 'private' or 'plain', got {mode!r}")
     compose_releases(ledger, hooks.eval_releases(ctx, ctx.info.n_test))
-    return TrainRun(state, train_s, scores, splitnn_fingerprints(state), stats, eval_mode=mode)
+    run = TrainRun(state, train_s, scores, splitnn_fingerprints(state), stats, eval_mode=mode)
+    if mode == "plain":  # the parts alone reproduce the scores (private: TrainRun.result says)
+        run.model, run.model_refusal = try_export(
+            export_splitnn, ctx, state, aggregation=hooks.aggregation
+        )
+    return run
 
 
 def _scores(ctx: RunContext, out: torch.Tensor) -> np.ndarray:
