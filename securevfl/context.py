@@ -43,6 +43,8 @@ class RunSpec:
     batch_size: int = 64
     lr: float | None = None  # None: the trainer's default (GLM 4.0, split-NN Adam 0.01)
     seed: int | None = None
+    # draw DP noise from ``seed`` (a named reproduction mode: the record then prints no ε)
+    reproducible_noise: bool = False
     epsilon: float | None = None
     delta: float | None = None
     partition: str = "contiguous"
@@ -115,8 +117,10 @@ class RunContext:
     pooled: Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] | None = None
 
     def noise_rng(self, party: int, purpose: str) -> np.random.Generator:
-        """DP-noise generator of one party: AES-CTR CSPRNG unless the run is seeded."""
-        return make_noise_rng(self.spec.seed, purpose=f"noise/{purpose}", party=party)
+        """DP-noise generator of one party: the AES-CTR CSPRNG, whatever ``--seed`` is, unless
+        the run names the reproduction mode (``reproducible_noise``: noise from the seed)."""
+        seed = self.spec.seed if self.spec.reproducible_noise else None
+        return make_noise_rng(seed, purpose=f"noise/{purpose}", party=party)
 
     def shared_rng(self, purpose: str) -> np.random.Generator:
         """A generator every party can reproduce (minibatch order, public initialisation)."""

@@ -26,6 +26,7 @@ from securevfl.data import (
     split_in_place,
 )
 from securevfl.data.custom import CSV_PREFIX, alignment_of, register_csv_parties
+from securevfl.disclosure import FINGERPRINT_WITHHELD, guarded, noise_seed, scrub_record
 from securevfl.errors import ConfigError
 from securevfl.evaluation import metrics_for
 from securevfl.methods.base import Method
@@ -257,7 +258,8 @@ def run_experiment(
             fit = method.fit(ctx)
         if rt.view is not None and rt.view.party == info.label_party:
             rt.view.view.outputs = fit.test_scores
-        fingerprints = rt.collect(fit.fingerprints, dst=info.label_party)
+        # a budgeted run's fingerprints hash exact weights: they stay with their owners
+        fingerprints = rt.collect({} if guarded(spec) else fit.fingerprints, dst=info.label_party)
         meters = rt.collect(rt.meter.export(), dst=info.label_party)
         used = (rss_start, peak_rss_bytes(), cpu_seconds() - cpu_start)
         peaks = rt.collect(used, dst=info.label_party)  # unmetered
@@ -306,9 +308,10 @@ def run_experiment(
             "privacy": fit.privacy.to_dict() if fit.privacy is not None else None,
             "config": spec.to_config(),
             "runtime": "inprocess" if len(rt.local_parties) == rt.n_parties else "processes",
-            "noise_seeded": spec.seed is not None,
-            "noise_generator": noise_generator_name(spec.seed),
+            "noise_seeded": noise_seed(spec) is not None,
+            "noise_generator": noise_generator_name(noise_seed(spec)),
             "model_fingerprint": fps,
+            **({"fingerprint_withheld": FINGERPRINT_WITHHELD} if guarded(spec) else {}),
             "stats": fit.stats.to_dict(),
             "extra": fit.extra,
             "alignment": alignment_of(spec.dataset) if spec.id_column else None,
@@ -321,6 +324,7 @@ def run_experiment(
                 *record["privacy"].get("outside_guarantee", []),
                 preprocessing_disclosure(spec),
             ]
+        scrub_record(record, spec)  # what the label holder may not hold, or no ε
         at = f" at ε = {spec.epsilon:g}" if spec.epsilon is not None else ""
         warnings = fit.stats.warnings + outcome_warnings(
             info.task,

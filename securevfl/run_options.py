@@ -101,10 +101,17 @@ COMMON_OPTIONS: dict[str, Option] = {
     "seed": _common(
         "seed",
         int,
-        "seed for split, batches, initialisation AND DP noise (the record then says the noise "
-        "was seeded); default: OS entropy",
+        "seed for the split, batches and initialisation (never DP noise: that comes from the "
+        "CSPRNG unless --reproducible-noise); default: OS entropy",
         ge=0,
         lt=2**63,
+    ),
+    "reproducible_noise": _common(
+        "reproducible_noise",
+        parse_bool,
+        "reproduction mode: draw DP noise from --seed too, so a run can be repeated bit for bit; "
+        "anyone holding the record can then regenerate the noise, so it prints no ε "
+        "(not a guarantee)",
     ),
     "epsilon": _common(
         "epsilon", float, "privacy budget ε (methods that take one)", ge=1e-6, le=1e6
@@ -163,5 +170,7 @@ def check_common(spec: RunSpec, *, min_parties: int) -> None:
         if value is None or (name == "partition" and isinstance(value, list)):
             continue  # unset, or a csv run's column lists (set by the code)
         opt.check(name, value)
+    if spec.reproducible_noise and spec.seed is None:
+        raise ConfigError("reproducible_noise needs --seed (the noise is drawn from it), got none")
     if spec.parties < min_parties:
         raise ConfigError(f"parties must be >= {min_parties}, got {spec.parties}")
