@@ -17,7 +17,17 @@ from securevfl.registry import lookup, names
 from securevfl.run_options import COMMON_OPTIONS, build_spec
 
 GROUPS = {
-    "data": ("dataset", "id_column", "parties", "partition", "n", "d", "sparsity", "encoding"),
+    "data": (
+        "dataset",
+        "id_column",
+        "bounds",
+        "parties",
+        "partition",
+        "n",
+        "d",
+        "sparsity",
+        "encoding",
+    ),
     "training": (
         "model",
         "epochs",

@@ -56,6 +56,7 @@ class RunSpec:
     aggregation: str = "sum"
     center: bool = False  # centre numeric columns on their training mean (see experiment.py)
     id_column: str | None = None  # csv: datasets: align the parties' rows by PSI on this column
+    bounds: str | None = None  # csv: datasets: a file of public column domains (data/bounds.py)
     dataset_options: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
     timeout: float = 120.0
@@ -103,6 +104,8 @@ class PublicInfo:
     label_party: int
     server: int | None
     row_norm_bound_sq: float
+    # values the loader computed from the rows (``Dataset.fitted``; empty: public scaling)
+    fitted: tuple[str, ...] = ()
 
 
 @dataclass

@@ -38,6 +38,13 @@ COMMON_OPTIONS: dict[str, Option] = {
         "with --dataset csv:...: each file's ID column; the parties' rows are aligned by "
         "private set intersection first",
     ),
+    "bounds": _common(
+        "bounds",
+        str,
+        "with --dataset csv:...: a CSV file 'column,lo,hi' declaring each column's public "
+        "domain (values clipped in); without it each column is scaled by its own min/max, "
+        "which the record lists outside the privacy guarantee",
+    ),
     "parties": _common(
         "parties",
         int,

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
+from securevfl.data.bounds import check_covered, read_bounds
 from securevfl.data.datasets import DatasetInfo, _Entry
-from securevfl.data.preprocess import Table, scale_to_unit_interval
+from securevfl.data.preprocess import Table, scale_target, scale_to_unit_interval
 from securevfl.errors import ConfigError, DataError
 from securevfl.registry import _REGISTRIES, register
 
@@ -62,24 +63,47 @@ def _check_blocks(blocks: Sequence[np.ndarray], y: np.ndarray) -> list[np.ndarra
 
 
 def register_party_arrays(
-    name: str, blocks: Sequence[np.ndarray], y: np.ndarray, *, task: str, source: str = "user data"
+    name: str,
+    blocks: Sequence[np.ndarray],
+    y: np.ndarray,
+    *,
+    task: str,
+    source: str = "user data",
+    names: Sequence[Sequence[str]] | None = None,
+    bounds: dict[str, tuple[float, float]] | None = None,
 ) -> list[list[int]]:
     """Register a dataset from per-party blocks; return the explicit column partition.
 
     Use the returned lists as ``RunSpec.partition`` so each party gets exactly its block.
+    ``bounds`` (``{column name: (lo, hi)}``, names from ``names``, one list per block; the
+    target is ``label``) scales every column by its public domain, values clipped in; without
+    it each column's own min/max is used and listed in the dataset's ``fitted`` values.
     """
     if task not in ("binary", "multiclass", "regression"):
         raise ConfigError(f"task must be binary, multiclass or regression, got {task!r}")
     y = np.asarray(y)
     blocks = _check_blocks(blocks, y)
-    X = np.hstack(
-        [
-            np.column_stack([scale_to_unit_interval(b[:, j]) for j in range(b.shape[1])])
-            for b in blocks
-        ]
-    )
+    if names is None:
+        names = [[f"x{j}" for j in range(b.shape[1])] for b in blocks]
+    for k, (ns, b) in enumerate(zip(names, blocks, strict=True)):
+        if len(ns) != b.shape[1]:
+            raise DataError(f"party {k}'s header must name its {b.shape[1]} columns, got {len(ns)}")
+    flat = [str(n) for ns in names for n in ns]
+    fitted: tuple[str, ...] = ()
+    if bounds is not None:
+        check_covered(bounds, flat + (["label"] if task == "regression" else []))
+    else:
+        fitted = (f"scaling ranges (min/max) of the {len(flat)} CSV columns (no --bounds)",)
+    cols = []
+    for k, b in enumerate(blocks):
+        for j in range(b.shape[1]):
+            dom = None if bounds is None else bounds[str(names[k][j])]
+            cols.append(scale_to_unit_interval(b[:, j], domain=dom, clip=dom is not None))
+    X = np.column_stack(cols)
     if task == "regression":
-        y_out = scale_to_unit_interval(y.astype(float))
+        y_out, _ = scale_target(y.astype(float), domain=None if bounds is None else bounds["label"])
+        if bounds is None:
+            fitted += ("scaling range (min/max) of the regression target",)
         n_classes = None
     else:
         classes, y_out = np.unique(y, return_inverse=True)
@@ -96,6 +120,7 @@ def register_party_arrays(
         feature_names=[f"x{j}" for j in range(X.shape[1])],
         groups=[[j] for j in range(X.shape[1])],
         n_classes=n_classes,
+        fitted=fitted,
     )
     info = DatasetInfo(name, X.shape[0], X.shape[1], task, source, "user's own", "user data", False)
     _REGISTRIES.setdefault("dataset", {}).pop(name, None)  # re-registering replaces
@@ -170,16 +195,20 @@ def _read_numeric_csv(p: Path, k: int) -> tuple[list[str], np.ndarray]:
     return header, data
 
 
-def register_csv_parties(spec_name: str, *, id_column: str | None = None) -> list[list[int]]:
+def register_csv_parties(
+    spec_name: str, *, id_column: str | None = None, bounds: str | None = None
+) -> list[list[int]]:
     """Register ``csv:a.csv,b.csv,...`` (party order) as a dataset; return its partition.
 
-    With ``id_column``, rows are first aligned by PSI on that column (see module docstring).
+    With ``id_column``, rows are first aligned by PSI on that column (see module docstring);
+    with ``bounds`` (a file, :mod:`securevfl.data.bounds`) columns are scaled by public domains.
     """
+    declared = None if bounds is None else read_bounds(bounds)
     paths = [Path(p) for p in spec_name[len(CSV_PREFIX) :].split(",") if p]
     _ALIGNMENTS.pop(spec_name, None)
     if id_column is not None:
         headers, aligned, _ALIGNMENTS[spec_name] = _aligned_csv_blocks(paths, id_column)
-    blocks, y = [], None
+    blocks, y, names = [], None, []
     for k, p in enumerate(paths):
         if id_column is not None:
             header, data = headers[k], aligned[k]
@@ -191,6 +220,16 @@ def register_csv_parties(spec_name: str, *, id_column: str | None = None) -> lis
             j = header.index("label")
             y = data[:, j]
             data = np.delete(data, j, axis=1)
+            header = header[:j] + header[j + 1 :]
         blocks.append(data)
+        names.append([h.strip() for h in header])
     task = label_task(y)
-    return register_party_arrays(spec_name, blocks, y, task=task, source=", ".join(map(str, paths)))
+    return register_party_arrays(
+        spec_name,
+        blocks,
+        y,
+        task=task,
+        source=", ".join(map(str, paths)),
+        names=names if declared is not None else None,
+        bounds=declared,
+    )
