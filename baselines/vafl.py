@@ -32,6 +32,7 @@ from securevfl.methods.cascade_options import (
 from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.privacy.analytic_gaussian import analytic_gaussian_sigma
 from securevfl.privacy.events import gaussian_event
+from securevfl.privacy.units import label_unit
 from securevfl.results import FitResult
 from securevfl.training.cascade_trainer import CascadeHooks
 from securevfl.training.rounds import plan_rounds, releases_per_client
@@ -125,5 +126,7 @@ class VAFLDP(CascadeMethod):
             per_party_extra={k: {"sigma": sigma, "sensitivity": 2 * C} for k in ctx.data_parties},
             extra={"noise_sigma": sigma, "clip": C},
         )
+        # the server's replies carry its labels without noise: no sample unit
+        fit.privacy = label_unit(fit.privacy, labels_protected=False)
         fit.extra.update(sigma=sigma, clip=C)
         return fit

@@ -120,10 +120,12 @@ class RunContext:
     pooled: Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] | None = None
 
     def noise_rng(self, party: int, purpose: str) -> np.random.Generator:
-        """DP-noise generator of one party: the AES-CTR CSPRNG, whatever ``--seed`` is, unless
-        the run names the reproduction mode (``reproducible_noise``: noise from the seed)."""
-        seed = self.spec.seed if self.spec.reproducible_noise else None
-        return make_noise_rng(seed, purpose=f"noise/{purpose}", party=party)
+        """Noise generator of one party: in a private run the AES-CTR CSPRNG whatever ``--seed``
+        is, unless the run names the reproduction mode (``reproducible_noise``: noise from the
+        seed); in a run with no ε, ``--seed`` (``disclosure.noise_seed``)."""
+        from securevfl.disclosure import noise_seed  # the rule lives with the record's rules
+
+        return make_noise_rng(noise_seed(self.spec), purpose=f"noise/{purpose}", party=party)
 
     def shared_rng(self, purpose: str) -> np.random.Generator:
         """A generator every party can reproduce (minibatch order, public initialisation)."""
