@@ -27,7 +27,10 @@ NOT_A_GUARANTEE = (
     "--reproducible-noise for an ε"
 )
 
-# RunStats fields computed from exact (unreleased) values at the label holder
+# RunStats fields the label holder computes from its own exact rows and labels (plus what it
+# received): unaccounted where its rows are in the privacy unit (HDP-VFL's active party, any
+# sample-unit run); where they are not (a server or a featureless active party holding only the
+# labels, whose exposure the record lists), they are post-processing of released values
 UNRELEASED_STATS = ("epoch_loss", "epoch_accuracy")
 # method ``extra`` keys that are statistics of unreleased values
 UNRELEASED_EXTRA = ("embedding_fill",)
@@ -80,15 +83,21 @@ def void_privacy(privacy: dict[str, Any], reason: str) -> dict[str, Any]:
     return out
 
 
-def scrub_record(record: dict[str, Any], spec: RunSpec) -> dict[str, Any]:
+def label_holder_accounted(privacy: dict[str, Any], label_party: int) -> bool:
+    """Whether the label holder's own rows are inside the run's privacy unit."""
+    return privacy.get("unit") == "sample" or str(label_party) in (privacy.get("per_party") or {})
+
+
+def scrub_record(record: dict[str, Any], spec: RunSpec, *, label_party: int) -> dict[str, Any]:
     """Apply the rules above to a finished record (in place; returned for chaining)."""
     if not is_private(spec) or record.get("privacy") is None:
         return record
     if spec.reproducible_noise:
         record["privacy"] = void_privacy(record["privacy"], NOT_A_GUARANTEE)
         return record
-    for key in UNRELEASED_STATS:
-        record["stats"].pop(key, None)
+    if label_holder_accounted(record["privacy"], label_party):
+        for key in UNRELEASED_STATS:
+            record["stats"].pop(key, None)
     for key in UNRELEASED_EXTRA:
         record["extra"].pop(key, None)
     return record

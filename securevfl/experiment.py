@@ -372,7 +372,7 @@ def run_experiment(
                 *record["privacy"].get("outside_guarantee", []),
                 *preprocessing_disclosure(spec, info.fitted),
             ]
-        scrub_record(record, spec)  # what the label holder may not hold, or no ε
+        scrub_record(record, spec, label_party=info.label_party)  # what may not be in it, or no ε
         at = f" at ε = {spec.epsilon:g}" if spec.epsilon is not None else ""
         warnings = fit.stats.warnings + outcome_warnings(
             info.task,
