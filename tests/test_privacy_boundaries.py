@@ -84,7 +84,7 @@ SMALL = {
     "dpsgd-c": {"parties": 1, "epochs": 1},
     "afe-vfl": {"epochs": 1},
     "ldp-vfl": {"epochs": 1},
-    "pbm-vfl": {"epochs": 1, "n": 120, "embedding_dim": 2, "batch_size": 128},
+    "pbm-vfl": {"epochs": 1, "n": 120, "embedding_dim": 2, "batch_size": 128, "b": 8},
     "vafl-dp": {"epochs": 1},
 }
 LABEL_SPLIT = ("afe-vfl", "ldp-vfl", "pbm-vfl", "vafl-dp")  # data parties get exact gradients
