@@ -107,7 +107,7 @@ def center_numeric_columns(train: Any, test: Any) -> tuple[Any, Any]:
 
 
 def center_released(
-    train: Any, test: Any, spec: RunSpec, blocks: list[np.ndarray], parties: list[int]
+    train: Any, test: Any, spec: RunSpec, blocks: list[np.ndarray], parties: list[int], unit: str
 ) -> tuple[Any, Any]:
     """Centring in a run with an ε: each party's numeric columns on their Laplace-released
     training means, scaled by the public 1 + |m~| (``privacy.centring``; the record composes
@@ -115,7 +115,7 @@ def center_released(
     numeric = np.asarray([g[0] for g in train.groups if len(g) == 1], dtype=int)
     held = np.arange(train.X.shape[1]) if train.columns is None else np.asarray(train.columns)
     Xtr, Xte = train.X.copy(), test.X.copy()
-    eps_c = centring_epsilon(float(spec.epsilon))
+    eps_c = centring_epsilon(float(spec.epsilon), unit=unit, parties=spec.parties)
     for k in parties:
         cols = np.intersect1d(np.intersect1d(blocks[k], numeric), held)
         pos = np.searchsorted(held, cols)
@@ -177,7 +177,7 @@ def build_views(
     del ds  # its X now holds the split's rows
     if spec.center and has_budget(spec):  # the means are released under the budget
         here = list(range(K)) if method.pooled_data else [k for k in wanted if k < K]
-        train, test = center_released(train, test, spec, blocks, here)
+        train, test = center_released(train, test, spec, blocks, here, method.privacy_unit)
     elif spec.center:
         train, test = center_numeric_columns(train, test)
     bound_sq = sum(schema_norm_bound(groups, b) for b in blocks)
@@ -286,7 +286,7 @@ def run_experiment(
         )
         fit_spec = spec
         if spec.center and has_budget(spec):  # the centring releases take their share of ε
-            cost = centring_reserve(spec.epsilon, unit=method.privacy_unit, parties=spec.parties)
+            cost = centring_reserve(float(spec.epsilon))
             fit_spec = dataclasses.replace(spec, epsilon=float(spec.epsilon) - cost)
         ctx = RunContext(
             rt=rt,
@@ -365,7 +365,10 @@ def run_experiment(
         }
         if record["privacy"] is not None and spec.center and has_budget(spec):
             record["privacy"] = compose_into(
-                record["privacy"], epsilon=float(spec.epsilon), parties=spec.parties
+                record["privacy"],
+                epsilon=float(spec.epsilon),
+                unit=method.privacy_unit,
+                parties=spec.parties,
             )
         if record["privacy"] is not None:  # every DP record says what no ε covers here
             record["privacy"]["outside_guarantee"] = [

@@ -276,9 +276,14 @@ def test_centring_composition_against_an_independent_laplace_epsilon():
         "per_party": {"0": {"epsilon": 3.6}},
         "by_unit": {"party-row": 3.6, "sample": 5.0},
     }
-    out = compose_into(report, epsilon=eps, parties=2)
+    out = compose_into(report, epsilon=eps, unit="party-row", parties=2)
     assert out["epsilon"] == pytest.approx(4.0) and out["per_party"]["0"]["epsilon"] == 4.0
     assert out["by_unit"]["sample"] == pytest.approx(5.0 + 2 * eps_c)
+    # a sample-unit method: each of the K parties releases at ε_c / K, the share in all
+    sample = {"epsilon": 3.6, "unit": "sample", "by_unit": {"party-row": 2.0, "sample": 3.6}}
+    out = compose_into(sample, epsilon=eps, unit="sample", parties=4)
+    assert out["epsilon"] == pytest.approx(4.0) and out["centring"]["epsilon_per_party"] == 0.1
+    assert out["by_unit"]["party-row"] == pytest.approx(2.1)
 
 
 def test_spec_field_defaults():

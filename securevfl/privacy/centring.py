@@ -6,10 +6,12 @@ mean is therefore released (to the party itself; treating it as released is cons
 party adds Laplace noise to the means of its numeric columns, whose values lie in [-1, 1] after
 public-domain scaling, so replacing one row moves the vector of d means by at most 2d/n in L1.
 Given the released mean m~, the scale 1 + |m~| is public and maps [-1, 1] into [-1, 1], so the
-rest is row-wise. The release is pure ε_c-DP per party (ε_c = ``CENTRE_SHARE`` of the run's ε);
-with a method's (ε_m, δ)-DP it composes to (ε_m + ε_c, δ) (basic composition, adaptive), for the
-unit party-row (one party's row: that party's release only) and K·ε_c for the unit sample (a row
-in every party's block). The method is run at ε minus that reserve; the record adds it back.
+rest is row-wise. The release is pure ε_c-DP per party; with a method's (ε_m, δ)-DP it composes
+to (ε_m + ε_c, δ) (basic composition, adaptive) for the unit party-row (one party's row: that
+party's release only) and (ε_m + K·ε_c, δ) for the unit sample (a row in every party's block).
+ε_c is ``CENTRE_SHARE`` of the run's ε for a party-row method and that share over K for a sample
+method, so the releases cost the share in the method's unit; the method is run at ε minus it
+and the record adds the releases back.
 """
 
 from __future__ import annotations
@@ -24,15 +26,21 @@ from securevfl.errors import ConfigError
 CENTRE_SHARE = 0.1  # of the run's ε, for the released means (a public choice, docs say why)
 
 
-def centring_epsilon(epsilon: float) -> float:
-    """ε_c of each party's mean release in a run at ``epsilon``."""
+def centring_epsilon(epsilon: float, *, unit: str, parties: int) -> float:
+    """ε_c of each party's mean release in a run at ``epsilon`` whose ε is in ``unit``: the
+    share of ε for party-row (one party's release touches the row), split over the K parties
+    for sample (a row is in every party's block)."""
+    return CENTRE_SHARE * float(epsilon) / (parties if unit == "sample" else 1)
+
+
+def cost(eps_party: float, *, unit: str, parties: int) -> float:
+    """What the K releases at ``eps_party`` each cost in ``unit`` (basic composition)."""
+    return eps_party * (parties if unit == "sample" else 1)
+
+
+def reserve(epsilon: float) -> float:
+    """The part of ε the centring releases take in the method's own unit."""
     return CENTRE_SHARE * float(epsilon)
-
-
-def reserve(epsilon: float, *, unit: str, parties: int) -> float:
-    """What the centring releases cost in the run's unit (sample: all K parties' releases)."""
-    eps_c = centring_epsilon(epsilon)
-    return eps_c * parties if unit == "sample" else eps_c
 
 
 def laplace_scale(*, n: int, d: int, epsilon: float) -> float:
@@ -56,13 +64,17 @@ def centre(X: np.ndarray, mean: np.ndarray) -> np.ndarray:
     return np.clip((X - mean) / (1.0 + np.abs(mean)), -1.0, 1.0)
 
 
-def compose_into(privacy: dict[str, Any], *, epsilon: float, parties: int) -> dict[str, Any]:
-    """The record's ``privacy`` with the centring releases added (headline, per party, units)."""
+def compose_into(
+    privacy: dict[str, Any], *, epsilon: float, unit: str, parties: int
+) -> dict[str, Any]:
+    """The record's ``privacy`` with the centring releases added (headline, per party, units);
+    ``unit``: the unit the releases were sized for (the method's)."""
     out = dict(privacy)
-    eps_c = centring_epsilon(epsilon)
-    added = reserve(epsilon, unit=str(out.get("unit")), parties=parties)
+    eps_c = centring_epsilon(epsilon, unit=unit, parties=parties)
     if out.get("epsilon") is not None:
-        out["epsilon"] = float(out["epsilon"]) + added
+        out["epsilon"] = float(out["epsilon"]) + cost(
+            eps_c, unit=str(out.get("unit")), parties=parties
+        )
     out["per_party"] = {
         k: {**v, "epsilon": v["epsilon"] + eps_c}
         if isinstance(v, dict) and isinstance(v.get("epsilon"), (int, float))
@@ -72,7 +84,7 @@ def compose_into(privacy: dict[str, Any], *, epsilon: float, parties: int) -> di
     units = out.get("by_unit")
     if isinstance(units, dict):
         out["by_unit"] = {
-            u: v + reserve(epsilon, unit=u, parties=parties) if isinstance(v, (int, float)) else v
+            u: v + cost(eps_c, unit=u, parties=parties) if isinstance(v, (int, float)) else v
             for u, v in units.items()
         }
     out["target_epsilon"] = float(epsilon)
