@@ -67,6 +67,7 @@ class DPSGDCentral(Method):
     name = "dpsgd-c"
     summary = "centralized SGD with Laplace-type noise on every gradient (Song et al. 2013)"
     family = "dp"
+    privacy_unit = "sample"
     models = ("glm",)
     requires_epsilon = True
     pooled_data = True

@@ -103,6 +103,7 @@ class CentralFM(Method):
     name = "fm-central"
     summary = "centralized functional mechanism (K = 1, pooled data): FM-VFL's Claim 1 reference"
     family = "dp"
+    privacy_unit = "sample"
     models = ("glm",)
     requires_epsilon = True
     pooled_data = True

@@ -11,7 +11,8 @@ the test embeddings — each a Gaussian release of Δ = 2C (exact Gaussian-DP co
 at the server as each message arrives; σ is calibrated from the public round plan so the largest
 client's ε meets ``--epsilon``. The gradients returned to a client are
 post-processing for that client's rows. Outside: the server's labels (replies carry them with no
-noise) and the benchmark's unmetered accuracy curve.
+noise). The benchmark's accuracy curve sends un-clipped, un-noised test embeddings to the server,
+so it is off by default here (``curve_points`` 0); a run that asks for it prints no ε.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from securevfl.methods.cascade_options import (
 from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.privacy.analytic_gaussian import analytic_gaussian_sigma
 from securevfl.privacy.events import gaussian_event
+from securevfl.privacy.units import label_unit
 from securevfl.results import FitResult
 from securevfl.training.cascade_trainer import CascadeHooks
 from securevfl.training.rounds import plan_rounds, releases_per_client
@@ -85,6 +87,15 @@ class VAFLDP(CascadeMethod):
     options = {
         **cascade_options(schedule="async", uplink_bits=32, downlink_bits=32, zo=False),
         "clip": Option(float, 1.0, "clipping bound C of each released embedding row", gt=0, le=1e6),
+        # the curve instrument sends exact test embeddings: off unless asked (then no ε)
+        "curve_points": Option(
+            int,
+            0,
+            "test-accuracy measurements during training; they send exact test embeddings "
+            "outside the mechanism, so any > 0 voids ε (0: none)",
+            ge=0,
+            le=10_000,
+        ),
     }
 
     def fit(self, ctx: RunContext) -> FitResult:
@@ -101,15 +112,21 @@ class VAFLDP(CascadeMethod):
         _, fit = fit_cascade(self, ctx, NoisyEmbeddings(ctx, C, sigma, ledger))
         if not ctx.rt.here(ctx.info.label_party):
             return fit
+        outside = ["the server's labels: replies to clients carry them without noise"]
+        if cfg.curve_points:
+            outside.append(
+                f"the accuracy curve ({cfg.curve_points} points): exact test embeddings sent to "
+                "the server outside the mechanism, so no ε (curve_points 0 restores it)"
+            )
         fit.privacy = ledger.report(
             delta,
-            outside_guarantee=[
-                "the server's labels: replies to clients carry them without noise",
-                "the benchmark's accuracy curve (unmetered instrument, noise-free)",
-            ],
+            outside_guarantee=outside,
+            void=bool(cfg.curve_points),
             target_epsilon=eps,
             per_party_extra={k: {"sigma": sigma, "sensitivity": 2 * C} for k in ctx.data_parties},
             extra={"noise_sigma": sigma, "clip": C},
         )
+        # the server's replies carry its labels without noise: no sample unit
+        fit.privacy = label_unit(fit.privacy, labels_protected=False)
         fit.extra.update(sigma=sigma, clip=C)
         return fit

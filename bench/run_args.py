@@ -24,6 +24,7 @@ GROUPS = {
         "id_column",
         "label_column",
         "categories",
+        "bounds",
         "parties",
         "partition",
         "n",
@@ -44,7 +45,7 @@ GROUPS = {
         "aggregation",
         "seed",
     ),
-    "privacy": ("epsilon", "delta"),
+    "privacy": ("epsilon", "delta", "reproducible_noise"),
     "runtime": ("timeout",),
 }
 _PREFIX = "opt__"  # argparse dest of a method option: kept apart from the common fields
@@ -78,6 +79,15 @@ def add_run_args(
     for group, keys in GROUPS.items():
         g = p.add_argument_group(group)
         for key in keys:
+            if key == "reproducible_noise":
+                g.add_argument(
+                    "--reproducible-noise",
+                    dest=key,
+                    action="store_true",
+                    default=None,
+                    help=_help(COMMON_OPTIONS[key].help),
+                )
+                continue
             if key == "center" or COMMON_OPTIONS[key].type is bool:
                 continue
             g.add_argument(

@@ -43,6 +43,8 @@ class RunSpec:
     batch_size: int = 64
     lr: float | None = None  # None: the trainer's default (GLM 4.0, split-NN Adam 0.01)
     seed: int | None = None
+    # draw DP noise from ``seed`` (a named reproduction mode: the record then prints no ε)
+    reproducible_noise: bool = False
     epsilon: float | None = None
     delta: float | None = None
     partition: str = "contiguous"
@@ -54,6 +56,7 @@ class RunSpec:
     aggregation: str = "sum"
     center: bool = False  # centre numeric columns on their training mean (see experiment.py)
     id_column: str | None = None  # csv: datasets: align the parties' rows by PSI on this column
+    bounds: str | None = None  # csv: datasets: a file of public column domains (data/bounds.py)
     dataset_options: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
     timeout: float = 120.0
@@ -101,6 +104,8 @@ class PublicInfo:
     label_party: int
     server: int | None
     row_norm_bound_sq: float
+    # values the loader computed from the rows (``Dataset.fitted``; empty: public scaling)
+    fitted: tuple[str, ...] = ()
 
 
 @dataclass
@@ -115,8 +120,12 @@ class RunContext:
     pooled: Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] | None = None
 
     def noise_rng(self, party: int, purpose: str) -> np.random.Generator:
-        """DP-noise generator of one party: AES-CTR CSPRNG unless the run is seeded."""
-        return make_noise_rng(self.spec.seed, purpose=f"noise/{purpose}", party=party)
+        """Noise generator of one party: in a private run the AES-CTR CSPRNG whatever ``--seed``
+        is, unless the run names the reproduction mode (``reproducible_noise``: noise from the
+        seed); in a run with no ε, ``--seed`` (``disclosure.noise_seed``)."""
+        from securevfl.disclosure import noise_seed  # the rule lives with the record's rules
+
+        return make_noise_rng(noise_seed(self.spec), purpose=f"noise/{purpose}", party=party)
 
     def shared_rng(self, purpose: str) -> np.random.Generator:
         """A generator every party can reproduce (minibatch order, public initialisation)."""

@@ -31,14 +31,22 @@ from securevfl.data.custom import (
     alignment_of,
     csv_disclosure,
     register_csv_parties,
+from securevfl.disclosure import (
+    FINGERPRINT_WITHHELD,
+    guarded,
+    has_budget,
+    noise_seed,
+    scrub_record,
 )
 from securevfl.errors import ConfigError
 from securevfl.evaluation import metrics_for
 from securevfl.methods.base import Method
 from securevfl.outcome import finite_values, outcome_warnings
+from securevfl.privacy.centring import centre, centring_epsilon, compose_into, released_means
+from securevfl.privacy.centring import reserve as centring_reserve
 from securevfl.registry import create
 from securevfl.resources import check_memory, cpu_seconds, current_rss_bytes, peak_rss_bytes
-from securevfl.rng import noise_generator_name
+from securevfl.rng import make_noise_rng, noise_generator_name
 from securevfl.run_options import build_spec, check_common
 from securevfl.runtime.base import Runtime
 from securevfl.runtime.inprocess import InProcessRuntime
@@ -64,6 +72,10 @@ def check_spec(spec: RunSpec) -> Method:
             raise ConfigError(
                 f"{key} applies to --dataset csv:... only, got dataset {spec.dataset!r}"
             )
+    if spec.bounds is not None and not is_csv:
+        raise ConfigError(
+            f"bounds applies to --dataset csv:... only, got dataset {spec.dataset!r}"
+            )
     method.validate(spec)
     check_rows(spec.dataset, (spec.dataset_options or {}).get("n"))  # before any run
     return method
@@ -79,6 +91,7 @@ def validate_spec(spec: RunSpec) -> Method:
             id_column=spec.id_column,
             label_column=opts.get("label_column"),
             categories=opts.get("categories"),
+            bounds=spec.bounds,
         )
         if len(spec.partition) != spec.parties:
             raise ConfigError(
@@ -118,16 +131,40 @@ def center_numeric_columns(
     return dataclasses.replace(train, X=Xtr), dataclasses.replace(test, X=Xte)
 
 
-def preprocessing_disclosure(spec: RunSpec) -> str:
-    """The data-dependent preprocessing that no ε in this library covers: each column's scaling
-    range (min/max unless the loader has known domain bounds) and, when centred, its training
-    mean. They are computed by the party holding the column and shape what it releases, so they
-    are treated as public schema; a user whose column ranges are themselves sensitive should fix
-    them from domain knowledge (a CSV's declared bounds) instead."""
-    what = "per-column scaling ranges (min/max)"
-    if spec.center:
-        what += " and training means (centring)"
-    return f"{what} are computed from the data and treated as public"
+def center_released(
+    train: Any, test: Any, spec: RunSpec, blocks: list[np.ndarray], parties: list[int], unit: str
+) -> tuple[Any, Any]:
+    """Centring in a run with an ε: each party's numeric columns on their Laplace-released
+    training means, scaled by the public 1 + |m~| (``privacy.centring``; the record composes
+    the releases into its ε). ``parties``: the data parties whose columns this process holds."""
+    numeric = np.asarray([g[0] for g in train.groups if len(g) == 1], dtype=int)
+    held = np.arange(train.X.shape[1]) if train.columns is None else np.asarray(train.columns)
+    Xtr, Xte = train.X.copy(), test.X.copy()
+    eps_c = centring_epsilon(float(spec.epsilon), unit=unit, parties=spec.parties)
+    for k in parties:
+        cols = np.intersect1d(np.intersect1d(blocks[k], numeric), held)
+        pos = np.searchsorted(held, cols)
+        rng = make_noise_rng(noise_seed(spec), purpose="noise/centring", party=k)
+        mean = released_means(Xtr[:, pos], epsilon=eps_c, rng=rng)
+        Xtr[:, pos], Xte[:, pos] = centre(Xtr[:, pos], mean), centre(Xte[:, pos], mean)
+    return dataclasses.replace(train, X=Xtr), dataclasses.replace(test, X=Xte)
+
+
+def preprocessing_disclosure(spec: RunSpec, fitted: tuple[str, ...]) -> list[str]:
+    """The data-dependent preprocessing that no ε covers: what the loader fitted on the rows
+    (``Dataset.fitted``: a column's min/max where no public domain is known) and, for centring
+    without a budget, the training means. Empty when scaling is from public domains and
+    centring is released under the budget (the default of every catalogue dataset)."""
+    out = []
+    if fitted:
+        shown = "; ".join(fitted[:3]) + (f"; and {len(fitted) - 3} more" if len(fitted) > 3 else "")
+        out.append(
+            f"computed from the rows and treated as public: {shown} (declare public domains: "
+            "--bounds for csv data)"
+        )
+    if spec.center and not has_budget(spec):
+        out.append("training means (centring) are computed from the data and treated as public")
+    return out
 
 
 def party_blocks(groups: list[list[int]], spec: RunSpec, seed: int) -> list[np.ndarray]:
@@ -162,10 +199,14 @@ def build_views(
     blocks = party_blocks(ds.groups, spec, seed)
     train, test = split_in_place(ds, seed=seed)  # the same rows as train_test_split, no copy
     name, task, n_classes, groups, held = ds.name, ds.task, ds.n_classes, ds.groups, ds.columns
+    fitted = ds.fitted
     del ds  # its X now holds the split's rows
     if facts is not None:
         facts["feature_names"] = list(getattr(train, "feature_names", None) or [])
-    if spec.center:
+    if spec.center and has_budget(spec):  # the means are released under the budget
+        here = list(range(K)) if method.pooled_data else [k for k in wanted if k < K]
+        train, test = center_released(train, test, spec, blocks, here, method.privacy_unit)
+    elif spec.center:
         train, test = center_numeric_columns(train, test, facts)
     bound_sq = sum(schema_norm_bound(groups, b) for b in blocks)
     server = K if method.has_server(spec) else None
@@ -184,6 +225,7 @@ def build_views(
         label_party=label_party,
         server=server,
         row_norm_bound_sq=bound_sq,
+        fitted=tuple(fitted),
     )
     views: dict[int, PartyView] = {}
     for k in wanted:
@@ -283,9 +325,13 @@ def run_experiment(
             if spec.seed is not None
             else rt.control(secrets.randbits(62) if rt.here(0) else None, src=0)
         )
+        fit_spec = spec
+        if spec.center and has_budget(spec):  # the centring releases take their share of ε
+            cost = centring_reserve(float(spec.epsilon))
+            fit_spec = dataclasses.replace(spec, epsilon=float(spec.epsilon) - cost)
         ctx = RunContext(
             rt=rt,
-            spec=spec,
+            spec=fit_spec,
             info=info,
             views=views,
             shared_seed=int(shared_seed),
@@ -308,21 +354,6 @@ def run_experiment(
             )
         if rt.view is not None and rt.view.party == info.label_party:
             rt.view.view.outputs = fit.test_scores
-        if save is not None:  # every party writes only its own part, where it lives
-            from securevfl.model_io import save_parts
-
-            save_parts(
-                save,
-                spec,
-                method,
-                info,
-                views,
-                fit,
-                facts,
-                shared_seed=int(shared_seed),
-                here_label=rt.here(info.label_party),
-            )
-        fingerprints = rt.collect(fit.fingerprints, dst=info.label_party)
         meters = rt.collect(rt.meter.export(), dst=info.label_party)
         used = (rss_start, peak_rss_bytes(), cpu_seconds() - cpu_start)
         peaks = rt.collect(used, dst=info.label_party)  # unmetered
@@ -375,9 +406,10 @@ def run_experiment(
             "privacy": fit.privacy.to_dict() if fit.privacy is not None else None,
             "config": spec.to_config(),
             "runtime": "inprocess" if len(rt.local_parties) == rt.n_parties else "processes",
-            "noise_seeded": spec.seed is not None,
-            "noise_generator": noise_generator_name(spec.seed),
+            "noise_seeded": noise_seed(spec) is not None,
+            "noise_generator": noise_generator_name(noise_seed(spec)),
             "model_fingerprint": fps,
+            **({"fingerprint_withheld": FINGERPRINT_WITHHELD} if guarded(spec) else {}),
             "stats": fit.stats.to_dict(),
             "extra": fit.extra,
             "alignment": alignment_of(spec.dataset) if spec.id_column else None,
@@ -385,13 +417,19 @@ def run_experiment(
             "version": __version__,
             "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         }
+        if record["privacy"] is not None and spec.center and has_budget(spec):
+            record["privacy"] = compose_into(
+                record["privacy"],
+                epsilon=float(spec.epsilon),
+                unit=method.privacy_unit,
+                parties=spec.parties,
+            )
         if record["privacy"] is not None:  # every DP record says what no ε covers here
             record["privacy"]["threat_model"] = record["threat_model"]
             record["privacy"]["outside_guarantee"] = [
                 *record["privacy"].get("outside_guarantee", []),
-                preprocessing_disclosure(spec),
-                *([d] if (d := csv_disclosure(spec.dataset)) else []),
             ]
+        scrub_record(record, spec, label_party=info.label_party)  # what may not be in it, or no ε
         at = f" at ε = {spec.epsilon:g}" if spec.epsilon is not None else ""
         warnings = fit.stats.warnings + outcome_warnings(
             info.task,

@@ -51,6 +51,13 @@ COMMON_OPTIONS: dict[str, Option] = {
         "categories, public metadata (one-hot encoded per party); a text column without them is "
         "refused, as categories read off the data are data-derived",
     ),
+    "bounds": _common(
+        "bounds",
+        str,
+        "with --dataset csv:...: a CSV file 'column,lo,hi' declaring each column's public "
+        "domain (values clipped in); without it each column is scaled by its own min/max, "
+        "which the record lists outside the privacy guarantee",
+    ),
     "parties": _common(
         "parties",
         int,
@@ -114,10 +121,17 @@ COMMON_OPTIONS: dict[str, Option] = {
     "seed": _common(
         "seed",
         int,
-        "seed for split, batches, initialisation AND DP noise (the record then says the noise "
-        "was seeded); default: OS entropy",
+        "seed for the split, batches and initialisation (never DP noise: that comes from the "
+        "CSPRNG unless --reproducible-noise); default: OS entropy",
         ge=0,
         lt=2**63,
+    ),
+    "reproducible_noise": _common(
+        "reproducible_noise",
+        parse_bool,
+        "reproduction mode: draw DP noise from --seed too, so a run can be repeated bit for bit; "
+        "anyone holding the record can then regenerate the noise, so it prints no ε "
+        "(not a guarantee)",
     ),
     "epsilon": _common(
         "epsilon", float, "privacy budget ε (methods that take one)", ge=1e-6, le=1e6
@@ -176,5 +190,7 @@ def check_common(spec: RunSpec, *, min_parties: int) -> None:
         if value is None or (name == "partition" and isinstance(value, list)):
             continue  # unset, or a csv run's column lists (set by the code)
         opt.check(name, value)
+    if spec.reproducible_noise and spec.seed is None:
+        raise ConfigError("reproducible_noise needs --seed (the noise is drawn from it), got none")
     if spec.parties < min_parties:
         raise ConfigError(f"parties must be >= {min_parties}, got {spec.parties}")

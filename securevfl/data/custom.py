@@ -24,9 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
+from securevfl.data.bounds import check_covered, read_bounds
 from securevfl.data.csv_columns import check_not_id, encode_columns, is_missing, read_categories
 from securevfl.data.datasets import DatasetInfo, _Entry
-from securevfl.data.preprocess import Table, scale_to_unit_interval
+from securevfl.data.preprocess import Table, scale_target, scale_to_unit_interval
 from securevfl.errors import ConfigError, DataError
 from securevfl.registry import _REGISTRIES, register
 
@@ -88,13 +89,31 @@ def register_party_arrays(
         raise ConfigError(f"task must be binary, multiclass or regression, got {task!r}")
     y = np.asarray(y)
     blocks = _check_blocks(blocks, y)
+    if names is None:
+        names = [[f"x{j}" for j in range(b.shape[1])] for b in blocks]
+    for k, (ns, b) in enumerate(zip(names, blocks, strict=True)):
+        if len(ns) != b.shape[1]:
+            raise DataError(f"party {k}'s header must name its {b.shape[1]} columns, got {len(ns)}")
+    flat = [str(n) for ns in names for n in ns]
+    fitted: tuple[str, ...] = ()
+    if bounds is not None:
+        check_covered(bounds, flat + (["label"] if task == "regression" else []))
+    else:
+        fitted = (f"scaling ranges (min/max) of the {len(flat)} CSV columns (no --bounds)",)
     # each column's scaling range, kept so a saved model prepares new rows the same way
-    bounds = [(float(np.min(c)), float(np.max(c))) for b in blocks for c in b.T]
-    cols = [c for b in blocks for c in b.T]
-    X = np.column_stack([scale_to_unit_interval(c, domain=r) for c, r in zip(cols, bounds)])
+    cols, ranges = [], []
+    for k, b in enumerate(blocks):
+        for j in range(b.shape[1]):
+            dom = None if bounds is None else tuple(bounds[str(names[k][j])])
+            c = b[:, j]
+            ranges.append(dom or (float(np.min(c)), float(np.max(c))))
+            cols.append(scale_to_unit_interval(c, domain=ranges[-1], clip=dom is not None))
+    X = np.column_stack(cols)
     classes = None
     if task == "regression":
-        y_out = scale_to_unit_interval(y.astype(float))
+        y_out, _ = scale_target(y.astype(float), domain=None if bounds is None else bounds["label"])
+        if bounds is None:
+            fitted += ("scaling range (min/max) of the regression target",)
         n_classes = None
     else:
         classes, y_out = np.unique(y, return_inverse=True)
@@ -111,10 +130,11 @@ def register_party_arrays(
         feature_names=[f"x{j}" for j in range(X.shape[1])],
         groups=[[j] for j in range(X.shape[1])],
         n_classes=n_classes,
+        fitted=fitted,
     )
     info = DatasetInfo(name, X.shape[0], X.shape[1], task, source, "user's own", "user data", False)
     _SCHEMAS[name] = {
-        "scaling": [list(r) for r in bounds],
+        "scaling": [list(r) for r in ranges],
         "classes": None if classes is None else classes.tolist(),
     }
     _REGISTRIES.setdefault("dataset", {}).pop(name, None)  # re-registering replaces
@@ -216,6 +236,7 @@ def register_csv_parties(
     id_column: str | None = None,
     label_column: str | None = None,
     categories: str | None = None,
+    bounds: str | None = None,
 ) -> list[list[int]]:
     """Register ``csv:a.csv,b.csv,...`` (party order) as a dataset; return its partition.
 
@@ -224,6 +245,7 @@ def register_csv_parties(
     file of each text column's categories (public metadata; :mod:`securevfl.data.csv_columns`
     states the rules for text, missing cells and ID-like columns).
     """
+    declared = None if bounds is None else read_bounds(bounds)
     label = label_column or "label"
     paths = [Path(p) for p in spec_name[len(CSV_PREFIX) :].split(",") if p]
     _ALIGNMENTS.pop(spec_name, None)
@@ -249,7 +271,7 @@ def register_csv_parties(
                 f"the labels have {len(y)}"
             )
     task = label_task(y)
-    blocks, disclosed = [], []
+    blocks, disclosed, names = [], [], []
     for k, (header, rows) in enumerate(zip(headers, tables, strict=True)):
         if not header:
             raise DataError(f"party {k}'s CSV must hold >= 1 feature column, got none")
@@ -257,6 +279,7 @@ def register_csv_parties(
             check_not_id(k, paths[k].name, header[0], [r[0] for r in rows], cats)
         enc = encode_columns(k, paths[k].name, header, rows, cats)
         blocks.append(enc.block)
+        names.append(list(enc.names))
         if enc.with_missing:
             disclosed.append(f"party {k}: {', '.join(enc.with_missing)}")
     if disclosed:
@@ -264,7 +287,19 @@ def register_csv_parties(
             "which columns have missing cells (each given an indicator column) is visible in "
             "the parties' column counts: " + "; ".join(disclosed)
         )
-    out = register_party_arrays(spec_name, blocks, y, task=task, source=", ".join(map(str, paths)))
+    if declared is not None:  # one-hot and missing-indicator columns live in [0, 1] (public)
+        for n in (n for ns in names for n in ns):
+            if n not in declared and ("=" in n or n.endswith("_missing")):
+                declared[n] = (0.0, 1.0)
+    out = register_party_arrays(
+        spec_name,
+        blocks,
+        y,
+        task=task,
+        source=", ".join(map(str, paths)),
+        names=names if declared is not None else None,
+        bounds=declared,
+    )
     _SCHEMAS[spec_name]["headers"] = [list(h) for h in headers]  # label column removed above
     return out
 

@@ -87,6 +87,7 @@ from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.privacy.afe import plan_noise, z_of
 from securevfl.privacy.dp_bottom import test_noise_multiplier, with_test_rows
 from securevfl.privacy.events import gaussian_event
+from securevfl.privacy.units import label_unit
 from securevfl.results import FitResult
 from securevfl.training import fit_splitnn, n_batches
 
@@ -171,6 +172,8 @@ class AFEVFL(Method):
             for k in hooks.passive:
                 test.compose(k, gaussian_event(sigma=hooks.sigma_test, sensitivity=2 * hooks.C))
             report = with_test_rows(report, test, delta)
+        # passive parties get their rows' exact label-dependent gradients: no sample unit
+        report = label_unit(report, labels_protected=False)
         extra: dict[str, Any] = {"variant": cfg["variant"], "sigma": hooks.sigma}
         step_ms = {key: 1e3 * v / steps for key, v in hooks.ms.items()}
         step_ms["total"] = 1e3 * run.train_s / steps

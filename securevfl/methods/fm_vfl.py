@@ -139,6 +139,7 @@ class FMVFL(Method):
     name = "fm-vfl"
     summary = "functional mechanism, cross-party coefficients by Shamir products in MPyC (Xu+ 2021)"
     family = "dp+mpc"
+    privacy_unit = "sample"
     models = ("glm",)
     requires_epsilon = True
     uses_server = True

@@ -18,8 +18,10 @@ Privacy units (neighbouring datasets differ by substitution of):
 
 * ``party-row`` (the paper's "feature privacy", the headline ``privacy.epsilon``): one row of
   one data party's block; that party's embedding of the row may move anywhere in [-C, C]^P;
-* ``sample`` ("sample privacy", ``privacy.by_unit.sample``): the row in every data party's
-  block (and its label, which the server holds in the clear: labels are not protected).
+* ``sample`` ("sample privacy"): the row in every data party's block and its label. Not
+  printed: in this split-learning schedule every data party receives its rows' exact
+  label-dependent gradients, so the label is not protected (``privacy.units.label_unit``; the
+  exposure is listed under ``outside_guarantee``).
 
 Which releases count. With DP bottoms (``--bottom dp``, the default with ``--epsilon``;
 ``training.private_bottom``) each data party's bottom update is a Gaussian release (per-example
@@ -68,6 +70,7 @@ from securevfl.privacy.events import PrivacyReport
 from securevfl.privacy.pbm import check_pbm_params, pbm_estimate_sum, pbm_quantize
 from securevfl.privacy.pbm_accountant import check_accountant_size
 from securevfl.privacy.pbm_calibration import calibrate_beta, pbm_report, void_on_dropouts
+from securevfl.privacy.units import label_unit
 from securevfl.results import FitResult
 from securevfl.training import EVAL, SplitNNHooks, fit_splitnn, row_uses
 from securevfl.training.private_bottom import BottomDP
@@ -273,7 +276,10 @@ class SumSplitNN(Method):
         extra: dict[str, Any],
     ) -> FitResult:
         """Train and score on the split-NN trainer; add the AUPRC (the paper's phishing metric)."""
-        return self.score(ctx, fit_splitnn(ctx, hooks), privacy, extra)
+        run = fit_splitnn(ctx, hooks)
+        if privacy is not None:  # each party gets its rows' exact label-dependent gradients
+            privacy = label_unit(privacy, labels_protected=False)
+        return self.score(ctx, run, privacy, extra)
 
     def score(
         self, ctx: RunContext, run: Any, privacy: PrivacyReport | None, extra: dict[str, Any]
