@@ -29,8 +29,8 @@ from securevfl.data.custom import (
     CSV_KEYS,
     CSV_PREFIX,
     alignment_of,
-    csv_disclosure,
     register_csv_parties,
+)
 from securevfl.disclosure import (
     FINGERPRINT_WITHHELD,
     guarded,
@@ -73,9 +73,7 @@ def check_spec(spec: RunSpec) -> Method:
                 f"{key} applies to --dataset csv:... only, got dataset {spec.dataset!r}"
             )
     if spec.bounds is not None and not is_csv:
-        raise ConfigError(
-            f"bounds applies to --dataset csv:... only, got dataset {spec.dataset!r}"
-            )
+        raise ConfigError(f"bounds applies to --dataset csv:... only, got dataset {spec.dataset!r}")
     method.validate(spec)
     check_rows(spec.dataset, (spec.dataset_options or {}).get("n"))  # before any run
     return method

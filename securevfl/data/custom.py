@@ -79,11 +79,21 @@ def _check_blocks(blocks: Sequence[np.ndarray], y: np.ndarray) -> list[np.ndarra
 
 
 def register_party_arrays(
-    name: str, blocks: Sequence[np.ndarray], y: np.ndarray, *, task: str, source: str = "user data"
+    name: str,
+    blocks: Sequence[np.ndarray],
+    y: np.ndarray,
+    *,
+    task: str,
+    source: str = "user data",
+    names: Sequence[Sequence[str]] | None = None,
+    bounds: dict[str, tuple[float, float]] | None = None,
 ) -> list[list[int]]:
     """Register a dataset from per-party blocks; return the explicit column partition.
 
     Use the returned lists as ``RunSpec.partition`` so each party gets exactly its block.
+    ``bounds`` (``{column name: (lo, hi)}``, names from ``names``, one list per block; the
+    target is ``label``) scales every column by its public domain, values clipped in; without
+    it each column's own min/max is used and listed in the dataset's ``fitted`` values.
     """
     if task not in ("binary", "multiclass", "regression"):
         raise ConfigError(f"task must be binary, multiclass or regression, got {task!r}")

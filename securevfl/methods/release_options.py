@@ -84,7 +84,8 @@ def release_once(spec: RunSpec, method: Method, task: str | None = None) -> bool
         if not dp:
             raise ConfigError(
                 f"schedule 'release-once' of method {method.name!r} needs --epsilon and "
-                f"--bottom dp, got epsilon {spec.epsilon} and bottom {spec.option('bottom', method)}"
+                f"--bottom dp, got epsilon {spec.epsilon} and "
+                f"bottom {spec.option('bottom', method)}"
             )
         return True
     return dp and task != "regression"
