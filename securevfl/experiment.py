@@ -352,6 +352,8 @@ def run_experiment(
             )
         if rt.view is not None and rt.view.party == info.label_party:
             rt.view.view.outputs = fit.test_scores
+        # a budgeted run's fingerprints hash exact weights: they stay with their owners
+        fingerprints = rt.collect({} if guarded(spec) else fit.fingerprints, dst=info.label_party)
         meters = rt.collect(rt.meter.export(), dst=info.label_party)
         used = (rss_start, peak_rss_bytes(), cpu_seconds() - cpu_start)
         peaks = rt.collect(used, dst=info.label_party)  # unmetered
