@@ -51,6 +51,7 @@ noise from --b and --beta as before.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -62,9 +63,13 @@ from securevfl.errors import ConfigError, ProtocolError
 from securevfl.methods.base import Method, register_method
 from securevfl.methods.dp_bottom_options import BOTTOM_OPTIONS, BottomPlan, bottom_plan
 from securevfl.methods.release_options import (
+    RELEASE_OPTIONS,
     accuracy_ceiling_extra,
+    bottom_events,
     release_defaults,
     release_once,
+    release_plan,
+    release_record,
 )
 from securevfl.privacy.events import PrivacyReport
 from securevfl.privacy.pbm import check_pbm_params, pbm_estimate_sum, pbm_quantize
@@ -74,6 +79,7 @@ from securevfl.privacy.units import label_unit
 from securevfl.results import FitResult
 from securevfl.training import EVAL, SplitNNHooks, fit_splitnn, row_uses
 from securevfl.training.private_bottom import BottomDP
+from securevfl.training.release_once import fit_release_once
 
 DEFAULT_DELTA = 1e-5
 EVAL_ROUND = 1 << 40  # round id of test-time scoring, apart from every training epoch
@@ -298,7 +304,7 @@ class PBMVFL(SumSplitNN):
     name = "pbm-vfl"
     summary = "PBM-quantized embeddings summed by pairwise-mask secure aggregation; DP-SGD bottoms"
     family = "dp+mpc"
-    options = {**PBM_OPTIONS, **BOTTOM_OPTIONS}
+    options = {**PBM_OPTIONS, **BOTTOM_OPTIONS, **RELEASE_OPTIONS}
     accepts_epsilon = True  # sets beta (and b); without it, the given (b, beta)
 
     def validate(self, spec: RunSpec) -> None:
@@ -317,6 +323,8 @@ class PBMVFL(SumSplitNN):
         b, beta = self.pbm_params(spec)
         M, P, E = ctx.info.data_parties, spec.embedding_dim, spec.epochs
         delta = spec.delta or DEFAULT_DELTA
+        if release_once(spec, self, ctx.info.task):
+            return self.fit_release_once(ctx, b, delta)
         plan = bottom_plan(spec, self, delta=delta)
         grads = None if plan.dp is None else plan.events(E)
         if spec.epsilon is not None:
@@ -345,6 +353,10 @@ class PBMVFL(SumSplitNN):
         hooks = PBMSecAggHooks(ctx, b=b, beta=beta, eval_mode=eval_mode(self, spec), plan=plan)
         hooks.key_agreement(ctx)
         result = self.finish(ctx, hooks, report, {"bits_per_value": hooks.bits})
+        return self.secagg_extra(hooks, result)
+
+    def secagg_extra(self, hooks: PBMSecAggHooks, result: FitResult) -> FitResult:
+        """Secure aggregation's costs and dropouts (a dropout voids ε: ``void_on_dropouts``)."""
         if hooks.server_s:
             ms = np.array(hooks.server_s) * 1e3
             result.extra["secagg_server_ms"] = {
@@ -358,6 +370,61 @@ class PBMVFL(SumSplitNN):
         if hooks.party_s:
             result.extra["pbm_party_ms_median"] = float(np.median(hooks.party_s) * 1e3)
         return result
+
+    def fit_release_once(self, ctx: RunContext, b: int, delta: float) -> FitResult:
+        """Release-once (``training.release_once``): a training row's P coordinates go through
+        PBM and secure aggregation once, after its ``bottom_epochs`` DP-SGD releases; a test
+        row's once at scoring. Training and test rows are disjoint and the model that scores
+        is post-processing of training releases, so a test row's ε is that of one PBM use at
+        the same (b, beta), below a training row's (one use plus the gradient releases,
+        composed at the same RDP orders by ``pbm_report`` with E = 1): the headline. The
+        sample unit is not reported: composing the labels' randomized
+        response into PBM's RDP curve is not done here; the labels' own ε is
+        ``label_epsilon``."""
+        spec = ctx.spec
+        M, P = ctx.info.data_parties, spec.embedding_dim
+        plan = release_plan(spec, self, delta=delta)
+        grads = bottom_events(plan)
+        b, beta = calibrate_beta(
+            float(spec.epsilon), b=b, n_parties=M, dim=P, uses=1, delta=delta, extra_events=grads
+        )
+        report = pbm_report(
+            b=b,
+            beta=beta,
+            n_parties=M,
+            dim=P,
+            epochs=1,
+            delta=delta,
+            parties=list(ctx.data_parties),
+            n_rows=(ctx.info.n_train, 0),  # a test row's one use is below (docstring)
+            outside_guarantee=[],
+            target_epsilon=spec.epsilon,
+            grad_events=grads,
+        )
+        extra = dict(report.extra)
+        extra["by_unit"] = {
+            u: v for u, v in dict(extra.get("by_unit", {})).items() if u != "sample"
+        }
+        extra.update(release_record(ctx, plan))
+        extra["releases_per_row"] = {"train": 1, "test": 1}
+        extra["test_row_epsilon"] = _pbm_eps("party-row", b, beta, M, P, delta)
+        report = dataclasses.replace(report, extra=extra)
+        hooks = PBMSecAggHooks(ctx, b=b, beta=beta, eval_mode="private", plan=BottomPlan(None, 1))
+        hooks.key_agreement(ctx)
+        run = fit_release_once(ctx, hooks, plan=plan)
+        ceiling = accuracy_ceiling_extra(
+            ctx, epsilon=_pbm_eps("sample", b, beta, M, P, delta), delta=delta
+        )
+        result = self.score(ctx, run, report, {"bits_per_value": hooks.bits, **ceiling})
+        return self.secagg_extra(hooks, result)
+
+
+def _pbm_eps(unit: str, b: int, beta: float, M: int, P: int, delta: float) -> float:
+    """ε of a test row's one scoring use in ``unit`` (``sample``: all M parties' blocks, the
+    basis of the accuracy ceiling's total-variation bound)."""
+    from securevfl.privacy.pbm_accountant import pbm_epsilon
+
+    return pbm_epsilon(unit, b=b, beta=beta, n_parties=M, dim=P, uses=1, delta=delta, kind="rdp")
 
 
 def passive_parties(ctx: RunContext) -> list[int]:
