@@ -25,21 +25,17 @@ from securevfl.methods.pbm_vfl import (
     ceiling_extra,
     eval_mode,
     outside,
-    passive_parties,
     private_eval,
 )
 from securevfl.methods.release_options import (
     ACTIVE_FEATURES,
     RELEASE_OPTIONS,
-    bottom_events,
-    label_event,
+    gaussian_release_report,
     release_once,
     release_plan,
-    release_record,
 )
 from securevfl.privacy.accountant import Accountant, PrivacyLedger, calibrate
 from securevfl.privacy.dp_bottom import test_noise_multiplier, with_test_rows
-from securevfl.privacy.events import gaussian_event
 from securevfl.privacy.pbm import ldp_sigma
 from securevfl.privacy.pbm_accountant import ldp_event
 from securevfl.results import FitResult
@@ -179,39 +175,11 @@ class LDPVFL(SumSplitNN):
         (Δ = 2C√P over its P tanh-bounded coordinates) and its ``bottom_epochs`` DP-SGD
         releases, composed exactly (Gaussian DP) and calibrated to the target; a test row's
         one release gets the whole target on its own (disjoint rows)."""
-        spec = ctx.spec
-        P, eps = spec.embedding_dim, float(spec.epsilon)
-        plan = release_plan(spec, self, delta=delta)
-        senders = passive_parties(ctx)
-        sens = 2.0 * BOUND * P**0.5
-
-        def train_eps(sigma: float) -> float:
-            acc = Accountant().compose(gaussian_event(sigma=sigma, sensitivity=sens))
-            for grad in bottom_events(plan):
-                acc.compose(grad)
-            return acc.get_epsilon(delta)
-
-        sigma, _ = calibrate(train_eps, eps, lo=1e-4, hi=1e6, what="sigma")
-        sigma_test = sens * test_noise_multiplier(eps, delta)
-        ledger, test = PrivacyLedger("party-row"), PrivacyLedger("party-row")
-        for k in senders:
-            ledger.compose(k, gaussian_event(sigma=sigma, sensitivity=sens))
-            for grad in bottom_events(plan):
-                ledger.compose(k, grad)
-            test.compose(k, gaussian_event(sigma=sigma_test, sensitivity=sens))
-        ledger.compose(None, label_event(plan))
-        report = ledger.report(
-            delta,
-            target_epsilon=eps,
-            extra={
-                **release_record(ctx, plan),
-                "sigma": sigma,
-                "sigma_test": sigma_test,
-                "sensitivity": sens,
-                "releases_per_row": {"train": 1, "test": 1},
-            },
+        plan = release_plan(ctx.spec, self, delta=delta)
+        sens = 2.0 * BOUND * ctx.spec.embedding_dim**0.5
+        report, sigma, sigma_test = gaussian_release_report(
+            ctx, plan, sensitivity=sens, delta=delta
         )
-        report = with_test_rows(report, test, delta)
         hooks = LDPHooks(
             ctx, sigma=sigma, eval_mode="private", plan=BottomPlan(None, 1), sigma_test=sigma_test
         )

@@ -179,3 +179,50 @@ def accuracy_ceiling_extra(
     tau = min(1.0, (math.exp(epsilon) - 1 + 2 * delta) / (math.exp(epsilon) + 1))
     p_max = float(priors.max())
     return {"accuracy_ceiling": p_max + (1 - p_max) * tau, "ceiling_epsilon": epsilon}
+
+
+def gaussian_release_report(
+    ctx: RunContext, plan: ReleaseOncePlan, *, sensitivity: float, delta: float
+) -> tuple[Any, float, float]:
+    """(report, σ, σ_test) of a release-once run whose mechanism is one Gaussian release of
+    L2 sensitivity ``sensitivity`` per row and passive party.
+
+    A training row: that release plus its ``bottom_epochs`` DP-SGD releases, composed exactly
+    (Gaussian DP), σ calibrated so the party-row ε meets the target; a test row: one release
+    whose σ_test gets the whole target (rows disjoint: ``with_test_rows``). The sample unit
+    composes every passive party's releases of the row and the label's randomized response."""
+    from securevfl.privacy.accountant import Accountant, PrivacyLedger, calibrate
+    from securevfl.privacy.dp_bottom import test_noise_multiplier, with_test_rows
+    from securevfl.privacy.events import gaussian_event
+
+    eps = float(ctx.spec.epsilon)
+
+    def train_eps(sigma: float) -> float:
+        acc = Accountant().compose(gaussian_event(sigma=sigma, sensitivity=sensitivity))
+        for grad in bottom_events(plan):
+            acc.compose(grad)
+        return acc.get_epsilon(delta)
+
+    sigma, _ = calibrate(train_eps, eps, lo=1e-4, hi=1e6, what="sigma")
+    sigma_test = sensitivity * test_noise_multiplier(eps, delta)
+    ledger, test = PrivacyLedger("party-row"), PrivacyLedger("party-row")
+    for k in ctx.data_parties:
+        if k == ctx.info.label_party:
+            continue
+        ledger.compose(k, gaussian_event(sigma=sigma, sensitivity=sensitivity))
+        for grad in bottom_events(plan):
+            ledger.compose(k, grad)
+        test.compose(k, gaussian_event(sigma=sigma_test, sensitivity=sensitivity))
+    ledger.compose(None, label_event(plan))
+    report = ledger.report(
+        delta,
+        target_epsilon=eps,
+        extra={
+            **release_record(ctx, plan),
+            "sigma": sigma,
+            "sigma_test": sigma_test,
+            "sensitivity": sensitivity,
+            "releases_per_row": {"train": 1, "test": 1},
+        },
+    )
+    return with_test_rows(report, test, delta), sigma, sigma_test
