@@ -119,13 +119,13 @@ def check_options(spec: RunSpec, method: Method) -> dict[str, Any]:
 
 def afe_release_once(spec: RunSpec, method: Method, task: str | None = None) -> bool:
     """Whether an afe-vfl run uses release-once: as ``release_once`` says, except that an
-    explicit r, d or full variant under ``--schedule auto`` runs the split schedule."""
+    explicit r, d or full variant under ``--release-schedule auto`` runs the split schedule."""
     variant = spec.option("variant", method)
     if variant in SPLIT_VARIANTS:
-        if spec.option("schedule", method) == "release-once":
+        if spec.option("release_schedule", method) == "release-once":
             raise ConfigError(
                 f"variant {variant!r} of afe-vfl acts on split learning's steps: it needs "
-                "--schedule split (or auto), got --schedule release-once"
+                "--release-schedule split (or auto), got --release-schedule release-once"
             )
         return False
     return release_once(spec, method, task)

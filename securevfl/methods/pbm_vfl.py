@@ -247,7 +247,7 @@ class SumSplitNN(Method):
     @classmethod
     def common_defaults(cls, given: dict[str, Any]) -> dict[str, Any]:
         """Release-once runs: larger DP-SGD batches, one scalar per row on binary tasks."""
-        return release_defaults(cls, given) if "schedule" in cls.options else {}
+        return release_defaults(cls, given) if "release_schedule" in cls.options else {}
 
     def validate(self, spec: RunSpec) -> None:
         super().validate(spec)
@@ -260,7 +260,8 @@ class SumSplitNN(Method):
             if not release_once(spec, self):
                 raise ConfigError(
                     f"--active-features of {self.name!r} needs the release-once schedule "
-                    f"(--epsilon, --bottom dp), got --schedule {spec.option('schedule', self)}"
+                    "(--epsilon, --bottom dp), got --release-schedule "
+                    f"{spec.option('release_schedule', self)}"
                 )
         if spec.aggregation != "sum":
             raise ConfigError(

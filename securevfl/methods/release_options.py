@@ -1,8 +1,8 @@
 """The schedule options shared by the per-row-release DP methods (afe-vfl, ldp-vfl, pbm-vfl,
 vafl-dp) and their plan: ``release-once`` (``training.release_once``) or the seed's ``split``.
 
-``--schedule auto`` (the default) runs ``release-once`` when the run is DP (``--epsilon``, DP
-bottoms) on a classification task, ``split`` otherwise. ``--active-features``: the label holder
+``--release-schedule auto`` (the default) runs ``release-once`` when the run is DP
+(``--epsilon``, DP bottoms) on a classification task, ``split`` otherwise. ``--active-features``: the label holder
 is also data party 0 (its own columns go into its head as they are, nothing of them leaves it).
 """
 
@@ -19,7 +19,7 @@ from securevfl.training.private_bottom import BottomDP
 from securevfl.training.release_once import ReleaseOncePlan
 
 SCHEDULES = ("auto", "release-once", "split")
-RELEASE_ONCE = ("schedule", ("auto", "release-once"))
+RELEASE_ONCE = ("release_schedule", ("auto", "release-once"))
 
 # Defaults of common options under release-once, chosen on breast and adult (never on the
 # datasets the issue reports, phishing): one scalar per row for two classes (all of the norm on
@@ -46,7 +46,7 @@ ACTIVE_FEATURES = Option(
 )
 
 RELEASE_OPTIONS = {
-    "schedule": Option(
+    "release_schedule": Option(
         str,
         "auto",
         "release-once (each training row released once through the method's mechanism after "
@@ -76,7 +76,7 @@ RELEASE_OPTIONS = {
 
 def release_once(spec: RunSpec, method: Method, task: str | None = None) -> bool:
     """Whether this run uses the release-once schedule (``task``: None before data is loaded)."""
-    schedule = spec.option("schedule", method)
+    schedule = spec.option("release_schedule", method)
     if schedule == "split":
         return False
     dp = spec.epsilon is not None and spec.option("bottom", method) == "dp"
@@ -93,7 +93,7 @@ def release_once(spec: RunSpec, method: Method, task: str | None = None) -> bool
 
 def release_defaults(method: type[Method], given: dict[str, Any]) -> dict[str, Any]:
     """Common-option defaults of a release-once run (applied only where not given)."""
-    schedule = given.get("schedule", "auto")
+    schedule = given.get("release_schedule", "auto")
     dp = given.get("epsilon") is not None and given.get("bottom", "dp") == "dp"
     if schedule == "split" or not dp:
         return {}
@@ -142,7 +142,7 @@ def label_event(plan: ReleaseOncePlan) -> PureDpEvent:
 def release_record(ctx: RunContext, plan: ReleaseOncePlan) -> dict[str, Any]:
     """The record's description of the schedule (public settings only)."""
     return {
-        "schedule": "release-once",
+        "release_schedule": "release-once",
         "bottom_epochs": plan.bottom_epochs,
         "bottom_noise_multiplier": plan.bottom.noise_multiplier,
         "bottom_clip": plan.bottom.clip,

@@ -237,7 +237,7 @@ def fit_release_once(ctx: RunContext, hooks: SplitNNHooks, *, plan: ReleaseOnceP
     if info.task == "regression":
         raise ConfigError(
             "schedule 'release-once' trains bottoms against labels by class: it needs a "
-            f"classification task, got {info.task!r} (use --schedule split)"
+            f"classification task, got {info.task!r} (use --release-schedule split)"
         )
     state = build_models(ctx, hooks)
     own_bottom = state.bottoms.pop(L, None)  # the label holder's columns go to its head as they are
