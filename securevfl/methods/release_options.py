@@ -3,7 +3,8 @@ vafl-dp) and their plan: ``release-once`` (``training.release_once``) or the see
 
 ``--release-schedule auto`` (the default) runs ``release-once`` when the run is DP
 (``--epsilon``, DP bottoms) on a classification task, ``split`` otherwise.
-``--active-features``: the label holder is also data party 0 (its own columns go into its head as they are, nothing of them leaves it).
+``--active-features``: the label holder is also data party 0 (its own columns go into its
+head as they are; nothing of them leaves it).
 """
 
 from __future__ import annotations
