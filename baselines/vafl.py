@@ -189,7 +189,7 @@ class VAFLDP(CascadeMethod):
         no asynchrony is left to run (every row goes out once). Δ = 2C."""
         delta = float(ctx.spec.delta or DEFAULT_DELTA)
         C = float(ctx.spec.option("clip", self))
-        plan = release_plan(ctx.spec, self, delta=delta)
+        plan = release_plan(ctx.spec, self, delta=delta, n_train=ctx.info.n_train)
         report, sigma, sigma_test = gaussian_release_report(
             ctx, plan, sensitivity=2 * C, delta=delta
         )

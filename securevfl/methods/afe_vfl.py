@@ -209,7 +209,7 @@ class AFEVFL(Method):
         """Release-once (``training.release_once``) with the vanilla mechanism: each passive
         party's row clipped to the C-ball (Eq. 2) plus N(0, σ² I), once per training row and
         once per test row; Δ = 2C (``release_options.gaussian_release_report``)."""
-        plan = release_plan(ctx.spec, self, delta=delta)
+        plan = release_plan(ctx.spec, self, delta=delta, n_train=ctx.info.n_train)
         C = float(cfg["clip"])
         report, sigma, sigma_test = gaussian_release_report(
             ctx, plan, sensitivity=2 * C, delta=delta

@@ -175,7 +175,7 @@ class LDPVFL(SumSplitNN):
         (Δ = 2C√P over its P tanh-bounded coordinates) and its ``bottom_epochs`` DP-SGD
         releases, composed exactly (Gaussian DP) and calibrated to the target; a test row's
         one release gets the whole target on its own (disjoint rows)."""
-        plan = release_plan(ctx.spec, self, delta=delta)
+        plan = release_plan(ctx.spec, self, delta=delta, n_train=ctx.info.n_train)
         sens = 2.0 * BOUND * ctx.spec.embedding_dim**0.5
         report, sigma, sigma_test = gaussian_release_report(
             ctx, plan, sensitivity=sens, delta=delta

@@ -384,7 +384,7 @@ class PBMVFL(SumSplitNN):
         ``label_epsilon``."""
         spec = ctx.spec
         M, P = ctx.info.data_parties, spec.embedding_dim
-        plan = release_plan(spec, self, delta=delta)
+        plan = release_plan(spec, self, delta=delta, n_train=ctx.info.n_train)
         grads = bottom_events(plan)
         b, beta = calibrate_beta(
             float(spec.epsilon), b=b, n_parties=M, dim=P, uses=1, delta=delta, extra_events=grads

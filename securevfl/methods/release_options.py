@@ -9,6 +9,7 @@ head as they are; nothing of them leaves it).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from securevfl.context import Option, RunContext, RunSpec, parse_bool
@@ -27,6 +28,21 @@ RELEASE_ONCE = ("release_schedule", ("auto", "release-once"))
 # the label direction), larger DP-SGD batches (the noise on a batch mean falls as 1/b).
 RELEASE_ONCE_DEFAULTS = {"batch_size": 256, "epochs": 20}
 BINARY_EMBEDDING_DIM = 1
+
+
+# the bottoms' DP-SGD: Adam moves ~lr per step, so a small table needs more epochs for the same
+# progress (breast: 2 steps an epoch at b = 256); chosen on breast and adult
+BOTTOM_STEPS, MIN_BOTTOM_EPOCHS, MAX_BOTTOM_EPOCHS = 200, 5, 50
+
+
+def parse_auto_int(value: Any) -> Any:
+    """'auto' or an integer in [1, 1000]."""
+    if value is None or str(value).strip().lower() == "auto":
+        return "auto"
+    v = int(value)
+    if not 1 <= v <= 1000:
+        raise ConfigError(f"must be 'auto' or an integer in [1, 1000], got {value!r}")
+    return v
 
 
 def parse_epsilon_or_same(value: Any) -> Any:
@@ -64,12 +80,19 @@ RELEASE_OPTIONS = {
         when=RELEASE_ONCE,
     ),
     "bottom_epochs": Option(
-        int,
-        5,
+        parse_auto_int,
+        "auto",
         "release-once: DP-SGD epochs of each data party's local bottom (one Gaussian release "
-        "of a row per epoch)",
-        ge=1,
-        le=1000,
+        f"of a row per epoch); auto: enough for {BOTTOM_STEPS} steps, between "
+        f"{MIN_BOTTOM_EPOCHS} and {MAX_BOTTOM_EPOCHS}",
+        when=RELEASE_ONCE,
+    ),
+    "bottom_lr": Option(
+        float,
+        0.03,
+        "release-once: Adam learning rate of the bottoms' DP-SGD",
+        gt=0,
+        le=10,
         when=RELEASE_ONCE,
     ),
 }
@@ -114,9 +137,13 @@ def _binary(dataset: Any) -> bool:
     return False
 
 
-def release_plan(spec: RunSpec, method: Method, *, delta: float) -> ReleaseOncePlan:
-    """The bottoms' DP-SGD (``grad_share`` of μ² over ``bottom_epochs``) and the labels' ε."""
-    epochs = int(spec.option("bottom_epochs", method))
+def release_plan(spec: RunSpec, method: Method, *, delta: float, n_train: int) -> ReleaseOncePlan:
+    """The bottoms' DP-SGD (``grad_share`` of μ² over ``bottom_epochs``) and the labels' ε
+    (``n_train``: public, sets the auto epochs)."""
+    epochs = spec.option("bottom_epochs", method)
+    if epochs == "auto":
+        per_epoch = max(1, math.ceil(n_train / spec.batch_size))
+        epochs = min(MAX_BOTTOM_EPOCHS, max(MIN_BOTTOM_EPOCHS, math.ceil(BOTTOM_STEPS / per_epoch)))
     share = float(spec.option("grad_share", method))
     sigma_g = grad_noise_multiplier(
         epsilon=float(spec.epsilon), delta=delta, epochs=epochs, share=share
@@ -124,7 +151,8 @@ def release_plan(spec: RunSpec, method: Method, *, delta: float) -> ReleaseOnceP
     label = spec.option("label_epsilon", method)
     return ReleaseOncePlan(
         bottom=BottomDP(float(spec.option("grad_clip", method)), sigma_g),
-        bottom_epochs=epochs,
+        bottom_epochs=int(epochs),
+        bottom_lr=float(spec.option("bottom_lr", method)),
         label_epsilon=float(spec.epsilon) if label == "same" else float(label),
         bottom_batch=int(spec.batch_size),
     )

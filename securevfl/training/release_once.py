@@ -64,6 +64,7 @@ class ReleaseOncePlan:
 
     bottom: BottomDP
     bottom_epochs: int
+    bottom_lr: float
     label_epsilon: float
     bottom_batch: int
 
@@ -132,8 +133,7 @@ def train_bottom(
         ctx.spec.embedding_dim, n_out, derive_seed(ctx.shared_seed, purpose="probe")
     )
     model = _Probe(bottom, lambda h: hooks.bound_rows(ctx, k, h), A)
-    lr = ctx.spec.lr if ctx.spec.lr is not None else DEFAULT_MLP_LR
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    opt = torch.optim.Adam(model.parameters(), lr=plan.bottom_lr)
     X = ctx.views[k].X_train
     n = len(X)
     for epoch in range(plan.bottom_epochs):
