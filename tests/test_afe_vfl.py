@@ -150,6 +150,8 @@ def _spec(**kw):
         seed=5, epsilon=4.0, delta=1e-5,
     )  # fmt: skip
     base.update(kw)
+    # these tests cover the seed's split schedule (release-once: tests/test_release_once.py)
+    base["options"] = {"release_schedule": "split", **(base.get("options") or {})}
     return RunSpec(**base)
 
 
