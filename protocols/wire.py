@@ -23,6 +23,7 @@ a peer cannot make a party allocate gigabytes from a few bytes. Anything else ra
 
 from __future__ import annotations
 
+import os
 import re
 import struct
 import types
@@ -33,6 +34,7 @@ import numpy as np
 
 __all__ = [
     "AMPLIFICATION",
+    "DEFAULT_MAX_FRAME",
     "MAGIC",
     "MAX_DEPTH",
     "MAX_INT_BYTES",
@@ -54,6 +56,7 @@ SLACK = 1 << 20
 MAX_DEPTH = 32
 MAX_NDIM = 32
 MAX_INT_BYTES = 1 << 16  # 524,288-bit ints; Paillier ciphertexts of a 4096-bit n are 1 KiB
+DEFAULT_MAX_FRAME = 256 << 20  # bytes per frame a party accepts; SECUREVFL_MAX_FRAME_MB changes it
 
 # array dtypes a peer may name: bool, ints, floats, complex, fixed-width bytes/str; no objects,
 # no structured or sub-array dtypes (their size is not what the string says)
@@ -388,17 +391,38 @@ def loads(data: bytes | bytearray | memoryview, *, max_bytes: int | None = None)
     return obj
 
 
+def max_frame_from_env() -> int:
+    """The frame limit: ``SECUREVFL_MAX_FRAME_MB`` (MiB) if set, else :data:`DEFAULT_MAX_FRAME`."""
+    raw = os.environ.get("SECUREVFL_MAX_FRAME_MB", "").strip()
+    if not raw:
+        return DEFAULT_MAX_FRAME
+    try:
+        mb = float(raw)
+    except ValueError:
+        mb = -1.0
+    if not 0 < mb <= 4095:  # MPyC frames carry a 32-bit length
+        raise WireError(f"SECUREVFL_MAX_FRAME_MB must be a number in (0, 4095], got {raw!r}")
+    return int(mb * (1 << 20))
+
+
 def guard_mpyc_unpickling(
     on_violation: Callable[[str], None], *, max_bytes: int | None = None
 ) -> None:
     """Make ``mpyc.runtime`` encode and decode its messages with this format, not pickle.
 
     Every party of our runs installs it, so both ends speak the same format. ``max_bytes``
-    bounds one MPyC message. ``on_violation(reason)`` is called before the error is raised:
-    MPyC decodes inside its own tasks, where an exception would only be logged while the party
-    waits on, so the caller must be told directly (to abort the run).
+    (default :func:`max_frame_from_env`) bounds every frame a peer sends this party, MPyC's
+    messages and ours (:mod:`protocols.mpyc_net` refuses a larger frame from its header, before
+    buffering it). ``on_violation(reason)`` is called before the error is raised: MPyC decodes
+    inside its own tasks, where an exception would only be logged while the party waits on, so
+    the caller must be told directly (to abort the run).
     """
     import mpyc.runtime as mrt
+
+    if max_bytes is None:
+        max_bytes = max_frame_from_env()
+    mrt.mpc._securevfl_max_frame = max_bytes
+    mrt.mpc._securevfl_on_violation = on_violation
 
     def guarded_loads(data: bytes, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -414,4 +438,3 @@ def guard_mpyc_unpickling(
 def decoded_budget(nbytes: int) -> int:
     """The most a payload of ``nbytes`` may decode to (what :func:`loads` charges against)."""
     return AMPLIFICATION * max(0, nbytes - len(MAGIC)) + SLACK
-
