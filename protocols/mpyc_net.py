@@ -31,7 +31,7 @@ from asyncio import Future
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from protocols.wire import WireError
+from protocols.wire import DEFAULT_MAX_FRAME, WireError
 
 MAGIC = b"SVFL\x01"
 DIGEST_LEN = 32
@@ -78,6 +78,8 @@ def _exchanger_class():
         def data_received(self, data: bytes) -> None:
             if self.peer_pid is not None:  # when each peer was last heard from (names a silent one)
                 self.runtime._securevfl_last_seen[self.peer_pid] = time.monotonic()
+                if self._oversize(data):
+                    return
             if self.peer_pid is None and len(self.bytes) + len(data) >= 2:
                 head = bytes(self.bytes[:2]) + bytes(data[: max(0, 2 - len(self.bytes))])
                 why = self._refuse(int.from_bytes(head[:2], "little"))
@@ -86,6 +88,31 @@ def _exchanger_class():
                     self.transport.close()
                     return
             super().data_received(data)
+            if self.peer_pid is not None and self.transport is not None:
+                self._oversize(b"")  # a header left in MPyC's buffer (the first chunk)
+
+        def _oversize(self, data: bytes) -> bool:
+            """Walk the frame headers in MPyC's partial buffer + ``data`` (frames start at its
+            offset 0): a frame announcing more than the limit aborts before it is buffered."""
+            limit = max_frame(self.runtime)
+            have, pos = len(self.bytes) + len(data), 0
+            while have - pos >= 12:
+                head = _slice2(self.bytes, data, pos, 12)
+                size = int.from_bytes(head[8:12], "little")
+                if size > limit:
+                    why = (
+                        f"party {self.peer_pid} sent a frame of {size} bytes, over the limit of "
+                        f"{limit} bytes per frame (SECUREVFL_MAX_FRAME_MB raises it)"
+                    )
+                    self.runtime._securevfl_refused.append(why)
+                    hook = getattr(self.runtime, "_securevfl_on_violation", None)
+                    if hook is not None:
+                        hook(why)
+                    self.bytes = bytearray()
+                    self.transport.abort()
+                    return True
+                pos += 12 + size
+            return False
 
         def _refuse(self, pid: int) -> str | None:
             rt = self.runtime
@@ -298,6 +325,19 @@ async def _exchange_macs(mpc: Any, key: bytes, hellos: list[bytes]) -> dict[int,
                 raise WireError(f"party {src} sent a malformed run check ({len(got[0])} bytes)")
             out[src] = got[0]
     return out
+
+
+def _slice2(a: bytes | bytearray, b: bytes, pos: int, n: int) -> bytes:
+    """Bytes ``pos .. pos + n`` of ``a + b``, without concatenating them."""
+    if pos >= len(a):
+        return bytes(b[pos - len(a) : pos - len(a) + n])
+    return bytes(a[pos : pos + n]) + bytes(b[: max(0, pos + n - len(a))])
+
+
+def max_frame(rt: Any) -> int:
+    """The largest frame this party accepts (:func:`protocols.wire.guard_mpyc_unpickling` sets
+    it)."""
+    return getattr(rt, "_securevfl_max_frame", DEFAULT_MAX_FRAME)
 
 
 def _parties(ids: list[int]) -> str:
