@@ -428,6 +428,7 @@ def run_experiment(
             record["privacy"]["threat_model"] = record["threat_model"]
             record["privacy"]["outside_guarantee"] = [
                 *record["privacy"].get("outside_guarantee", []),
+                *preprocessing_disclosure(spec, info.fitted),
             ]
         scrub_record(record, spec, label_party=info.label_party)  # what may not be in it, or no ε
         at = f" at ε = {spec.epsilon:g}" if spec.epsilon is not None else ""

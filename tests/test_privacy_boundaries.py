@@ -44,9 +44,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # the record's top-level fields: public facts, costs, metrics, the privacy report
 TOP = {
     "alignment", "capabilities", "comm", "config", "dataset", "extra", "family",
-    "features_per_party", "fingerprint_withheld", "method", "metrics", "model_fingerprint",
-    "n_features", "n_test", "n_train", "noise_generator", "noise_seeded", "parties", "privacy",
-    "runtime", "stats", "time", "timestamp", "version",
+    "features_per_party", "fingerprint_withheld", "majority_class_rate", "method", "metrics",
+    "model_fingerprint", "n_features", "n_test", "n_train", "noise_generator", "noise_seeded",
+    "parties", "privacy",
+    "runtime", "stats", "threat_model", "time", "timestamp", "version",
 }  # fmt: skip
 # run statistics a DP record may hold: timings, memory, public counts, warnings
 STATS = {
@@ -76,6 +77,10 @@ EXTRA = {
         "staleness", "step_ms", "stochastic_rounding", "topk", "uplink_bits", "uplink_delta_bits",
     },
 }  # fmt: skip
+# the release-once schedule's accuracy ceiling: computed at the label holder from its own test
+# labels' class shares and the public noise (mu, or the label release's epsilon)
+for _m in ("afe-vfl", "ldp-vfl", "pbm-vfl", "vafl-dp"):
+    EXTRA[_m] |= {"accuracy_ceiling", "ceiling_mu", "ceiling_epsilon"}
 SMALL = {
     "hdp-vfl": {"epochs": 2},
     "fm-vfl": {"parties": 3},
@@ -120,13 +125,16 @@ def test_dp_record_holds_only_what_its_writer_may_see(method):
     # at default settings nothing computed from the private columns is declared public
     for line in p["outside_guarantee"]:
         assert not any(w in line for w in DATA_DERIVED), line
-    if method in LABEL_SPLIT:  # the label is not protected: no unit that includes it
+    if method in LABEL_SPLIT and p.get("release_schedule", "split") == "split":
+        # split learning: the label is not protected, so no unit that includes it
         assert "sample" not in (p.get("by_unit") or {}) and p["unit"] == "party-row"
         assert LABEL_EXPOSURE in p["outside_guarantee"]
+    elif method in LABEL_SPLIT:  # release-once: the labels are released under label_epsilon
+        assert p["label_epsilon"] is not None
 
 
 def test_vafl_dp_curve_voids_epsilon():
-    rec = _run("vafl-dp", curve_points=2)
+    rec = _run("vafl-dp", curve_points=2, release_schedule="split")
     assert rec["privacy"]["epsilon"] is None
     assert any("curve" in s for s in rec["privacy"]["outside_guarantee"])
 

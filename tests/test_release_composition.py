@@ -166,8 +166,9 @@ def test_releases_compose_to_the_record_epsilon(name, records):
         assert line["count"] >= 1 and line["mechanism"]
     mine = headline_epsilon(p)
     # our composition is exact or pessimistic by its discretisation; the record's accountant
-    # may be a little tighter (PLD) or looser (RDP orders): agree within 3 %
-    assert mine == pytest.approx(p["epsilon"], rel=0.03, abs=1e-6), (mine, p["epsilon"])
+    # may be a little tighter (PLD) or looser (RDP orders; hdp-vfl adds its pure centring
+    # releases by basic composition): never more than 3 % below ours, at most 5 % above
+    assert _agrees(mine, p["epsilon"]), (mine, p["epsilon"])
 
 
 @pytest.mark.parametrize("name", DP_METHODS)
@@ -178,7 +179,13 @@ def test_each_party_lines_compose_to_its_per_party_epsilon(name, records):
         lines = [x for x in p["releases"] if x["party"] == int(k)]
         assert sum(x["count"] for x in lines) == v["releases"], k
         mine = compose(lines, p["delta"], rdp=rdp)
-        assert mine == pytest.approx(v["epsilon"], rel=0.03, abs=1e-6), k
+        assert _agrees(mine, v["epsilon"]), (k, mine, v["epsilon"])
+
+
+def _agrees(mine: float, record: float) -> bool:
+    """The record's ε is not below an independent composition (beyond 3 %: discretisation)
+    and not looser than it by more than 5 %."""
+    return 0.97 * mine - 1e-6 <= record <= 1.05 * mine + 1e-6
 
 
 @pytest.mark.parametrize("name", DP_METHODS)

@@ -81,6 +81,21 @@ def compose_into(
         else v
         for k, v in (out.get("per_party") or {}).items()
     }
+    # the releases list names the centring releases too, so composing it reproduces the ε:
+    # one pure ε_c release per party (its own line), and the K of them for the sample unit
+    lines = list(out.get("releases") or [])
+    for k in out["per_party"]:
+        lines.append({"party": int(k), "count": 1, "mechanism": "pure", "epsilon": eps_c})
+    if out.get("unit") == "sample":
+        lines.append({"party": None, "count": parties, "mechanism": "pure", "epsilon": eps_c})
+    if "releases" in out:
+        out["releases"] = lines
+    out["per_party"] = {
+        k: {**v, "releases": v["releases"] + 1}
+        if isinstance(v, dict) and isinstance(v.get("releases"), int)
+        else v
+        for k, v in out["per_party"].items()
+    }
     units = out.get("by_unit")
     if isinstance(units, dict):
         out["by_unit"] = {

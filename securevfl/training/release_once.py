@@ -186,28 +186,73 @@ class _Head(nn.Module):
         return self.net((z - self.mean) / self.scale)
 
 
+HOLDOUT = 0.2  # share of the training rows the head holds out to choose its epoch
+
+
 def train_head(
     ctx: RunContext, own: np.ndarray, released: np.ndarray, stats: RunStats
 ) -> nn.Module:
-    """Adam on the label holder's stored inputs for ``epochs`` epochs."""
+    """Adam on the label holder's stored inputs for up to ``epochs`` epochs, keeping the epoch
+    with the lowest loss on a held-out fifth of the training rows; where no epoch beats the
+    class shares alone there, the head answers the class shares (a head that learnt noise
+    would do worse than the majority class). All of it is post-processing of the releases
+    and the label holder's own labels and columns."""
     spec, info = ctx.spec, ctx.info
-    head = _Head(own, released, int(info.n_classes or 2), spec.hidden)
+    n_out = int(info.n_classes or 2)
+    head = _Head(own, released, n_out, spec.hidden)
     seeded_init(head.net, derive_seed(ctx.shared_seed, purpose="init/top"))
     lr = spec.lr if spec.lr is not None else DEFAULT_MLP_LR
     opt = torch.optim.Adam(head.net.parameters(), lr=lr)
     Z = torch.as_tensor(np.concatenate([own, released], axis=1), dtype=torch.float32)
-    y = ctx.views[info.label_party].y_train
+    y = np.asarray(ctx.views[info.label_party].y_train, dtype=np.int64)
+    order = ctx.shared_rng("head/holdout").permutation(len(Z))
+    cut = int(round(len(Z) * (1 - HOLDOUT))) if len(Z) >= 10 else len(Z)
+    fit, hold = order[:cut], order[cut:]
+    shares = np.bincount(y[fit], minlength=n_out) + 1.0
+    prior = torch.as_tensor(np.log(shares / shares.sum()), dtype=torch.float32)
+    yt = torch.as_tensor(y)
+
+    def held_loss() -> float:
+        if len(hold) == 0:
+            return -float("inf")
+        with torch.no_grad():
+            return float(nn.functional.cross_entropy(head(Z[hold]), yt[hold]))
+
+    best = (
+        float(nn.functional.cross_entropy(prior.expand(len(hold), -1), yt[hold]))
+        if len(hold)
+        else float("inf")
+    )
+    best_state = None  # None: the class shares beat every epoch so far
     clock = EpochClock(stats, classify=True)
     for epoch in range(spec.epochs):
         clock.start()
-        for idx in minibatches(len(Z), spec.batch_size, seed=ctx.shared_seed, epoch=epoch):
-            logits = head(Z[idx])
-            loss = nn.functional.cross_entropy(logits, torch.as_tensor(y[idx], dtype=torch.long))
+        for idx in minibatches(len(fit), spec.batch_size, seed=ctx.shared_seed, epoch=epoch):
+            rows = fit[idx]
+            logits = head(Z[rows])
+            loss = nn.functional.cross_entropy(logits, yt[rows])
             opt.zero_grad()
             loss.backward()
             opt.step()
-            clock.batch(float(loss.detach()), logits.detach().numpy().argmax(axis=1), y[idx])
+            clock.batch(float(loss.detach()), logits.detach().numpy().argmax(axis=1), y[rows])
         clock.stop()
+        now = held_loss()
+        if now < best:
+            best = now
+            best_state = {k: v.clone() for k, v in head.net.state_dict().items()}
+    if best_state is None:  # answer the class shares: zero weights, the log shares as bias
+        with torch.no_grad():
+            for m in head.net.modules():
+                if isinstance(m, nn.Linear):
+                    m.weight.zero_()
+                    m.bias.zero_()
+            head.net[-1].bias.copy_(prior)
+        stats.warnings.append(
+            "the head did not beat the class shares on held-out training rows: it answers "
+            "the majority class (the releases carry too little signal at this epsilon)"
+        )
+    else:
+        head.net.load_state_dict(best_state)
     return head
 
 
