@@ -75,8 +75,8 @@ def parse_l1_bound(value: Any) -> float | str:
     if isinstance(value, str) and value.strip().lower() in ("auto", "box"):
         return value.strip().lower()
     x = float(value)
-    if not (x > 0 and math.isfinite(x)):
-        raise ConfigError(f"l1_bound must be auto, box or a finite number > 0, got {value!r}")
+    if not (0 < x <= 1e6):  # B² enters the sensitivity: beyond 1e6 it overflows
+        raise ConfigError(f"l1_bound must be auto, box or a number in (0, 1e6], got {value!r}")
     return x
 
 

@@ -130,7 +130,13 @@ def center_numeric_columns(
 
 
 def center_released(
-    train: Any, test: Any, spec: RunSpec, blocks: list[np.ndarray], parties: list[int], unit: str
+    train: Any,
+    test: Any,
+    spec: RunSpec,
+    blocks: list[np.ndarray],
+    parties: list[int],
+    unit: str,
+    facts: dict[str, Any] | None = None,
 ) -> tuple[Any, Any]:
     """Centring in a run with an ε: each party's numeric columns on their Laplace-released
     training means, scaled by the public 1 + |m~| (``privacy.centring``; the record composes
@@ -145,6 +151,10 @@ def center_released(
         rng = make_noise_rng(noise_seed(spec), purpose="noise/centring", party=k)
         mean = released_means(Xtr[:, pos], epsilon=eps_c, rng=rng)
         Xtr[:, pos], Xte[:, pos] = centre(Xtr[:, pos], mean), centre(Xte[:, pos], mean)
+        if facts is not None:  # global column -> (released mean, public scale), for new rows
+            facts.setdefault("center", {}).update(
+                {int(c): (float(m), 1.0 + abs(float(m))) for c, m in zip(cols, mean)}
+            )
     return dataclasses.replace(train, X=Xtr), dataclasses.replace(test, X=Xte)
 
 
@@ -203,7 +213,7 @@ def build_views(
         facts["feature_names"] = list(getattr(train, "feature_names", None) or [])
     if spec.center and has_budget(spec):  # the means are released under the budget
         here = list(range(K)) if method.pooled_data else [k for k in wanted if k < K]
-        train, test = center_released(train, test, spec, blocks, here, method.privacy_unit)
+        train, test = center_released(train, test, spec, blocks, here, method.privacy_unit, facts)
     elif spec.center:
         train, test = center_numeric_columns(train, test, facts)
     bound_sq = sum(schema_norm_bound(groups, b) for b in blocks)
@@ -352,6 +362,20 @@ def run_experiment(
             )
         if rt.view is not None and rt.view.party == info.label_party:
             rt.view.view.outputs = fit.test_scores
+        if save is not None:  # every party writes only its own part, where it lives
+            from securevfl.model_io import save_parts
+
+            save_parts(
+                save,
+                spec,
+                method,
+                info,
+                views,
+                fit,
+                facts,
+                shared_seed=int(shared_seed),
+                here_label=rt.here(info.label_party),
+            )
         # a budgeted run's fingerprints hash exact weights: they stay with their owners
         fingerprints = rt.collect({} if guarded(spec) else fit.fingerprints, dst=info.label_party)
         meters = rt.collect(rt.meter.export(), dst=info.label_party)

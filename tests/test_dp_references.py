@@ -71,7 +71,16 @@ def test_dpsgd_c_averaging_spends_nothing():
     b = run_experiment(build_spec(_params("dpsgd-c", "breast", 0, 1.0, average=False)))
     assert a["privacy"]["epsilon"] == b["privacy"]["epsilon"] == pytest.approx(1.0)
     assert a["privacy"]["releases"] == b["privacy"]["releases"]
-    assert a["model_fingerprint"] != b["model_fingerprint"]
+    # fingerprints are gathered only in the reproduction mode (no ε then)
+    ra = run_experiment(
+        build_spec({**_params("dpsgd-c", "breast", 0, 1.0), "reproducible_noise": True})
+    )
+    rb = run_experiment(
+        build_spec(
+            {**_params("dpsgd-c", "breast", 0, 1.0, average=False), "reproducible_noise": True}
+        )
+    )
+    assert ra["model_fingerprint"] != rb["model_fingerprint"] != {}
 
 
 def test_czofo_presets():

@@ -39,19 +39,23 @@ def parse_auto_int(value: Any) -> Any:
     """'auto' or an integer in [1, 1000]."""
     if value is None or str(value).strip().lower() == "auto":
         return "auto"
-    v = int(value)
+    try:
+        v = int(value)
+    except OverflowError:
+        raise ValueError(value) from None
     if not 1 <= v <= 1000:
         raise ConfigError(f"must be 'auto' or an integer in [1, 1000], got {value!r}")
     return v
 
 
 def parse_epsilon_or_same(value: Any) -> Any:
-    """'same' (the run's --epsilon) or a finite number > 0."""
+    """'same' (the run's --epsilon) or a number in (0, 100] (beyond, randomized response
+    keeps every label: the accountants' arithmetic overflows for nothing)."""
     if value is None or str(value).strip().lower() == "same":
         return "same"
     v = float(value)
-    if not (v > 0 and v < float("inf")):
-        raise ConfigError(f"must be 'same' or a finite number > 0, got {value!r}")
+    if not (0 < v <= 100):
+        raise ConfigError(f"must be 'same' or a number in (0, 100], got {value!r}")
     return v
 
 
