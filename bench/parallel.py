@@ -27,9 +27,9 @@ def _init(threads: int) -> None:
     load_plugins()
 
 
-def _work(cell: Cell) -> tuple[str, Any]:
-    """('ok', record) or ('error', one-line reason) for one cell, in a worker."""
-    from bench.runner import run_cell
+def _work(run_cell: Callable[[Cell], Any], cell: Cell) -> tuple[str, Any]:
+    """('ok', record) or ('error', one-line reason) for one cell, in a worker (``run_cell``:
+    the runner's, handed in so that this module does not import the runner back)."""
     from securevfl.errors import SecureVFLError
 
     try:
@@ -39,9 +39,14 @@ def _work(cell: Cell) -> tuple[str, Any]:
 
 
 def run_parallel(
-    cells: list[Cell], jobs: int, *, on_start: Callable[[Cell], None] | None = None
+    cells: list[Cell],
+    jobs: int,
+    *,
+    run_cell: Callable[[Cell], Any],
+    on_start: Callable[[Cell], None] | None = None,
 ) -> Iterator[tuple[Cell, str, Any]]:
-    """Yield (cell, 'ok' | 'error', record | reason) as cells finish, ``jobs`` at a time."""
+    """Yield (cell, 'ok' | 'error', record | reason) as cells finish, ``jobs`` at a time, each
+    run by ``run_cell`` (a module-level function: it travels to the workers by name)."""
     threads = max(1, (os.cpu_count() or 1) // jobs)
     ctx = get_context("spawn")  # no forked torch / MPyC state in the workers
     with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init, initargs=(threads,)) as ex:
@@ -52,7 +57,7 @@ def run_parallel(
                 cell = queue.pop(0)
                 if on_start is not None:
                     on_start(cell)
-                running[ex.submit(_work, cell)] = cell
+                running[ex.submit(_work, run_cell, cell)] = cell
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for fut in done:
                 cell = running.pop(fut)

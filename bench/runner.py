@@ -88,7 +88,9 @@ def _outcomes(todo: list[Cell], jobs: int, bar: Any):
     if jobs > 1 and len(todo) > 1:
         from bench.parallel import run_parallel
 
-        yield from run_parallel(todo, jobs, on_start=lambda c: bar.set_postfix_str(_label(c)))
+        yield from run_parallel(
+            todo, jobs, run_cell=run_cell, on_start=lambda c: bar.set_postfix_str(_label(c))
+        )
         return
     for cell in todo:
         bar.set_postfix_str(_label(cell))

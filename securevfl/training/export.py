@@ -48,11 +48,12 @@ def flatten_module(module: nn.Module, prefix: str) -> tuple[list[dict[str, Any]]
     return layers, arrays
 
 
-def export_glm(ctx: RunContext, state: Any, *, scored: dict[int, np.ndarray]) -> dict:
-    """Each local data party's GLM weights (those it scored with), party 0's with the bias."""
-    from securevfl.training.glm_trainer import resolve_loss
-
-    link = LINKS.get(resolve_loss(ctx).name)
+def export_glm(
+    ctx: RunContext, state: Any, *, scored: dict[int, np.ndarray], loss_name: str
+) -> dict:
+    """Each local data party's GLM weights (those it scored with), party 0's with the bias;
+    ``loss_name``: the GLM loss the run trained (its link function scores new rows)."""
+    link = LINKS.get(loss_name)
     parts = {}
     for k, w in state.w.items():
         arrays = {"w": np.asarray(scored.get(k, w), dtype=np.float64).copy()}

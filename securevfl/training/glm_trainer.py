@@ -282,7 +282,7 @@ def fit_glm(
     scores = predict_glm(ctx, state, hooks)
     compose_releases(ledger, hooks.eval_releases(ctx, ctx.info.n_test))
     run = TrainRun(state, train_s, scores, glm_fingerprints(state), stats, eval_mode="hooks")
-    run.model = export_glm(ctx, state, scored=state.scored)
+    run.model = export_glm(ctx, state, scored=state.scored, loss_name=resolve_loss(ctx).name)
     return run
 
 
