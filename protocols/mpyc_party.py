@@ -5,12 +5,12 @@ Usage (spawned by the launcher, one process per party)::
     python -m protocols.mpyc_party --job-json JSON -I i -P host:port ... --no-log  < inputs
 
 The job (public: shapes, pairs, receiver, timeout) is on the command line; its OWN matrix and
-noise and the run's key arrive on stdin (allow-list pickle, never a file). It connects with
-:func:`protocols.mpyc_net.secure_start` (loopback only), agrees on the job and key with every
-peer (:func:`protocols.mpyc_net.handshake`), runs the SPMD program with MPyC's unpickling behind
-the allow-list, and writes its report (secure-phase seconds, peak RSS, bytes sent, and at the
-receiver the opened blocks) to stdout. ``import mpyc.runtime`` parses ``sys.argv``: our own
-``--job-json`` flag is removed first.
+noise and the run's key arrive on stdin (the typed format of :mod:`protocols.wire`, never a
+file). It connects with :func:`protocols.mpyc_net.secure_start` (loopback only), agrees on the job
+and key with every peer (:func:`protocols.mpyc_net.handshake`), runs the SPMD program with MPyC's
+messages encoded and decoded by that format instead of pickle, and writes its report
+(secure-phase seconds, peak RSS, bytes sent, and at the receiver the opened blocks) to stdout.
+``import mpyc.runtime`` parses ``sys.argv``: our own ``--job-json`` flag is removed first.
 """
 
 from __future__ import annotations
