@@ -24,6 +24,7 @@ import resource
 import sys
 
 from protocols import wire
+from protocols.frame_bounds import job_frame_limit
 from protocols.mpyc_net import handshake, secure_start
 from protocols.processes import die_with_parent
 from protocols.wire import WireError, guard_mpyc_unpickling
@@ -68,7 +69,8 @@ def main() -> int:
         print(f"party {me}: {reason}", file=sys.stderr, flush=True)
         os._exit(3)
 
-    guard_mpyc_unpickling(refuse)
+    # frames over what this job's shapes allow are refused from their header (not buffered)
+    guard_mpyc_unpickling(refuse, max_bytes=job_frame_limit(job["shapes"]))
     timeout = float(job["timeout"])
 
     trace = {} if job.get("trace") else None
