@@ -69,3 +69,54 @@ def test_a_pickle_stream_is_refused_not_run():
 
     with pytest.raises(wire.WireError, match="not a securevfl wire message"):
         wire.loads(pickle.dumps(print))
+
+
+# ------------------------------------------------------------------ oversize frames, real sockets
+
+
+@pytest.mark.networked
+@pytest.mark.slow  # two party processes start (imports dominate: the abort itself takes ms)
+def test_an_oversize_frame_on_a_real_socket_aborts_naming_the_peer_with_bounded_memory():
+    """Party 1 announces a 3 GiB frame on loopback and streams 256 MiB: party 0 refuses it from
+    the header (its run's derived limit is ~1.6 MB), names party 1, buffers nothing."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from protocols.processes import free_ports
+
+    root = Path(__file__).resolve().parents[1]
+    script = str(root / "tests" / "_oversize_party.py")
+    addresses = [f"127.0.0.1:{p}" for p in free_ports(2)]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    env.pop("SECUREVFL_MAX_FRAME_MB", None)
+    t0 = time.monotonic()
+    victim = subprocess.Popen(
+        [sys.executable, script, "victim", *addresses],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    attacker = subprocess.Popen(
+        [sys.executable, script, "attacker", *addresses, str(3 << 30)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    try:
+        out, err = victim.communicate(timeout=120)
+    finally:
+        for p in (victim, attacker):
+            if p.poll() is None:
+                p.kill()
+        attacker.wait(timeout=30)
+    assert victim.returncode == 0, err.decode()[-2000:]
+    got = json.loads(out.decode().strip().splitlines()[-1])
+    assert "party 1 sent a frame of 3221225472 bytes" in got["error"], got
+    assert got["limit"] < 8 << 20  # derived from the small run, not the old 256 MiB cap
+    assert got["rss_growth"] < 200 << 20, got  # the 256 MiB streamed were never buffered
+    assert got["seconds"] < 30.0, got  # aborts at the header, not at a timeout
+    assert time.monotonic() - t0 < 120
