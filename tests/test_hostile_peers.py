@@ -82,6 +82,37 @@ def test_short_forged_payloads_never_amplify(n):
     assert peak < 16 * 2**20
 
 
+def _claims(tag: bytes, body: bytes) -> bytes:
+    return wire.MAGIC + tag + body
+
+
+# 32-byte-class payloads that name a huge size: 2 GiB bytes, a 2^32-item list, a 2^40-element
+# float64 array, an int array of 2^40 ints, a 64 KiB int (the largest allowed) without its bytes
+AMPLIFIERS = {
+    "bytes": _claims(b"b", (2**31).to_bytes(4, "little") + b"x" * 20),
+    "list": _claims(b"l", (2**32 - 1).to_bytes(4, "little") + b"N" * 20),
+    "array": _claims(
+        b"a", b"\x03<f8" + b"\x01" + (2**40).to_bytes(8, "little") + (2**43).to_bytes(8, "little")
+    ),
+    "intarray": _claims(b"O", b"\x01\x01" + (2**40).to_bytes(8, "little") + b"\0" * 16),
+    "bigint": _claims(b"I", (2**16).to_bytes(4, "little") + b"\xff" * 20),
+}
+
+
+@pytest.mark.parametrize("name", sorted(AMPLIFIERS))
+def test_a_32_byte_amplification_payload_is_refused_without_allocating(name):
+    payload = AMPLIFIERS[name]
+    assert len(payload) <= 40
+    tracemalloc.start()
+    try:
+        with pytest.raises(wire.WireError):
+            wire.loads(payload)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20  # the payload made the old decoder allocate 2 GB
+
+
 def test_a_pickle_stream_is_refused_not_run():
     import pickle
 
