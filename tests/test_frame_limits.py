@@ -76,6 +76,7 @@ def _bound(spec) -> tuple[int, int]:
     return largest_message(spec, info, method), frame_limit(spec, info, method)
 
 
+@pytest.mark.slow  # ~1 s per method, opacus's import ~10 s on a loaded machine
 @pytest.mark.parametrize("method", METHODS)
 def test_every_method_sends_no_message_over_its_derived_bound(method, monkeypatch):
     spec = _spec(method)
