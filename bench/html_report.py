@@ -13,9 +13,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.choice_tables import cost_rows, summary_rows
 from bench.floors import floors, verdicts
 from bench.md_html import markdown_to_html, table_html
-from bench.method_choice import ACCURACY_SLACK, cost_rows, settings, summary_rows
+from bench.method_choice import ACCURACY_SLACK, settings
 from bench.pareto_plots import Plot, accuracy_vs_cost, accuracy_vs_epsilon, pick_epsilon
 
 CSS = """
