@@ -61,7 +61,7 @@ def test_afe_vfl_help_leads_with_its_description_then_six_groups(capsys):
 
 def test_every_method_option_shows_its_default(capsys):
     out = _help(capsys, "afe-vfl")
-    for key, opt in lookup("method", "afe-vfl").options.items():
+    for key in lookup("method", "afe-vfl").options:
         flag = "--" + key.replace("_", "-")
         text = " ".join(out[out.index(f"  {flag} ") :].split("\n  --")[0].split())
         assert "default " in text, flag
