@@ -63,12 +63,16 @@ def _layers(specs: list[dict[str, Any]], arrays: Mapping[str, np.ndarray], prefi
 
 
 def _linear_input(meta: Mapping[str, Any], X: np.ndarray, *, head: bool) -> np.ndarray:
-    """A linear part's input transform (fm-vfl: back to [-1, 1]; an intercept column)."""
+    """A linear part's input transform (fm-vfl: back to [-1, 1]; fm-central: L1-clipped rows;
+    an intercept column)."""
     if meta.get("input_scale") is not None:
         X = X * float(meta["input_scale"])
     if meta.get("input_clip") is not None:
         c = float(meta["input_clip"])
         X = np.clip(X, -c, c)
+    if meta.get("input_l1") is not None:  # fm-central: each whole row to L1 norm <= bound
+        norms = np.abs(X).sum(axis=1, keepdims=True)
+        X = X * np.minimum(1.0, float(meta["input_l1"]) / np.maximum(norms, 1e-300))
     if head and meta.get("intercept"):
         X = np.hstack([np.ones((X.shape[0], 1)), X])
     return X
@@ -145,7 +149,7 @@ class Model:
         for j, c in enumerate(cols.get("center") or []):
             if c is not None:
                 X[:, j] = np.clip((X[:, j] - c[0]) / c[1], -1.0, 1.0)
-        return X / math.sqrt(self.bound_sq)
+        return np.ascontiguousarray(X / math.sqrt(self.bound_sq))  # C-ordered, as in training
 
     # -- scoring --------------------------------------------------------------------------
     def _message(self, k: int, X: np.ndarray) -> np.ndarray:
@@ -280,17 +284,48 @@ class Model:
         return self._finish(ids, prepared, {"alignment": align})
 
     def predict_test_split(self) -> tuple[np.ndarray, np.ndarray]:
-        """(scores, labels) of the training run's own test split, reloaded from the card."""
-        from securevfl.experiment import build_views, spec_from_dict, validate_spec
+        """(scores, labels) of the training run's own test split, reloaded from the card.
 
+        The split's rows are centred with the card's recorded centring (the means the run
+        released), not re-centred: in a run with an ε the released means came from the CSPRNG,
+        and drawing them again would move every test row (the scores would differ)."""
         self.check_complete()
-        spec = spec_from_dict(dict(self.card["spec"]))
-        method = validate_spec(spec)
-        info, views, _ = build_views(spec, method, list(range(self.n_parties)))
-        prepared = {k: views[k].X_test for k in range(self.data_parties)}
+        prepared, y = self.test_split_blocks()
         with np.errstate(all="ignore"):
             scores = self.score(prepared, InProcessRuntime(self.n_parties))
-        return scores, views[info.label_party].y_test
+        return scores, y
+
+    def test_split_blocks(self) -> tuple[dict[int, np.ndarray], np.ndarray]:
+        """The training run's test split as each data party's prepared block, and its labels:
+        loaded, split and partitioned as training did, centred with the card's centring."""
+        from securevfl.data import load_dataset, split_in_place
+        from securevfl.data.custom import CSV_KEYS
+        from securevfl.experiment import party_blocks, spec_from_dict, validate_spec
+
+        spec = spec_from_dict(dict(self.card["spec"]))
+        validate_spec(spec)  # registers a csv: dataset's files
+        seed = 0 if spec.seed is None else spec.seed
+        opts = {k: v for k, v in spec.dataset_options.items() if k not in CSV_KEYS}
+        ds = load_dataset(spec.dataset, seed=seed, **opts)
+        blocks = party_blocks(ds.groups, spec, seed)
+        _, test = split_in_place(ds, seed=seed)
+        prepared = {}
+        for k in range(self.data_parties):
+            if not self.reads(k):
+                continue
+            cols = self.columns(k)
+            if [int(c) for c in blocks[k]] != [int(c) for c in cols["indices"]]:
+                raise ModelFileError(
+                    f"model card's party {k} columns must be the run's partition, got "
+                    f"{cols['indices']} (the dataset changed since training?)"
+                )
+            X = np.array(test.X[:, blocks[k]], dtype=np.float64)
+            for j, c in enumerate(cols.get("center") or []):
+                if c is not None:  # as training centred: (x - m) / scale, clipped
+                    X[:, j] = np.clip((X[:, j] - c[0]) / c[1], -1.0, 1.0)
+            # C-ordered as training's views: BLAS sums in an order that depends on the layout
+            prepared[k] = np.ascontiguousarray(X / math.sqrt(self.bound_sq))
+        return prepared, test.y
 
 
 def _link(name: str, theta: np.ndarray) -> np.ndarray:

@@ -51,10 +51,6 @@ def _train(tmp_path: Path, **kw) -> tuple[dict, Path]:
 
 @pytest.mark.parametrize("args", EXPORTABLE, ids=lambda a: "-".join(map(str, a.values())))
 def test_reloaded_model_predicts_the_classes_of_training(tmp_path, args):
-    if args.get("method") in ("hdp-vfl", "fm-vfl", "fm-central"):
-        # KNOWN DEFECT (session note): since centring is released under the budget (Laplace
-        # means), rescoring the test split from a saved hdp/fm model gives other scores
-        pytest.xfail("saved DP GLM models with released centring do not rescore identically yet")
     record, out = _train(tmp_path, **args)
     model = securevfl.load_model(out)
     scores, y = model.predict_test_split()
@@ -81,14 +77,15 @@ def test_trainer_models_score_bit_identically(tmp_path):
 
         method = validate_spec(spec)
         rt = InProcessRuntime(2)
-        info, views, pooled = build_views(spec, method, [0, 1])
+        facts: dict = {}  # what the run records for a saved model (centring, names)
+        info, views, pooled = build_views(spec, method, [0, 1], facts)
         fit = create("method", spec.method).fit(
             RunContext(rt=rt, spec=spec, info=info, views=views, shared_seed=5)
         )
         out = tmp_path / kw.get("model", "glm")
         from securevfl.model_io import save_parts
 
-        save_parts(out, spec, method, info, views, fit, {}, shared_seed=5)
+        save_parts(out, spec, method, info, views, fit, facts, shared_seed=5)
         scores, _ = securevfl.load_model(out).predict_test_split()
         assert np.array_equal(scores, fit.test_scores)
 
