@@ -25,13 +25,11 @@ import numpy as np
 
 from securevfl.errors import DataError
 from securevfl.model_io import ModelFileError, Part, load_parts
+from securevfl.predict_privacy import PLAIN_RELEASE, scoring_privacy
 from securevfl.runtime.base import Runtime
 from securevfl.runtime.inprocess import InProcessRuntime
 
-SCORING_RELEASE = (
-    "each data party's message for every scored row (its inner product X_k w_k, or its bottom's "
-    "embedding) goes in the clear to the label holder: no ε covers the scored rows"
-)
+SCORING_RELEASE = PLAIN_RELEASE  # the plain path's release (kept under its old name)
 
 
 def _layers(specs: list[dict[str, Any]], arrays: Mapping[str, np.ndarray], prefix: str) -> Any:
@@ -90,10 +88,16 @@ class Prediction:
 
 
 class Model:
-    """A saved model's parts (those loaded in this process) and how they score rows."""
+    """A saved model's parts (those loaded in this process) and how they score rows.
 
-    def __init__(self, parts: dict[int, Part]) -> None:
+    ``noise_seed``: where a part's message is a noisy release (``meta.release``), its noise
+    comes from the AES-CTR CSPRNG (None, the default) or, in the reproduction mode, from this
+    seed (the noise then protects nothing: the record says so)."""
+
+    def __init__(self, parts: dict[int, Part], *, noise_seed: int | None = None) -> None:
         self.parts = parts
+        self.noise_seed = noise_seed
+        self._rngs: dict[int, Any] = {}
         any_card = next(iter(parts.values())).card
         self.method = any_card["method"]
         self.kind = any_card["kind"]
@@ -120,6 +124,16 @@ class Model:
                 f"model must hold party {k}'s part, got parties {sorted(self.parts)}"
             )
         return self.parts[k].card["columns"]
+
+    def scoring_privacy(self) -> dict[str, Any]:
+        """What scoring released and its ε per scored row (``predict_privacy``)."""
+        senders = [k for k in self.scoring if k != self.label_party]
+        return scoring_privacy(
+            self.parts,
+            senders=len(senders),
+            noise_seed=self.noise_seed,
+            training=self.card.get("privacy"),
+        )
 
     def check_complete(self) -> None:
         """In-process scoring needs every party's part (a pooled model: the label holder's)."""
@@ -160,7 +174,21 @@ class Model:
 
         bottom = _layers(part.meta["bottom_layers"], part.arrays, "bottom.")
         with torch.no_grad():
-            return bottom(torch.as_tensor(X, dtype=torch.float32)).numpy()
+            emb = bottom(torch.as_tensor(X, dtype=torch.float32)).numpy()
+        release = part.meta.get("release")
+        if release is None:
+            return emb
+        # the method's own release, as at its test scoring: fresh Gaussian noise per coordinate
+        return (emb + self._rng(k).normal(0.0, float(release["sigma"]), size=emb.shape)).astype(
+            np.float32
+        )
+
+    def _rng(self, k: int) -> Any:
+        from securevfl.rng import make_noise_rng
+
+        if k not in self._rngs:
+            self._rngs[k] = make_noise_rng(self.noise_seed, purpose="noise/predict", party=k)
+        return self._rngs[k]
 
     def _head(self, own: np.ndarray | None, received: dict[int, Any]) -> np.ndarray:
         part = self.parts[self.label_party]
@@ -173,13 +201,27 @@ class Model:
         import torch
 
         msgs = dict(received)
-        if own is not None:
+        how = meta.get("head_input") or {}
+        if own is not None and not how.get("own_columns"):
             msgs[self.label_party] = self._message(self.label_party, own)
         pieces = [np.asarray(msgs[k], dtype=np.float32) for k in sorted(msgs)]
         agg = np.sum(pieces, axis=0) if meta["aggregation"] == "sum" else np.concatenate(pieces, 1)
+        if how.get("own_columns"):  # release-once: [the label holder's own columns, aggregate]
+            mine = np.zeros((len(agg), 0)) if own is None else own
+            agg = np.concatenate([np.asarray(mine, dtype=np.float32), agg], axis=1)
         head = _layers(meta["head_layers"], part.arrays, "head.")
         with torch.no_grad():
-            out = head(torch.as_tensor(agg, dtype=torch.float32))
+            z = torch.as_tensor(agg, dtype=torch.float32)
+            if how.get("standardise"):
+                mean = torch.as_tensor(part.arrays["head_mean"], dtype=torch.float32)
+                scale = torch.as_tensor(part.arrays["head_scale"], dtype=torch.float32)
+                if mean.shape != (z.shape[1],) or scale.shape != (z.shape[1],):
+                    raise ModelFileError(
+                        f"head_mean/head_scale must have shape ({z.shape[1]},), got "
+                        f"{tuple(mean.shape)}/{tuple(scale.shape)}"
+                    )
+                z = (z - mean) / scale
+            out = head(z)
             if meta["link"] == "identity":
                 return out[:, 0].numpy().astype(float)
             return torch.softmax(out, dim=1).numpy().astype(float)
@@ -258,11 +300,7 @@ class Model:
             "runtime": "inprocess",
             "comm": comm,
             **_per_row(rt.meter, rt.n_parties, n),
-            "privacy": {
-                "scored_rows_epsilon": None,
-                "release": SCORING_RELEASE,
-                "training": self.card.get("privacy"),
-            },
+            "privacy": self.scoring_privacy(),
             **extra,
         }
         return Prediction(ids, self.classify(scores), scores, record)
@@ -340,9 +378,10 @@ def _link(name: str, theta: np.ndarray) -> np.ndarray:
     raise ModelFileError(f"link must be sigmoid, softmax or identity, got {name!r}")
 
 
-def load_model(path: str | Path) -> Model:
-    """Load a saved model directory (every party's part, or one party's directory)."""
-    return Model(load_parts(path))
+def load_model(path: str | Path, *, noise_seed: int | None = None) -> Model:
+    """Load a saved model directory (every party's part, or one party's directory);
+    ``noise_seed``: the reproduction mode of a noisy scoring path (see :class:`Model`)."""
+    return Model(load_parts(path), noise_seed=noise_seed)
 
 
 def predict_party(
@@ -427,11 +466,7 @@ def predict_party(
         "comm": comm,
         **_per_row(merged, model.n_parties, n),
         "alignment": align,
-        "privacy": {
-            "scored_rows_epsilon": None,
-            "release": SCORING_RELEASE,
-            "training": model.card.get("privacy"),
-        },
+        "privacy": model.scoring_privacy(),
     }
     return Prediction(kept[index].ids, model.classify(scores), scores, record)
 

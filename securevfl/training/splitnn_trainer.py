@@ -127,6 +127,13 @@ class SplitNNHooks:
         """The privacy events of scoring ``n_rows`` rows (default: none)."""
         return ()
 
+    def scoring_release(self, ctx: RunContext) -> dict[str, Any] | None:
+        """How a data party's message for a privately scored row is released, as data that
+        ``securevfl.predict`` replays with fresh noise and accounts (``{"mechanism":
+        "gaussian", "sigma", "sensitivity", "delta"}``); None: predict cannot replay this
+        method's private path, so its model is not saved (default)."""
+        return None
+
 
 @dataclass
 class SplitNNState:
@@ -281,9 +288,12 @@ def fit_splitnn(
         raise ValueError(f"configure_evaluate must return 'private' or 'plain', got {mode!r}")
     compose_releases(ledger, hooks.eval_releases(ctx, ctx.info.n_test))
     run = TrainRun(state, train_s, scores, splitnn_fingerprints(state), stats, eval_mode=mode)
-    if mode == "plain":  # the parts alone reproduce the scores (private: TrainRun.result says)
+    # plain: the parts alone reproduce the scores; private: only where predict can replay the
+    # release (``scoring_release``), else TrainRun.result says why nothing is saved
+    release = hooks.scoring_release(ctx) if mode == "private" else None
+    if mode == "plain" or release is not None:
         run.model, run.model_refusal = try_export(
-            export_splitnn, ctx, state, aggregation=hooks.aggregation
+            export_splitnn, ctx, state, aggregation=hooks.aggregation, release=release
         )
     return run
 
