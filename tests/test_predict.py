@@ -623,6 +623,46 @@ def test_resume_after_a_kill_gives_the_uninterrupted_model(tmp_path):
     assert len(resumed["stats"]["epoch_s"]) == 40  # the epochs before the kill are kept
 
 
+def _kill_after_epoch(run: list[str], ck: Path, epoch: int) -> None:
+    """Run ``run`` with a checkpoint every epoch and SIGKILL it once epoch ``epoch``'s is whole."""
+    import signal
+    import time
+
+    proc = _cli([*run, "--checkpoint-every", "1", "--checkpoint", str(ck)])
+    latest = ck / "party_1" / "latest.json"
+    deadline = time.monotonic() + 180
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if latest.is_file() and int(json.loads(latest.read_text())["dir"][1:]) >= epoch:
+                proc.send_signal(signal.SIGKILL)  # mid-run: no chance to clean up
+                break
+            time.sleep(0.02)
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert proc.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+
+
+def test_splitnn_resume_after_a_kill_gives_the_uninterrupted_model(tmp_path):
+    """The split-NN trainer: bottoms, head and their Adam moments resume (vfl --model mlp)."""
+    from securevfl.checkpoint import make_checkpoints
+
+    ck = tmp_path / "ck"
+    args = {"method": "vfl", "model": "mlp", "dataset": "breast", "epochs": 8, "seed": 3}
+    _kill_after_epoch(
+        ["run", "vfl", "--model", "mlp", "--dataset", "breast", "--epochs", "8", "--seed", "3"],
+        ck,
+        2,
+    )
+    whole = securevfl.run_experiment(build_spec(dict(args)))
+    spec = build_spec(dict(args))
+    ckp = make_checkpoints(spec, every=None, directory=None, resume=str(ck))
+    resumed = securevfl.run_experiment(spec, checkpoints=ckp)
+    assert resumed["model_fingerprint"] == whole["model_fingerprint"]
+    assert resumed["metrics"] == whole["metrics"]
+    assert len(resumed["stats"]["epoch_s"]) == 8  # the epochs before the kill are kept
+
+
 def test_checkpoints_refuse_methods_whose_hooks_hold_state(tmp_path, capsys):
     rc = main(
         [
