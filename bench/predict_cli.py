@@ -35,8 +35,8 @@ def add_checkpoint_args(p: argparse.ArgumentParser) -> None:
         "--checkpoint-every",
         type=int,
         metavar="N",
-        help="write each party's training state every N epochs to --checkpoint DIR (GLM or split-NN "
-        "trainer, plain runs; needs --seed)",
+        help="write each party's training state every N epochs to --checkpoint DIR (GLM or "
+        "split-NN trainer, plain runs; needs --seed)",
     )
     p.add_argument("--checkpoint", metavar="DIR", help="where --checkpoint-every writes")
     p.add_argument(
