@@ -14,7 +14,6 @@ import pytest
 import securevfl
 from bench.cli import main
 from securevfl.data import load_dataset
-from securevfl.errors import ConfigError
 from securevfl.evaluation import metrics_for
 from securevfl.model_io import classes_digest
 from securevfl.run_options import build_spec
@@ -572,6 +571,35 @@ def test_predict_bench_reports_throughput_and_bytes_per_row(tmp_path, capsys):
     assert recs[1]["bytes_per_row"] == 0  # the active party alone sends nothing
     assert all(r["rows_per_s"] > 0 for r in recs)
     assert "| vfl | 2,000 |" in capsys.readouterr().out
+
+
+def test_bench_predict_suite_reports_throughput_bytes_and_epsilon(tmp_path, capsys):
+    """`securevfl bench --suite predict` (here a tiny copy): predict cells train, save, reload,
+    score; the report has the predict table (rows/s, bytes per row by party, ε per row)."""
+    from bench.suites import load_suite
+
+    shipped = load_suite("predict")
+    assert shipped.extras == ["predict"] and all(c.predict_rows == 100_000 for c in shipped.cells)
+    toml = tmp_path / "tiny.toml"
+    toml.write_text(
+        'name = "predict-tiny"\nseeds = [1]\n[defaults]\ndataset = "breast"\nepochs = 1\n'
+        'predict_rows = 3000\n[[cells]]\nmethod = ["vfl", "local"]\n'
+        '[[cells]]\nmethod = "ldp-vfl"\nmodel = "mlp"\nepsilon = 6.0\n'
+        '[report]\nextras = ["predict"]\n'
+    )
+    out = tmp_path / "out"
+    assert main(["bench", "--suite", str(toml), "--out", str(out), "--no-progress"]) == 0
+    lines = (out / "results.jsonl").read_text().splitlines()
+    recs = {r["method"]: r for r in map(json.loads, lines)}
+    assert sorted(recs) == ["ldp-vfl", "local", "vfl"]
+    vfl, local, ldp = recs["vfl"]["predict"], recs["local"]["predict"], recs["ldp-vfl"]["predict"]
+    assert vfl["rows"] == 3000 and vfl["rows_per_s"] > 0
+    assert vfl["sent_per_row"]["1"] == pytest.approx(8.0, abs=0.2)  # one float64 per row
+    assert local["bytes_per_row"] == 0 and vfl["scored_rows_epsilon"] is None
+    assert ldp["scored_rows_epsilon"] == pytest.approx(6.0, rel=1e-3)  # release-once: a test row
+    report = (out / "report.md").read_text()
+    assert "## Scoring with saved models (predict)" in report
+    assert "| vfl | 3,000 |" in report and "| ldp-vfl (mlp), ε = 6 | 3,000 |" in report
 
 
 @pytest.mark.parametrize(
