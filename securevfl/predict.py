@@ -175,12 +175,33 @@ class Model:
         bottom = _layers(part.meta["bottom_layers"], part.arrays, "bottom.")
         with torch.no_grad():
             emb = bottom(torch.as_tensor(X, dtype=torch.float32)).numpy()
+        if part.meta.get("uplink") is not None:  # a cascade client: its compressed message
+            return self._compress(k, emb, part.meta["uplink"])
         release = part.meta.get("release")
         if release is None:
             return emb
         # the method's own release, as at its test scoring: fresh Gaussian noise per coordinate
         return (emb + self._rng(k).normal(0.0, float(release["sigma"]), size=emb.shape)).astype(
             np.float32
+        )
+
+    def _compress(self, k: int, emb: np.ndarray, how: Mapping[str, Any]) -> bytes:
+        """The bytes a cascade client sends for ``emb``, compressed as its uplink was in
+        training (``protocols.compress``; top-k over the whole message, as its test scoring)."""
+        from protocols.compress import ROUNDINGS, encode
+
+        n = int(emb.size)
+        topk = float(how["topk"])
+        k_kept = None if topk >= 1.0 else max(1, int(np.ceil(topk * n)))
+        stochastic = bool(how["stochastic"])
+        return encode(
+            emb.astype(np.float64),
+            bits=int(how["bits"]),
+            topk=k_kept,
+            rounding=ROUNDINGS[stochastic],
+            entropy=bool(how["entropy"]),
+            clip=bool(how["clip"]),
+            rng=self._rng(k) if stochastic else None,
         )
 
     def _rng(self, k: int) -> Any:
@@ -200,7 +221,10 @@ class Model:
             return _link(meta["link"], theta)
         import torch
 
-        msgs = dict(received)
+        from protocols.compress import decode
+
+        # a cascade client's message is its compressed bytes: decoded as the server did
+        msgs = {k: decode(v) if isinstance(v, bytes) else v for k, v in received.items()}
         how = meta.get("head_input") or {}
         if own is not None and not how.get("own_columns"):
             msgs[self.label_party] = self._message(self.label_party, own)

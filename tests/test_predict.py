@@ -30,6 +30,11 @@ EXPORTABLE = [
     {"method": "fm-central", "epsilon": 1.0},
     {"method": "dpsgd-c", "epsilon": 1.0},
     {"method": "npq", "model": "mlp", "epochs": 1},
+    # the cascade trainer: the client's message compressed as its uplink was (8 bits here)
+    {"method": "vafl", "model": "mlp", "epochs": 1},
+    {"method": "compressed-vfl", "model": "mlp", "epochs": 1},
+    {"method": "zoo-vfl", "model": "mlp", "epochs": 1},
+    {"method": "czofo-vfl", "model": "mlp", "epochs": 1, "q": 2},
 ]
 
 
@@ -606,7 +611,7 @@ def test_bench_predict_suite_reports_throughput_bytes_and_epsilon(tmp_path, caps
     "args",
     [
         ["he-vfl"],
-        ["vafl", "--model", "mlp"],
+        ["vafl-dp", "--model", "mlp", "--epsilon", "4"],
         ["vfl", "--model", "cnn", "--dataset", "digits"],
         # its private scoring is PBM + secure aggregation: not replayed by predict yet
         ["pbm-vfl", "--model", "mlp", "--epsilon", "4"],
