@@ -29,6 +29,8 @@ EXPORTABLE = [
     {"method": "fm-vfl", "epsilon": 1.0},
     {"method": "fm-central", "epsilon": 1.0},
     {"method": "dpsgd-c", "epsilon": 1.0},
+    {"method": "opacus-dpsgd", "epsilon": 1.0, "delta": 1e-5},
+    {"method": "opacus-dpsgd", "epsilon": 1.0, "delta": 1e-5, "model": "mlp", "epochs": 1},
     {"method": "npq", "model": "mlp", "epochs": 1},
     # the cascade trainer: the client's message compressed as its uplink was (8 bits here)
     {"method": "vafl", "model": "mlp", "epochs": 1},
