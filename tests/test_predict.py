@@ -617,6 +617,7 @@ def test_bench_predict_suite_reports_throughput_bytes_and_epsilon(tmp_path, caps
         ["vfl", "--model", "cnn", "--dataset", "digits"],
         # its private scoring is PBM + secure aggregation: not replayed by predict yet
         ["pbm-vfl", "--model", "mlp", "--epsilon", "4"],
+        ["afe-vfl", "--model", "mlp", "--epsilon", "4"],
     ],
 )
 def test_methods_without_an_export_refuse_save_before_training(tmp_path, capsys, args):
