@@ -716,3 +716,31 @@ def test_checkpoints_refuse_methods_whose_hooks_hold_state(tmp_path, capsys):
     )
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "method 'hdp-vfl'" in err[0]
+
+
+def test_splitnn_checkpoints_refuse_a_dp_method(tmp_path, capsys):
+    """ldp-vfl on the split-NN trainer: its noise streams and releases are not checkpointed,
+    so --checkpoint-every is refused (a resume would forget releases)."""
+    rc = main(
+        [
+            "run",
+            "ldp-vfl",
+            "--model",
+            "mlp",
+            "--dataset",
+            "breast",
+            "--epsilon",
+            "4",
+            "--release-schedule",
+            "split",
+            "--seed",
+            "1",
+            "--checkpoint-every",
+            "1",
+            "--checkpoint",
+            str(tmp_path / "ck"),
+        ]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "method 'ldp-vfl'" in err[0]
+    assert not (tmp_path / "ck").exists()
