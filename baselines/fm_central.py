@@ -171,6 +171,7 @@ class CentralFM(Method):
                     link="sigmoid" if task == "logistic" else "identity",
                     input_scale=s,
                     input_clip=1.0,
+                    input_l1=B - intercept,
                     intercept=bool(ctx.spec.option("intercept", self)),
                 )
             },

@@ -28,8 +28,9 @@ from securevfl.methods.base import Method, register_method
 from securevfl.models.nets import pooled_mlp, seeded_init
 from securevfl.privacy.accountant import Accountant
 from securevfl.privacy.events import PrivacyReport, sampled_gaussian_event
-from securevfl.results import FitResult
+from securevfl.results import FitResult, ModelPart
 from securevfl.rng import derive_seed
+from securevfl.training.export import flatten_module
 from securevfl.training.splitnn_trainer import _out_dim, _task_loss
 
 PIN = "opacus==1.6.0"
@@ -56,6 +57,15 @@ def _model(ctx: RunContext, d: int) -> nn.Module:
     else:
         net = pooled_mlp(d, _out_dim(ctx), hidden=spec.hidden, embedding_dim=spec.embedding_dim)
     return seeded_init(net, derive_seed(ctx.shared_seed, purpose="init/pooled"))
+
+
+def _export(ctx: RunContext, net: nn.Module) -> ModelPart:
+    """The trained network (Opacus's wrapper removed) as one pooled part: the whole network as
+    the "bottom", an empty head, the softmax (or identity) link of its test scoring."""
+    layers, arrays = flatten_module(net, "bottom.")
+    link = "identity" if ctx.info.task == "regression" else "softmax"
+    meta = {"bottom_layers": layers, "head": True, "head_layers": [], "aggregation": "sum"}
+    return ModelPart("splitnn", arrays, {**meta, "link": link, "pooled": True})
 
 
 def releases(history: list[tuple[float, float, int]]) -> list[dict[str, object]]:
@@ -170,4 +180,5 @@ class OpacusDPSGD(Method):
             train_s,
             privacy=privacy,
             fingerprints={0: fingerprint(*params)},
+            model={0: _export(ctx, getattr(net, "_module", net))},
         )

@@ -99,6 +99,8 @@ class VAFLDP(CascadeMethod):
     name = "vafl-dp"
     summary = "VAFL + DP: clipped embeddings with Gaussian noise (party-row, accounted)"
     family = "dp"
+    # its scoring releases clipped noisy embeddings through the cascade trainer
+    model_export_refusal = "its clients release noisy embeddings, which predict does not replay yet"
     requires_epsilon = True
     models = ("mlp",)
     options = {

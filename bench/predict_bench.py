@@ -5,7 +5,8 @@ dataset's rows tiled to ``--rows`` rows in-process (``Model.predict``: each part
 raw block with its card's scaling and sends its message to the label holder, metered). Appends
 one JSON line per method to OUT/results.jsonl and prints a markdown table: rows per second
 (preparation included), bytes each party sends per scored row, the load average at the start
-(the machine may be shared).
+(the machine may be shared). The same measurement is the cell kind ``predict_rows = N`` of a
+bench suite: ``securevfl bench --suite predict`` (``bench/suites/predict.toml``).
 """
 
 from __future__ import annotations
@@ -26,8 +27,6 @@ EPSILON = {"hdp-vfl": 1.0, "fm-vfl": 1.0, "fm-central": 1.0, "dpsgd-c": 1.0}
 
 def measure(method: str, dataset: str, rows: int, *, seed: int = 1) -> dict[str, Any]:
     """Train ``method`` (``name`` or ``name:model``), save, reload, score ``rows`` rows."""
-    import securevfl
-    from securevfl.data import load_dataset
     from securevfl.run_options import build_spec
 
     name, _, model = method.partition(":")
@@ -36,28 +35,46 @@ def measure(method: str, dataset: str, rows: int, *, seed: int = 1) -> dict[str,
         spec["model"] = model
     if name in EPSILON:
         spec["epsilon"] = EPSILON[name]
+    _, r = _train_and_score(build_spec(spec), rows)
+    return {"method": method, **r}
+
+
+def _train_and_score(spec: Any, rows: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the training record, the scoring figures) of ``spec`` saved, reloaded and used to
+    score the dataset's rows tiled to ``rows`` rows in one process."""
+    import securevfl
+    from securevfl.data import load_dataset
+
     with tempfile.TemporaryDirectory() as d:
-        securevfl.run_experiment(build_spec(spec), save=d)
+        record = securevfl.run_experiment(spec, save=d)
         m = securevfl.load_model(d)
-    ds = load_dataset(dataset, seed=0)
+    ds = load_dataset(spec.dataset, seed=0)
     X = np.tile(ds.X, (-(-rows // len(ds.X)), 1))[:rows]
     blocks = [
         X[:, m.columns(k)["indices"]] if m.reads(k) else X[:, :0] for k in range(m.data_parties)
     ]
+    load = os.getloadavg()[0]  # at the start of scoring: the machine may be shared
     t0, c0 = time.perf_counter(), time.process_time()
     pred = m.predict(blocks)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    return {
-        "method": method,
-        "dataset": dataset,
+    return record, {
+        "dataset": spec.dataset,
         "rows": rows,
         "seconds": round(wall, 4),
         "cpu_s": round(cpu, 4),
         "rows_per_s": round(rows / wall, 1),
         "bytes_per_row": pred.record["bytes_per_row"],
         "sent_per_row": pred.record["sent_per_row"],
-        "load_avg": os.getloadavg()[0],
+        "scored_rows_epsilon": pred.record["privacy"]["scored_rows_epsilon"],
+        "load_avg": load,
     }
+
+
+def predict_cell(spec: Any, rows: int) -> dict[str, Any]:
+    """A ``predict_rows`` cell of a bench suite: the training run's record (its metrics, ε,
+    config) with the scoring figures under ``predict`` (``bench/reports/predict.py``)."""
+    record, r = _train_and_score(spec, rows)
+    return {**record, "predict": r}
 
 
 def main(argv: list[str] | None = None) -> int:

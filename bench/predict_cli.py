@@ -35,8 +35,8 @@ def add_checkpoint_args(p: argparse.ArgumentParser) -> None:
         "--checkpoint-every",
         type=int,
         metavar="N",
-        help="write each party's training state every N epochs to --checkpoint DIR (GLM "
-        "trainer, plain runs; needs --seed)",
+        help="write each party's training state every N epochs to --checkpoint DIR (GLM or "
+        "split-NN trainer, plain runs; needs --seed)",
     )
     p.add_argument("--checkpoint", metavar="DIR", help="where --checkpoint-every writes")
     p.add_argument(
@@ -199,7 +199,20 @@ def _summary(rec: dict[str, Any]) -> str:
         f"hold; rows per party {al['rows']}), wrote {rec['out']}\n"
         f"  bytes sent per scored row: {sent} ({rec['bytes_per_row']:.1f} in all); PSI "
         f"{al['comm']['bytes_total']:,} bytes (reveals the intersection)\n"
-        f"  privacy: {rec['privacy']['release']}"
+        f"  privacy: {_privacy_line(rec['privacy'])}"
+    )
+
+
+def _privacy_line(priv: dict[str, Any]) -> str:
+    """What scoring released, with its ε per scored row where it is a noisy release."""
+    eps = priv.get("scored_rows_epsilon")
+    if eps is None and priv.get("not_a_guarantee"):
+        return f"{priv['release']}; no ε: {priv['not_a_guarantee']}"
+    if eps is None:
+        return str(priv["release"])
+    return (
+        f"{priv['release']}: ε = {eps:.4g} per scored row (unit {priv['unit']}, δ = "
+        f"{priv['delta']:.3g}; sample unit {priv['by_unit']['sample']:.4g})"
     )
 
 
@@ -218,12 +231,27 @@ def _test_split(model: Any, args: argparse.Namespace) -> int:
             model.classify(scores),
             model.score_column(scores, model.task),
         )
-    rec = {"method": model.method, "rows": len(scores), "metrics": metrics, "same_classes": same}
+    privacy = model.scoring_privacy()
+    noisy = privacy.get("mechanism") is not None  # fresh noise: no identity to check
+    rec = {
+        "method": model.method,
+        "rows": len(scores),
+        "metrics": metrics,
+        "same_classes": None if noisy else same,
+        "privacy": privacy,
+    }
     if args.json:
-        print(json.dumps(rec))
+        print(json.dumps(rec, default=str))
         return 0
     m = ", ".join(f"{k}={v:.4f}" for k, v in metrics.items())
     print(f"{model.method} on its test split ({len(scores)} rows): {m}")
+    if noisy:
+        print(
+            "  scored through the method's noisy release (fresh noise): the classes are not "
+            "compared with training's; each test row was released once more"
+        )
+        print(f"  privacy: {_privacy_line(privacy)}")
+        return 0
     print(f"  classes identical to those at training's end: {'yes' if same else 'NO'}")
     return 0 if same else 1
 

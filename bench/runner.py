@@ -31,6 +31,10 @@ def run_cell(cell: Cell) -> dict[str, Any]:
         from securevfl.attacks import run_attack
 
         return run_attack(cell.attack, cell.spec)
+    if cell.predict_rows is not None:
+        from bench.predict_bench import predict_cell
+
+        return predict_cell(cell.spec, cell.predict_rows)
     if cell.processes:
         return run_in_processes(cell.spec, plugins=plugin_modules())
     return run_experiment(cell.spec)

@@ -10,6 +10,7 @@ A suite file ``bench/suites/NAME.toml`` (or any path) looks like::
     [[cells]]             # a list value expands to one cell per value (cartesian product)
     method = ["vfl", "centralized"]
     attack = "label-norm" # optional: an attack cell (securevfl.attacks) instead of a plain run
+    predict_rows = 100000 # optional: a predict cell (train, --save, reload, score the rows)
     model = ["glm", "mlp"]
     [report]
     extras = ["hdp"]      # extra report sections: bench/reports/<name>.py
@@ -44,12 +45,16 @@ class Cell:
     spec: RunSpec
     processes: bool = False
     attack: str | None = None  # an attack cell: run the attack (securevfl.attacks) on the spec
+    # a predict cell: train with --save, reload, score this many rows (bench.predict_bench)
+    predict_rows: int | None = None
 
     @property
     def cell_id(self) -> str:
         key: dict[str, Any] = {"spec": self.spec.__dict__, "processes": self.processes}
         if self.attack is not None:  # plain cells keep the ids they had
             key["attack"] = self.attack
+        if self.predict_rows is not None:
+            key["predict_rows"] = self.predict_rows
         blob = json.dumps(key, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -78,6 +83,7 @@ def make_spec(params: dict[str, Any]) -> tuple[RunSpec, bool]:
     params = dict(params)
     processes = parse_bool(params.pop("processes", False))
     params.pop("attack", None)  # read by load_suite
+    params.pop("predict_rows", None)  # read by load_suite
     if "method" not in params:
         raise ConfigError(f"every suite cell must name a method, got {params}")
     return build_spec(params), processes
@@ -128,6 +134,17 @@ def _extras(path: Path, doc: dict[str, Any]) -> list[str]:
     return extras
 
 
+def _predict_rows(path: Path, value: Any) -> int | None:
+    """A predict cell's number of scored rows (None: not a predict cell)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10**8:
+        raise ConfigError(
+            f"predict_rows in suite file {path} must be an integer in [1, 1e8], got {value!r}"
+        )
+    return value
+
+
 def load_suite(name_or_path: str) -> Suite:
     """Load a suite by name (bench/suites/NAME.toml) or by path, with its fragments."""
     path = Path(name_or_path)
@@ -155,7 +172,9 @@ def load_suite(name_or_path: str) -> Suite:
                 for seed in entry_seeds:
                     spec, processes = make_spec({**defaults, **params, "seed": seed})
                     attack = params.get("attack", defaults.get("attack"))
-                    cells.append(Cell(spec, processes, attack))
+                    given = params.get("predict_rows", defaults.get("predict_rows"))
+                    rows = _predict_rows(p, given)
+                    cells.append(Cell(spec, processes, attack, rows))
         extras += [e for e in _extras(p, d) if e not in extras]
     if not cells:
         raise ConfigError(f"a suite must have at least one cell, got none in {path}")

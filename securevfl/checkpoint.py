@@ -4,8 +4,9 @@ Every N epochs each local party writes its own state (``DIR/party_<k>/``: ``.npy
 their sha256 in ``state.json``, written to a temporary directory and renamed, so a kill leaves
 the previous checkpoint whole). A resumed run loads it and trains the remaining epochs; with the
 same ``--seed`` the minibatch order is the same, so it ends with the same model as a run that was
-never interrupted. Built for the GLM trainer's plain runs (vfl, local with ``--model glm``):
-a method whose hooks hold state of their own (noise streams, an accountant's releases) refuses,
+never interrupted. Built for the plain runs of the GLM trainer (vfl, local with ``--model glm``)
+and of the split-NN trainer (vfl, local with ``--model mlp``: parameters and Adam moments): a
+method whose hooks hold state of their own (noise streams, an accountant's releases) refuses,
 since resuming it without that state would forget releases.
 """
 
@@ -100,6 +101,58 @@ class Checkpoints:
         return doc, arrays
 
 
+def epoch_stats(stats: Any) -> dict[str, list]:
+    """The per-epoch statistics a checkpoint keeps (a resumed run reports every epoch)."""
+    keys = ("epoch_s", "epoch_cpu_s", "epoch_loss", "epoch_accuracy")
+    return {k: list(getattr(stats, k)) for k in keys}
+
+
+def restore_stats(stats: Any, doc: dict) -> None:
+    for key, values in (doc.get("stats") or {}).items():
+        setattr(stats, key, list(values))
+
+
+def torch_arrays(prefix: str, module: Any, opt: Any) -> dict[str, np.ndarray]:
+    """A torch module's parameters and its Adam optimiser's moments and step counts, as
+    arrays named ``<prefix>p<i>``, ``<prefix>m<i>``, ``<prefix>v<i>``, ``<prefix>t<i>`` (the
+    optimiser's state resumes too: without it the updates after a resume would differ)."""
+    out: dict[str, np.ndarray] = {}
+    for i, p in enumerate(module.parameters()):
+        out[f"{prefix}p{i}"] = p.detach().numpy().copy()
+    for i, st in opt.state_dict()["state"].items():
+        out[f"{prefix}m{i}"] = st["exp_avg"].numpy().copy()
+        out[f"{prefix}v{i}"] = st["exp_avg_sq"].numpy().copy()
+        out[f"{prefix}t{i}"] = np.asarray([float(st["step"])], dtype=np.float64)
+    return out
+
+
+def load_torch(prefix: str, module: Any, opt: Any, arrays: dict[str, np.ndarray]) -> None:
+    """Put :func:`torch_arrays`'s arrays back into ``module`` and ``opt`` (shapes checked)."""
+    import torch
+
+    params = list(module.parameters())
+    with torch.no_grad():
+        for i, p in enumerate(params):
+            a = arrays.get(f"{prefix}p{i}")
+            if a is None or tuple(a.shape) != tuple(p.shape):
+                raise ConfigError(
+                    f"checkpoint must hold {prefix}p{i} of shape {tuple(p.shape)}, got "
+                    f"{None if a is None else tuple(a.shape)} (another model's checkpoint?)"
+                )
+            p.copy_(torch.from_numpy(np.asarray(a, dtype=np.float32)))
+    sd = opt.state_dict()
+    state = {}
+    for i in range(len(params)):
+        if f"{prefix}m{i}" not in arrays:
+            continue  # a parameter the optimiser never stepped
+        state[i] = {
+            "step": torch.tensor(float(np.asarray(arrays[f"{prefix}t{i}"]).reshape(-1)[0])),
+            "exp_avg": torch.from_numpy(np.array(arrays[f"{prefix}m{i}"], dtype=np.float32)),
+            "exp_avg_sq": torch.from_numpy(np.array(arrays[f"{prefix}v{i}"], dtype=np.float32)),
+        }
+    opt.load_state_dict({"state": state, "param_groups": sd["param_groups"]})
+
+
 def active() -> Checkpoints | None:
     """The run's checkpoint settings (set by ``run_experiment``), None when off."""
     return _ACTIVE.get()
@@ -130,10 +183,10 @@ def make_checkpoints(
         raise ConfigError("--checkpoint-every needs --checkpoint DIR (or --resume DIR)")
     if every is None and directory is not None and resume is None:
         raise ConfigError("--checkpoint DIR needs --checkpoint-every N")
-    if spec.model != "glm":
+    if spec.model not in ("glm", "mlp"):
         raise ConfigError(
-            f"--checkpoint-every/--resume apply to --model glm runs (the GLM trainer), got "
-            f"--model {spec.model}"
+            f"--checkpoint-every/--resume apply to --model glm or mlp runs (the GLM and "
+            f"split-NN trainers), got --model {spec.model}"
         )
     key = json.dumps({"spec": spec.to_config(), "m": spec.method, "d": spec.dataset}, default=str)
     return Checkpoints(

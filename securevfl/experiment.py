@@ -361,7 +361,7 @@ def run_experiment(
         if checkpoints is not None and not checkpoints.used:
             raise ConfigError(
                 f"--checkpoint-every/--resume do not apply to method {spec.method!r}: it does "
-                "not train with the GLM trainer's epochs"
+                "not train with the GLM or split-NN trainer's epochs"
             )
         if rt.view is not None and rt.view.party == info.label_party:
             rt.view.view.outputs = fit.test_scores

@@ -42,6 +42,9 @@ def check_save(root: str | Path, parties: list[int], spec: Any, method: Any) -> 
     method class may say why not in ``model_export_refusal``), ``root`` is a directory (or
     absent) and no local party's part exists."""
     why = getattr(method, "model_export_refusal", None)
+    refusal_of = getattr(method, "export_refusal", None)  # one that depends on the options
+    if why is None and callable(refusal_of):
+        why = refusal_of(spec)
     if why is None and spec.model == "cnn":
         why = "its CNN bottom is not in the saved-model layer allow-list yet"
     if why is not None:
@@ -307,7 +310,8 @@ def _check_fields(card: dict, arrays: dict, path: Path) -> None:
     if card["kind"] == "linear":
         need += ["array w"] + (["array bias", "meta link"] if head else [])
     else:
-        bottom = card["party"] < card["data_parties"] or meta.get("pooled")
+        own_columns = (meta.get("head_input") or {}).get("own_columns")  # no bottom of its own
+        bottom = (card["party"] < card["data_parties"] and not own_columns) or meta.get("pooled")
         need += ["meta bottom_layers"] if bottom else []
         need += ["meta head_layers", "meta aggregation", "meta link"] if head else []
     for item in need:

@@ -25,13 +25,11 @@ import numpy as np
 
 from securevfl.errors import DataError
 from securevfl.model_io import ModelFileError, Part, load_parts
+from securevfl.predict_privacy import PLAIN_RELEASE, scoring_privacy
 from securevfl.runtime.base import Runtime
 from securevfl.runtime.inprocess import InProcessRuntime
 
-SCORING_RELEASE = (
-    "each data party's message for every scored row (its inner product X_k w_k, or its bottom's "
-    "embedding) goes in the clear to the label holder: no ε covers the scored rows"
-)
+SCORING_RELEASE = PLAIN_RELEASE  # the plain path's release (kept under its old name)
 
 
 def _layers(specs: list[dict[str, Any]], arrays: Mapping[str, np.ndarray], prefix: str) -> Any:
@@ -63,12 +61,16 @@ def _layers(specs: list[dict[str, Any]], arrays: Mapping[str, np.ndarray], prefi
 
 
 def _linear_input(meta: Mapping[str, Any], X: np.ndarray, *, head: bool) -> np.ndarray:
-    """A linear part's input transform (fm-vfl: back to [-1, 1]; an intercept column)."""
+    """A linear part's input transform (fm-vfl: back to [-1, 1]; fm-central: L1-clipped rows;
+    an intercept column)."""
     if meta.get("input_scale") is not None:
         X = X * float(meta["input_scale"])
     if meta.get("input_clip") is not None:
         c = float(meta["input_clip"])
         X = np.clip(X, -c, c)
+    if meta.get("input_l1") is not None:  # fm-central: each whole row to L1 norm <= bound
+        norms = np.abs(X).sum(axis=1, keepdims=True)
+        X = X * np.minimum(1.0, float(meta["input_l1"]) / np.maximum(norms, 1e-300))
     if head and meta.get("intercept"):
         X = np.hstack([np.ones((X.shape[0], 1)), X])
     return X
@@ -86,10 +88,16 @@ class Prediction:
 
 
 class Model:
-    """A saved model's parts (those loaded in this process) and how they score rows."""
+    """A saved model's parts (those loaded in this process) and how they score rows.
 
-    def __init__(self, parts: dict[int, Part]) -> None:
+    ``noise_seed``: where a part's message is a noisy release (``meta.release``), its noise
+    comes from the AES-CTR CSPRNG (None, the default) or, in the reproduction mode, from this
+    seed (the noise then protects nothing: the record says so)."""
+
+    def __init__(self, parts: dict[int, Part], *, noise_seed: int | None = None) -> None:
         self.parts = parts
+        self.noise_seed = noise_seed
+        self._rngs: dict[int, Any] = {}
         any_card = next(iter(parts.values())).card
         self.method = any_card["method"]
         self.kind = any_card["kind"]
@@ -116,6 +124,16 @@ class Model:
                 f"model must hold party {k}'s part, got parties {sorted(self.parts)}"
             )
         return self.parts[k].card["columns"]
+
+    def scoring_privacy(self) -> dict[str, Any]:
+        """What scoring released and its ε per scored row (``predict_privacy``)."""
+        senders = [k for k in self.scoring if k != self.label_party]
+        return scoring_privacy(
+            self.parts,
+            senders=len(senders),
+            noise_seed=self.noise_seed,
+            training=self.card.get("privacy"),
+        )
 
     def check_complete(self) -> None:
         """In-process scoring needs every party's part (a pooled model: the label holder's)."""
@@ -145,7 +163,7 @@ class Model:
         for j, c in enumerate(cols.get("center") or []):
             if c is not None:
                 X[:, j] = np.clip((X[:, j] - c[0]) / c[1], -1.0, 1.0)
-        return X / math.sqrt(self.bound_sq)
+        return np.ascontiguousarray(X / math.sqrt(self.bound_sq))  # C-ordered, as in training
 
     # -- scoring --------------------------------------------------------------------------
     def _message(self, k: int, X: np.ndarray) -> np.ndarray:
@@ -156,7 +174,42 @@ class Model:
 
         bottom = _layers(part.meta["bottom_layers"], part.arrays, "bottom.")
         with torch.no_grad():
-            return bottom(torch.as_tensor(X, dtype=torch.float32)).numpy()
+            emb = bottom(torch.as_tensor(X, dtype=torch.float32)).numpy()
+        if part.meta.get("uplink") is not None:  # a cascade client: its compressed message
+            return self._compress(k, emb, part.meta["uplink"])
+        release = part.meta.get("release")
+        if release is None:
+            return emb
+        # the method's own release, as at its test scoring: fresh Gaussian noise per coordinate
+        return (emb + self._rng(k).normal(0.0, float(release["sigma"]), size=emb.shape)).astype(
+            np.float32
+        )
+
+    def _compress(self, k: int, emb: np.ndarray, how: Mapping[str, Any]) -> bytes:
+        """The bytes a cascade client sends for ``emb``, compressed as its uplink was in
+        training (``protocols.compress``; top-k over the whole message, as its test scoring)."""
+        from protocols.compress import ROUNDINGS, encode
+
+        n = int(emb.size)
+        topk = float(how["topk"])
+        k_kept = None if topk >= 1.0 else max(1, int(np.ceil(topk * n)))
+        stochastic = bool(how["stochastic"])
+        return encode(
+            emb.astype(np.float64),
+            bits=int(how["bits"]),
+            topk=k_kept,
+            rounding=ROUNDINGS[stochastic],
+            entropy=bool(how["entropy"]),
+            clip=bool(how["clip"]),
+            rng=self._rng(k) if stochastic else None,
+        )
+
+    def _rng(self, k: int) -> Any:
+        from securevfl.rng import make_noise_rng
+
+        if k not in self._rngs:
+            self._rngs[k] = make_noise_rng(self.noise_seed, purpose="noise/predict", party=k)
+        return self._rngs[k]
 
     def _head(self, own: np.ndarray | None, received: dict[int, Any]) -> np.ndarray:
         part = self.parts[self.label_party]
@@ -168,14 +221,31 @@ class Model:
             return _link(meta["link"], theta)
         import torch
 
-        msgs = dict(received)
-        if own is not None:
+        from protocols.compress import decode
+
+        # a cascade client's message is its compressed bytes: decoded as the server did
+        msgs = {k: decode(v) if isinstance(v, bytes) else v for k, v in received.items()}
+        how = meta.get("head_input") or {}
+        if own is not None and not how.get("own_columns"):
             msgs[self.label_party] = self._message(self.label_party, own)
         pieces = [np.asarray(msgs[k], dtype=np.float32) for k in sorted(msgs)]
         agg = np.sum(pieces, axis=0) if meta["aggregation"] == "sum" else np.concatenate(pieces, 1)
+        if how.get("own_columns"):  # release-once: [the label holder's own columns, aggregate]
+            mine = np.zeros((len(agg), 0)) if own is None else own
+            agg = np.concatenate([np.asarray(mine, dtype=np.float32), agg], axis=1)
         head = _layers(meta["head_layers"], part.arrays, "head.")
         with torch.no_grad():
-            out = head(torch.as_tensor(agg, dtype=torch.float32))
+            z = torch.as_tensor(agg, dtype=torch.float32)
+            if how.get("standardise"):
+                mean = torch.as_tensor(part.arrays["head_mean"], dtype=torch.float32)
+                scale = torch.as_tensor(part.arrays["head_scale"], dtype=torch.float32)
+                if mean.shape != (z.shape[1],) or scale.shape != (z.shape[1],):
+                    raise ModelFileError(
+                        f"head_mean/head_scale must have shape ({z.shape[1]},), got "
+                        f"{tuple(mean.shape)}/{tuple(scale.shape)}"
+                    )
+                z = (z - mean) / scale
+            out = head(z)
             if meta["link"] == "identity":
                 return out[:, 0].numpy().astype(float)
             return torch.softmax(out, dim=1).numpy().astype(float)
@@ -254,11 +324,7 @@ class Model:
             "runtime": "inprocess",
             "comm": comm,
             **_per_row(rt.meter, rt.n_parties, n),
-            "privacy": {
-                "scored_rows_epsilon": None,
-                "release": SCORING_RELEASE,
-                "training": self.card.get("privacy"),
-            },
+            "privacy": self.scoring_privacy(),
             **extra,
         }
         return Prediction(ids, self.classify(scores), scores, record)
@@ -280,17 +346,48 @@ class Model:
         return self._finish(ids, prepared, {"alignment": align})
 
     def predict_test_split(self) -> tuple[np.ndarray, np.ndarray]:
-        """(scores, labels) of the training run's own test split, reloaded from the card."""
-        from securevfl.experiment import build_views, spec_from_dict, validate_spec
+        """(scores, labels) of the training run's own test split, reloaded from the card.
 
+        The split's rows are centred with the card's recorded centring (the means the run
+        released), not re-centred: in a run with an ε the released means came from the CSPRNG,
+        and drawing them again would move every test row (the scores would differ)."""
         self.check_complete()
-        spec = spec_from_dict(dict(self.card["spec"]))
-        method = validate_spec(spec)
-        info, views, _ = build_views(spec, method, list(range(self.n_parties)))
-        prepared = {k: views[k].X_test for k in range(self.data_parties)}
+        prepared, y = self.test_split_blocks()
         with np.errstate(all="ignore"):
             scores = self.score(prepared, InProcessRuntime(self.n_parties))
-        return scores, views[info.label_party].y_test
+        return scores, y
+
+    def test_split_blocks(self) -> tuple[dict[int, np.ndarray], np.ndarray]:
+        """The training run's test split as each data party's prepared block, and its labels:
+        loaded, split and partitioned as training did, centred with the card's centring."""
+        from securevfl.data import load_dataset, split_in_place
+        from securevfl.data.custom import CSV_KEYS
+        from securevfl.experiment import party_blocks, spec_from_dict, validate_spec
+
+        spec = spec_from_dict(dict(self.card["spec"]))
+        validate_spec(spec)  # registers a csv: dataset's files
+        seed = 0 if spec.seed is None else spec.seed
+        opts = {k: v for k, v in spec.dataset_options.items() if k not in CSV_KEYS}
+        ds = load_dataset(spec.dataset, seed=seed, **opts)
+        blocks = party_blocks(ds.groups, spec, seed)
+        _, test = split_in_place(ds, seed=seed)
+        prepared = {}
+        for k in range(self.data_parties):
+            if not self.reads(k):
+                continue
+            cols = self.columns(k)
+            if [int(c) for c in blocks[k]] != [int(c) for c in cols["indices"]]:
+                raise ModelFileError(
+                    f"model card's party {k} columns must be the run's partition, got "
+                    f"{cols['indices']} (the dataset changed since training?)"
+                )
+            X = np.array(test.X[:, blocks[k]], dtype=np.float64)
+            for j, c in enumerate(cols.get("center") or []):
+                if c is not None:  # as training centred: (x - m) / scale, clipped
+                    X[:, j] = np.clip((X[:, j] - c[0]) / c[1], -1.0, 1.0)
+            # C-ordered as training's views: BLAS sums in an order that depends on the layout
+            prepared[k] = np.ascontiguousarray(X / math.sqrt(self.bound_sq))
+        return prepared, test.y
 
 
 def _link(name: str, theta: np.ndarray) -> np.ndarray:
@@ -305,9 +402,10 @@ def _link(name: str, theta: np.ndarray) -> np.ndarray:
     raise ModelFileError(f"link must be sigmoid, softmax or identity, got {name!r}")
 
 
-def load_model(path: str | Path) -> Model:
-    """Load a saved model directory (every party's part, or one party's directory)."""
-    return Model(load_parts(path))
+def load_model(path: str | Path, *, noise_seed: int | None = None) -> Model:
+    """Load a saved model directory (every party's part, or one party's directory);
+    ``noise_seed``: the reproduction mode of a noisy scoring path (see :class:`Model`)."""
+    return Model(load_parts(path), noise_seed=noise_seed)
 
 
 def predict_party(
@@ -392,11 +490,7 @@ def predict_party(
         "comm": comm,
         **_per_row(merged, model.n_parties, n),
         "alignment": align,
-        "privacy": {
-            "scored_rows_epsilon": None,
-            "release": SCORING_RELEASE,
-            "training": model.card.get("privacy"),
-        },
+        "privacy": model.scoring_privacy(),
     }
     return Prediction(kept[index].ids, model.classify(scores), scores, record)
 

@@ -106,6 +106,11 @@ class AFEVFL(Method):
     name = "afe-vfl"
     summary = "VFL-AFE: clipped, rescaled, contrastively adjusted noisy embeddings; DP-SGD bottoms"
     family = "dp"
+    # refused before training (``model_io.check_save``): every test row is scored privately
+    model_export_refusal = (
+        "it scores each row through its private path (clipped, rescaled noisy embeddings), "
+        "which predict does not replay yet"
+    )
     models = ("mlp", "cnn")
     requires_epsilon = True
     uses_server = True

@@ -194,7 +194,6 @@ class CascadeMethod(Method):
     models = ("mlp", "cnn")
     uses_server = True
     labels_at_server = True
-    model_export_refusal = "the cascade trainer has no export hook yet"
 
     def validate(self, spec: RunSpec) -> None:
         super().validate(spec)
@@ -211,9 +210,12 @@ def fit_cascade(
     trainer = CascadeTrainer(ctx, check_cascade(ctx.spec, method, method.client_grad), hooks)
     train_s = trainer.train()
     scores = trainer.predict()
+    model, refusal = trainer.export()
     return trainer, FitResult(
         scores,
         train_s,
         fingerprints=splitnn_fingerprints(trainer.state),
         extra=run_statistics(trainer, train_s),
+        model=model,
+        model_refusal=refusal,
     )

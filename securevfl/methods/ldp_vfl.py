@@ -53,14 +53,29 @@ class LDPHooks(BoundedSumHooks):
         eval_mode: str,
         plan: BottomPlan,
         sigma_test: float | None = None,
+        delta: float | None = None,
     ) -> None:
         super().__init__(ctx, eval_mode=eval_mode, plan=plan)
         self.sigma = sigma
         self.sigma_test = sigma if sigma_test is None else sigma_test
+        self.delta = delta
         self.rngs = {
             k: ctx.noise_rng(k, "ldp-vfl")
             for k in ctx.rt.local_parties
             if k < ctx.info.data_parties
+        }
+
+    def scoring_release(self, ctx: RunContext) -> dict[str, Any] | None:
+        """A scored row: N(0, sigma_test^2) on each of its P tanh-bounded coordinates, the
+        L2 sensitivity of one party's embedding 2·C·sqrt(P) (what the test rows' ledger uses)."""
+        if self.delta is None:
+            return None
+        sens = 2.0 * BOUND * ctx.spec.embedding_dim**0.5
+        return {
+            "mechanism": "gaussian",
+            "sigma": float(self.sigma_test),
+            "sensitivity": float(sens),
+            "delta": float(self.delta),
         }
 
     def party_message(self, ctx: RunContext, k: int, emb: np.ndarray, step: int) -> Any:
@@ -165,7 +180,12 @@ class LDPVFL(SumSplitNN):
         if plan.dp is not None and private:
             report = with_test_rows(report, test, delta)
         hooks = LDPHooks(
-            ctx, sigma=sigma, eval_mode=eval_mode(self, spec), plan=plan, sigma_test=sigma_test
+            ctx,
+            sigma=sigma,
+            eval_mode=eval_mode(self, spec),
+            plan=plan,
+            sigma_test=sigma_test,
+            delta=delta,
         )
         return self.finish(ctx, hooks, report, {"sigma": sigma})
 
@@ -180,7 +200,12 @@ class LDPVFL(SumSplitNN):
             ctx, plan, sensitivity=sens, delta=delta
         )
         hooks = LDPHooks(
-            ctx, sigma=sigma, eval_mode="private", plan=BottomPlan(None, 1), sigma_test=sigma_test
+            ctx,
+            sigma=sigma,
+            eval_mode="private",
+            plan=BottomPlan(None, 1),
+            sigma_test=sigma_test,
+            delta=delta,
         )
         run = fit_release_once(ctx, hooks, plan=plan)
         return self.score(ctx, run, report, {"sigma": sigma, **ceiling_extra(ctx, report)})

@@ -171,6 +171,16 @@ class PBMVFL(SumSplitNN):
     options = {**PBM_OPTIONS, **BOTTOM_OPTIONS, **RELEASE_OPTIONS}
     accepts_epsilon = True  # sets beta (and b); without it, the given (b, beta)
 
+    def export_refusal(self, spec: RunSpec) -> str | None:
+        """Why ``--save`` cannot keep this run's model (``model_io.check_save``, before
+        training): its private scoring path is PBM + secure aggregation, not replayed."""
+        if release_once(spec, self) or private_eval(self, spec):
+            return (
+                "it scores each row through PBM + secure aggregation, which predict does not "
+                "replay yet (--eval plain --release-schedule split saves)"
+            )
+        return None
+
     def validate(self, spec: RunSpec) -> None:
         from protocols.secagg import MAX_BITS
 

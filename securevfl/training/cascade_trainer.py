@@ -331,6 +331,32 @@ class CascadeTrainer:
         acc = float("nan") if regression else float((out.argmax(1) == y).mean())
         self.stats.curve.append({"rounds": rounds, "train_bytes": sent, "accuracy": acc})
 
+    def uplink(self) -> dict[str, Any]:
+        """How a client's scoring message is compressed (``securevfl.predict`` replays it)."""
+        cfg, on = self.cfg, ("up", "both")
+        return {
+            "bits": int(cfg.uplink_bits),
+            "topk": float(cfg.topk),
+            "stochastic": cfg.stochastic_rounding in on,
+            "clip": cfg.clip_range in on,
+            "entropy": cfg.entropy_coding in on,
+        }
+
+    def export(self) -> tuple[dict | None, str | None]:
+        """The saved parts (bottoms with the uplink's compression, the server's head), or why
+        not: a hook that releases something other than the bottom's output (vafl-dp's noise)."""
+        from securevfl.training.export import export_splitnn, try_export
+
+        if type(self.hooks).release is not CascadeHooks.release:
+            return None, "its clients release noisy embeddings, which predict does not replay yet"
+        parts, why = try_export(
+            export_splitnn, self.ctx, self.state, aggregation=self.ctx.spec.aggregation
+        )
+        for k, part in (parts or {}).items():
+            if k < self.K:
+                part.meta["uplink"] = self.uplink()
+        return parts, why
+
     def predict(self) -> np.ndarray | None:
         """Test scores at the server through the uplink (clients' releases, phase ``eval``)."""
         rt, S, info = self.ctx.rt, self.S, self.ctx.info

@@ -65,15 +65,34 @@ def export_glm(
     return parts
 
 
-def export_splitnn(ctx: RunContext, state: Any, *, aggregation: str) -> dict:
-    """Each local data party's bottom, the label holder's part with the head."""
+def export_splitnn(
+    ctx: RunContext,
+    state: Any,
+    *,
+    aggregation: str,
+    release: dict[str, Any] | None = None,
+    head: nn.Module | None = None,
+    head_input: dict[str, Any] | None = None,
+) -> dict:
+    """Each local data party's bottom, the label holder's part with the head.
+
+    ``release``: how each bottom's message is released when a row is scored (a private
+    scoring path that predict replays with fresh noise); ``head``/``head_input``: a head
+    other than ``state.top`` and how its input is built (release-once: the label holder's own
+    columns prepended to the aggregate, standardised by ``head_mean``/``head_scale``)."""
     parts: dict[int, ModelPart] = {}
     for k, m in state.bottoms.items():
         layers, arrays = flatten_module(m, "bottom.")
-        parts[k] = ModelPart("splitnn", arrays, {"bottom_layers": layers})
+        meta: dict[str, Any] = {"bottom_layers": layers}
+        if release is not None:
+            meta["release"] = dict(release)
+        parts[k] = ModelPart("splitnn", arrays, meta)
     L = ctx.info.label_party
-    if state.top is not None:
-        layers, arrays = flatten_module(state.top, "head.")
+    top = head if head is not None else state.top
+    if top is not None:
+        layers, arrays = flatten_module(top, "head.")
+        for name, a in (head_input or {}).pop("arrays", {}).items():
+            arrays[name] = np.asarray(a, dtype=np.float32).copy()
         part = parts.setdefault(L, ModelPart("splitnn", {}, {}))
         part.arrays.update(arrays)
         part.meta.update(
@@ -82,6 +101,8 @@ def export_splitnn(ctx: RunContext, state: Any, *, aggregation: str) -> dict:
                 "head_layers": layers,
                 "aggregation": aggregation,
                 "link": "identity" if ctx.info.task == "regression" else "softmax",
+                **({"head_input": head_input} if head_input else {}),
+                **({"release": dict(release)} if release is not None else {}),
             }
         )
     return parts
@@ -91,7 +112,8 @@ def pooled_linear(w: np.ndarray, bias: np.ndarray, *, link: str, **transform: An
     """A pooled baseline's linear model: one part, at party 0, over every column.
 
     ``transform``: ``input_scale`` (rows multiplied by it), ``input_clip`` (then clipped to
-    [-c, c]), ``intercept`` (a constant 1 prepended; its weight is ``w[0]``)."""
+    [-c, c]), ``input_l1`` (then each row scaled down to L1 norm <= it), ``intercept`` (a
+    constant 1 prepended; its weight is ``w[0]``)."""
     arrays = {"w": np.asarray(w, dtype=np.float64).copy()}
     arrays["bias"] = np.atleast_1d(np.asarray(bias, dtype=np.float64)).copy()
     return ModelPart("linear", arrays, {"head": True, "link": link, "pooled": True, **transform})

@@ -344,7 +344,38 @@ def fit_release_once(ctx: RunContext, hooks: SplitNNHooks, *, plan: ReleaseOnceP
         "release": t_release,
         "head": train_s - t_bottom - t_release,
     }
-    return TrainRun(state, train_s, scores, splitnn_fingerprints(state), stats, eval_mode="private")
+    run = TrainRun(state, train_s, scores, splitnn_fingerprints(state), stats, eval_mode="private")
+    release = hooks.scoring_release(ctx)
+    if release is not None:  # predict replays the release with fresh noise (and accounts it)
+        run.model, run.model_refusal = _export(ctx, state, hooks, release)
+    return run
+
+
+def _export(
+    ctx: RunContext, state: SplitNNState, hooks: SplitNNHooks, release: dict[str, Any]
+) -> tuple[dict | None, str | None]:
+    """The saved parts: each passive bottom (its message released as ``release`` says) and the
+    label holder's head on [its own columns, the aggregate], standardised as it was trained."""
+    from securevfl.training.export import export_splitnn, try_export
+
+    head, head_input = None, None
+    if state.top is not None:
+        inner = state.top.head
+        head = inner.net
+        head_input = {
+            "own_columns": True,  # the label holder's own prepared columns come first
+            "standardise": True,
+            "arrays": {"head_mean": inner.mean.numpy(), "head_scale": inner.scale.numpy()},
+        }
+    return try_export(
+        export_splitnn,
+        ctx,
+        state,
+        aggregation=hooks.aggregation,
+        release=release,
+        head=head,
+        head_input=head_input,
+    )
 
 
 def _own(ctx: RunContext, attr: str) -> np.ndarray:

@@ -20,7 +20,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from securevfl import checkpoint
 from securevfl.context import RunContext, fingerprint
+from securevfl.errors import ConfigError
 from securevfl.models.nets import seeded_init, top_mlp
 from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.results import RunStats
@@ -133,6 +135,13 @@ class SplitNNHooks:
         """The privacy events of scoring ``n_rows`` rows (default: none)."""
         return ()
 
+    def scoring_release(self, ctx: RunContext) -> dict[str, Any] | None:
+        """How a data party's message for a privately scored row is released, as data that
+        ``securevfl.predict`` replays with fresh noise and accounts (``{"mechanism":
+        "gaussian", "sigma", "sensitivity", "delta"}``); None: predict cannot replay this
+        method's private path, so its model is not saved (default)."""
+        return None
+
 
 @dataclass
 class SplitNNState:
@@ -202,7 +211,12 @@ def train_splitnn(
     )
     step = 0
     t0 = time.perf_counter()
-    for epoch in range(spec.epochs):
+    ck = checkpoint.active()
+    first = 0
+    if ck is not None:  # plain runs only: a DP hook's noise streams and releases are not kept
+        ck.check_method(type(hooks) is SplitNNHooks, spec.method)
+        first, step = _resume(ck, ctx, state, opts, top_opt, clock.stats)
+    for epoch in range(first, spec.epochs):
         clock.start()
         for batch, idx in train_batches(ctx, epoch, step):
             hooks.begin_batch(ctx, batch)
@@ -261,11 +275,64 @@ def train_splitnn(
         hooks.end_epoch(ctx, epoch)
         compose_releases(ledger, hooks.epoch_releases(ctx, epoch))
         clock.stop()
+        if ck is not None and ck.every and (epoch + 1) % ck.every == 0 and epoch + 1 < spec.epochs:
+            _checkpoint(ck, ctx, epoch + 1, step, state, opts, top_opt, clock.stats)
     for k, m in state.bottoms.items():
         rt.keep_model(k, m)
     if state.top is not None:
         rt.keep_model(L, state.top)
     return state, time.perf_counter() - t0
+
+
+def _checkpoint(
+    ck: checkpoint.Checkpoints,
+    ctx: RunContext,
+    epoch: int,
+    step: int,
+    state: SplitNNState,
+    opts: dict[int, Any],
+    top_opt: Any,
+    stats: RunStats,
+) -> None:
+    """Every local party's bottom (and the label holder's head) with their Adam state."""
+    L = ctx.info.label_party
+    extra = {"step": step, "stats": checkpoint.epoch_stats(stats)}
+    for k in sorted({*state.bottoms, *([L] if state.top is not None else [])}):
+        arrays = {}
+        if k in state.bottoms:
+            arrays.update(checkpoint.torch_arrays("bottom.", state.bottoms[k], opts[k]))
+        if k == L and state.top is not None:
+            arrays.update(checkpoint.torch_arrays("head.", state.top, top_opt))
+        ck.save(k, epoch, arrays, extra)
+
+
+def _resume(
+    ck: checkpoint.Checkpoints,
+    ctx: RunContext,
+    state: SplitNNState,
+    opts: dict[int, Any],
+    top_opt: Any,
+    stats: RunStats,
+) -> tuple[int, int]:
+    """Load every local party's checkpoint; (first epoch to run, step); (0, 0) when not
+    resuming."""
+    L = ctx.info.label_party
+    epochs, step = set(), 0
+    for k in sorted({*state.bottoms, *([L] if state.top is not None else [])}):
+        got = ck.load(k)
+        if got is None:
+            return 0, 0
+        doc, arrays = got
+        if k in state.bottoms:
+            checkpoint.load_torch("bottom.", state.bottoms[k], opts[k], arrays)
+        if k == L and state.top is not None:
+            checkpoint.load_torch("head.", state.top, top_opt, arrays)
+        epochs.add(int(doc["epoch"]))
+        step = int(doc["step"])
+        checkpoint.restore_stats(stats, doc)
+    if len(epochs) != 1:
+        raise ConfigError(f"the parties' checkpoints must be of one epoch, got {sorted(epochs)}")
+    return epochs.pop(), step
 
 
 def fit_splitnn(
@@ -287,9 +354,12 @@ def fit_splitnn(
         raise ValueError(f"configure_evaluate must return 'private' or 'plain', got {mode!r}")
     compose_releases(ledger, hooks.eval_releases(ctx, ctx.info.n_test))
     run = TrainRun(state, train_s, scores, splitnn_fingerprints(state), stats, eval_mode=mode)
-    if mode == "plain":  # the parts alone reproduce the scores (private: TrainRun.result says)
+    # plain: the parts alone reproduce the scores; private: only where predict can replay the
+    # release (``scoring_release``), else TrainRun.result says why nothing is saved
+    release = hooks.scoring_release(ctx) if mode == "private" else None
+    if mode == "plain" or release is not None:
         run.model, run.model_refusal = try_export(
-            export_splitnn, ctx, state, aggregation=hooks.aggregation
+            export_splitnn, ctx, state, aggregation=hooks.aggregation, release=release
         )
     return run
 
