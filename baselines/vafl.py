@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
 from securevfl.context import Option, RunContext, RunSpec
 from securevfl.errors import ConfigError
@@ -42,8 +43,9 @@ from securevfl.methods.release_options import (
     release_once,
     release_plan,
 )
+from securevfl.models.release_shapes import Sphere
 from securevfl.privacy.accountant import PrivacyLedger
-from securevfl.privacy.afe import clip_rows, sphere_rows
+from securevfl.privacy.afe import clip_rows
 from securevfl.privacy.analytic_gaussian import analytic_gaussian_sigma
 from securevfl.privacy.events import gaussian_event
 from securevfl.privacy.units import label_unit
@@ -219,8 +221,8 @@ class ClippedGaussianHooks(SplitNNHooks):
     def bound_rows(self, ctx: RunContext, k: int, h: torch.Tensor) -> torch.Tensor:
         return clip_rows(h, self.clip)
 
-    def saturate_rows(self, ctx: RunContext, k: int, h: torch.Tensor) -> torch.Tensor:
-        return sphere_rows(h, self.clip)
+    def saturation(self, ctx: RunContext, k: int) -> nn.Module:
+        return Sphere(self.clip)
 
     def embed(self, ctx: RunContext, k: int, emb: torch.Tensor, step: int) -> torch.Tensor:
         return clip_rows(emb, self.clip)

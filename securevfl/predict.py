@@ -37,6 +37,8 @@ def _layers(specs: list[dict[str, Any]], arrays: Mapping[str, np.ndarray], prefi
     import torch
     from torch import nn
 
+    from securevfl.models.release_shapes import Corners, Sphere
+
     mods: list[nn.Module] = []
     for i, s in enumerate(specs):
         t = s.get("type")
@@ -55,8 +57,17 @@ def _layers(specs: list[dict[str, Any]], arrays: Mapping[str, np.ndarray], prefi
             mods.append(nn.ReLU())
         elif t == "tanh":
             mods.append(nn.Tanh())
+        elif t in ("corners", "sphere"):
+            bound = s.get("bound")
+            if not isinstance(bound, (int, float)) or not 0 < float(bound) < float("inf"):
+                raise ModelFileError(
+                    f"layer {prefix}{i} ({t}) must have a bound > 0, got {bound!r}"
+                )
+            mods.append((Corners if t == "corners" else Sphere)(float(bound)))
         else:
-            raise ModelFileError(f"layer type must be linear, relu or tanh, got {t!r}")
+            raise ModelFileError(
+                f"layer type must be linear, relu, tanh, corners or sphere, got {t!r}"
+            )
     return nn.Sequential(*mods).eval()
 
 

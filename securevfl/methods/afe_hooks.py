@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
 from securevfl.context import RunContext
 from securevfl.methods.dp_bottom_options import BottomPlan
@@ -18,6 +19,7 @@ from securevfl.models.afe_losses import (
     pair_distances,
     paired_contrastive_loss,
 )
+from securevfl.models.release_shapes import Sphere
 from securevfl.privacy.afe import (
     CLIPS,
     RescaleState,
@@ -25,7 +27,6 @@ from securevfl.privacy.afe import (
     pairings,
     release_stats,
     released_rows,
-    sphere_rows,
     stats_of,
 )
 from securevfl.privacy.ceiling import accuracy_ceiling, composed_mu
@@ -89,9 +90,9 @@ class AFEHooks(SplitNNHooks):
         """Rows clipped to the C-ball, as released (release-once trains its probe on them)."""
         return CLIPS[self.cfg["clip_mode"]](h, self.C)
 
-    def saturate_rows(self, ctx: RunContext, k: int, h: torch.Tensor) -> torch.Tensor:
+    def saturation(self, ctx: RunContext, k: int) -> nn.Module:
         """Rows on the C-sphere (then clipped as released: a no-op for the hard clip)."""
-        return sphere_rows(h, self.C)
+        return Sphere(self.C)
 
     def embed(self, ctx: RunContext, k: int, emb: torch.Tensor, step: int) -> torch.Tensor:
         if k == self.L:  # the label holder's own columns: nothing leaves it, no clip or noise

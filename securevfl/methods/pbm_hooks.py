@@ -8,11 +8,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import torch
+from torch import nn
 
 from securevfl.context import RunContext
 from securevfl.errors import ProtocolError
 from securevfl.methods.dp_bottom_options import BottomPlan
+from securevfl.models.release_shapes import Corners
 from securevfl.privacy.pbm import pbm_estimate_sum, pbm_quantize
 from securevfl.training import EVAL, SplitNNHooks
 from securevfl.training.private_bottom import BottomDP
@@ -42,9 +43,9 @@ class BoundedSumHooks(SplitNNHooks):
     def configure_evaluate(self, ctx: RunContext, state: Any) -> str:
         return self.eval_mode
 
-    def saturate_rows(self, ctx: RunContext, k: int, h: torch.Tensor) -> torch.Tensor:
+    def saturation(self, ctx: RunContext, k: int) -> nn.Module:
         """Each coordinate at ±BOUND by its sign (the corners of the box)."""
-        return BOUND * torch.where(h < 0, -1.0, 1.0)
+        return Corners(BOUND)
 
     def round_of(self) -> tuple[int, int, int, int, int]:
         """(round id, batch id, batch size, first row, rows in the round) of the current batch:

@@ -4,7 +4,8 @@ One hook per trainer (GLM and split-NN), so every method built on them exports t
 a GLM party's part is the weights it scored the test split with (HDP-VFL's noisy ones: the
 weights it released), the label holder's adds the bias; a split-NN party's part is its bottom,
 the label holder's adds the head. Torch modules are flattened to an allow-list of layers
-(linear, relu, tanh) and their float32 arrays, so a saved model never needs code to load.
+(linear, relu, tanh; corners and sphere, the release shapes) and their float32 arrays, so a
+saved model never needs code to load.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 from torch import nn
 
 from securevfl.context import RunContext
+from securevfl.models.release_shapes import Corners, Sphere
 from securevfl.results import ModelPart
 
 
@@ -41,6 +43,8 @@ def flatten_module(module: nn.Module, prefix: str) -> tuple[list[dict[str, Any]]
             arrays[f"{prefix}{i}.bias"] = m.bias.detach().numpy().copy()
         elif isinstance(m, (nn.ReLU, nn.Tanh)):
             layers.append({"type": type(m).__name__.lower()})
+        elif isinstance(m, (Corners, Sphere)):  # release-once's saturation (no arrays)
+            layers.append({"type": type(m).__name__.lower(), "bound": m.bound})
         else:
             raise NotExportable(f"layer {type(m).__name__}")
 

@@ -146,18 +146,6 @@ def train_bottom(
             private_step(model, opt, x, v, dp=plan.bottom, rng=rng)
 
 
-class _Saturated(nn.Module):
-    """A trained bottom whose output is pushed to the edge of the release set
-    (``hooks.saturate_rows``): what the schedule releases when ``plan.saturate``."""
-
-    def __init__(self, bottom: nn.Module, saturate: Any) -> None:
-        super().__init__()
-        self.bottom, self.saturate = bottom, saturate
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.saturate(self.bottom(x))
-
-
 def release_rows(ctx: RunContext, state: SplitNNState, hooks: SplitNNHooks) -> np.ndarray | None:
     """One pass over the training rows through the method's mechanism; the released
     aggregate at the label holder in training-row order (None elsewhere)."""
@@ -316,11 +304,11 @@ def fit_release_once(ctx: RunContext, hooks: SplitNNHooks, *, plan: ReleaseOnceP
     for k in state.bottoms:
         rng = ctx.noise_rng(k, "release-once/bottom")
         train_bottom(ctx, k, state.bottoms[k], hooks, np.asarray(got, dtype=np.int64), plan, rng)
-    if plan.saturate:
+    if plan.saturate:  # what is released: the trained bottom, then its saturation layer
         for k in list(state.bottoms):
-            state.bottoms[k] = _Saturated(
-                state.bottoms[k], lambda h, k=k: hooks.saturate_rows(ctx, k, h)
-            )
+            edge = hooks.saturation(ctx, k)
+            if edge is not None:
+                state.bottoms[k] = nn.Sequential(state.bottoms[k], edge)
     t_bottom = time.perf_counter() - t0
     released = release_rows(ctx, state, hooks)
     t_release = time.perf_counter() - t0 - t_bottom
