@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from securevfl.options import Option, parse_bool
-from securevfl.rng import make_noise_rng, make_rng
+from securevfl.rng import UnderNoised, make_noise_rng, make_rng
 
 if TYPE_CHECKING:  # annotations only: the run types sit below the runtime and the methods
     from securevfl.methods.base import Method
     from securevfl.runtime.base import Runtime
 
 __all__ = [
+    "AuditTap",
     "Option",
     "PartyView",
     "PublicInfo",
@@ -103,6 +104,14 @@ class PublicInfo:
     row_norm_bound_sq: float
 
 
+@dataclass(frozen=True)
+class AuditTap:
+    """How ``securevfl audit`` runs a trial: fresh noise each trial, and ``noise_divisor`` > 1
+    for a deliberately under-noised variant (its record says so: its ε is then false)."""
+
+    noise_divisor: float = 1.0
+
+
 @dataclass
 class RunContext:
     """Handed to ``Method.fit``: the runtime, the spec, local party views, seeds."""
@@ -113,10 +122,18 @@ class RunContext:
     views: dict[int, PartyView]
     shared_seed: int
     pooled: Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] | None = None
+    audit: AuditTap | None = None  # set by ``securevfl audit`` only, never by ``run``
 
     def noise_rng(self, party: int, purpose: str) -> np.random.Generator:
         """DP-noise generator of one party: AES-CTR CSPRNG unless the run is seeded."""
-        return make_noise_rng(self.spec.seed, purpose=f"noise/{purpose}", party=party)
+        if self.audit is None:
+            return make_noise_rng(self.spec.seed, purpose=f"noise/{purpose}", party=party)
+        # an audit trial: the public randomness (split, init, batch order) stays seeded while
+        # the noise is fresh each trial; an under-noised variant divides the noise
+        rng = make_noise_rng(None, purpose=f"noise/{purpose}", party=party)
+        if self.audit.noise_divisor == 1.0:
+            return rng
+        return UnderNoised(rng, self.audit.noise_divisor)  # type: ignore[return-value]
 
     def shared_rng(self, purpose: str) -> np.random.Generator:
         """A generator every party can reproduce (minibatch order, public initialisation)."""

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from securevfl.context import PartyView, PublicInfo, RunContext, RunSpec
+from securevfl.context import AuditTap, PartyView, PublicInfo, RunContext, RunSpec
 from securevfl.data import (
     check_rows,
     load_dataset,
@@ -207,12 +207,17 @@ ViewsHook = Callable[[PublicInfo, dict[int, PartyView], Any], tuple[PublicInfo, 
 
 
 def run_experiment(
-    spec: RunSpec, rt: Runtime | None = None, *, views_hook: ViewsHook | None = None
+    spec: RunSpec,
+    rt: Runtime | None = None,
+    *,
+    views_hook: ViewsHook | None = None,
+    audit: AuditTap | None = None,
 ) -> dict[str, Any] | None:
     """Run ``spec``; the label holder's process returns the record, other processes ``None``.
 
     ``views_hook(info, views, pooled)`` may re-split the rows before training (the membership
     attack trains on part of the training split and scores members beside non-members).
+    ``audit``: a trial of ``securevfl audit`` (fresh noise; maybe deliberately under-noised).
     """
     t_start = time.perf_counter()
     rss_start, cpu_start = current_rss_bytes(), cpu_seconds()
@@ -250,6 +255,7 @@ def run_experiment(
             views=views,
             shared_seed=int(shared_seed),
             pooled=pooled if method.pooled_data else None,
+            audit=audit,
         )
         # numpy's overflow/invalid warnings would add unexplained lines to the output; what they
         # can mean (a non-finite or constant result) is judged by outcome_warnings below
@@ -330,6 +336,12 @@ def run_experiment(
             y_test=y_test,
             setting=f"{spec.method}{at} on {info.n_train} training rows",
         )
+        if audit is not None and audit.noise_divisor != 1.0:  # the record marks the variant
+            record["audit_noise_divisor"] = audit.noise_divisor
+            warnings.append(
+                f"audit variant: the DP noise was divided by {audit.noise_divisor:g}, so the "
+                "reported ε does not hold for this run"
+            )
         if warnings:  # a result that looks fine but is not says so (printed by the CLI)
             record["stats"]["warnings"] = warnings
         return finite_values(record)  # strict JSON: a non-finite number is null (and warned)

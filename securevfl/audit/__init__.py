@@ -1,0 +1,17 @@
+"""Empirical privacy audits: a statistical lower bound on ε from the code as it runs."""
+
+from securevfl.audit.stats import (
+    clopper_pearson_upper,
+    epsilon_from_rates,
+    epsilon_lower_bound,
+    fit_direction,
+    one_run_epsilon_lower_bound,
+)
+
+__all__ = [
+    "clopper_pearson_upper",
+    "epsilon_from_rates",
+    "epsilon_lower_bound",
+    "fit_direction",
+    "one_run_epsilon_lower_bound",
+]
