@@ -96,7 +96,9 @@ def canary_hook(av: AuditorView, world: int):
     return hook
 
 
-def run_trial(spec: RunSpec, av: AuditorView, world: int, divisor: float) -> tuple[np.ndarray, dict]:
+def run_trial(
+    spec: RunSpec, av: AuditorView, world: int, divisor: float
+) -> tuple[np.ndarray, dict]:
     """One run of the method in ``world``: the auditor's numbers and the run's record."""
     n = validate_spec(spec).n_parties(spec)
     rt = InProcessRuntime(n)
@@ -112,10 +114,14 @@ def audit_once(spec: RunSpec, cfg: AuditConfig, progress=None) -> dict[str, Any]
     """Audit ``spec`` (one variant): trials, the fitted test, its held-out errors, the bound."""
     check_int("trials", cfg.trials, minimum=8, maximum=100_000)
     if cfg.noise_divisor < 1:
-        raise ConfigError(f"noise divisor must be >= 1 (an audit never adds noise), got {cfg.noise_divisor}")
+        raise ConfigError(
+            f"noise divisor must be >= 1 (an audit never adds noise), got {cfg.noise_divisor}"
+        )
     method = validate_spec(spec)
     if spec.epsilon is None:
-        raise ConfigError(f"audit needs a DP method run with --epsilon, got {spec.method!r} without")
+        raise ConfigError(
+            f"audit needs a DP method run with --epsilon, got {spec.method!r} without"
+        )
     av = auditor_view(method, spec)
     rng = np.random.default_rng([cfg.seed, 0xA0D17])
     worlds = rng.permutation(np.arange(cfg.trials) % 2)  # balanced, in a random order
@@ -126,7 +132,11 @@ def audit_once(spec: RunSpec, cfg: AuditConfig, progress=None) -> dict[str, Any]
         obs.append(x)
         priv = record.get("privacy") or {}
         if claimed is None:
-            claimed, unit, accountant = priv.get("epsilon"), priv.get("unit"), priv.get("accountant")
+            claimed, unit, accountant = (
+                priv.get("epsilon"),
+                priv.get("unit"),
+                priv.get("accountant"),
+            )
         if progress is not None:
             progress(i + 1, cfg.trials)
     if claimed is None:
@@ -173,7 +183,9 @@ def audit(
     method = validate_spec(spec)
     av = auditor_view(method, spec)
     main = audit_once(spec, cfg, progress)
-    runs = [audit_once(spec, AuditConfig(cfg.trials, float(d), cfg.seed), progress) for d in variants]
+    runs = [
+        audit_once(spec, AuditConfig(cfg.trials, float(d), cfg.seed), progress) for d in variants
+    ]
     caught = [r["noise_divisor"] for r in runs if r["violation"]]
     return {
         "method": spec.method,
