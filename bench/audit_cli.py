@@ -26,7 +26,8 @@ def parse_variants(text: str) -> tuple[float, ...]:
         try:
             d = float(part)
         except ValueError:
-            raise ConfigError(f"variants must be numbers > 1 separated by commas, got {text!r}")
+            msg = f"variants must be numbers > 1 separated by commas, got {text!r}"
+            raise ConfigError(msg) from None
         if not d > 1:
             raise ConfigError(f"each variant's noise divisor must be > 1, got {part.strip()!r}")
         out.append(d)

@@ -144,7 +144,8 @@ def audit_once(spec: RunSpec, cfg: AuditConfig, progress=None) -> dict[str, Any]
     sizes = {len(x) for x in obs}
     if len(sizes) != 1 or 0 in sizes:
         raise ConfigError(
-            f"the auditor's view must hold the same nonzero count of numbers every trial, got {sorted(sizes)}"
+            "the auditor's view must hold the same nonzero count of numbers every trial, "
+            f"got {sorted(sizes)}"
         )
     X = np.stack(obs)
     n_fit = max(4, int(round(FIT_SHARE * cfg.trials)))
