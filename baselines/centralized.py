@@ -16,9 +16,10 @@ from sklearn.linear_model import LogisticRegression, Ridge
 from securevfl.context import RunContext, fingerprint
 from securevfl.methods.base import Method, register_method
 from securevfl.models.nets import pooled_mlp, seeded_init
-from securevfl.results import FitResult
+from securevfl.results import FitResult, ModelPart
 from securevfl.rng import derive_seed
 from securevfl.training import minibatches
+from securevfl.training.export import flatten_module, pooled_linear
 from securevfl.training.splitnn_trainer import DEFAULT_MLP_LR, _out_dim, _task_loss
 
 
@@ -36,10 +37,10 @@ class Centralized(Method):
         X, y, Xt, _ = ctx.pooled()
         t0 = time.perf_counter()
         if ctx.spec.model == "glm":
-            scores, fp = _fit_sklearn(ctx, X, y, Xt)
+            scores, fp, part = _fit_sklearn(ctx, X, y, Xt)
         else:
-            scores, fp = _fit_mlp(ctx, X, y, Xt)
-        return FitResult(scores, time.perf_counter() - t0, fingerprints={0: fp})
+            scores, fp, part = _fit_mlp(ctx, X, y, Xt)
+        return FitResult(scores, time.perf_counter() - t0, fingerprints={0: fp}, model={0: part})
 
 
 def _fit_sklearn(ctx: RunContext, X, y, Xt):
@@ -48,12 +49,15 @@ def _fit_sklearn(ctx: RunContext, X, y, Xt):
         # C = 1/(n*lam) matches the per-sample L2 strength lam/2 ||w||^2 of the GLM trainer
         C = 1.0 / (len(y) * lam) if lam > 0 else 1e6
         model = LogisticRegression(C=C, max_iter=5000).fit(X, y)
-        return model.predict_proba(Xt)[:, 1], fingerprint(model.coef_, model.intercept_)
+        part = pooled_linear(model.coef_[0], model.intercept_, link="sigmoid")
+        return model.predict_proba(Xt)[:, 1], fingerprint(model.coef_, model.intercept_), part
     if ctx.info.task == "regression":
         model = Ridge(alpha=max(lam * len(y), 1e-8)).fit(X, y)
-        return model.predict(Xt), fingerprint(model.coef_, np.atleast_1d(model.intercept_))
+        part = pooled_linear(model.coef_, np.atleast_1d(model.intercept_), link="identity")
+        return model.predict(Xt), fingerprint(model.coef_, np.atleast_1d(model.intercept_)), part
     model = LogisticRegression(max_iter=5000).fit(X, y)
-    return model.predict_proba(Xt), fingerprint(model.coef_, model.intercept_)
+    part = pooled_linear(model.coef_.T, model.intercept_, link="softmax")
+    return model.predict_proba(Xt), fingerprint(model.coef_, model.intercept_), part
 
 
 def _fit_mlp(ctx: RunContext, X, y, Xt):
@@ -72,4 +76,12 @@ def _fit_mlp(ctx: RunContext, X, y, Xt):
     with torch.no_grad():
         out = net(torch.as_tensor(Xt, dtype=torch.float32))
     scores = out[:, 0].numpy() if ctx.info.task == "regression" else torch.softmax(out, 1).numpy()
-    return scores.astype(float), fingerprint(*[p.detach().numpy() for p in net.parameters()])
+    layers, arrays = flatten_module(net[0], "bottom.")
+    head_layers, head = flatten_module(net[1], "head.")
+    link = "identity" if ctx.info.task == "regression" else "softmax"
+    meta = {"bottom_layers": layers, "head": True, "head_layers": head_layers}
+    part = ModelPart(
+        "splitnn", {**arrays, **head}, {**meta, "aggregation": "sum", "link": link, "pooled": True}
+    )
+    fp = fingerprint(*[p.detach().numpy() for p in net.parameters()])
+    return scores.astype(float), fp, part

@@ -53,6 +53,9 @@ PAILLIER_ONLY = ("scheme", ("paillier",))
 @register_method
 class HEVFL(Method):
     name = "he-vfl"
+    model_export_refusal = (
+        "its scoring needs the HE protocol and its key holder, which predict does not run yet"
+    )
     summary = (
         "HE-VFL: Taylor logistic regression, CKKS (TenSEAL) / Paillier / plain, key at "
         "a coordinator, masked gradients"

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.predict_cli import add_checkpoint_args, add_predict_parser, add_save_arg
 from bench.run_args import add_run_args, method_in, spec_from_args
 from securevfl.errors import ConfigError, SecureVFLError, check_int
 
@@ -71,6 +72,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     from securevfl.experiment import run_experiment, run_in_processes
 
     spec = spec_from_args(args)
+    if args.save is not None and args.record_view is not None:
+        raise ConfigError("--save does not apply with --record-view (an attack run)")
+    from securevfl.checkpoint import make_checkpoints
+
+    ck = make_checkpoints(
+        spec, every=args.checkpoint_every, directory=args.checkpoint, resume=args.resume
+    )
+    if ck is not None and (args.processes or args.record_view is not None):
+        raise ConfigError("--checkpoint-every/--resume apply to in-process runs only")
     if args.record_view is not None:
         from bench.attack_cli import run_recording
 
@@ -78,9 +88,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     elif args.processes:
         from bench.plugins import plugin_modules
 
-        record = run_in_processes(spec, plugins=plugin_modules())
+        record = run_in_processes(spec, plugins=plugin_modules(), save=args.save)
     else:
-        record = run_experiment(spec)
+        record = run_experiment(spec, save=args.save, checkpoints=ck)
     _print_record(record, args.json)
     return 0
 
@@ -91,7 +101,12 @@ def cmd_party(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     cert_dir = args.certs if args.certs else (".config" if args.ssl else None)
     record = run_party(
-        dict(spec.__dict__), args.index, args.P, cert_dir=cert_dir, run_id=args.run_id
+        dict(spec.__dict__),
+        args.index,
+        args.P,
+        cert_dir=cert_dir,
+        run_id=args.run_id,
+        save=args.save,
     )
     if record is not None:
         _print_record(record, args.json)
@@ -101,6 +116,7 @@ def cmd_party(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from bench.report import render_report
     from bench.runner import failure_of, read_results, run_suite, succeeded
+    from bench.suite_filter import Filters, filter_suite, parse_filters, quick
     from bench.suites import load_suite, suite_names
 
     if args.list:
@@ -109,12 +125,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
             print(f"{name:24s} {len(s.cells):4d} runs  {s.description}")
         return 0
     suite = load_suite(args.suite)
+    filters = parse_filters(args.methods, args.datasets, args.epsilons, args.seeds)
+    if args.quick:
+        filters = quick(suite, filters)
+    if filters != Filters():
+        suite = filter_suite(suite, filters)
+        print(f"suite {suite.name}: {len(suite.cells)} cells after the filters")
     out = Path(args.out or f"bench-out/{suite.name}")
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out must be a directory, got the file {str(out)!r}")
     errors: list[str] = []
     if not args.render_only:
-        ran, skipped, errors = run_suite(suite, out, progress=not args.no_progress)
+        jobs = check_int("jobs", args.jobs, minimum=1, maximum=os.cpu_count() or 1)
+        ran, skipped, errors = run_suite(suite, out, progress=not args.no_progress, jobs=jobs)
         print(
             f"suite {suite.name}: ran {ran}, skipped {skipped} already in {out / 'results.jsonl'}, "
             f"failed {len(errors)}"
@@ -241,6 +264,8 @@ def build_parser(method: str | None = None) -> argparse.ArgumentParser:
         help="one OS process per party over MPyC's networked runtime (default: in-process)",
     )
     p.add_argument("--json", action="store_true", help="print exactly one JSON result record")
+    add_save_arg(p)
+    add_checkpoint_args(p)
     p.add_argument(
         "--record-view",
         type=int,
@@ -279,6 +304,7 @@ def build_parser(method: str | None = None) -> argparse.ArgumentParser:
     p.add_argument(
         "--json", action="store_true", help="print the record as JSON (label holder only)"
     )
+    add_save_arg(p)
     p.set_defaults(func=cmd_party)
     from bench.attack_cli import add_attack_parser
 
@@ -303,6 +329,32 @@ def build_parser(method: str | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument("--list", action="store_true", help="list the suites and their sizes")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--jobs",
+        default="1",
+        help="cells run at once, each in its own worker process (up to the number of cores); "
+        "default 1. With more, each cell's timings are taken beside the others' (records say "
+        "bench_jobs): compare times of runs made the same way",
+    )
+    f = p.add_argument_group(
+        "filters",
+        "run only some of the suite's cells (comma-separated lists; results land in the same "
+        "results.jsonl, so a later full run skips them)",
+    )
+    f.add_argument("--methods", metavar="M1,M2", help="keep these methods' cells")
+    f.add_argument("--datasets", metavar="D1,D2", help="keep these datasets' cells")
+    f.add_argument(
+        "--epsilons",
+        metavar="E1,E2",
+        help="keep the DP cells at these ε, and every cell with no ε (the reference points)",
+    )
+    f.add_argument("--seeds", metavar="S1,S2", help="keep these seeds' cells")
+    f.add_argument(
+        "--quick",
+        action="store_true",
+        help="a quick look: the suite's first dataset and first seed, ε 1 and 8 (what a filter "
+        "above gives explicitly wins); e.g. `bench --suite compare --quick`",
+    )
     p.set_defaults(func=cmd_bench)
     p = sub.add_parser(
         "align",
@@ -327,6 +379,7 @@ def build_parser(method: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON alignment record")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_align)
+    add_predict_parser(sub)
     p = sub.add_parser("datasets", help="list datasets (n, d, task, source, licence)")
     p.set_defaults(func=cmd_datasets)
     p = sub.add_parser("methods", help="list methods and baselines")

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.floors import floors, verdicts
 from bench.md_html import markdown_to_html, table_html
 from bench.method_choice import ACCURACY_SLACK, cost_rows, settings, summary_rows
 from bench.pareto_plots import Plot, accuracy_vs_cost, accuracy_vs_epsilon, pick_epsilon
@@ -40,6 +41,7 @@ figure img { max-width: 100%; height: auto; border: 1px solid #e6e9ef; }
 code { background: #f1f3f6; padding: 0 .25em; border-radius: 3px; font-size: .92em; }
 details > summary { cursor: pointer; font-weight: 600; font-size: 1.12em; margin: 1em 0 .4em; }
 .missing { color: #a33; }
+.verdict { color: #8a2b0a; font-weight: 600; }
 """
 
 
@@ -71,11 +73,19 @@ def summary_section(records: list[dict[str, Any]]) -> list[str]:
         "Methods with another kind of guarantee (HE: encrypted, no noise; heuristic: a claimed "
         "figure that is not a DP ε; none) are compared among themselves, their kind named in "
         "brackets. Means ± std over seeds; time: training time; bytes: all parties' sends. ⚠ marks "
-        "a setting whose runs warned (e.g. a constant predictor: the class prior, not a model)."
+        "a setting whose runs warned (e.g. a constant predictor: the class prior, not a model); "
+        "✗ one at or below the majority class; ↓ one below the label holder alone. Only runs "
+        "at a stated ε are chosen from (a DP run that asked for none is in the cost table only)."
         "</p>"
     ]
+    fl = floors(settings(records))
+    found = verdicts(records)
     for ds in dict.fromkeys(r[0] for r in rows):  # one small table per dataset, in order
         parts.append(f'<h3 class="dataset">{html.escape(ds)}</h3>')
+        parts.append(f'<p class="floors">{html.escape(fl[ds].lines(ds))}</p>')
+        parts += [
+            f'<p class="verdict">{html.escape(v)}</p>' for v in found if v.startswith(f"{ds}, ")
+        ]
         parts.append(_escaped_table(header[1:], [r[1:] for r in rows if r[0] == ds], "choice"))
     return parts
 

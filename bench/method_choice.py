@@ -5,7 +5,14 @@ Records are grouped into *settings* (dataset, method, variant, privacy kind and,
 the ε asked for and the unit the accountant reports it in). A DP record's ε belongs to its unit
 only: two units never meet in one comparison. Records whose guarantee is of another kind (HE,
 MPC only, CZOFO's heuristic figure, none) are compared among themselves per dataset, with their
-kind named, never on an ε row.
+kind named, never on an ε row. Only runs at a stated ε (the one the suite asked for) get a
+decision row: a DP run that asked for none reports whatever its defaults cost (ε in the 10^5) and
+is listed with its costs, never picked.
+
+Two floors sit beside every choice: the majority class (always answering the test split's most
+common class, ``majority_class_rate`` in each record) and the label holder alone (``local``: no
+collaboration, nothing shared). A setting at or below either is marked, and a row whose best DP
+option loses to the label holder alone says, in one sentence, that collaborating does not pay there.
 """
 
 from __future__ import annotations
@@ -13,12 +20,15 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from bench.records import capabilities, stat
 from bench.report import main_metric, metric_value, variant, varying_keys
+
+if TYPE_CHECKING:
+    from bench.floors import Floors
 
 ACCURACY_SLACK = 0.01  # "within 1 point" of the best accuracy
 MSE_SLACK = 0.01  # regression: within 1 % (relative) of the best mean squared error
@@ -88,6 +98,16 @@ class Setting:
         vals = [metric_value(r, self.metric) for r in self.records]
         vals = [v for v in vals if v is not None]
         return float(np.std(vals)) if vals else math.nan
+
+    @property
+    def majority(self) -> float:
+        """The test majority-class rate of its runs (NaN: regression, or older records)."""
+        return self._mean([r.get("majority_class_rate") for r in self.records])
+
+    @property
+    def holder_alone(self) -> bool:
+        """The label holder alone (``local``): private by not collaborating."""
+        return self.kind == "nothing shared"
 
     @property
     def reported_epsilon(self) -> float:
@@ -177,6 +197,8 @@ def choices(records: list[dict[str, Any]]) -> list[Choice]:
     """The summary rows: per dataset, one per (unit, target ε) and one per non-DP kind."""
     rows: dict[tuple, list[Setting]] = defaultdict(list)
     for s in settings(records):
+        if s.unit is not None and s.epsilon is None:
+            continue  # ε not asked: its defaults' ε is no budget anyone chose (cost table only)
         if s.unit is not None:
             key = (s.dataset, 0, s.unit, s.epsilon or 0.0, f"{eps_label(s)} ({s.unit})")
         else:
@@ -204,10 +226,12 @@ def score_cell(s: Setting) -> str:
     return f"{s.score:.{digits}f} ± {s.score_std:.{digits}f}"
 
 
-def metric_cell(s: Setting) -> str:
-    """'accuracy 0.63 ± 0.00', flagged when runs warned (e.g. a constant predictor)."""
+def metric_cell(s: Setting, fl: Floors | None = None) -> str:
+    """'accuracy 0.63 ± 0.00', marked below a floor (``fl``) and flagged when runs warned
+    (e.g. a constant predictor)."""
     warned = [w for r in s.records for w in (stat(r, "warnings") or [])[:1]]
-    cell = f"{s.metric} {score_cell(s)}"
+    mark = fl.marks(s) if fl is not None else ""
+    cell = f"{s.metric} {score_cell(s)}" + (f" {mark}" if mark else "")
     if not warned:
         return cell
     return f"{cell} ⚠ {len(warned)}/{len(s.records)} runs: {warned[0].split('(')[0].strip()}"
@@ -217,12 +241,13 @@ def cost_cell(s: Setting) -> str:
     return f"{s.train_s:.3g} s, {fmt_bytes(s.bytes_total)}"
 
 
-def pick_cell(s: Setting | None, best: Setting | None) -> str:
+def pick_cell(s: Setting | None, best: Setting | None, fl: Floors | None = None) -> str:
     """A chosen setting with its score and costs ('same' when it is the most accurate one)."""
     if s is None:
         return "—"
     name = "the same" if s is best else s.label
-    return f"{name} ({score_cell(s)}; {cost_cell(s)})"
+    mark = fl.marks(s) if fl is not None and s is not best else ""
+    return f"{name} ({score_cell(s)}; {cost_cell(s)})" + (f" {mark}" if mark else "")
 
 
 def fmt_bytes(b: float) -> str:
@@ -244,25 +269,34 @@ def summary_rows(records: list[dict[str, Any]]) -> tuple[list[str], list[list[st
         "metric",
         "fastest within 1 point",
         "fewest bytes within 1 point",
-        "pooled-data reference (not VFL)",
+        "pooled-data reference (not VFL), its privacy",
         "options",
     ]
+    from bench.floors import floors  # it reads this module's settings
+
     rows = []
+    fl = floors(settings(records))
     for c in choices(records):
-        best = c.best
+        best, f = c.best, fl[c.dataset]
         rows.append(
             [
                 c.dataset,
                 c.row,
                 "— (pooled-data baselines only)" if best is None else best.tag,
-                "—" if best is None else metric_cell(best),
-                pick_cell(c.fastest, best),
-                pick_cell(c.fewest_bytes, best),
-                "—" if c.reference is None else f"{c.reference.label} ({score_cell(c.reference)})",
+                "—" if best is None else metric_cell(best, f),
+                pick_cell(c.fastest, best, f),
+                pick_cell(c.fewest_bytes, best, f),
+                "—" if c.reference is None else reference_cell(c.reference),
                 str(c.candidates),
             ]
         )
     return header, rows
+
+
+def reference_cell(s: Setting) -> str:
+    """A pooled-data reference named with its privacy: DP (its ε) or none, never mixed."""
+    privacy = f"DP, {eps_label(s)} {s.unit}" if s.unit is not None else s.kind
+    return f"{s.label} [{privacy}] ({score_cell(s)})"
 
 
 def cost_rows(records: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
@@ -280,8 +314,12 @@ def cost_rows(records: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]
         "peak memory, largest party",
         "seeds",
     ]
+    from bench.floors import floors
+
     rows = []
-    for s in settings(records):
+    ss = settings(records)
+    fl = floors(ss)
+    for s in ss:
         peak = s.peak_bytes
         rows.append(
             [
@@ -290,7 +328,7 @@ def cost_rows(records: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]
                 s.kind + (", pooled data" if s.pooled else ""),
                 "—" if s.unit is None else f"{eps_label(s)} ({s.unit})",
                 "—" if s.unit is None else f"{s.reported_epsilon:.4g}",
-                metric_cell(s),
+                metric_cell(s, fl[s.dataset]),
                 f"{s.train_s:.3g}",
                 "n/a" if math.isnan(s.cpu_s) else f"{s.cpu_s:.3g}",
                 fmt_bytes(s.bytes_total),

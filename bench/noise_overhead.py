@@ -53,7 +53,13 @@ def main(argv: list[str] | None = None) -> int:
                 kw = dict(SPECS[m])
                 if a.batch_size:
                     kw["batch_size"] = a.batch_size
-                spec = RunSpec(method=m, dataset=a.dataset, seed=rep if seeded else None, **kw)
+                spec = RunSpec(
+                    method=m,
+                    dataset=a.dataset,
+                    seed=rep if seeded else None,
+                    reproducible_noise=seeded,  # only the reproduction mode seeds DP noise
+                    **kw,
+                )
                 rec = run_experiment(spec)
                 assert rec["noise_generator"] == ("pcg64" if seeded else "aes-ctr-csprng")
                 n = steps(rec, m)

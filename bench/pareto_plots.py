@@ -30,7 +30,7 @@ COSTS = {  # name -> (axis label, value of a setting)
 def _png(fig: plt.Figure) -> bytes:
     buf = io.BytesIO()
     fig.tight_layout()
-    fig.savefig(buf, format="png", dpi=96)
+    fig.savefig(buf, format="png", dpi=96, bbox_inches="tight")  # legends sit outside the axes
     plt.close(fig)
     return buf.getvalue()
 
@@ -83,9 +83,16 @@ def _eps_plot(ds: str, unit: str, group: list[Setting]) -> Plot:
         )
     refs = references(group)
     for ref in refs:
-        ax.axhline(ref.score, linestyle="--", color="0.55", lw=1)
+        alone = ref.holder_alone
+        ax.axhline(ref.score, linestyle="--", color="saddlebrown" if alone else "0.55",
+                   lw=1.6 if alone else 1)  # fmt: skip
+    levels = [(ref.score, f"{_ref_name(ref)}: {ref.score:.3f}") for ref in refs]
+    majority = _majority(group)
+    if majority is not None:
+        ax.axhline(majority, linestyle=":", color="k", lw=1.4)
+        levels.append((majority, f"majority class: {majority:.3f}"))
     ax.set_xscale("log")
-    _label_levels(ax, [(ref.score, f"{ref.tag}: {ref.score:.3f}") for ref in refs])
+    _label_levels(ax, levels)
     grid = sorted({s.epsilon for ss in lines.values() for s in ss if s.epsilon is not None})
     shown = [s.reported_epsilon for ss in lines.values() for s in ss]
     if grid and shown and grid[0] / 1.5 <= min(shown) and max(shown) <= grid[-1] * 1.5:
@@ -100,9 +107,23 @@ def _eps_plot(ds: str, unit: str, group: list[Setting]) -> Plot:
         ax.legend(fontsize=8.5, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3)
     caption = (
         f"Mean ± std over seeds. Dashed grey, named at the right: the most accurate method of "
-        f"each other kind (no ε in the '{unit}' unit: reference levels, not points on this axis)."
+        f"each other kind (no ε in the '{unit}' unit: reference levels, not points on this axis); "
+        "dashed brown: the label holder alone (no collaboration); dotted black: the majority "
+        "class. A DP method below the brown line loses to not collaborating at that ε."
     )
     return (f"{ds}: {metric} vs ε, unit {unit}", caption, _png(fig))
+
+
+def _ref_name(ref: Setting) -> str:
+    return f"label holder alone: {ref.label}" if ref.holder_alone else ref.tag
+
+
+def _majority(group: list[Setting]) -> float | None:
+    """The majority-class rate of the group's runs (accuracy only; None when unrecorded)."""
+    vals = [s.majority for s in group if not math.isnan(s.majority)]
+    if not vals or group[0].metric != "accuracy":
+        return None
+    return sum(vals) / len(vals)
 
 
 def _label_levels(ax: plt.Axes, levels: list[tuple[float, str]]) -> None:
@@ -175,11 +196,14 @@ def frontier(points: list[tuple[float, float]], higher_is_better: bool) -> list[
 def _cost_plot(ds: str, group: list[Setting], cost: str, eps: float | None) -> Plot:
     axis, value = COSTS[cost]
     metric = group[0].metric
-    shown = [s for s in group if value(s) > 0]  # log axis: runs that send nothing are left out
-    left_out = sorted({s.label for s in group if value(s) <= 0})
+    # one numbering for the time and the bytes plot: every setting of the group is numbered
+    # before those with nothing to show on a log axis (sending nothing) are left out
+    ordered = sorted(group, key=lambda s: (s.unit is None, s.kind, s.label))
+    numbered = list(enumerate(ordered, start=1))
+    shown = [(i, s) for i, s in numbered if value(s) > 0]
+    left_out = [f"{i}: {s.label}" for i, s in numbered if value(s) <= 0]
     fig, ax = plt.subplots(figsize=(12, 5.2))
-    shown.sort(key=lambda s: (s.unit is None, s.kind, s.label))
-    for i, s in enumerate(shown, start=1):
+    for i, s in shown:
         where = f"ε = {s.epsilon:g} {s.unit}" if s.unit else "no ε"
         color = f"C{(i - 1) % 10}"
         ax.errorbar(
@@ -192,9 +216,17 @@ def _cost_plot(ds: str, group: list[Setting], cost: str, eps: float | None) -> P
         ax.annotate(str(i), (value(s), s.score), xytext=(5, 4), textcoords="offset points",
                     fontsize=8, color=color)  # fmt: skip
     # the frontier of what a VFL user can choose: pooled-data baselines are references only
-    front = frontier([(value(s), s.score) for s in shown if not s.pooled], metric != "mse")
+    front = frontier([(value(s), s.score) for _, s in shown if not s.pooled], metric != "mse")
     if len(front) > 1:
         ax.step(*zip(*front), where="post", color="0.6", lw=1, zorder=0, label="Pareto frontier")
+    alone = [s for s in group if s.holder_alone]
+    if alone:
+        best = max(alone, key=lambda s: -s.score if metric == "mse" else s.score)
+        ax.axhline(best.score, color="saddlebrown", ls="--", lw=1.4,
+                   label=f"label holder alone: {best.label} {best.score:.3f}")  # fmt: skip
+    majority = _majority(group)
+    if majority is not None:
+        ax.axhline(majority, color="k", ls=":", lw=1.4, label=f"majority class {majority:.3f}")
     ax.set_xscale("log")
     _plain_log_ticks(ax, fmt_bytes if cost == "bytes" else (lambda v: f"{v:g} s"))
     ax.set_xlabel(axis)
@@ -209,7 +241,9 @@ def _cost_plot(ds: str, group: list[Setting], cost: str, eps: float | None) -> P
         "Markers: ○ DP, ◇ DP+MPC, □ HE, △ heuristic claim, × none, ▽ nothing shared; the ε "
         "of DP methods is in "
         "the unit named in the legend (different units are different guarantees). Grey steps: "
-        "the Pareto frontier (nothing is both cheaper and more accurate)."
+        "the Pareto frontier (nothing is both cheaper and more accurate). Dashed brown: the "
+        "label holder alone; dotted black: the majority class. Point numbers are the same in "
+        "the time and the bytes plot."
     )
     if left_out:
         caption += f" Sending nothing, left off the log axis: {', '.join(left_out)}."

@@ -87,15 +87,21 @@ def summary_table(records: list[dict[str, Any]]) -> str:
         "mean ± std | train s | MB sent | seeds |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    from bench.floors import floors  # it reads this module's helpers
+    from bench.method_choice import settings
+
+    fl = floors(settings(records))
     for (ds, method, var, K, eps), rs in group_records(records).items():
         metric = main_metric(rs[0])
         m, s = mean_std([metric_value(r, metric) for r in rs])
+        mark = fl[ds].mark_value(m, holder_alone=method == "local") if ds in fl else ""
         t, _ = mean_std([r["time"]["train_s"] for r in rs])
         b, _ = mean_std([r["comm"]["bytes_total"] for r in rs])
         rep = epsilon_cell(rs[0].get("privacy"))
         lines.append(
             f"| {ds} | {method} | {var or '—'} | {K} | {'—' if eps is None else eps} | {rep} | "
-            f"{metric} | {fmt(m, s)} | {t:.3f} | {b / 1e6:.3f} | {len(rs)} |"
+            f"{metric} | {fmt(m, s)}{' ' + mark if mark else ''} | {t:.3f} | {b / 1e6:.3f} | "
+            f"{len(rs)} |"
         )
     return "\n".join(lines)
 
@@ -135,11 +141,18 @@ def _plot_unit(rs: list[dict[str, Any]], ds: str, unit: str, keys, out: Path) ->
         ss = [np.nanstd(pts[x]) for x in xs]
         ax.errorbar(xs, ms, yerr=ss, marker="o", capsize=3, label=label)
     for i, (label, vals) in enumerate(sorted(flat.items())):
+        alone = label.split(" ")[0] == "local"  # the label holder alone: a floor, named so
         ax.axhline(
             np.nanmean(vals),
             linestyle="--",
-            color=f"C{(i + len(lines)) % 10}",
-            label=f"{label} (no ε)",  # HE and MPC runs are private, only not in ε
+            color="saddlebrown" if alone else f"C{(i + len(lines)) % 10}",
+            lw=2.0 if alone else 1.5,
+            label=f"label holder alone: {label}" if alone else f"{label} (no ε)",
+        )  # HE and MPC runs are private, only not in ε
+    majority = majority_rate(rs)
+    if metric == "accuracy" and majority is not None:
+        ax.axhline(
+            majority, color="k", linestyle=":", lw=1.5, label=f"majority class {majority:.3f}"
         )
     ax.set_xscale("log")
     ax.set_xlabel(f"ε reported by the method's accountant, unit '{unit}' (δ as in each record)")
@@ -149,9 +162,41 @@ def _plot_unit(rs: list[dict[str, Any]], ds: str, unit: str, keys, out: Path) ->
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     name = f"{ds}_{metric}_vs_epsilon_{unit}.png"
     fig.tight_layout()
-    fig.savefig(out / name, dpi=110)
+    fig.savefig(out / name, dpi=110, bbox_inches="tight")  # the legend outside stays in
     plt.close(fig)
     return [name]
+
+
+def majority_rate(records: list[dict[str, Any]]) -> float | None:
+    """The mean test majority-class rate of ``records`` (None: regression or older records)."""
+    vals = [r["majority_class_rate"] for r in records if r.get("majority_class_rate") is not None]
+    return float(np.mean(vals)) if vals else None
+
+
+def worth_it_section(records: list[dict[str, Any]]) -> list[str]:
+    """Report.md's floors per dataset and, per ε, whether collaborating under DP pays."""
+    from bench.floors import floors, verdicts
+    from bench.method_choice import settings
+
+    fl = floors(settings(records))
+    out = ["## Does collaborating pay?", ""]
+    out += [f"- {f.lines(ds)}" for ds, f in fl.items()]
+    found = verdicts(records)
+    out += [""] + (
+        [f"- {v}" for v in found]
+        or [
+            "- At every stated ε the best DP option beats "
+            "the label holder alone (or it was not run)."
+        ]
+    )
+    out += [
+        "",
+        "Marks: ✗ at or below the majority class (the model learnt nothing usable); ↓ below the "
+        "label holder alone (collaborating lost accuracy). Only runs at a stated ε are chosen "
+        "from; a DP run that asked for no ε is listed with its costs, never picked.",
+        "",
+    ]
+    return out
 
 
 def plot_bars(records: list[dict[str, Any]], out: Path, *, what: str) -> list[str]:
@@ -209,6 +254,7 @@ def render_report(
     elif not records:
         md.append("No results yet.")
     else:
+        md += worth_it_section(records)
         md += ["## Summary (mean ± std over seeds)", "", summary_table(records), ""]
         md += [
             "ε target is what the run was asked for; ε reported is what the method's accountant "

@@ -8,7 +8,9 @@ values are parsed and checked in one place (:func:`securevfl.run_options.build_s
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from securevfl.context import RunSpec
@@ -17,7 +19,19 @@ from securevfl.registry import lookup, names
 from securevfl.run_options import COMMON_OPTIONS, build_spec
 
 GROUPS = {
-    "data": ("dataset", "id_column", "parties", "partition", "n", "d", "sparsity", "encoding"),
+    "data": (
+        "dataset",
+        "id_column",
+        "label_column",
+        "categories",
+        "bounds",
+        "parties",
+        "partition",
+        "n",
+        "d",
+        "sparsity",
+        "encoding",
+    ),
     "training": (
         "model",
         "epochs",
@@ -31,7 +45,7 @@ GROUPS = {
         "aggregation",
         "seed",
     ),
-    "privacy": ("epsilon", "delta"),
+    "privacy": ("epsilon", "delta", "reproducible_noise"),
     "runtime": ("timeout",),
 }
 _PREFIX = "opt__"  # argparse dest of a method option: kept apart from the common fields
@@ -61,24 +75,36 @@ def add_run_args(
         p.add_argument("--method", required=True, help=helps)
     else:
         p.add_argument("method", help=helps)
+    real = method_defaults(method)
     for group, keys in GROUPS.items():
         g = p.add_argument_group(group)
         for key in keys:
+            if key == "reproducible_noise":
+                g.add_argument(
+                    "--reproducible-noise",
+                    dest=key,
+                    action="store_true",
+                    default=None,
+                    help=_help(COMMON_OPTIONS[key].help),
+                )
+                continue
             if key == "center" or COMMON_OPTIONS[key].type is bool:
                 continue
             g.add_argument(
                 f"--{dash(key)}",
                 dest=key,
                 metavar=key.upper(),
-                help=_help(COMMON_OPTIONS[key].describe()),
+                help=_help(common_help(key, method, real)),
             )
         if group == "data":
+            on = real.get("center", False)
             g.add_argument(
                 "--center",
                 action=argparse.BooleanOptionalAction,
                 default=None,
                 help=COMMON_OPTIONS["center"].help + " (--no-center: off where a method's "
-                "default is on)",
+                f"default is on) [default {'on' if on else 'off'}"
+                + (f", {method}'s own]" if "center" in real else "]"),
             )
     own = lookup("method", method).options if method else {}
     if own:
@@ -99,6 +125,39 @@ def add_run_args(
     others = {k for m in names("method") for k in lookup("method", m).options} - set(own)
     for key in sorted(others):  # parsed so that the error can name the method, never shown
         p.add_argument(f"--{dash(key)}", dest=_PREFIX + key, help=argparse.SUPPRESS)
+
+
+_BY_TASK = "by the task: logistic (binary), least-squares (regression)"
+
+
+def method_defaults(method: str | None) -> dict[str, Any]:
+    """The common options' defaults a run of ``method`` really gets, where not RunSpec's: its
+    ``common_defaults`` (for a run that gives nothing else), its first model, and the δ its
+    module falls back on (``DEFAULT_DELTA``) when a run gives none."""
+    if method is None:
+        return {}
+    cls = lookup("method", method)
+    out: dict[str, Any] = {"model": cls.models[0]}
+    delta = getattr(sys.modules.get(cls.__module__), "DEFAULT_DELTA", None)
+    if delta is not None and cls.capabilities().get("accepts_epsilon", True):
+        out["delta"] = delta
+    out.update(cls.common_defaults({}))
+    return out
+
+
+def common_help(key: str, method: str | None, real: dict[str, Any]) -> str:
+    """A common option's help: its choices (registered losses and penalties too) and the
+    default ``method`` really uses."""
+    opt = COMMON_OPTIONS[key]
+    if key in ("loss", "penalty"):  # registries (plugins may add): listed when help is asked
+        opt = replace(opt, choices=tuple(names(key)))
+    if key in real and key != "model":
+        text = replace(opt, default=real[key]).describe()
+        return text[:-1] + f" ({method}'s own)]"
+    if key == "model" and method is not None:
+        return replace(opt, default=real["model"]).describe()
+    text = opt.describe()
+    return text.replace("default none]", f"default {_BY_TASK}]") if key == "loss" else text
 
 
 def spec_from_args(args: argparse.Namespace) -> RunSpec:

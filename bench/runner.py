@@ -77,8 +77,35 @@ def check_cells(suite: Suite) -> None:
             ) from None
 
 
-def run_suite(suite: Suite, out: Path, *, progress: bool = True) -> tuple[int, int, list[str]]:
-    """Run the cells without a successful record; return (ran, skipped, errors)."""
+def _label(cell: Cell) -> str:
+    s = cell.spec
+    what = f"{cell.attack}@" if cell.attack else ""
+    return f"{what}{s.method}/{s.dataset}/eps={s.epsilon}/seed={s.seed}"
+
+
+def _outcomes(todo: list[Cell], jobs: int, bar: Any):
+    """(cell, 'ok' | 'error', record | reason) per cell, one at a time or ``jobs`` at once."""
+    if jobs > 1 and len(todo) > 1:
+        from bench.parallel import run_parallel
+
+        yield from run_parallel(
+            todo, jobs, run_cell=run_cell, on_start=lambda c: bar.set_postfix_str(_label(c))
+        )
+        return
+    for cell in todo:
+        bar.set_postfix_str(_label(cell))
+        try:
+            yield cell, "ok", run_cell(cell)
+        except SecureVFLError as exc:
+            yield cell, "error", str(exc)
+
+
+def run_suite(
+    suite: Suite, out: Path, *, progress: bool = True, jobs: int = 1
+) -> tuple[int, int, list[str]]:
+    """Run the cells without a successful record; return (ran, skipped, errors).
+
+    ``jobs`` > 1: that many cells at once in worker processes (:mod:`bench.parallel`)."""
     if not suite.cells:
         raise ConfigError(f"suite {suite.name!r} must have at least one cell, got none")
     if out.exists() and not out.is_dir():
@@ -92,18 +119,17 @@ def run_suite(suite: Suite, out: Path, *, progress: bool = True) -> tuple[int, i
         done = {r.get("cell_id") for r in succeeded(read_results(results))}
         todo = [c for c in suite.cells if c.cell_id not in done]
         errors: list[str] = []
-        bar = tqdm(todo, desc=f"suite {suite.name}", unit="run", disable=not progress)
-        for cell in bar:
-            s = cell.spec
-            what = f"{cell.attack}@" if cell.attack else ""
-            label = f"{what}{s.method}/{s.dataset}/eps={s.epsilon}/seed={s.seed}"
-            bar.set_postfix_str(label)
-            try:
-                record = run_cell(cell)
-            except SecureVFLError as exc:
-                errors.append(f"{label}: {exc}")
-                append_record(results, _failed_record(cell, suite, str(exc)))
+        bar = tqdm(total=len(todo), desc=f"suite {suite.name}", unit="run", disable=not progress)
+        for cell, status, value in _outcomes(todo, jobs, bar):
+            bar.update(1)
+            label = _label(cell)
+            if status == "error":
+                errors.append(f"{label}: {value}")
+                append_record(results, _failed_record(cell, suite, str(value)))
                 continue
+            record = value
+            if jobs > 1:
+                record["bench_jobs"] = jobs  # its timings were taken beside other cells
             record["cell_id"] = cell.cell_id
             record["suite"] = suite.name
             why = failure_of(record)

@@ -28,10 +28,10 @@ import os
 import ssl
 import time
 from asyncio import Future
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from protocols.wire import WireError
+from protocols.wire import DEFAULT_MAX_FRAME, WireError
 
 MAGIC = b"SVFL\x01"
 DIGEST_LEN = 32
@@ -78,6 +78,8 @@ def _exchanger_class():
         def data_received(self, data: bytes) -> None:
             if self.peer_pid is not None:  # when each peer was last heard from (names a silent one)
                 self.runtime._securevfl_last_seen[self.peer_pid] = time.monotonic()
+                if self._oversize(data):
+                    return
             if self.peer_pid is None and len(self.bytes) + len(data) >= 2:
                 head = bytes(self.bytes[:2]) + bytes(data[: max(0, 2 - len(self.bytes))])
                 why = self._refuse(int.from_bytes(head[:2], "little"))
@@ -86,6 +88,31 @@ def _exchanger_class():
                     self.transport.close()
                     return
             super().data_received(data)
+            if self.peer_pid is not None and self.transport is not None:
+                self._oversize(b"")  # a header left in MPyC's buffer (the first chunk)
+
+        def _oversize(self, data: bytes) -> bool:
+            """Walk the frame headers in MPyC's partial buffer + ``data`` (frames start at its
+            offset 0): a frame announcing more than the limit aborts before it is buffered."""
+            limit = max_frame(self.runtime)
+            have, pos = len(self.bytes) + len(data), 0
+            while have - pos >= 12:
+                head = _slice2(self.bytes, data, pos, 12)
+                size = int.from_bytes(head[8:12], "little")
+                if size > limit:
+                    why = (
+                        f"party {self.peer_pid} sent a frame of {size} bytes, over the limit of "
+                        f"{limit} bytes per frame (SECUREVFL_MAX_FRAME_MB raises it)"
+                    )
+                    self.runtime._securevfl_refused.append(why)
+                    hook = getattr(self.runtime, "_securevfl_on_violation", None)
+                    if hook is not None:
+                        hook(why)
+                    self.bytes = bytearray()
+                    self.transport.abort()
+                    return True
+                pos += 12 + size
+            return False
 
         def _refuse(self, pid: int) -> str | None:
             rt = self.runtime
@@ -208,8 +235,37 @@ def _mac(key: bytes, src: int, dst: int, hellos: list[bytes]) -> bytes:
     return hmac.new(key or b"securevfl-no-key", msg, hashlib.sha256).digest()
 
 
-async def handshake(mpc: Any, digest: bytes, *, key: bytes = b"") -> None:
-    """Agree on the run with every peer, or raise :class:`WireError` naming who differs."""
+MAX_PARTS_BYTES = 1 << 16  # the named parts of a digest: option names and short hashes
+
+
+def _pack_parts(parts: Mapping[str, bytes] | None) -> bytes:
+    """``name=hex`` lines (ASCII), or b"" when the caller names no parts."""
+    lines = [f"{name}={value.hex()}" for name, value in sorted((parts or {}).items())]
+    return "\n".join(lines).encode("ascii", "replace")[:MAX_PARTS_BYTES]
+
+
+def _unpack_parts(blob: bytes) -> dict[str, str]:
+    """A peer's parts; anything that is not ``name=hex`` lines yields what parses (never code)."""
+    out: dict[str, str] = {}
+    for line in blob[:MAX_PARTS_BYTES].decode("ascii", "replace").splitlines():
+        name, sep, value = line.partition("=")
+        if sep:
+            out[name] = value
+    return out
+
+
+def _differing(a: dict[str, str], b: dict[str, str]) -> list[str]:
+    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+
+
+async def handshake(
+    mpc: Any, digest: bytes, *, key: bytes = b"", parts: Mapping[str, bytes] | None = None
+) -> None:
+    """Agree on the run with every peer, or raise :class:`WireError` naming who differs.
+
+    ``parts``: the digest's named components (e.g. one short hash per run option). They are
+    exchanged only when the digests differ, so that the error names what differs (the option)
+    rather than two hashes; they reveal nothing the parties would not be told anyway."""
     if len(digest) != DIGEST_LEN:
         raise ValueError(f"digest must be {DIGEST_LEN} bytes, got {len(digest)}")
     m, me = len(mpc.parties), mpc.pid
@@ -231,10 +287,17 @@ async def handshake(mpc: Any, digest: bytes, *, key: bytes = b"") -> None:
         ref = digests[0] if len(majority) > 1 or digests[0] in majority else majority[0]
         odd = [j for j in everyone if digests[j] != ref]
         same = [j for j in everyone if digests[j] == ref]
+        # every party sees the mismatch, so every party takes this extra round in lockstep
+        blobs = await exchange(mpc, _pack_parts(parts), everyone, everyone)
+        names = _differing(_unpack_parts(blobs[odd[0]]), _unpack_parts(blobs[same[0]]))
+        what = (
+            f"in {', '.join(names)}"
+            if names
+            else f"(hash {digests[odd[0]].hex()[:12]} vs {ref.hex()[:12]})"
+        )
         raise WireError(
-            f"run spec of {_parties(odd)} differs from that of {_parties(same)} "
-            f"(hash {digests[odd[0]].hex()[:12]} vs {ref.hex()[:12]}): start every party with "
-            "the same run arguments and --run-id"
+            f"run spec of {_parties(odd)} differs from that of {_parties(same)} {what}: start "
+            "every party with the same run arguments and --run-id"
         )
     macs = await _exchange_macs(mpc, key, hellos)
     for j, got in macs.items():
@@ -262,6 +325,19 @@ async def _exchange_macs(mpc: Any, key: bytes, hellos: list[bytes]) -> dict[int,
                 raise WireError(f"party {src} sent a malformed run check ({len(got[0])} bytes)")
             out[src] = got[0]
     return out
+
+
+def _slice2(a: bytes | bytearray, b: bytes, pos: int, n: int) -> bytes:
+    """Bytes ``pos .. pos + n`` of ``a + b``, without concatenating them."""
+    if pos >= len(a):
+        return bytes(b[pos - len(a) : pos - len(a) + n])
+    return bytes(a[pos : pos + n]) + bytes(b[: max(0, pos + n - len(a))])
+
+
+def max_frame(rt: Any) -> int:
+    """The largest frame this party accepts (:func:`protocols.wire.guard_mpyc_unpickling` sets
+    it)."""
+    return getattr(rt, "_securevfl_max_frame", DEFAULT_MAX_FRAME)
 
 
 def _parties(ids: list[int]) -> str:

@@ -41,6 +41,7 @@ Nothing here imports ``securevfl``: the caller moves the bytes (and meters them)
 
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 from collections.abc import Iterable, Mapping, Sequence
@@ -87,6 +88,20 @@ SHARE_RECORD_BYTES = _NONCE + shamir.SHARE_BYTES + 16  # nonce | AES-GCM(share) 
 NO_OFFSET = (1 << 64) - 1  # header offset of a batch keyed on its own (round, batch) ids
 _V = b"securevfl/secagg/v2/"
 _ZERO_NONCE = bytes(16)  # every AES-CTR key is used for one keystream only
+_COMMIT = 32  # SHA-256 commitments in the masked message
+
+
+def _commit(
+    what: bytes, session: bytes, dealer: int, other: int, round_id: int, batch_id: int, data: bytes
+) -> bytes:
+    """SHA-256 commitment to ``data`` with domain separation (what, session, parties, aggregation).
+
+    The committed values are uniform 255/256-bit secrets (a seed, a Shamir share, a pair key) or
+    carry a secret 256-bit nonce (a mask segment), so the hash hides them from the server."""
+    head = _V + b"commit/" + what + b"|" + session
+    return hashlib.sha256(
+        head + struct.pack(">IIQQ", dealer, other, round_id, batch_id) + data
+    ).digest()
 
 
 class SecAggError(RuntimeError):
@@ -335,6 +350,28 @@ class SecAggParty:
             for j in range(self.n_parties)
             if j != self.index
         )
+        # commitments, bound by the tag before anyone knows who drops: the seed, every share of
+        # it (a responder that alters one is named), and what this party would reveal of its
+        # pair mask with each other party if that one dropped
+        me, sess = self.index, self.session
+        msg += _commit(b"seed", sess, me, me, round_id, batch_id, shamir.to_bytes(seed))
+        msg += b"".join(
+            _commit(b"share", sess, me, j, round_id, batch_id, shamir.to_bytes(shares[j]))
+            for j in range(self.n_parties)
+        )
+        msg += b"".join(
+            _commit(
+                b"reveal",
+                sess,
+                me,
+                j,
+                round_id,
+                batch_id,
+                self._reveal(j, round_id, batch_id, off, q.size),
+            )
+            for j in range(self.n_parties)
+            if j != me
+        )
         self._pending[(round_id, batch_id)] = (shares[self.index], off, q.size)
         return msg + _mac(self._auth, msg)
 
@@ -390,12 +427,19 @@ class SecAggParty:
         )
         out += b"".join(shamir.to_bytes(s) for s in shares)
         for u in dropped:
-            if off == NO_OFFSET:  # this aggregation's own pair key: 32 bytes reveal only it
-                out += self._batch_key(u, h.round_id, h.batch_id)
-            else:  # a segment of the round's stream: reveal the segment, never the round key
-                seg = self._pair_mask(u, h.round_id, h.batch_id, off, n)
-                out += pack_bits(seg & np.array((1 << self.bits) - 1, seg.dtype), self.bits)
+            out += self._reveal(u, h.round_id, h.batch_id, off, n)
         return out + _mac(self._auth, out)
+
+    def _reveal(self, j: int, round_id: int, batch_id: int, off: int, n: int) -> bytes:
+        """What this party reveals of its pair mask with ``j`` if ``j`` drops (committed to in
+        the masked message): a secret commitment nonce, then this aggregation's 32-byte pair
+        key, or the packed segment of the round's stream (never the round key)."""
+        info = _V + b"reveal-nonce" + struct.pack(">QQ", round_id, batch_id)
+        nonce = _hkdf(self._pair_keys[j], info)
+        if off == NO_OFFSET:
+            return nonce + self._batch_key(j, round_id, batch_id)
+        seg = self._pair_mask(j, round_id, batch_id, off, n)
+        return nonce + pack_bits(seg & np.array((1 << self.bits) - 1, seg.dtype), self.bits)
 
     def _batch_key(self, j: int, round_id: int, batch_id: int) -> bytes:
         info = _V + b"batch" + struct.pack(">QQ", round_id, batch_id)
@@ -461,7 +505,8 @@ class _Collected:
     count: int
     survivors: list[int]
     dropped: list[int]
-    bodies: list[bytes]
+    bodies: dict[int, bytes]
+    commits: dict[int, bytes]  # seed | M shares | M - 1 reveals, 32 bytes each, per survivor
 
 
 class SecAggServer:
@@ -514,6 +559,7 @@ class SecAggServer:
             HEADER_BYTES
             + packed_bytes(count, self.bits)
             + SHARE_RECORD_BYTES * (self.n_parties - 1)
+            + _COMMIT * 2 * self.n_parties
             + TAG_BYTES
         )
 
@@ -532,14 +578,15 @@ class SecAggServer:
         where, M = _where(round_id, batch_id), self.n_parties
         off = NO_OFFSET if offset is None else offset
         need, size = packed_bytes(count, self.bits), self._masked_size(count)
-        bodies, records = {}, {}
+        bodies, records, commits = {}, {}, {}
         for k in range(M):
             msg = messages.get(k)
             if msg is None:
                 continue  # a dropout, recovered below if few enough
             want = _Header(MASKED, self.session, k, SERVER, round_id, batch_id, off, count)
             body = _open(msg, self._auth[k], want, size, where, k, f"party {k}")
-            bodies[k], records[k] = body[:need], body[need:]
+            recs = need + SHARE_RECORD_BYTES * (M - 1)
+            bodies[k], records[k], commits[k] = body[:need], body[need:recs], body[recs:]
         surv = sorted(bodies)
         dropped = [k for k in range(M) if k not in bodies]
         if len(surv) < self.threshold:
@@ -550,7 +597,7 @@ class SecAggServer:
                 dropped[0],
                 dropped,
             )
-        self._state = _Collected(round_id, batch_id, off, count, surv, dropped, bodies)
+        self._state = _Collected(round_id, batch_id, off, count, surv, dropped, bodies, commits)
         head = struct.pack(f">I{len(surv)}I", len(surv), *surv)
         out = {}
         for v in surv:
@@ -572,8 +619,9 @@ class SecAggServer:
         where = _where(st.round_id, st.batch_id)
         ns, nd, t = len(st.survivors), len(st.dropped), self.threshold
         need = packed_bytes(st.count, self.bits)
-        # per dropped party: the aggregation's 32-byte pair key, or the packed round segment
-        reveal = 32 if st.offset == NO_OFFSET else need
+        # per dropped party: a commitment nonce, then the aggregation's 32-byte pair key or the
+        # packed round segment
+        reveal = 32 + (32 if st.offset == NO_OFFSET else need)
         size = HEADER_BYTES + shamir.SHARE_BYTES * ns + reveal * nd + TAG_BYTES
         got, missing = {}, []
         for v in st.survivors:
@@ -597,29 +645,51 @@ class SecAggServer:
                 missing,
             )
         resp = sorted(got)
+        M, sess, rb = self.n_parties, self.session, (st.round_id, st.batch_id)
         lam = shamir.lagrange_at_zero(resp[:t])
         lam2 = shamir.lagrange_at_zero(resp[-t:]) if len(resp) > t else None
         total = unpack_sum([st.bodies[u] for u in st.survivors], self.bits, st.count)
         for pos, u in enumerate(st.survivors):
+            com = st.commits[u]
             shares = {}
             for v in resp:
+                raw = got[v][32 * pos : 32 * pos + 32]
+                # every share against the dealer's commitment: the responder that altered one is
+                # named, with exactly t responders as with more
+                if _commit(b"share", sess, u, v, *rb, raw) != com[_COMMIT * (1 + v) :][:_COMMIT]:
+                    raise SecAggAbort(
+                        f"{where}: party {v}'s share of party {u}'s self-mask seed does not match "
+                        f"party {u}'s commitment (altered by party {v})",
+                        v,
+                    )
                 try:
-                    shares[v] = shamir.from_bytes(got[v][32 * pos : 32 * pos + 32])
+                    shares[v] = shamir.from_bytes(raw)
                 except ValueError:
                     raise SecAggAbort(f"{where}: party {v} sent an invalid share", v) from None
             seed = shamir.reconstruct(shares, lam)
-            # more answers than needed: a second reconstruction catches inconsistent shares
-            if lam2 is not None and shamir.reconstruct(shares, lam2) != seed:
+            # the shares are what u dealt; if they do not open u's committed seed (or disagree
+            # among themselves), u dealt them wrongly
+            if _commit(b"seed", sess, u, u, *rb, shamir.to_bytes(seed)) != com[:_COMMIT] or (
+                lam2 is not None and shamir.reconstruct(shares, lam2) != seed
+            ):
                 raise SecAggAbort(
-                    f"{where}: the shares of party {u}'s self-mask seed are inconsistent "
-                    f"(dealt wrongly by party {u} or altered by a responder)",
+                    f"{where}: the shares party {u} dealt of its self-mask seed do not open its "
+                    f"commitment (dealt wrongly by party {u})",
                     u,
                 )
             total -= _self_mask(seed, st.count, self.bits).astype(np.uint64)
         for pos, u in enumerate(st.dropped):
             for v in st.survivors:
                 start = 32 * ns + reveal * pos
-                part = got[v][start : start + reveal]
+                rec = got[v][start : start + reveal]
+                at = _COMMIT * (1 + M + u - (u > v))  # v's reveal commitments skip v itself
+                if _commit(b"reveal", sess, v, u, *rb, rec) != st.commits[v][at : at + _COMMIT]:
+                    raise SecAggAbort(
+                        f"{where}: party {v}'s pair mask with dropped party {u} does not match "
+                        f"party {v}'s commitment (altered by party {v})",
+                        v,
+                    )
+                part = rec[32:]
                 if st.offset == NO_OFFSET:
                     m = _aes_stream(part, st.count, "<u4").astype(np.uint64)
                 else:

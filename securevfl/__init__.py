@@ -19,8 +19,9 @@ from securevfl.errors import (
 )
 from securevfl.experiment import run_experiment, run_in_processes
 from securevfl.methods.base import Method, register_method
+from securevfl.predict import Model, Prediction, load_model
 from securevfl.privacy import Accountant, PrivacyLedger, PrivacyReport, calibrate
-from securevfl.results import FitResult
+from securevfl.results import FitResult, ModelPart
 from securevfl.runtime import InProcessRuntime, Meter, Runtime
 from securevfl.version import __version__
 
@@ -32,8 +33,11 @@ __all__ = [
     "InProcessRuntime",
     "Meter",
     "Method",
+    "Model",
+    "ModelPart",
     "Option",
     "PartyTimeoutError",
+    "Prediction",
     "PrivacyLedger",
     "PrivacyReport",
     "ProtocolError",
@@ -45,6 +49,7 @@ __all__ = [
     "__version__",
     "calibrate",
     "list_datasets",
+    "load_model",
     "load_dataset",
     "partition_columns",
     "register_method",

@@ -44,6 +44,8 @@ class RunSpec:
     batch_size: int = 64
     lr: float | None = None  # None: the trainer's default (GLM 4.0, split-NN Adam 0.01)
     seed: int | None = None
+    # draw DP noise from ``seed`` (a named reproduction mode: the record then prints no ε)
+    reproducible_noise: bool = False
     epsilon: float | None = None
     delta: float | None = None
     partition: str = "contiguous"
@@ -55,6 +57,7 @@ class RunSpec:
     aggregation: str = "sum"
     center: bool = False  # centre numeric columns on their training mean (see experiment.py)
     id_column: str | None = None  # csv: datasets: align the parties' rows by PSI on this column
+    bounds: str | None = None  # csv: datasets: a file of public column domains (data/bounds.py)
     dataset_options: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
     timeout: float = 120.0
@@ -102,6 +105,8 @@ class PublicInfo:
     label_party: int
     server: int | None
     row_norm_bound_sq: float
+    # values the loader computed from the rows (``Dataset.fitted``; empty: public scaling)
+    fitted: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -125,9 +130,13 @@ class RunContext:
     audit: AuditTap | None = None  # set by ``securevfl audit`` only, never by ``run``
 
     def noise_rng(self, party: int, purpose: str) -> np.random.Generator:
-        """DP-noise generator of one party: AES-CTR CSPRNG unless the run is seeded."""
+        """Noise generator of one party: in a private run the AES-CTR CSPRNG whatever ``--seed``
+        is, unless the run names the reproduction mode (``reproducible_noise``: noise from the
+        seed); in a run with no ε, ``--seed`` (``disclosure.noise_seed``)."""
+        from securevfl.disclosure import noise_seed  # the rule lives with the record's rules
+
         if self.audit is None:
-            return make_noise_rng(self.spec.seed, purpose=f"noise/{purpose}", party=party)
+            return make_noise_rng(noise_seed(self.spec), purpose=f"noise/{purpose}", party=party)
         # an audit trial: the public randomness (split, init, batch order) stays seeded while
         # the noise is fresh each trial; an under-noised variant divides the noise
         rng = make_noise_rng(None, purpose=f"noise/{purpose}", party=party)

@@ -25,14 +25,28 @@ from securevfl.data import (
     schema_norm_bound,
     split_in_place,
 )
-from securevfl.data.custom import CSV_PREFIX, alignment_of, register_csv_parties
+from securevfl.data.custom import (
+    CSV_KEYS,
+    CSV_PREFIX,
+    alignment_of,
+    register_csv_parties,
+)
+from securevfl.disclosure import (
+    FINGERPRINT_WITHHELD,
+    guarded,
+    has_budget,
+    noise_seed,
+    scrub_record,
+)
 from securevfl.errors import ConfigError
 from securevfl.evaluation import metrics_for
 from securevfl.methods.base import Method
 from securevfl.outcome import finite_values, outcome_warnings
+from securevfl.privacy.centring import centre, centring_epsilon, compose_into, released_means
+from securevfl.privacy.centring import reserve as centring_reserve
 from securevfl.registry import create
 from securevfl.resources import check_memory, cpu_seconds, current_rss_bytes, peak_rss_bytes
-from securevfl.rng import noise_generator_name
+from securevfl.rng import make_noise_rng, noise_generator_name
 from securevfl.run_options import build_spec, check_common
 from securevfl.runtime.base import Runtime
 from securevfl.runtime.inprocess import InProcessRuntime
@@ -53,6 +67,13 @@ def check_spec(spec: RunSpec) -> Method:
         raise ConfigError(
             f"id_column applies to --dataset csv:... only, got dataset {spec.dataset!r}"
         )
+    for key in CSV_KEYS:
+        if (spec.dataset_options or {}).get(key) is not None and not is_csv:
+            raise ConfigError(
+                f"{key} applies to --dataset csv:... only, got dataset {spec.dataset!r}"
+            )
+    if spec.bounds is not None and not is_csv:
+        raise ConfigError(f"bounds applies to --dataset csv:... only, got dataset {spec.dataset!r}")
     method.validate(spec)
     check_rows(spec.dataset, (spec.dataset_options or {}).get("n"))  # before any run
     return method
@@ -62,7 +83,14 @@ def validate_spec(spec: RunSpec) -> Method:
     """:func:`check_spec`, then a ``csv:`` dataset's files (registered, one per party)."""
     method = check_spec(spec)
     if isinstance(spec.dataset, str) and spec.dataset.startswith(CSV_PREFIX):
-        spec.partition = register_csv_parties(spec.dataset, id_column=spec.id_column)
+        opts = spec.dataset_options or {}
+        spec.partition = register_csv_parties(
+            spec.dataset,
+            id_column=spec.id_column,
+            label_column=opts.get("label_column"),
+            categories=opts.get("categories"),
+            bounds=spec.bounds,
+        )
         if len(spec.partition) != spec.parties:
             raise ConfigError(
                 f"parties must equal the number of CSV files "
@@ -72,7 +100,9 @@ def validate_spec(spec: RunSpec) -> Method:
     return method
 
 
-def center_numeric_columns(train: Any, test: Any) -> tuple[Any, Any]:
+def center_numeric_columns(
+    train: Any, test: Any, facts: dict[str, Any] | None = None
+) -> tuple[Any, Any]:
     """Centre each numeric column on its training mean, then rescale it into [-1, 1].
 
     Each party can do this on its own columns with its own data (the operation is column-wise,
@@ -91,19 +121,58 @@ def center_numeric_columns(train: Any, test: Any) -> tuple[Any, Any]:
     scale[scale == 0] = 1.0
     Xtr[:, numeric] = (Xtr[:, numeric] - mean) / scale
     Xte[:, numeric] = np.clip((Xte[:, numeric] - mean) / scale, -1.0, 1.0)
+    if facts is not None:  # global column -> (mean, scale): a saved model centres new rows so
+        held = np.arange(train.X.shape[1]) if train.columns is None else train.columns
+        facts["center"] = {
+            int(held[j]): (float(m), float(c)) for j, m, c in zip(numeric, mean, scale)
+        }
     return dataclasses.replace(train, X=Xtr), dataclasses.replace(test, X=Xte)
 
 
-def preprocessing_disclosure(spec: RunSpec) -> str:
-    """The data-dependent preprocessing that no ε in this library covers: each column's scaling
-    range (min/max unless the loader has known domain bounds) and, when centred, its training
-    mean. They are computed by the party holding the column and shape what it releases, so they
-    are treated as public schema; a user whose column ranges are themselves sensitive should fix
-    them from domain knowledge (a CSV's declared bounds) instead."""
-    what = "per-column scaling ranges (min/max)"
-    if spec.center:
-        what += " and training means (centring)"
-    return f"{what} are computed from the data and treated as public"
+def center_released(
+    train: Any,
+    test: Any,
+    spec: RunSpec,
+    blocks: list[np.ndarray],
+    parties: list[int],
+    unit: str,
+    facts: dict[str, Any] | None = None,
+) -> tuple[Any, Any]:
+    """Centring in a run with an ε: each party's numeric columns on their Laplace-released
+    training means, scaled by the public 1 + |m~| (``privacy.centring``; the record composes
+    the releases into its ε). ``parties``: the data parties whose columns this process holds."""
+    numeric = np.asarray([g[0] for g in train.groups if len(g) == 1], dtype=int)
+    held = np.arange(train.X.shape[1]) if train.columns is None else np.asarray(train.columns)
+    Xtr, Xte = train.X.copy(), test.X.copy()
+    eps_c = centring_epsilon(float(spec.epsilon), unit=unit, parties=spec.parties)
+    for k in parties:
+        cols = np.intersect1d(np.intersect1d(blocks[k], numeric), held)
+        pos = np.searchsorted(held, cols)
+        rng = make_noise_rng(noise_seed(spec), purpose="noise/centring", party=k)
+        mean = released_means(Xtr[:, pos], epsilon=eps_c, rng=rng)
+        Xtr[:, pos], Xte[:, pos] = centre(Xtr[:, pos], mean), centre(Xte[:, pos], mean)
+        if facts is not None:  # global column -> (released mean, public scale), for new rows
+            facts.setdefault("center", {}).update(
+                {int(c): (float(m), 1.0 + abs(float(m))) for c, m in zip(cols, mean)}
+            )
+    return dataclasses.replace(train, X=Xtr), dataclasses.replace(test, X=Xte)
+
+
+def preprocessing_disclosure(spec: RunSpec, fitted: tuple[str, ...]) -> list[str]:
+    """The data-dependent preprocessing that no ε covers: what the loader fitted on the rows
+    (``Dataset.fitted``: a column's min/max where no public domain is known) and, for centring
+    without a budget, the training means. Empty when scaling is from public domains and
+    centring is released under the budget (the default of every catalogue dataset)."""
+    out = []
+    if fitted:
+        shown = "; ".join(fitted[:3]) + (f"; and {len(fitted) - 3} more" if len(fitted) > 3 else "")
+        out.append(
+            f"computed from the rows and treated as public: {shown} (declare public domains: "
+            "--bounds for csv data)"
+        )
+    if spec.center and not has_budget(spec):
+        out.append("training means (centring) are computed from the data and treated as public")
+    return out
 
 
 def party_blocks(groups: list[list[int]], spec: RunSpec, seed: int) -> list[np.ndarray]:
@@ -114,7 +183,7 @@ def party_blocks(groups: list[list[int]], spec: RunSpec, seed: int) -> list[np.n
 
 
 def build_views(
-    spec: RunSpec, method: Method, wanted: list[int]
+    spec: RunSpec, method: Method, wanted: list[int], facts: dict[str, Any] | None = None
 ) -> tuple[PublicInfo, dict[int, PartyView], Any]:
     """Load, split, partition and bound the data; return the views of the parties in ``wanted``.
 
@@ -133,13 +202,20 @@ def build_views(
         mine = [blocks[k] for k in wanted if k < K]
         return np.unique(np.concatenate(mine)) if mine else np.arange(0)
 
-    ds = load_dataset(spec.dataset, seed=seed, keep=keep, **spec.dataset_options)
+    opts = {k: v for k, v in spec.dataset_options.items() if k not in CSV_KEYS}  # read above
+    ds = load_dataset(spec.dataset, seed=seed, keep=keep, **opts)
     blocks = party_blocks(ds.groups, spec, seed)
     train, test = split_in_place(ds, seed=seed)  # the same rows as train_test_split, no copy
     name, task, n_classes, groups, held = ds.name, ds.task, ds.n_classes, ds.groups, ds.columns
+    fitted = ds.fitted
     del ds  # its X now holds the split's rows
-    if spec.center:
-        train, test = center_numeric_columns(train, test)
+    if facts is not None:
+        facts["feature_names"] = list(getattr(train, "feature_names", None) or [])
+    if spec.center and has_budget(spec):  # the means are released under the budget
+        here = list(range(K)) if method.pooled_data else [k for k in wanted if k < K]
+        train, test = center_released(train, test, spec, blocks, here, method.privacy_unit, facts)
+    elif spec.center:
+        train, test = center_numeric_columns(train, test, facts)
     bound_sq = sum(schema_norm_bound(groups, b) for b in blocks)
     server = K if method.has_server(spec) else None
     label_party = server if (method.labels_at_server and server is not None) else 0
@@ -157,6 +233,7 @@ def build_views(
         label_party=label_party,
         server=server,
         row_norm_bound_sq=bound_sq,
+        fitted=tuple(fitted),
     )
     views: dict[int, PartyView] = {}
     for k in wanted:
@@ -211,12 +288,17 @@ def run_experiment(
     rt: Runtime | None = None,
     *,
     views_hook: ViewsHook | None = None,
+    save: str | None = None,
+    checkpoints: Any = None,
     audit: AuditTap | None = None,
 ) -> dict[str, Any] | None:
     """Run ``spec``; the label holder's process returns the record, other processes ``None``.
 
     ``views_hook(info, views, pooled)`` may re-split the rows before training (the membership
     attack trains on part of the training split and scores members beside non-members).
+    ``save``: a directory; each party living here writes its own trained part into it
+    (:mod:`securevfl.model_io`). ``checkpoints``: a :class:`securevfl.checkpoint.Checkpoints`
+    (write every N epochs / resume), None: off.
     ``audit``: a trial of ``securevfl audit`` (fresh noise; maybe deliberately under-noised).
     """
     t_start = time.perf_counter()
@@ -236,8 +318,13 @@ def run_experiment(
             f"runtime must have {method.n_parties(spec)} parties for {spec.method!r} "
             f"with {spec.parties} data parties, got {rt.n_parties}"
         )
+    if save is not None:  # refused before any training
+        from securevfl.model_io import check_save
+
+        check_save(save, rt.local_parties, spec, method)
     try:
-        info, views, pooled = build_views(spec, method, rt.local_parties)
+        facts: dict[str, Any] = {}
+        info, views, pooled = build_views(spec, method, rt.local_parties, facts)
         if views_hook is not None:
             info, views, pooled = views_hook(info, views, pooled)
         if rt.view is not None:  # the recorded party's own data and the public facts
@@ -248,9 +335,13 @@ def run_experiment(
             if spec.seed is not None
             else rt.control(secrets.randbits(62) if rt.here(0) else None, src=0)
         )
+        fit_spec = spec
+        if spec.center and has_budget(spec):  # the centring releases take their share of ε
+            cost = centring_reserve(float(spec.epsilon))
+            fit_spec = dataclasses.replace(spec, epsilon=float(spec.epsilon) - cost)
         ctx = RunContext(
             rt=rt,
-            spec=spec,
+            spec=fit_spec,
             info=info,
             views=views,
             shared_seed=int(shared_seed),
@@ -259,11 +350,37 @@ def run_experiment(
         )
         # numpy's overflow/invalid warnings would add unexplained lines to the output; what they
         # can mean (a non-finite or constant result) is judged by outcome_warnings below
-        with np.errstate(all="ignore"):
-            fit = method.fit(ctx)
+        from securevfl import checkpoint
+
+        token = checkpoint.activate(checkpoints)
+        try:
+            with np.errstate(all="ignore"):
+                fit = method.fit(ctx)
+        finally:
+            checkpoint.deactivate(token)
+        if checkpoints is not None and not checkpoints.used:
+            raise ConfigError(
+                f"--checkpoint-every/--resume do not apply to method {spec.method!r}: it does "
+                "not train with the GLM trainer's epochs"
+            )
         if rt.view is not None and rt.view.party == info.label_party:
             rt.view.view.outputs = fit.test_scores
-        fingerprints = rt.collect(fit.fingerprints, dst=info.label_party)
+        if save is not None:  # every party writes only its own part, where it lives
+            from securevfl.model_io import save_parts
+
+            save_parts(
+                save,
+                spec,
+                method,
+                info,
+                views,
+                fit,
+                facts,
+                shared_seed=int(shared_seed),
+                here_label=rt.here(info.label_party),
+            )
+        # a budgeted run's fingerprints hash exact weights: they stay with their owners
+        fingerprints = rt.collect({} if guarded(spec) else fit.fingerprints, dst=info.label_party)
         meters = rt.collect(rt.meter.export(), dst=info.label_party)
         used = (rss_start, peak_rss_bytes(), cpu_seconds() - cpu_start)
         peaks = rt.collect(used, dst=info.label_party)  # unmetered
@@ -297,6 +414,10 @@ def run_experiment(
             "n_features": info.n_features,
             "features_per_party": list(info.features_per_party),
             "metrics": metrics,
+            # the accuracy of always answering the test split's most common class: the floor
+            # a report marks every method against (None for regression)
+            "majority_class_rate": majority_class_rate(info.task, y_test),
+            "threat_model": threat_model_ref(spec.method),
             "time": {
                 "train_s": round(fit.train_s, 6),
                 "total_s": round(time.perf_counter() - t_start, 6),
@@ -312,9 +433,10 @@ def run_experiment(
             "privacy": fit.privacy.to_dict() if fit.privacy is not None else None,
             "config": spec.to_config(),
             "runtime": "inprocess" if len(rt.local_parties) == rt.n_parties else "processes",
-            "noise_seeded": spec.seed is not None,
-            "noise_generator": noise_generator_name(spec.seed),
+            "noise_seeded": noise_seed(spec) is not None,
+            "noise_generator": noise_generator_name(noise_seed(spec)),
             "model_fingerprint": fps,
+            **({"fingerprint_withheld": FINGERPRINT_WITHHELD} if guarded(spec) else {}),
             "stats": fit.stats.to_dict(),
             "extra": fit.extra,
             "alignment": alignment_of(spec.dataset) if spec.id_column else None,
@@ -322,11 +444,20 @@ def run_experiment(
             "version": __version__,
             "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         }
+        if record["privacy"] is not None and spec.center and has_budget(spec):
+            record["privacy"] = compose_into(
+                record["privacy"],
+                epsilon=float(spec.epsilon),
+                unit=method.privacy_unit,
+                parties=spec.parties,
+            )
         if record["privacy"] is not None:  # every DP record says what no ε covers here
+            record["privacy"]["threat_model"] = record["threat_model"]
             record["privacy"]["outside_guarantee"] = [
                 *record["privacy"].get("outside_guarantee", []),
-                preprocessing_disclosure(spec),
+                *preprocessing_disclosure(spec, info.fitted),
             ]
+        scrub_record(record, spec, label_party=info.label_party)  # what may not be in it, or no ε
         at = f" at ε = {spec.epsilon:g}" if spec.epsilon is not None else ""
         warnings = fit.stats.warnings + outcome_warnings(
             info.task,
@@ -350,6 +481,19 @@ def run_experiment(
             rt.close()
 
 
+def majority_class_rate(task: str, y_test: np.ndarray | None) -> float | None:
+    """The test accuracy of always predicting the most common test class (classification)."""
+    if task == "regression" or y_test is None or len(y_test) == 0:
+        return None
+    counts = np.unique(np.asarray(y_test), return_counts=True)[1]
+    return round(float(counts.max()) / len(y_test), 6)
+
+
+def threat_model_ref(method: str) -> str:
+    """Where the method's adversary, collusion and who-sees-what are stated."""
+    return f"docs/threat-model.md#{method}"
+
+
 def spec_from_dict(d: dict[str, Any]) -> RunSpec:
     """Rebuild a RunSpec from its ``__dict__`` (how the launcher hands it to party processes)."""
     from securevfl.methods import load_all
@@ -358,7 +502,9 @@ def spec_from_dict(d: dict[str, Any]) -> RunSpec:
     return build_spec(d)
 
 
-def run_in_processes(spec: RunSpec, *, plugins: tuple[str, ...] = ()) -> dict[str, Any]:
+def run_in_processes(
+    spec: RunSpec, *, plugins: tuple[str, ...] = (), save: str | None = None
+) -> dict[str, Any]:
     """Run ``spec`` with one local OS process per party (MPyC runtime); return the record."""
     from securevfl.runtime.launcher import run_local_processes
 
@@ -366,4 +512,8 @@ def run_in_processes(spec: RunSpec, *, plugins: tuple[str, ...] = ()) -> dict[st
     n = method.n_parties(spec)
     # each party may wait up to spec.timeout per message; the whole run gets a generous bound
     overall = spec.timeout * 4 + 60
-    return run_local_processes(dict(spec.__dict__), n, timeout=overall, plugins=plugins)
+    if save is not None:
+        from securevfl.model_io import check_save
+
+        check_save(save, list(range(n)), spec, method)
+    return run_local_processes(dict(spec.__dict__), n, timeout=overall, plugins=plugins, save=save)

@@ -85,7 +85,8 @@ class Option:
         """What a value is, in words: integer, number, string, true/false or the parser's name."""
         if self.choices is not None:
             return "choice"
-        return _KINDS.get(self.type, getattr(self.type, "__name__", "value").replace("parse_", ""))
+        # a custom parser names its values itself (``parser.kind``), never its function name
+        return getattr(self.type, "kind", None) or _KINDS.get(self.type, "value")
 
     def rule(self) -> str:
         """The value rule in words: 'one of a, b', 'in (0, 0.25]', '>= 1', or '' (none)."""

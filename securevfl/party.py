@@ -61,11 +61,12 @@ def run_party(
     cert_dir: str | None = None,
     run_id: str = "",
     key: bytes = b"",
+    save: str | None = None,
 ) -> dict[str, Any] | None:
     """Run this process's party of ``spec_dict``; the label holder returns the record."""
     from securevfl.experiment import check_spec, run_experiment, spec_from_dict
     from securevfl.runtime.networked import NetworkedRuntime
-    from securevfl.runtime.runspec import run_digest
+    from securevfl.runtime.runspec import run_digest, run_digest_parts
 
     check_addresses(addresses, cert_dir)
     if cert_dir is not None:
@@ -80,11 +81,19 @@ def run_party(
     spec = spec_from_dict(spec_dict)
     check_party_spec(check_spec(spec).n_parties(spec), index, addresses)  # before connecting
     digest = run_digest(spec_dict, run_id=run_id, n_parties=len(addresses))
+    # a handshake mismatch then names the option that differs, not two hashes
+    parts = run_digest_parts(spec_dict, run_id=run_id, n_parties=len(addresses))
     rt = NetworkedRuntime(
-        index, addresses, digest=digest, timeout=spec.timeout, cert_dir=cert_dir, key=key
+        index,
+        addresses,
+        digest=digest,
+        timeout=spec.timeout,
+        cert_dir=cert_dir,
+        key=key,
+        digest_parts=parts,
     )
     try:
-        record = run_experiment(spec, rt)
+        record = run_experiment(spec, rt, save=save)
     except BaseException:
         rt.close(graceful=False)
         raise
@@ -117,6 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--run-id", default="")
     ap.add_argument("--key-stdin", action="store_true", help="read the run's key from stdin")
     ap.add_argument("--plugins", default="", help="comma-separated modules to import (registries)")
+    ap.add_argument("--save", help="directory: this party writes its own trained part there")
     args = ap.parse_args(argv)
     import importlib
 
@@ -133,6 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             cert_dir=args.certs,
             run_id=args.run_id,
             key=key,
+            save=args.save,
         )
     except SecureVFLError as exc:
         print(str(exc), file=sys.stderr)

@@ -46,6 +46,21 @@ class RunStats:
 
 
 @dataclass
+class ModelPart:
+    """One party's share of a trained model, as plain arrays (what ``--save`` writes).
+
+    ``kind`` says how the parts score a row together: ``"linear"`` (each party sends
+    ``T(X_k) @ w_k``; the label holder adds ``bias`` and applies ``meta["link"]``) or
+    ``"splitnn"`` (each party sends ``bottom(X_k)``; the label holder aggregates and runs
+    ``head``). ``meta`` holds the public scoring facts (layer shapes, link, input transform).
+    """
+
+    kind: str
+    arrays: dict[str, np.ndarray]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class FitResult:
     """What ``fit`` returns on each process; fields are ``None`` where not held."""
 
@@ -55,3 +70,7 @@ class FitResult:
     fingerprints: dict[int, str] = field(default_factory=dict)
     stats: RunStats = field(default_factory=RunStats)
     extra: dict[str, Any] = field(default_factory=dict)  # method-specific facts
+    # party -> its trained part (only parties living here); None: the method exports no model,
+    # and ``model_refusal`` says why in one line
+    model: dict[int, ModelPart] | None = None
+    model_refusal: str | None = None

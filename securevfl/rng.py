@@ -2,8 +2,9 @@
 
 DP noise, PBM randomness and HE masks (``make_noise_rng``) default to a cryptographic generator
 (AES-256-CTR keyed from OS entropy, :mod:`securevfl.csprng`, with floating-point-hardened
-Gaussian and Laplace samplers); a run with ``seed`` set uses numpy's PCG64, is reproducible and
-its record says the noise was seeded (fine for research, not for deployment). Streams are
+Gaussian and Laplace samplers). In a private run ``--seed`` never reaches them: only the named
+reproduction mode (``--reproducible-noise``) seeds them with numpy's PCG64, and its record then
+prints no ε ("not a guarantee"; ``securevfl.disclosure.noise_seed`` decides). Streams are
 separated by a purpose string so that, e.g., minibatch order and party 2's noise never share draws.
 """
 

@@ -17,7 +17,7 @@ from securevfl.options import Option, dash, parse_bool
 from securevfl.registry import lookup
 
 _DEFAULTS = {f.name: (f.default if f.default is not MISSING else None) for f in fields(RunSpec)}
-DATASET_KEYS = ("n", "d", "sparsity", "encoding")
+DATASET_KEYS = ("n", "d", "sparsity", "encoding", "label_column", "categories")
 _NESTED = ("options", "dataset_options")
 
 
@@ -30,13 +30,33 @@ COMMON_OPTIONS: dict[str, Option] = {
         "dataset",
         str,
         "dataset name (see `securevfl datasets`), or csv:P0.csv,P1.csv,... with one CSV per "
-        "party (header row; party 0's has a 'label' column)",
+        "party (header row; party 0's has the label column, see --label-column; blank cells "
+        "are imputed with a constant plus a missingness indicator column)",
     ),
     "id_column": _common(
         "id_column",
         str,
         "with --dataset csv:...: each file's ID column; the parties' rows are aligned by "
         "private set intersection first",
+    ),
+    "label_column": Option(
+        str,
+        None,
+        "with --dataset csv:...: party 0's label column; default label",
+    ),
+    "categories": Option(
+        str,
+        None,
+        'with --dataset csv:...: JSON file {"column": ["a", "b", ...]} of each text column\'s '
+        "categories, public metadata (one-hot encoded per party); a text column without them is "
+        "refused, as categories read off the data are data-derived",
+    ),
+    "bounds": _common(
+        "bounds",
+        str,
+        "with --dataset csv:...: a CSV file 'column,lo,hi' declaring each column's public "
+        "domain (values clipped in); without it each column is scaled by its own min/max, "
+        "which the record lists outside the privacy guarantee",
     ),
     "parties": _common(
         "parties",
@@ -79,7 +99,7 @@ COMMON_OPTIONS: dict[str, Option] = {
         gt=0,
         le=100,
     ),
-    "loss": _common("loss", str, "GLM loss; default logistic (binary), least-squares"),
+    "loss": _common("loss", str, "GLM loss"),
     "penalty": _common("penalty", str, "GLM penalty"),
     "lam": _common("lam", float, "penalty strength", ge=0, le=1e6),
     "embedding_dim": _common(
@@ -101,10 +121,17 @@ COMMON_OPTIONS: dict[str, Option] = {
     "seed": _common(
         "seed",
         int,
-        "seed for split, batches, initialisation AND DP noise (the record then says the noise "
-        "was seeded); default: OS entropy",
+        "seed for the split, batches and initialisation (never DP noise: that comes from the "
+        "CSPRNG unless --reproducible-noise); default: OS entropy",
         ge=0,
         lt=2**63,
+    ),
+    "reproducible_noise": _common(
+        "reproducible_noise",
+        parse_bool,
+        "reproduction mode: draw DP noise from --seed too, so a run can be repeated bit for bit; "
+        "anyone holding the record can then regenerate the noise, so it prints no ε "
+        "(not a guarantee)",
     ),
     "epsilon": _common(
         "epsilon", float, "privacy budget ε (methods that take one)", ge=1e-6, le=1e6
@@ -163,5 +190,7 @@ def check_common(spec: RunSpec, *, min_parties: int) -> None:
         if value is None or (name == "partition" and isinstance(value, list)):
             continue  # unset, or a csv run's column lists (set by the code)
         opt.check(name, value)
+    if spec.reproducible_noise and spec.seed is None:
+        raise ConfigError("reproducible_noise needs --seed (the noise is drawn from it), got none")
     if spec.parties < min_parties:
         raise ConfigError(f"parties must be >= {min_parties}, got {spec.parties}")

@@ -35,14 +35,19 @@ def test_one_hot_columns_are_left_alone():
     assert not (changed & binary).any()
 
 
-def test_dp_records_disclose_the_data_dependent_preprocessing():
+def test_dp_records_account_the_centring_and_disclose_no_data_dependent_preprocessing():
     from securevfl.experiment import run_experiment
+    from securevfl.privacy.centring import CENTRE_SHARE
 
     spec = RunSpec(
         method="hdp-vfl", dataset="breast", parties=2, seed=0, epochs=1, epsilon=4, center=True
     )
     rec = run_experiment(spec)
-    said = rec["privacy"]["outside_guarantee"][-1]
-    assert "min/max" in said and "training means" in said and "public" in said
+    said = " ".join(rec["privacy"]["outside_guarantee"])
+    assert "min/max" not in said and "means" not in said
+    # the released means are composed in: the method ran at (1 - share) ε, the record adds it
+    c = rec["privacy"]["centring"]
+    assert c["epsilon_per_party"] == CENTRE_SHARE * 4
+    assert abs(rec["privacy"]["epsilon"] - 4.0) < 0.02 and rec["privacy"]["target_epsilon"] == 4
     plain = run_experiment(RunSpec(method="vfl", dataset="breast", parties=2, seed=0, epochs=1))
     assert plain["privacy"] is None

@@ -78,12 +78,13 @@ def test_unseeded_run_records_the_generator() -> None:
         RunSpec(method="hdp-vfl", dataset="breast", parties=2, epochs=1, epsilon=1.0, delta=1e-5)
     )
     assert rec["noise_seeded"] is False and rec["noise_generator"] == "aes-ctr-csprng"
-    seeded = run_experiment(
-        RunSpec(
-            method="hdp-vfl", dataset="breast", parties=2, epochs=1, epsilon=1.0, delta=1e-5, seed=1
-        )
-    )
-    assert seeded["noise_seeded"] is True and seeded["noise_generator"] == "pcg64"
+    spec = dict(method="hdp-vfl", dataset="breast", parties=2, epochs=1, epsilon=1.0, delta=1e-5)
+    # --seed alone never seeds DP noise (issue 31); the reproduction mode does, and prints no ε
+    seeded = run_experiment(RunSpec(**spec, seed=1))
+    assert seeded["noise_seeded"] is False and seeded["noise_generator"] == "aes-ctr-csprng"
+    repro = run_experiment(RunSpec(**spec, seed=1, reproducible_noise=True))
+    assert repro["noise_seeded"] is True and repro["noise_generator"] == "pcg64"
+    assert repro["privacy"]["epsilon"] is None
 
 
 def test_pooled_draws_are_never_reused() -> None:

@@ -180,7 +180,10 @@ def test_posters_table_2_does_not_compose_to_its_printed_epsilon_bar():
 
 
 def test_vafl_dp_meets_its_epsilon_counting_every_row_release():
-    rec = run_experiment(_spec("vafl-dp", epsilon=50.0, delta=1e-5))
+    # the split (VAFL cascade) schedule; release-once: tests/test_release_once.py
+    rec = run_experiment(
+        _spec("vafl-dp", epsilon=50.0, delta=1e-5, options={"release_schedule": "split"})
+    )
     p = rec["privacy"]
     assert p["unit"] == "party-row" and 0.98 * 50 <= p["epsilon"] <= 50.0
     n_train, n_test = rec["n_train"], rec["n_test"]
@@ -244,7 +247,7 @@ def test_report_section_reads_bytes_to_reach_from_the_curve(tmp_path):
     sl = run_experiment(
         _spec("compressed-vfl", epochs=3, options={"uplink_bits": 32, "curve_points": 6})
     )
-    cz = run_experiment(_spec(epochs=3, options={"schedule": "sync", "deltas": "sample",
+    cz = run_experiment(_spec(epochs=3, options={"schedule": "sync", "deltas": "sample", "q": 10,
                                                  "curve_points": 6}))  # fmt: skip
     target = 0.9 * sl["metrics"]["accuracy"]
     first = next(p for p in sl["extra"]["curve"] if p["accuracy"] >= target)

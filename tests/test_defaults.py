@@ -23,7 +23,8 @@ def test_method_defaults_fill_only_what_the_run_did_not_set():
     assert (
         build_spec({"method": "fm-vfl", "dataset": "breast", "epsilon": 1.0}).dataset_options == {}
     )
-    assert build_spec({"method": "dpsgd-c", "epsilon": 1.0}).batch_size == 256
+    d = build_spec({"method": "dpsgd-c", "epsilon": 1.0})
+    assert (d.batch_size, d.epochs) == (1024, 2)
     v = build_spec({"method": "vfl"})
     assert (v.center, v.batch_size, v.delta) == (False, 64, None)
 

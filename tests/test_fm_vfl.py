@@ -189,7 +189,10 @@ def test_fm_central_and_dpsgd_c_run():
 def test_processes_runtime_uses_its_own_mpyc_and_gives_the_same_model():
     from securevfl.experiment import run_in_processes
 
-    spec = RunSpec(method="fm-vfl", dataset="breast", parties=2, seed=4, epsilon=2.0, timeout=60)
+    spec = RunSpec(
+        method="fm-vfl", dataset="breast", parties=2, seed=4, epsilon=2.0, timeout=60,
+        reproducible_noise=True,  # the same noise in both runtimes (no ε printed)
+    )  # fmt: skip
     a = run_experiment(spec)
     b = run_in_processes(spec)
     assert b["runtime"] == "processes"

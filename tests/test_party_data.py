@@ -48,6 +48,7 @@ def _spec(**kw):
         delta=1e-5,
         seed=3,
         center=True,
+        reproducible_noise=True,  # centring draws its released means from the seed: same views
     )
     return RunSpec(**{**base, **kw})
 

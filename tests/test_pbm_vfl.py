@@ -9,8 +9,9 @@ import pytest
 
 from securevfl.context import RunSpec
 from securevfl.errors import ConfigError, ProtocolError
-from securevfl.experiment import preprocessing_disclosure, run_experiment
+from securevfl.experiment import run_experiment
 from securevfl.methods import pbm_vfl as mod
+from securevfl.privacy.units import LABEL_EXPOSURE
 
 
 def _spec(method: str, **kw) -> RunSpec:
@@ -39,11 +40,10 @@ def test_pbm_vfl_record_carries_both_units_and_config() -> None:
     for v in p["per_party"].values():
         assert v["epsilon"] == p["epsilon"] and v["releases"] == every
     assert p["releases_per_party"] == every
-    assert p["by_unit"]["party-row"] == p["epsilon"] < p["by_unit"]["sample"]
+    # exact label-dependent gradients reach the data parties: no sample unit (issue 31)
+    assert p["by_unit"] == {"party-row": p["epsilon"]}
     assert p["releases_per_row"] == {"train": 8, "test": 4}  # private scoring: 1 use
-    assert "target_epsilon" not in p and p["outside_guarantee"] == [
-        preprocessing_disclosure(_spec("pbm-vfl"))
-    ]
+    assert "target_epsilon" not in p and p["outside_guarantee"] == [LABEL_EXPOSURE]
     # the seed paper's per-row figure is kept, labelled as not a guarantee, and far smaller
     assert p["per_row_only"]["party-row"] * 10 < p["epsilon"]
     assert p["sampler"]["p_levels"] == [0.5 - 409 / 4096, 0.5 + 409 / 4096]  # floor(0.1 2^12)
@@ -132,8 +132,8 @@ def test_packed_uplink_matches_r_bits_per_value() -> None:
 
 
 def test_pbm_vfl_is_reproducible_with_a_seed_despite_fresh_masks() -> None:
-    a = run_experiment(_spec("pbm-vfl", epochs=1))
-    b = run_experiment(_spec("pbm-vfl", epochs=1))
+    a = run_experiment(_spec("pbm-vfl", epochs=1, reproducible_noise=True))
+    b = run_experiment(_spec("pbm-vfl", epochs=1, reproducible_noise=True))
     assert a["model_fingerprint"] == b["model_fingerprint"]
 
 
@@ -219,7 +219,7 @@ def test_ldp_vfl_noise_and_privacy() -> None:
     assert rec["extra"]["sigma"] == pytest.approx(math.sqrt(2 * 3 / (64 * 0.0625)))
     p = rec["privacy"]
     assert p["unit"] == "party-row" and set(p["per_party"]) == {"0", "1", "2"}
-    assert 0 < p["by_unit"]["party-row"] == p["epsilon"] < p["by_unit"]["sample"]
+    assert 0 < p["by_unit"]["party-row"] == p["epsilon"] and "sample" not in p["by_unit"]
     assert rec["comm"]["by_phase"].get("setup") is None  # no secure aggregation
 
 
@@ -266,8 +266,10 @@ def test_per_epoch_train_accuracy_is_recorded() -> None:
 
 
 def test_private_eval_goes_through_secure_aggregation() -> None:
-    priv = run_experiment(_spec("pbm-vfl", epochs=1))
-    plain = run_experiment(_spec("pbm-vfl", epochs=1, options={"eval": "plain"}))
+    priv = run_experiment(_spec("pbm-vfl", epochs=1, reproducible_noise=True))
+    plain = run_experiment(
+        _spec("pbm-vfl", epochs=1, options={"eval": "plain"}, reproducible_noise=True)
+    )
     assert priv["model_fingerprint"] == plain["model_fingerprint"]  # same training
     # 113 test rows in 2 batches of <= 64, packed at r = bitlength(64*3) = 8 bits, not float32
     from protocols.secagg import HEADER_BYTES, SHARE_RECORD_BYTES, TAG_BYTES
@@ -287,7 +289,7 @@ def test_private_eval_goes_through_secure_aggregation() -> None:
 def test_pbm_vfl_over_real_processes_matches_in_process() -> None:
     from securevfl.experiment import run_in_processes
 
-    spec = _spec("pbm-vfl", parties=2, epochs=1, timeout=30.0)
+    spec = _spec("pbm-vfl", parties=2, epochs=1, timeout=30.0, reproducible_noise=True)
     net = run_in_processes(spec)
     local = run_experiment(spec)
     assert net["runtime"] == "processes"

@@ -100,7 +100,7 @@ def test_afe_epsilon_matches_an_independent_gdp_composition():
 
 
 def test_ldp_epsilon_matches_an_independent_gdp_composition():
-    rec = run_experiment(_spec("ldp-vfl"))
+    rec = run_experiment(_spec("ldp-vfl", release_schedule="split"))
     p, E, P = rec["privacy"], 2, 8  # P: the default embedding dimension
     z = p["sigma"] / (2 * math.sqrt(P))  # each use: the whole embedding, Δ = 2·√P (tanh bound)
     half = p["bottom_noise_multiplier"] / 2
@@ -110,7 +110,7 @@ def test_ldp_epsilon_matches_an_independent_gdp_composition():
 
 
 def test_pbm_with_dp_bottom_meets_the_target_and_counts_a_rows_own_uses():
-    rec = run_experiment(_spec("pbm-vfl"))
+    rec = run_experiment(_spec("pbm-vfl", release_schedule="split"))
     p = rec["privacy"]
     assert p["bottom"] == "dp" and 0.98 * 4.0 <= p["epsilon"] <= 4.0
     assert p["releases_per_party"] == 8 * (2 + 1)  # P coordinates x (E epochs + its scoring)

@@ -53,5 +53,5 @@ def test_unpickler_refuses_arbitrary_classes():
     import pickle
 
     evil = pickle.dumps(Meter())
-    with pytest.raises(ProtocolError, match="payload type must be numpy/builtin"):
+    with pytest.raises(ProtocolError, match="not a securevfl wire message"):
         serialization.loads(evil)

@@ -65,7 +65,8 @@ def test_masked_values_hide_inputs_and_are_packed() -> None:
     q = np.zeros((M, n), dtype=np.int64)
     msg = parties[0].mask(q[0], round_id=0, batch_id=0)
     body = msg[HEADER_BYTES : HEADER_BYTES + (n * bits + 7) // 8]
-    assert len(msg) == HEADER_BYTES + n * bits // 8 + (M - 1) * 60 + 32  # r bits per value
+    # r bits per value, sealed shares, commitments (seed, M shares, M - 1 reveals), tag
+    assert len(msg) == HEADER_BYTES + n * bits // 8 + (M - 1) * 60 + 2 * M * 32 + 32
     y = unpack_bits(body, bits, n)
     # all-zero input: what travels is the mask, spread over the whole ring
     assert y.std() > (1 << bits) / 4
@@ -314,18 +315,40 @@ def test_a_survivor_silent_at_unmasking_aborts_when_its_pair_masks_are_needed() 
     assert np.array_equal(srv.finish(answers), q.sum(0))
 
 
-def test_inconsistent_shares_abort() -> None:
-    srv, parties, q, msgs = _masked()
-    reqs = srv.collect(msgs, round_id=1, batch_id=1, count=10)
-    answers = {v: parties[v].respond(r) for v, r in reqs.items()}
-    # party 3 alters its share of party 1's seed and re-tags: the two reconstructions disagree
+def _forge_share(answers, parties, forger: int, pos: int) -> None:
+    """``forger`` alters its share of the ``pos``-th survivor's seed and re-tags with its key."""
     from protocols.secagg import _mac
 
-    body = bytearray(answers[3][:-32])
-    body[HEADER_BYTES + 32 + 31] ^= 1
-    answers[3] = bytes(body) + _mac(parties[3]._auth, bytes(body))
-    with pytest.raises(SecAggAbort, match="party 1's self-mask seed are inconsistent"):
+    body = bytearray(answers[forger][:-32])
+    body[HEADER_BYTES + 32 * pos + 31] ^= 1
+    answers[forger] = bytes(body) + _mac(parties[forger]._auth, bytes(body))
+
+
+@pytest.mark.parametrize("responders", [(0, 1, 3), (0, 1, 2, 3, 4)])  # exactly t = 3, and all
+def test_an_altered_share_names_the_party_that_altered_it(responders) -> None:
+    srv, parties, q, msgs = _masked()
+    reqs = srv.collect(msgs, round_id=1, batch_id=1, count=10)
+    answers = {v: parties[v].respond(r) for v, r in reqs.items() if v in responders}
+    _forge_share(answers, parties, 3, 1)  # party 3's share of party 1's seed
+    with pytest.raises(SecAggAbort, match="party 3's share of party 1's self-mask seed") as exc:
         srv.finish(answers)
+    assert exc.value.party == 3 and exc.value.parties == (3,)
+
+
+def test_shares_that_do_not_open_the_committed_seed_name_the_dealer(monkeypatch) -> None:
+    srv, parties = _setup(5, modulus_bits(40))
+    real = shamir.share
+    # party 2 deals shares of another seed than the one it masked with (and committed to)
+    monkeypatch.setattr(shamir, "share", lambda s, **kw: real((s + 1) % shamir.PRIME, **kw))
+    msgs = {2: parties[2].mask(np.ones(10, np.int64), round_id=1, batch_id=1)}
+    monkeypatch.setattr(shamir, "share", real)
+    for p in parties:
+        if p.index != 2:
+            msgs[p.index] = p.mask(np.ones(10, np.int64), round_id=1, batch_id=1)
+    reqs = srv.collect(msgs, round_id=1, batch_id=1, count=10)
+    with pytest.raises(SecAggAbort, match="dealt wrongly by party 2") as exc:
+        srv.finish({v: parties[v].respond(r) for v, r in reqs.items()})
+    assert exc.value.party == 2
 
 
 def test_masking_twice_under_the_same_ids_is_refused() -> None:

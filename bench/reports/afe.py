@@ -47,6 +47,8 @@ def _collect(records: list[dict[str, Any]]):
     alone: dict[tuple, list[float]] = defaultdict(list)
     extra: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for r in records:
+        if r.get("majority_class_rate") is not None:  # the floor every plot draws
+            alone[(r["dataset"], "majority")].append(r["majority_class_rate"])
         if r["method"] == "afe-vfl":
             c = r["config"]
             if int(c.get("kl_every", 4)) != 4:  # schedule study: overheads table only
@@ -57,8 +59,13 @@ def _collect(records: list[dict[str, Any]]):
             afe[(r["dataset"], _setting(r), c.get("epsilon"), c.get("variant", "full"))].append(r)
         elif r["method"] == "local":
             alone[(r["dataset"], r["parties"])].append(r["metrics"]["accuracy"])
-        elif capabilities(r).get("data") == "pooled":  # the pooled-data reference
-            alone[(r["dataset"], "pooled")].append(r["metrics"]["accuracy"])
+        elif capabilities(r).get("data") == "pooled":  # pooled-data references, by privacy:
+            eps = (r.get("privacy") or {}).get("epsilon")  # DP and non-DP never mixed, nor ε
+            key = (r["dataset"], "pooled, no DP")
+            if eps is not None:  # on this party-row axis only a party-row ε may stand
+                unit = (r.get("privacy") or {}).get("unit")
+                key = (r["dataset"], f"pooled, DP {unit}", r["config"].get("epsilon"), r["method"])
+            alone[key].append(r["metrics"]["accuracy"])
         elif _PLAIN_SPLITNN.items() <= capabilities(r).items():
             plain[(r["dataset"], r["parties"])].append(r["metrics"]["accuracy"])
     return afe, plain, alone, extra
@@ -211,16 +218,24 @@ def _plot(afe, plain, alone, oracle, out: Path) -> list[str]:
         )
         if plain.get((ds, parties)):
             ax.axhline(np.mean(plain[(ds, parties)]), color="k", ls="--", label="split-NN, no DP")
-        if alone.get((ds, "pooled")):
-            ax.axhline(
-                np.mean(alone[(ds, "pooled")]), color="k", ls="-", lw=0.8, label="pooled data"
-            )
+        if alone.get((ds, "pooled, no DP")):
+            ax.axhline(np.mean(alone[(ds, "pooled, no DP")]), color="k", ls="-", lw=0.8,
+                       label="pooled data, no DP")  # fmt: skip
+        dp_pooled = _pooled_dp(alone, ds)  # at its own ε: a line over ε, not one level
+        if dp_pooled:
+            ax.plot(*zip(*dp_pooled, strict=True), "k-.", marker="s", ms=3, lw=0.8,
+                    label="pooled data, DP party-row (best at each ε)")  # fmt: skip
+        if alone.get((ds, "majority")):
+            ax.axhline(np.mean(alone[(ds, "majority")]), color="tab:red", ls=":", lw=1.2,
+                       label="majority class")  # fmt: skip
+        # the label holder alone: local where it holds features; with none (the paper's
+        # setting) it can only answer the majority class, the dotted line
         if setting.startswith("active") and alone.get((ds, parties)):
             ax.axhline(
                 np.mean(alone[(ds, parties)]),
                 color="tab:brown",
                 ls="--",
-                label="active party alone",
+                label="label holder alone",
             )
         ax.set_xscale("log")
         ticks = sorted({float(k[2]) for k in afe if k[:2] == (ds, setting)})
@@ -229,13 +244,23 @@ def _plot(afe, plain, alone, oracle, out: Path) -> list[str]:
         ax.set_xlabel("ε (party-row, accountant)")
         ax.set_ylabel("test accuracy")
         ax.set_title(f"VFL-AFE on {ds}, {setting}")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))  # off the lines
         fig.tight_layout()
         name = f"afe_{ds}_{setting.replace(' ', '').replace('+', '_')}.png"
-        fig.savefig(out / name, dpi=110)
+        fig.savefig(out / name, dpi=110, bbox_inches="tight")
         plt.close(fig)
         md.append(f"![accuracy vs epsilon, {ds}, {setting}]({name})")
     return md
+
+
+def _pooled_dp(alone, ds: str) -> list[tuple[float, float]]:
+    """(ε, accuracy) of the most accurate pooled DP baseline at each asked ε of ``ds``, among
+    those whose ε is in AFE's unit (party-row); sample-unit baselines are another guarantee."""
+    best: dict[float, float] = {}
+    for key, accs in alone.items():
+        if len(key) == 4 and key[:2] == (ds, "pooled, DP party-row") and key[2] is not None:
+            best[float(key[2])] = max(best.get(float(key[2]), -1.0), float(np.mean(accs)))
+    return sorted(best.items())
 
 
 def render(records: list[dict[str, Any]], out: Path) -> str:

@@ -48,10 +48,13 @@ def read_party_csv(path: str | os.PathLike, id_column: str, party: int) -> Party
     p = Path(path)
     if not p.is_file():
         raise DataError(f"party {party}'s CSV must exist, got {str(p)!r}")
-    with p.open(newline="") as f:
-        reader = csv.reader(f)
-        header = [h.strip() for h in next(reader, [])]
-        rows = [r for r in reader if r]
+    try:
+        with p.open(newline="", encoding="utf-8") as f:
+            reader = csv.reader(f)
+            header = [h.strip() for h in next(reader, [])]
+            rows = [r for r in reader if r]
+    except (UnicodeDecodeError, csv.Error) as exc:  # binary or broken: one line, no traceback
+        raise DataError(f"party {party}'s CSV {p.name!r} must be UTF-8 CSV text: {exc}") from None
     if id_column not in header:
         raise ConfigError(
             f"party {party}'s CSV {p.name!r} must have the ID column {id_column!r}, "

@@ -3,8 +3,11 @@
 ``register_party_arrays`` validates the blocks (same rows at every party, finite values), scales
 each column to [-1, 1] and registers a dataset whose columns are partitioned exactly as given.
 On the CLI, ``--dataset csv:party0.csv,party1.csv,...`` does the same from CSV files with a header;
-party 0's file holds the labels in a column named ``label``. In a real deployment each party would
-load only its own file; here one process reads them all, which changes nothing in the protocols.
+party 0's file holds the labels in a column named ``label`` (``--label-column`` names another).
+Text columns, missing cells and ID-like first columns follow the rules stated in
+:mod:`securevfl.data.csv_columns` (categories from ``--categories FILE``, public metadata). In a
+real deployment each party would load only its own file; here one process reads them all, which
+changes nothing in the protocols.
 
 With ``id_column`` (``--id-column NAME``) each file is keyed by that column and may hold its own
 row order and extra rows: the parties' rows are aligned by PSI (:mod:`securevfl.data.alignment`,
@@ -15,23 +18,37 @@ intersection size is what PSI reveals, and the record says so.
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from securevfl.data.bounds import check_covered, read_bounds
+from securevfl.data.csv_columns import check_not_id, encode_columns, is_missing, read_categories
 from securevfl.data.datasets import DatasetInfo, _Entry
-from securevfl.data.preprocess import Table, scale_to_unit_interval
+from securevfl.data.preprocess import Table, scale_target, scale_to_unit_interval
 from securevfl.errors import ConfigError, DataError
 from securevfl.registry import _REGISTRIES, register
 
 CSV_PREFIX = "csv:"
+CSV_KEYS = ("label_column", "categories")  # dataset options of csv: runs only
 _ALIGNMENTS: dict[str, dict] = {}  # dataset name -> alignment record of its last registration
+_DISCLOSED: dict[str, str] = {}  # dataset name -> what its encoding made visible
+# dataset name -> its raw schema: per party column names, each column's scaling (lo, hi), classes
+_SCHEMAS: dict[str, dict] = {}
 
 
 def alignment_of(name: str) -> dict | None:
     """The PSI alignment record of a ``csv:`` dataset registered with an ID column."""
     return _ALIGNMENTS.get(name)
+
+
+def schema_of(name: str) -> dict | None:
+    """A registered user dataset's raw schema: ``{"scaling": [[lo, hi], ...] per column in
+    table order, "classes": label values (class order) or None, "headers": [[name, ...] per
+    party] (CSV only)}``; what a saved model needs to prepare new rows the same way."""
+    return _SCHEMAS.get(name)
 
 
 def _check_blocks(blocks: Sequence[np.ndarray], y: np.ndarray) -> list[np.ndarray]:
@@ -62,24 +79,51 @@ def _check_blocks(blocks: Sequence[np.ndarray], y: np.ndarray) -> list[np.ndarra
 
 
 def register_party_arrays(
-    name: str, blocks: Sequence[np.ndarray], y: np.ndarray, *, task: str, source: str = "user data"
+    name: str,
+    blocks: Sequence[np.ndarray],
+    y: np.ndarray,
+    *,
+    task: str,
+    source: str = "user data",
+    names: Sequence[Sequence[str]] | None = None,
+    bounds: dict[str, tuple[float, float]] | None = None,
 ) -> list[list[int]]:
     """Register a dataset from per-party blocks; return the explicit column partition.
 
     Use the returned lists as ``RunSpec.partition`` so each party gets exactly its block.
+    ``bounds`` (``{column name: (lo, hi)}``, names from ``names``, one list per block; the
+    target is ``label``) scales every column by its public domain, values clipped in; without
+    it each column's own min/max is used and listed in the dataset's ``fitted`` values.
     """
     if task not in ("binary", "multiclass", "regression"):
         raise ConfigError(f"task must be binary, multiclass or regression, got {task!r}")
     y = np.asarray(y)
     blocks = _check_blocks(blocks, y)
-    X = np.hstack(
-        [
-            np.column_stack([scale_to_unit_interval(b[:, j]) for j in range(b.shape[1])])
-            for b in blocks
-        ]
-    )
+    if names is None:
+        names = [[f"x{j}" for j in range(b.shape[1])] for b in blocks]
+    for k, (ns, b) in enumerate(zip(names, blocks, strict=True)):
+        if len(ns) != b.shape[1]:
+            raise DataError(f"party {k}'s header must name its {b.shape[1]} columns, got {len(ns)}")
+    flat = [str(n) for ns in names for n in ns]
+    fitted: tuple[str, ...] = ()
+    if bounds is not None:
+        check_covered(bounds, flat + (["label"] if task == "regression" else []))
+    else:
+        fitted = (f"scaling ranges (min/max) of the {len(flat)} CSV columns (no --bounds)",)
+    # each column's scaling range, kept so a saved model prepares new rows the same way
+    cols, ranges = [], []
+    for k, b in enumerate(blocks):
+        for j in range(b.shape[1]):
+            dom = None if bounds is None else tuple(bounds[str(names[k][j])])
+            c = b[:, j]
+            ranges.append(dom or (float(np.min(c)), float(np.max(c))))
+            cols.append(scale_to_unit_interval(c, domain=ranges[-1], clip=dom is not None))
+    X = np.column_stack(cols)
+    classes = None
     if task == "regression":
-        y_out = scale_to_unit_interval(y.astype(float))
+        y_out, _ = scale_target(y.astype(float), domain=None if bounds is None else bounds["label"])
+        if bounds is None:
+            fitted += ("scaling range (min/max) of the regression target",)
         n_classes = None
     else:
         classes, y_out = np.unique(y, return_inverse=True)
@@ -96,33 +140,33 @@ def register_party_arrays(
         feature_names=[f"x{j}" for j in range(X.shape[1])],
         groups=[[j] for j in range(X.shape[1])],
         n_classes=n_classes,
+        fitted=fitted,
     )
     info = DatasetInfo(name, X.shape[0], X.shape[1], task, source, "user's own", "user data", False)
+    _SCHEMAS[name] = {
+        "scaling": [list(r) for r in ranges],
+        "classes": None if classes is None else classes.tolist(),
+    }
     _REGISTRIES.setdefault("dataset", {}).pop(name, None)  # re-registering replaces
     register("dataset", name, _Entry(info, lambda encoding="onehot", _t=table: _t))
     return partition
 
 
-def _aligned_csv_blocks(
+def _aligned_csv_tables(
     paths: list[Path], id_column: str
-) -> tuple[list[list[str]], list[np.ndarray], dict]:
-    """Align the files by PSI on ``id_column``; each party's header and numeric rows without it."""
+) -> tuple[list[list[str]], list[list[list[str]]], dict]:
+    """Align the files by PSI on ``id_column``; each party's header and text rows without it."""
     from securevfl.data.alignment import align_tables, read_party_csv
     from securevfl.runtime.inprocess import InProcessRuntime
 
     tables = {k: read_party_csv(p, id_column, k) for k, p in enumerate(paths)}
     kept, record = align_tables(InProcessRuntime(len(paths)), tables)
-    headers, blocks = [], []
-    for k, t in sorted(kept.items()):
+    headers, rows = [], []
+    for _, t in sorted(kept.items()):
         j = t.id_index
         headers.append(t.header[:j] + t.header[j + 1 :])
-        try:
-            blocks.append(
-                np.array([r[:j] + r[j + 1 :] for r in t.rows], dtype=float).reshape(len(t.rows), -1)
-            )
-        except ValueError as exc:
-            raise DataError(f"party {k}'s CSV {t.path.name!r} must be numeric: {exc}") from None
-    return headers, blocks, record
+        rows.append([r[:j] + r[j + 1 :] for r in t.rows])
+    return headers, rows, record
 
 
 MAX_CLASSES = 20
@@ -148,49 +192,128 @@ def label_task(y: np.ndarray) -> str:
     return "regression"
 
 
-def _read_numeric_csv(p: Path, k: int) -> tuple[list[str], np.ndarray]:
-    """Header and numeric rows of party ``k``'s CSV, or one DataError line naming the file."""
+def _read_text_csv(p: Path, k: int) -> tuple[list[str], list[list[str]]]:
+    """Header and text rows of party ``k``'s CSV, or one DataError line naming the file."""
     if not p.is_file():
         what = "a directory" if p.is_dir() else "no such file"
         raise DataError(f"party {k}'s CSV must be a file, got {str(p)!r} ({what})")
-    head = p.read_bytes()[:65536]
+    if b"\x00" in p.read_bytes()[:65536]:
+        raise DataError(f"party {k}'s CSV {str(p)!r} must be UTF-8 text, got binary data")
     try:
-        if b"\x00" in head:
-            raise UnicodeDecodeError("utf-8", head, 0, 1, "NUL byte")
-        text = head.decode("utf-8", errors="strict" if len(head) < 65536 else "ignore")
-    except UnicodeDecodeError:
-        raise DataError(f"party {k}'s CSV {str(p)!r} must be UTF-8 text, got binary data") from None
-    header = text.split("\n", 1)[0].strip().split(",")
-    try:
-        data = np.genfromtxt(p, delimiter=",", skip_header=1, dtype=float, ndmin=2)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise DataError(f"party {k}'s CSV {str(p)!r} must be numeric: {exc}") from None
-    if data.size == 0:
+        with p.open(newline="", encoding="utf-8") as f:
+            reader = csv.reader(f)
+            header = [h.strip() for h in next(reader, [])]
+            rows = [r for r in reader if r]
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise DataError(f"party {k}'s CSV {str(p)!r} must be UTF-8 CSV text: {exc}") from None
+    if not rows:
         raise DataError(f"party {k}'s CSV {str(p)!r} must hold >= 1 data row, got none")
-    return header, data
+    for i, r in enumerate(rows):
+        if len(r) != len(header):
+            raise DataError(
+                f"party {k}'s CSV {p.name!r} must have {len(header)} fields per row, "
+                f"got {len(r)} on line {i + 2}"
+            )
+    return header, rows
 
 
-def register_csv_parties(spec_name: str, *, id_column: str | None = None) -> list[list[int]]:
+def _labels(column: str, where: str, cells: list[str]) -> np.ndarray:
+    """The label column as numbers (text labels: their class index, in sorted order)."""
+    missing = [i for i, c in enumerate(cells) if is_missing(c)]
+    if missing:
+        raise DataError(
+            f"party 0's label column {column!r} ({where}) must have no missing cells, got "
+            f"{cells[missing[0]]!r} on line {missing[0] + 2}"
+        )
+    try:
+        y = np.array([float(c) for c in cells])
+    except ValueError:  # text labels: classes, never a regression target
+        classes, y = np.unique([c.strip() for c in cells], return_inverse=True)
+        if len(classes) > MAX_CLASSES:
+            raise DataError(
+                f"party 0's text label column {column!r} must hold <= {MAX_CLASSES} classes, "
+                f"got {len(classes)}"
+            ) from None
+        return y.astype(np.float64)
+    if not np.all(np.isfinite(y)):
+        raise DataError(f"labels must be finite, got NaN/inf in column {column!r}")
+    return y
+
+
+def register_csv_parties(
+    spec_name: str,
+    *,
+    id_column: str | None = None,
+    label_column: str | None = None,
+    categories: str | None = None,
+    bounds: str | None = None,
+) -> list[list[int]]:
     """Register ``csv:a.csv,b.csv,...`` (party order) as a dataset; return its partition.
 
     With ``id_column``, rows are first aligned by PSI on that column (see module docstring).
+    ``label_column`` (default ``label``) names party 0's label column; ``categories`` is a JSON
+    file of each text column's categories (public metadata; :mod:`securevfl.data.csv_columns`
+    states the rules for text, missing cells and ID-like columns).
     """
+    declared = None if bounds is None else read_bounds(bounds)
+    label = label_column or "label"
     paths = [Path(p) for p in spec_name[len(CSV_PREFIX) :].split(",") if p]
     _ALIGNMENTS.pop(spec_name, None)
+    _DISCLOSED.pop(spec_name, None)
+    cats = read_categories(categories)
     if id_column is not None:
-        headers, aligned, _ALIGNMENTS[spec_name] = _aligned_csv_blocks(paths, id_column)
-    blocks, y = [], None
-    for k, p in enumerate(paths):
-        if id_column is not None:
-            header, data = headers[k], aligned[k]
-        else:
-            header, data = _read_numeric_csv(p, k)
-        if k == 0:
-            if "label" not in header:
-                raise DataError(f"party 0's CSV must have a 'label' column, got columns {header}")
-            j = header.index("label")
-            y = data[:, j]
-            data = np.delete(data, j, axis=1)
-        blocks.append(data)
+        headers, tables, _ALIGNMENTS[spec_name] = _aligned_csv_tables(paths, id_column)
+    else:
+        headers, tables = map(list, zip(*(_read_text_csv(p, k) for k, p in enumerate(paths))))
+    if label not in headers[0]:
+        flag = "" if label_column else " (name another with --label-column)"
+        raise DataError(
+            f"party 0's CSV must have a {label!r} column{flag}, got columns {headers[0]}"
+        )
+    j = headers[0].index(label)
+    y = _labels(label, paths[0].name, [r[j] for r in tables[0]])
+    headers[0] = headers[0][:j] + headers[0][j + 1 :]
+    tables[0] = [r[:j] + r[j + 1 :] for r in tables[0]]
+    for k, rows in enumerate(tables):
+        if len(rows) != len(y):
+            raise DataError(
+                f"every party must hold the same samples: party {k} has {len(rows)} rows, "
+                f"the labels have {len(y)}"
+            )
     task = label_task(y)
-    return register_party_arrays(spec_name, blocks, y, task=task, source=", ".join(map(str, paths)))
+    blocks, disclosed, names = [], [], []
+    for k, (header, rows) in enumerate(zip(headers, tables, strict=True)):
+        if not header:
+            raise DataError(f"party {k}'s CSV must hold >= 1 feature column, got none")
+        if id_column is None:
+            check_not_id(k, paths[k].name, header[0], [r[0] for r in rows], cats)
+        enc = encode_columns(k, paths[k].name, header, rows, cats)
+        blocks.append(enc.block)
+        names.append(list(enc.names))
+        if enc.with_missing:
+            disclosed.append(f"party {k}: {', '.join(enc.with_missing)}")
+    if disclosed:
+        _DISCLOSED[spec_name] = (
+            "which columns have missing cells (each given an indicator column) is visible in "
+            "the parties' column counts: " + "; ".join(disclosed)
+        )
+    if declared is not None:  # one-hot and missing-indicator columns live in [0, 1] (public)
+        for n in (n for ns in names for n in ns):
+            if n not in declared and ("=" in n or n.endswith("_missing")):
+                declared[n] = (0.0, 1.0)
+    out = register_party_arrays(
+        spec_name,
+        blocks,
+        y,
+        task=task,
+        source=", ".join(map(str, paths)),
+        names=names if declared is not None else None,
+        bounds=declared,
+    )
+    _SCHEMAS[spec_name]["headers"] = [list(h) for h in headers]  # label column removed above
+    return out
+
+
+def csv_disclosure(name: str) -> str | None:
+    """What a ``csv:`` dataset's encoding disclosed outside any guarantee, if anything."""
+    return _DISCLOSED.get(name)

@@ -3,9 +3,11 @@
 Every dataset comes out preprocessed the same way (numeric columns in [-1, 1], categoricals
 one-hot with their ``groups`` recorded) so that methods never special-case a dataset. Real files
 are vendored gzip'd in ``securevfl/data/files`` (see PROVENANCE.md there); the packages they were
-taken from are never imported at run time. Preprocessing statistics (min/max) are computed on the
-whole table before any split, as in the papers this project reproduces; only min/max leak, and
-for most columns the domain is public anyway.
+taken from are never imported at run time. Scaling uses each column's public domain
+(:mod:`securevfl.data.domains`: declared bounds and vocabularies, values outside clipped in), so
+it is row-wise: no statistic is fitted on any row, test rows included, and replacing one row moves
+no other row. What a loader still derives from the rows (a synthetic target's range, a CSV
+without ``--bounds``) is listed in ``Dataset.fitted`` and, by a run, outside its guarantee.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ class Dataset:
     y_range: tuple[float, float] | None = None
     # global indices of the columns X holds when it was loaded with ``keep`` (None: all)
     columns: np.ndarray | None = None
+    # values the loader computed from the rows (one line each; empty: scaling is public)
+    fitted: tuple[str, ...] = ()
 
     @property
     def n(self) -> int:
@@ -405,6 +409,7 @@ def load_dataset(
         info=replace(info, n=int(table.X.shape[0]), d=d_all),
         y_range=table.y_range,
         columns=table.columns,
+        fitted=tuple(table.fitted),
     )
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from securevfl.data.domains import CREDIT
 from securevfl.data.preprocess import (
     CategoricalColumn,
     ColumnSpec,
@@ -207,7 +208,8 @@ def load_credit(*, select: Select) -> Table:
     col = {h: np.char.strip(body[:, j]) for j, h in enumerate(header)}
     try:
         specs: list[ColumnSpec] = [
-            NumericColumn(c, col[c].astype(np.float64)) for c in _CREDIT_NUMERIC
+            NumericColumn(c, col[c].astype(np.float64), domain=CREDIT[c], clip=True)
+            for c in _CREDIT_NUMERIC
         ]
         cats = {
             c: col[c].astype(np.float64).astype(np.int64).astype(str) for c in _CREDIT_CATEGORIES

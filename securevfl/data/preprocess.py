@@ -1,7 +1,9 @@
 """Column encoding shared by every dataset loader.
 
 Every loader describes its table as a list of column specs and calls :func:`encode_columns`, so
-all datasets come out in the same form: numeric columns min-max scaled to [-1, 1], categoricals
+all datasets come out in the same form: numeric columns scaled to [-1, 1] from their PUBLIC
+domain (the catalogue's declared bounds, values outside clipped in; never the data's own min/max,
+which is one person's value), categoricals
 one-hot (0/1), and a ``groups`` list recording which columns belong to one original attribute.
 The groups matter downstream: a one-hot group must never be split across parties, and each group
 contributes at most 1 to a row's squared L2 norm (see :mod:`securevfl.data.partition`).
@@ -19,11 +21,17 @@ from securevfl.errors import DataError
 
 @dataclass(frozen=True)
 class NumericColumn:
-    """A numeric attribute; scaled to [-1, 1] by ``domain`` (known bounds) or by its min/max."""
+    """A numeric attribute; scaled to [-1, 1] by ``domain`` (public bounds) or, where none is
+    known, by its min/max (then :func:`fitted_ranges` names it: it is data-derived).
+
+    ``clip``: values outside ``domain`` are clipped into it (a documented public bound that
+    a rare row may exceed); without it they raise DataError.
+    """
 
     name: str
     values: np.ndarray
     domain: tuple[float, float] | None = None
+    clip: bool = False
 
 
 @dataclass(frozen=True)
@@ -62,6 +70,9 @@ class Table:
     y_range: tuple[float, float] | None = None
     # global indices of the columns X holds, when a loader kept only some (None: all of them)
     columns: np.ndarray | None = None
+    # values computed from the rows (e.g. a column's min/max where no public domain is known):
+    # one line each; a run lists them outside its guarantee
+    fitted: tuple[str, ...] = ()
 
 
 # Picks the columns a process holds from a table's column groups (indices into the whole table).
@@ -69,7 +80,7 @@ ColumnPicker = Callable[[list[list[int]]], np.ndarray]
 
 
 def scale_to_unit_interval(
-    values: np.ndarray, *, domain: tuple[float, float] | None = None
+    values: np.ndarray, *, domain: tuple[float, float] | None = None, clip: bool = False
 ) -> np.ndarray:
     """Min-max scale to [-1, 1]; a constant column maps to 0.
 
@@ -77,12 +88,16 @@ def scale_to_unit_interval(
     ----------
     values : array of numbers.
     domain : known (lo, hi) of the attribute; defaults to the observed min and max. Values outside
-        a given domain raise DataError (they would leave [-1, 1]).
+        a given domain raise DataError (they would leave [-1, 1]), or are clipped with ``clip``.
     """
     v = np.asarray(values, dtype=np.float64)
     if v.size == 0:
         return v.copy()
     lo, hi = (float(np.min(v)), float(np.max(v))) if domain is None else map(float, domain)
+    if domain is not None and not lo <= hi:
+        raise DataError(f"a domain must have lo <= hi, got [{lo}, {hi}]")
+    if domain is not None and clip:
+        v = np.clip(v, lo, hi)  # row-wise: one row's value never moves another's
     if domain is not None and (v.min() < lo or v.max() > hi):
         raise DataError(
             f"values must lie in the domain [{lo}, {hi}], got range [{v.min()}, {v.max()}]"
@@ -126,7 +141,8 @@ def encode_columns(
     col = 0
     for spec in columns:
         if isinstance(spec, NumericColumn):
-            block = scale_to_unit_interval(spec.values, domain=spec.domain)[:, None]
+            block = scale_to_unit_interval(spec.values, domain=spec.domain, clip=spec.clip)
+            block = block[:, None]
             new_names = [spec.name]
         elif isinstance(spec, BinaryColumn):
             block = np.asarray(spec.values, dtype=np.float64)[:, None]
@@ -155,10 +171,29 @@ def encode_columns(
     return np.hstack(blocks), names, groups
 
 
-def scale_target(y: np.ndarray) -> tuple[np.ndarray, tuple[float, float]]:
-    """Scale a regression target to [-1, 1]; return it with its original (min, max)."""
+def scale_target(
+    y: np.ndarray, *, domain: tuple[float, float] | None = None
+) -> tuple[np.ndarray, tuple[float, float]]:
+    """Scale a regression target to [-1, 1] by its public ``domain`` (values clipped in), or by
+    its own (min, max) where none is known (data-derived: the caller lists it as fitted);
+    return it with the (lo, hi) used."""
     y = np.asarray(y, dtype=np.float64)
+    if domain is not None:
+        lo, hi = float(domain[0]), float(domain[1])
+        return scale_to_unit_interval(y, domain=(lo, hi), clip=True), (lo, hi)
     return scale_to_unit_interval(y), (float(np.min(y)), float(np.max(y)))
+
+
+def fitted_values(columns: Sequence[ColumnSpec]) -> tuple[str, ...]:
+    """The data-derived values of an encoding, one line each: a numeric column scaled by its own
+    min/max (no public domain), a categorical one whose vocabulary is its distinct values."""
+    out = []
+    for c in columns:
+        if isinstance(c, NumericColumn) and c.domain is None:
+            out.append(f"scaling range (min/max) of column {c.name!r}")
+        elif isinstance(c, CategoricalColumn) and c.categories is None:
+            out.append(f"vocabulary (distinct values) of column {c.name!r}")
+    return tuple(out)
 
 
 def check_finite(X: np.ndarray, y: np.ndarray, *, dataset: str, feature_names: list[str]) -> None:

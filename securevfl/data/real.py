@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from securevfl.data import domains as dom
 from securevfl.data.preprocess import (
     BinaryColumn,
     CategoricalColumn,
@@ -22,6 +23,7 @@ from securevfl.data.preprocess import (
     NumericColumn,
     Table,
     encode_columns,
+    fitted_values,
     scale_target,
 )
 from securevfl.errors import DataError
@@ -117,10 +119,16 @@ def load_adult(encoding: str) -> Table:
     y = (label == ">50K").astype(np.int64)
     # '?' (missing workclass/occupation/native-country) is kept as its own category, so all
     # 48,842 rows stay; the FM-VFL paper dropped them instead (45,222 rows).
-    specs: list[ColumnSpec] = [NumericColumn(a, c[a].astype(np.float64)) for a in _ADULT_NUMERIC]
+    specs: list[ColumnSpec] = [
+        NumericColumn(a, c[a].astype(np.float64), domain=dom.ADULT[a], clip=True)
+        for a in _ADULT_NUMERIC
+    ]
+    vocab = {a: sorted(v) for a, v in dom.ADULT_VOCAB.items()}  # the documented vocabularies
     if encoding == "onehot":
         specs += [
-            CategoricalColumn(a, c[a]) for a in _ADULT_COLUMNS[:-1] if a not in _ADULT_NUMERIC
+            CategoricalColumn(a, c[a], vocab[a])
+            for a in _ADULT_COLUMNS[:-1]
+            if a not in _ADULT_NUMERIC
         ]
     else:
         # compact (~41 columns like the FM-VFL paper): education is dropped because
@@ -128,16 +136,16 @@ def load_adult(encoding: str) -> Table:
         # native-country reduced to one 0/1 indicator each.
         occ = np.array([_OCCUPATION_GROUPS[v] for v in c["occupation"]])
         specs += [
-            CategoricalColumn("workclass", c["workclass"]),
-            CategoricalColumn("marital-status", c["marital-status"]),
-            CategoricalColumn("occupation-group", occ),
-            CategoricalColumn("relationship", c["relationship"]),
-            CategoricalColumn("race", c["race"]),
+            CategoricalColumn("workclass", c["workclass"], vocab["workclass"]),
+            CategoricalColumn("marital-status", c["marital-status"], vocab["marital-status"]),
+            CategoricalColumn("occupation-group", occ, dom.ADULT_OCCUPATION_GROUPS),
+            CategoricalColumn("relationship", c["relationship"], vocab["relationship"]),
+            CategoricalColumn("race", c["race"], vocab["race"]),
             BinaryColumn("sex=Male", c["sex"] == "Male"),
             BinaryColumn("native-country=United-States", c["native-country"] == "United-States"),
         ]
     X, fnames, groups = encode_columns(specs)
-    return Table(X, y, fnames, groups, n_classes=2)
+    return Table(X, y, fnames, groups, n_classes=2, fitted=fitted_values(specs))
 
 
 @functools.lru_cache(maxsize=1)
@@ -162,19 +170,22 @@ def _load_cps1988_cached() -> Table:
     if np.any(wage <= 0):
         raise DataError("cps1988 wage must be > 0 to take its log")
     specs: list[ColumnSpec] = [
-        NumericColumn("education", col["education"].astype(np.float64)),
-        NumericColumn("experience", col["experience"].astype(np.float64)),
+        NumericColumn(a, col[a].astype(np.float64), domain=dom.CPS1988[a], clip=True)
+        for a in ("education", "experience")
     ]
-    specs += [CategoricalColumn(a, col[a]) for a in ("ethnicity", "smsa", "region", "parttime")]
+    specs += [CategoricalColumn(a, col[a], v) for a, v in dom.CPS1988_VOCAB.items()]
     X, fnames, groups = encode_columns(specs)
-    y, y_range = scale_target(np.log(wage))
-    return Table(X, y, fnames, groups, y_range=y_range)
+    y, y_range = scale_target(np.log(wage), domain=dom.CPS1988_LOG_WAGE)
+    return Table(X, y, fnames, groups, y_range=y_range, fitted=fitted_values(specs))
 
 
 def _numeric_table(
-    X: np.ndarray, fnames: list[str], *, domain: tuple[float, float] | None = None
+    X: np.ndarray, fnames: list[str], *, domains: list[tuple[float, float]]
 ) -> tuple[np.ndarray, list[str], list[list[int]]]:
-    specs = [NumericColumn(f, X[:, j], domain=domain) for j, f in enumerate(fnames)]
+    """Numeric columns scaled by their public domains (values outside clipped in)."""
+    if len(domains) != len(fnames):  # a catalogue that does not match its data
+        raise DataError(f"a domain per column is needed: {len(fnames)} columns, {len(domains)}")
+    specs = [NumericColumn(f, X[:, j], domain=domains[j], clip=True) for j, f in enumerate(fnames)]
     return encode_columns(specs)
 
 
@@ -183,7 +194,9 @@ def _load_breast_cached() -> Table:
     from sklearn.datasets import load_breast_cancer
 
     b = load_breast_cancer()
-    X, fnames, groups = _numeric_table(b.data, [str(f) for f in b.feature_names])
+    X, fnames, groups = _numeric_table(
+        b.data, [str(f) for f in b.feature_names], domains=list(dom.BREAST)
+    )
     # sklearn codes 0 = malignant, 1 = benign; keep its coding
     return Table(X, _classes(b.target), fnames, groups, n_classes=2)
 
@@ -193,7 +206,9 @@ def _load_digits_cached() -> Table:
     from sklearn.datasets import load_digits
 
     b = load_digits()
-    X, fnames, groups = _numeric_table(b.data, [str(f) for f in b.feature_names], domain=(0, 16))
+    X, fnames, groups = _numeric_table(
+        b.data, [str(f) for f in b.feature_names], domains=[(0.0, 16.0)] * 64
+    )
     return Table(X, _classes(b.target), fnames, groups, n_classes=10)
 
 
@@ -202,8 +217,10 @@ def _load_diabetes_cached() -> Table:
     from sklearn.datasets import load_diabetes
 
     b = load_diabetes(scaled=False)
-    X, fnames, groups = _numeric_table(b.data, [str(f) for f in b.feature_names])
-    y, y_range = scale_target(b.target)
+    X, fnames, groups = _numeric_table(
+        b.data, [str(f) for f in b.feature_names], domains=list(dom.DIABETES)
+    )
+    y, y_range = scale_target(b.target, domain=dom.DIABETES_TARGET)
     return Table(X, y, fnames, groups, y_range=y_range)
 
 

@@ -114,9 +114,10 @@ def _synthetic_table(
 ) -> Table:
     fnames = [f"x{j}" for j in range(d)]
     groups = [[j] for j in range(d)]
-    if regression:
+    if regression:  # the target's own min/max: data-derived, listed as fitted
         y, y_range = scale_target(y)
-        return Table(X, y, fnames, groups, y_range=y_range, columns=columns)
+        fitted = ("scaling range (min/max) of the regression target",)
+        return Table(X, y, fnames, groups, y_range=y_range, columns=columns, fitted=fitted)
     return Table(X, y, fnames, groups, n_classes=2, columns=columns)
 
 

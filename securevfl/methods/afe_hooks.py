@@ -84,6 +84,10 @@ class AFEHooks(SplitNNHooks):
     def _last_epoch(self, ctx: RunContext) -> bool:
         return self.batch is not None and self.batch.epoch == ctx.spec.epochs - 1
 
+    def bound_rows(self, ctx: RunContext, k: int, h: torch.Tensor) -> torch.Tensor:
+        """Rows clipped to the C-ball, as released (release-once trains its probe on them)."""
+        return CLIPS[self.cfg["clip_mode"]](h, self.C)
+
     def embed(self, ctx: RunContext, k: int, emb: torch.Tensor, step: int) -> torch.Tensor:
         if k == self.L:  # the label holder's own columns: nothing leaves it, no clip or noise
             return emb

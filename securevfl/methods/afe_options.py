@@ -5,18 +5,22 @@ from __future__ import annotations
 from typing import Any
 
 from securevfl.context import Option, RunSpec, parse_bool
+from securevfl.errors import ConfigError
 from securevfl.methods.base import Method
 from securevfl.methods.dp_bottom_options import BOTTOM_OPTIONS
+from securevfl.methods.release_options import RELEASE_OPTIONS, release_once
 
 EXACT_ONLY = ("bottom", ("exact",))
 
-VARIANTS = ("vanilla", "r", "d", "full")
+VARIANTS = ("auto", "vanilla", "r", "d", "full")
+SPLIT_VARIANTS = ("r", "d", "full")  # R and D act on split learning's steps
 
 OPTIONS = {
     "variant": Option(
         str,
-        "full",
-        "vanilla (clip + noise), r (+ rescaling), d (+ distribution adjusting), full (R + D)",
+        "auto",
+        "vanilla (clip + noise), r (+ rescaling), d (+ distribution adjusting), full (R + D); "
+        "r, d and full run the split schedule; auto: vanilla under release-once, full under split",
         choices=VARIANTS,
     ),
     "clip": Option(float, 1.0, "clipping bound C of each embedding row (Eq. 2)", gt=0, le=1e6),
@@ -97,12 +101,31 @@ OPTIONS = {
         "are accounted",
     ),
     **BOTTOM_OPTIONS,
+    **RELEASE_OPTIONS,
 }
 
 
 def check_options(spec: RunSpec, method: Method) -> dict[str, Any]:
-    """The run's AFE options, parsed and checked by their declarations."""
-    return {
+    """The run's AFE options, parsed and checked by their declarations (``variant`` auto
+    resolved by the schedule)."""
+    out = {
         name: opt.check(name, spec.option(name, method), owner=method.name)
         for name, opt in OPTIONS.items()
     }
+    if out["variant"] == "auto":
+        out["variant"] = "vanilla" if afe_release_once(spec, method) else "full"
+    return out
+
+
+def afe_release_once(spec: RunSpec, method: Method, task: str | None = None) -> bool:
+    """Whether an afe-vfl run uses release-once: as ``release_once`` says, except that an
+    explicit r, d or full variant under ``--release-schedule auto`` runs the split schedule."""
+    variant = spec.option("variant", method)
+    if variant in SPLIT_VARIANTS:
+        if spec.option("release_schedule", method) == "release-once":
+            raise ConfigError(
+                f"variant {variant!r} of afe-vfl acts on split learning's steps: it needs "
+                "--release-schedule split (or auto), got --release-schedule release-once"
+            )
+        return False
+    return release_once(spec, method, task)

@@ -80,15 +80,23 @@ import numpy as np
 from securevfl.context import RunContext, RunSpec, parse_bool
 from securevfl.errors import ConfigError
 from securevfl.methods.afe_hooks import AFEHooks, accuracy_ceiling_of
-from securevfl.methods.afe_options import OPTIONS, check_options
+from securevfl.methods.afe_options import OPTIONS, afe_release_once, check_options
 from securevfl.methods.base import Method, register_method
-from securevfl.methods.dp_bottom_options import bottom_plan
+from securevfl.methods.dp_bottom_options import BottomPlan, bottom_plan
+from securevfl.methods.release_options import (
+    accuracy_ceiling_extra,
+    gaussian_release_report,
+    release_defaults,
+    release_plan,
+)
 from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.privacy.afe import plan_noise, z_of
 from securevfl.privacy.dp_bottom import test_noise_multiplier, with_test_rows
 from securevfl.privacy.events import gaussian_event
+from securevfl.privacy.units import label_unit
 from securevfl.results import FitResult
 from securevfl.training import fit_splitnn, n_batches
+from securevfl.training.release_once import fit_release_once
 
 DEFAULT_DELTA = 1e-5
 
@@ -103,6 +111,13 @@ class AFEVFL(Method):
     uses_server = True
     labels_at_server = True
     options = OPTIONS
+
+    @classmethod
+    def common_defaults(cls, given: dict[str, Any]) -> dict[str, Any]:
+        """Release-once runs: larger DP-SGD batches, one scalar per row on binary tasks."""
+        if given.get("variant") in ("r", "d", "full"):
+            return {}
+        return release_defaults(cls, given)
 
     def has_server(self, spec: RunSpec) -> bool:
         """No server when the label holder holds features: it is data party 0 then."""
@@ -126,6 +141,8 @@ class AFEVFL(Method):
                 f"classification task, got {ctx.info.task!r}"
             )
         E, delta = ctx.spec.epochs, float(ctx.spec.delta or DEFAULT_DELTA)
+        if afe_release_once(ctx.spec, self, ctx.info.task):
+            return self.fit_release_once(ctx, cfg, delta)
         rescaling = cfg["variant"] in ("r", "full")
         plan = bottom_plan(ctx.spec, self, delta=delta)
         z_e, z_s, planned = plan_noise(
@@ -171,6 +188,8 @@ class AFEVFL(Method):
             for k in hooks.passive:
                 test.compose(k, gaussian_event(sigma=hooks.sigma_test, sensitivity=2 * hooks.C))
             report = with_test_rows(report, test, delta)
+        # passive parties get their rows' exact label-dependent gradients: no sample unit
+        report = label_unit(report, labels_protected=False)
         extra: dict[str, Any] = {"variant": cfg["variant"], "sigma": hooks.sigma}
         step_ms = {key: 1e3 * v / steps for key, v in hooks.ms.items()}
         step_ms["total"] = 1e3 * run.train_s / steps
@@ -184,4 +203,32 @@ class AFEVFL(Method):
             extra["embedding_fill"] = float(np.mean(hooks.norms))
         extra["head_s"] = hooks.head_s
         extra["accuracy_ceiling"] = accuracy_ceiling_of(ctx, hooks)
+        return run.result(privacy=report, extra=extra)
+
+    def fit_release_once(self, ctx: RunContext, cfg: dict[str, Any], delta: float) -> FitResult:
+        """Release-once (``training.release_once``) with the vanilla mechanism: each passive
+        party's row clipped to the C-ball (Eq. 2) plus N(0, σ² I), once per training row and
+        once per test row; Δ = 2C (``release_options.gaussian_release_report``)."""
+        plan = release_plan(ctx.spec, self, delta=delta, n_train=ctx.info.n_train)
+        C = float(cfg["clip"])
+        report, sigma, sigma_test = gaussian_release_report(
+            ctx, plan, sensitivity=2 * C, delta=delta
+        )
+        hooks = AFEHooks(
+            ctx,
+            **{
+                **cfg,
+                "z_e": sigma / (2 * C),
+                "z_s": 0.0,
+                "z_t": sigma_test / (2 * C),
+                "plan": BottomPlan(None, 1),
+            },
+        )
+        run = fit_release_once(ctx, hooks, plan=plan)
+        mus = [2 * C / sigma_test] * len(hooks.passive)
+        extra: dict[str, Any] = {
+            "variant": cfg["variant"],
+            "sigma": sigma,
+            **accuracy_ceiling_extra(ctx, mus=mus, delta=delta),
+        }
         return run.result(privacy=report, extra=extra)

@@ -40,6 +40,8 @@ class Method(ABC):
     pooled_data: ClassVar[bool] = False  # a non-federated baseline that sees all columns
     label_party_only: ClassVar[bool] = False  # a baseline on the label holder's columns alone
     options: ClassVar[dict[str, Option]] = {}
+    # the unit of the method's ε (sizes the budget reserved for released centring means)
+    privacy_unit: ClassVar[str] = "party-row"
 
     def has_server(self, spec: RunSpec) -> bool:
         """Whether this run has a server at index K (``uses_server`` unless an option says)."""

@@ -194,6 +194,7 @@ class CascadeMethod(Method):
     models = ("mlp", "cnn")
     uses_server = True
     labels_at_server = True
+    model_export_refusal = "the cascade trainer has no export hook yet"
 
     def validate(self, spec: RunSpec) -> None:
         super().validate(spec)

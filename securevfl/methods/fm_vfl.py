@@ -68,7 +68,7 @@ from securevfl.privacy.functional import (
     top_down_scales,
 )
 from securevfl.registry import lookup
-from securevfl.results import FitResult
+from securevfl.results import FitResult, ModelPart
 from securevfl.runtime.secure_products import ProductRequest
 
 __all__ = [
@@ -139,6 +139,7 @@ class FMVFL(Method):
     name = "fm-vfl"
     summary = "functional mechanism, cross-party coefficients by Shamir products in MPyC (Xu+ 2021)"
     family = "dp+mpc"
+    privacy_unit = "sample"
     models = ("glm",)
     requires_epsilon = True
     uses_server = True
@@ -246,7 +247,19 @@ class FMVFL(Method):
             "phases_s": res.slowest_phases(),
             "phases_bytes": res.phases_bytes,
         }
-        return FitResult(scores, train_s, privacy=privacy, fingerprints=fps, extra=extra)
+        transform = {"input_scale": math.sqrt(info.row_norm_bound_sq), "input_clip": 1.0}
+        model = {
+            k: ModelPart("linear", {"w": np.asarray(w_k[k], dtype=np.float64)}, dict(transform))
+            for k in range(K)
+            if rt.here(k)
+        }
+        if 0 in model:  # the label holder: the link, and the constant column's weight w_0[0]
+            model[0].arrays["bias"] = np.zeros(1)
+            model[0].meta.update(head=True, link="sigmoid" if task == "logistic" else "identity")
+            model[0].meta["intercept"] = intercept
+        return FitResult(
+            scores, train_s, privacy=privacy, fingerprints=fps, extra=extra, model=model
+        )
 
     def _scales(self, spec: RunSpec, sens: dict, K: int) -> dict:
         """Laplace scale per block: top-down from ε, or bottom-up from the parties' offers."""

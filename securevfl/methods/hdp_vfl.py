@@ -26,8 +26,9 @@ Lemma 3/4's bounds grow with the number of steps), δ = 1e-5, and ``intercept au
 centred features (Algorithm 1 exactly), clipped on uncentred ones. Measured (3 seeds, breast,
 K = 2, e = 10): at ε = 10 0.628 -> 0.894 accuracy (non-private vfl 0.909), at ε = 1 0.575 ->
 0.879; uncentred, the clipped bias and the free bias both predict the majority class (0.628).
-These are public choices (they depend on no row); the centring itself is each party's own
-preprocessing of its columns, as ``--center`` documents.
+These are public choices (they depend on no row). With ``--epsilon`` the centring means are
+released by each party under the budget (Laplace, 10% of ε; ``privacy.centring``, composed into
+the printed ε; docs/privacy-boundaries.md), so the measured figures above predate it.
 
 Intercept (option ``intercept``): Algorithm 1 has none, but min-max scaled features that are not
 centred need a bias to learn. ``auto`` (default): none when centred, else clipped. ``clipped``
@@ -84,6 +85,9 @@ def _parse_hdp_intercept(value: Any) -> str:
     if isinstance(value, str) and value.strip().lower() == "auto":
         return "auto"
     return parse_intercept(value)
+
+
+_parse_hdp_intercept.kind = "one of auto, clipped, free, none (or true/false)"  # type: ignore[attr-defined]
 
 
 def resolve_intercept(value: Any, centred: bool) -> str:

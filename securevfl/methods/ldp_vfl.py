@@ -22,9 +22,17 @@ from securevfl.methods.pbm_vfl import (
     PBM_OPTIONS,
     BoundedSumHooks,
     SumSplitNN,
+    ceiling_extra,
     eval_mode,
     outside,
     private_eval,
+)
+from securevfl.methods.release_options import (
+    ACTIVE_FEATURES,
+    RELEASE_OPTIONS,
+    gaussian_release_report,
+    release_once,
+    release_plan,
 )
 from securevfl.privacy.accountant import Accountant, PrivacyLedger, calibrate
 from securevfl.privacy.dp_bottom import test_noise_multiplier, with_test_rows
@@ -32,6 +40,7 @@ from securevfl.privacy.pbm import ldp_sigma
 from securevfl.privacy.pbm_accountant import ldp_event
 from securevfl.results import FitResult
 from securevfl.training import EVAL, row_uses
+from securevfl.training.release_once import fit_release_once
 
 
 class LDPHooks(BoundedSumHooks):
@@ -79,7 +88,12 @@ class LDPVFL(SumSplitNN):
         "PBM-VFL's baseline: Gaussian noise per embedding coordinate, no secagg; DP-SGD bottoms"
     )
     family = "dp"
-    options = {**PBM_OPTIONS, **BOTTOM_OPTIONS}
+    options = {
+        **PBM_OPTIONS,
+        **BOTTOM_OPTIONS,
+        **RELEASE_OPTIONS,
+        "active_features": ACTIVE_FEATURES,
+    }
     accepts_epsilon = True  # sets the noise; without it, the noise of (b, beta)
 
     def fit(self, ctx: RunContext) -> FitResult:
@@ -87,6 +101,8 @@ class LDPVFL(SumSplitNN):
         b, beta = self.pbm_params(spec)
         M, P, E = ctx.info.data_parties, spec.embedding_dim, spec.epochs
         delta = spec.delta or DEFAULT_DELTA
+        if release_once(spec, self, ctx.info.task):
+            return self.fit_release_once(ctx, delta)
 
         plan = bottom_plan(spec, self, delta=delta)
         private = private_eval(self, spec)
@@ -153,3 +169,19 @@ class LDPVFL(SumSplitNN):
             ctx, sigma=sigma, eval_mode=eval_mode(self, spec), plan=plan, sigma_test=sigma_test
         )
         return self.finish(ctx, hooks, report, {"sigma": sigma})
+
+    def fit_release_once(self, ctx: RunContext, delta: float) -> FitResult:
+        """Release-once (``training.release_once``): a training row's one Gaussian release
+        (Δ = 2C√P over its P tanh-bounded coordinates) and its ``bottom_epochs`` DP-SGD
+        releases, composed exactly (Gaussian DP) and calibrated to the target; a test row's
+        one release gets the whole target on its own (disjoint rows)."""
+        plan = release_plan(ctx.spec, self, delta=delta, n_train=ctx.info.n_train)
+        sens = 2.0 * BOUND * ctx.spec.embedding_dim**0.5
+        report, sigma, sigma_test = gaussian_release_report(
+            ctx, plan, sensitivity=sens, delta=delta
+        )
+        hooks = LDPHooks(
+            ctx, sigma=sigma, eval_mode="private", plan=BottomPlan(None, 1), sigma_test=sigma_test
+        )
+        run = fit_release_once(ctx, hooks, plan=plan)
+        return self.score(ctx, run, report, {"sigma": sigma, **ceiling_extra(ctx, report)})

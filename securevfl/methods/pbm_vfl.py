@@ -18,8 +18,10 @@ Privacy units (neighbouring datasets differ by substitution of):
 
 * ``party-row`` (the paper's "feature privacy", the headline ``privacy.epsilon``): one row of
   one data party's block; that party's embedding of the row may move anywhere in [-C, C]^P;
-* ``sample`` ("sample privacy", ``privacy.by_unit.sample``): the row in every data party's
-  block (and its label, which the server holds in the clear: labels are not protected).
+* ``sample`` ("sample privacy"): the row in every data party's block and its label. Not
+  printed: in this split-learning schedule every data party receives its rows' exact
+  label-dependent gradients, so the label is not protected (``privacy.units.label_unit``; the
+  exposure is listed under ``outside_guarantee``).
 
 Which releases count. With DP bottoms (``--bottom dp``, the default with ``--epsilon``;
 ``training.private_bottom``) each data party's bottom update is a Gaussian release (per-example
@@ -49,6 +51,7 @@ noise from --b and --beta as before.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -59,13 +62,24 @@ from securevfl.context import Option, RunContext, RunSpec
 from securevfl.errors import ConfigError, ProtocolError
 from securevfl.methods.base import Method, register_method
 from securevfl.methods.dp_bottom_options import BOTTOM_OPTIONS, BottomPlan, bottom_plan
+from securevfl.methods.release_options import (
+    RELEASE_OPTIONS,
+    accuracy_ceiling_extra,
+    bottom_events,
+    release_defaults,
+    release_once,
+    release_plan,
+    release_record,
+)
 from securevfl.privacy.events import PrivacyReport
 from securevfl.privacy.pbm import check_pbm_params, pbm_estimate_sum, pbm_quantize
 from securevfl.privacy.pbm_accountant import check_accountant_size
 from securevfl.privacy.pbm_calibration import calibrate_beta, pbm_report, void_on_dropouts
+from securevfl.privacy.units import label_unit
 from securevfl.results import FitResult
 from securevfl.training import EVAL, SplitNNHooks, fit_splitnn, row_uses
 from securevfl.training.private_bottom import BottomDP
+from securevfl.training.release_once import fit_release_once
 
 DEFAULT_DELTA = 1e-5
 EVAL_ROUND = 1 << 40  # round id of test-time scoring, apart from every training epoch
@@ -219,14 +233,36 @@ class PBMSecAggHooks(BoundedSumHooks):
 
 
 class SumSplitNN(Method):
-    """Shared shape of the three methods: split-NN, server with labels and fusion model."""
+    """Shared shape of the three methods: split-NN, server with labels and fusion model (or,
+    with ``--active-features``, the label holder as data party 0)."""
 
     models = ("mlp", "cnn")
     uses_server = True
     labels_at_server = True
 
+    def has_server(self, spec: RunSpec) -> bool:
+        """No server when the label holder holds columns: it is data party 0 then."""
+        return not ("active_features" in self.options and spec.option("active_features", self))
+
+    @classmethod
+    def common_defaults(cls, given: dict[str, Any]) -> dict[str, Any]:
+        """Release-once runs: larger DP-SGD batches, one scalar per row on binary tasks."""
+        return release_defaults(cls, given) if "release_schedule" in cls.options else {}
+
     def validate(self, spec: RunSpec) -> None:
         super().validate(spec)
+        if not self.has_server(spec):
+            if spec.parties < 3:
+                raise ConfigError(
+                    f"parties for {self.name!r} with --active-features must be >= 3 (the label "
+                    f"holder plus >= 2 passive parties), got {spec.parties}"
+                )
+            if not release_once(spec, self):
+                raise ConfigError(
+                    f"--active-features of {self.name!r} needs the release-once schedule "
+                    "(--epsilon, --bottom dp), got --release-schedule "
+                    f"{spec.option('release_schedule', self)}"
+                )
         if spec.aggregation != "sum":
             raise ConfigError(
                 f"aggregation for method {self.name!r} must be 'sum' (the server "
@@ -248,6 +284,14 @@ class SumSplitNN(Method):
     ) -> FitResult:
         """Train and score on the split-NN trainer; add the AUPRC (the paper's phishing metric)."""
         run = fit_splitnn(ctx, hooks)
+        if privacy is not None:  # each party gets its rows' exact label-dependent gradients
+            privacy = label_unit(privacy, labels_protected=False)
+        return self.score(ctx, run, privacy, extra)
+
+    def score(
+        self, ctx: RunContext, run: Any, privacy: PrivacyReport | None, extra: dict[str, Any]
+    ) -> FitResult:
+        """The FitResult of a finished run, with the AUPRC (the paper's phishing metric)."""
         if run.scores is not None and ctx.info.task == "binary":
             from sklearn.metrics import average_precision_score
 
@@ -261,7 +305,7 @@ class PBMVFL(SumSplitNN):
     name = "pbm-vfl"
     summary = "PBM-quantized embeddings summed by pairwise-mask secure aggregation; DP-SGD bottoms"
     family = "dp+mpc"
-    options = {**PBM_OPTIONS, **BOTTOM_OPTIONS}
+    options = {**PBM_OPTIONS, **BOTTOM_OPTIONS, **RELEASE_OPTIONS}
     accepts_epsilon = True  # sets beta (and b); without it, the given (b, beta)
 
     def validate(self, spec: RunSpec) -> None:
@@ -280,6 +324,8 @@ class PBMVFL(SumSplitNN):
         b, beta = self.pbm_params(spec)
         M, P, E = ctx.info.data_parties, spec.embedding_dim, spec.epochs
         delta = spec.delta or DEFAULT_DELTA
+        if release_once(spec, self, ctx.info.task):
+            return self.fit_release_once(ctx, b, delta)
         plan = bottom_plan(spec, self, delta=delta)
         grads = None if plan.dp is None else plan.events(E)
         if spec.epsilon is not None:
@@ -308,6 +354,10 @@ class PBMVFL(SumSplitNN):
         hooks = PBMSecAggHooks(ctx, b=b, beta=beta, eval_mode=eval_mode(self, spec), plan=plan)
         hooks.key_agreement(ctx)
         result = self.finish(ctx, hooks, report, {"bits_per_value": hooks.bits})
+        return self.secagg_extra(hooks, result)
+
+    def secagg_extra(self, hooks: PBMSecAggHooks, result: FitResult) -> FitResult:
+        """Secure aggregation's costs and dropouts (a dropout voids ε: ``void_on_dropouts``)."""
         if hooks.server_s:
             ms = np.array(hooks.server_s) * 1e3
             result.extra["secagg_server_ms"] = {
@@ -321,6 +371,74 @@ class PBMVFL(SumSplitNN):
         if hooks.party_s:
             result.extra["pbm_party_ms_median"] = float(np.median(hooks.party_s) * 1e3)
         return result
+
+    def fit_release_once(self, ctx: RunContext, b: int, delta: float) -> FitResult:
+        """Release-once (``training.release_once``): a training row's P coordinates go through
+        PBM and secure aggregation once, after its ``bottom_epochs`` DP-SGD releases; a test
+        row's once at scoring. Training and test rows are disjoint and the model that scores
+        is post-processing of training releases, so a test row's ε is that of one PBM use at
+        the same (b, beta), below a training row's (one use plus the gradient releases,
+        composed at the same RDP orders by ``pbm_report`` with E = 1): the headline. The
+        sample unit is not reported: composing the labels' randomized
+        response into PBM's RDP curve is not done here; the labels' own ε is
+        ``label_epsilon``."""
+        spec = ctx.spec
+        M, P = ctx.info.data_parties, spec.embedding_dim
+        plan = release_plan(spec, self, delta=delta, n_train=ctx.info.n_train)
+        grads = bottom_events(plan)
+        b, beta = calibrate_beta(
+            float(spec.epsilon), b=b, n_parties=M, dim=P, uses=1, delta=delta, extra_events=grads
+        )
+        report = pbm_report(
+            b=b,
+            beta=beta,
+            n_parties=M,
+            dim=P,
+            epochs=1,
+            delta=delta,
+            parties=list(ctx.data_parties),
+            n_rows=(ctx.info.n_train, 0),  # a test row's one use is below (docstring)
+            outside_guarantee=[],
+            target_epsilon=spec.epsilon,
+            grad_events=grads,
+        )
+        extra = dict(report.extra)
+        extra["by_unit"] = {
+            u: v for u, v in dict(extra.get("by_unit", {})).items() if u != "sample"
+        }
+        extra.update(release_record(ctx, plan))
+        extra["releases_per_row"] = {"train": 1, "test": 1}
+        extra["test_row_epsilon"] = _pbm_eps("party-row", b, beta, M, P, delta)
+        report = dataclasses.replace(report, extra=extra)
+        hooks = PBMSecAggHooks(ctx, b=b, beta=beta, eval_mode="private", plan=BottomPlan(None, 1))
+        hooks.key_agreement(ctx)
+        run = fit_release_once(ctx, hooks, plan=plan)
+        ceiling = accuracy_ceiling_extra(
+            ctx, epsilon=_pbm_eps("sample", b, beta, M, P, delta), delta=delta
+        )
+        result = self.score(ctx, run, report, {"bits_per_value": hooks.bits, **ceiling})
+        return self.secagg_extra(hooks, result)
+
+
+def _pbm_eps(unit: str, b: int, beta: float, M: int, P: int, delta: float) -> float:
+    """ε of a test row's one scoring use in ``unit`` (``sample``: all M parties' blocks, the
+    basis of the accuracy ceiling's total-variation bound)."""
+    from securevfl.privacy.pbm_accountant import pbm_epsilon
+
+    return pbm_epsilon(unit, b=b, beta=beta, n_parties=M, dim=P, uses=1, delta=delta, kind="rdp")
+
+
+def passive_parties(ctx: RunContext) -> list[int]:
+    """The data parties whose rows leave them: all but the label holder."""
+    return [k for k in ctx.data_parties if k != ctx.info.label_party]
+
+
+def ceiling_extra(ctx: RunContext, report: PrivacyReport) -> dict[str, Any]:
+    """The accuracy ceiling of a Gaussian release-once run (each passive party's test release
+    at μ = Δ/σ_test)."""
+    sens, sigma_t = report.extra["sensitivity"], report.extra["sigma_test"]
+    mus = [sens / sigma_t] * len(passive_parties(ctx))
+    return accuracy_ceiling_extra(ctx, mus=mus, delta=report.delta)
 
 
 def plan_uses(ctx: RunContext, plan: BottomPlan, private: bool) -> int:

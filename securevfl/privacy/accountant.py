@@ -41,7 +41,7 @@ from scipy.special import logsumexp
 
 from securevfl.errors import ConfigError, check_open_unit
 from securevfl.privacy.analytic_gaussian import analytic_gaussian_delta, analytic_gaussian_epsilon
-from securevfl.privacy.events import PMFPairDpEvent, PrivacyReport, PureDpEvent
+from securevfl.privacy.events import PMFPairDpEvent, PrivacyReport, PureDpEvent, release_list
 
 KINDS = ("pld", "rdp")
 DISCRETIZATION = 1e-4
@@ -99,6 +99,7 @@ class Accountant:
         self.kind = kind
         self.mu_sq = 0.0  # Σ count·(Δ/σ)² of the Gaussian releases
         self.others: list[tuple[dp_event.DpEvent, int]] = []
+        self.log: list[tuple[dp_event.DpEvent, int]] = []  # every leaf, Gaussians not merged
         self.releases = 0
 
     @property
@@ -127,6 +128,7 @@ class Accountant:
             if n == 0 or isinstance(leaf, dp_event.NoOpDpEvent):
                 continue
             self.releases += n
+            self.log.append((leaf, n))
             if isinstance(leaf, dp_event.GaussianDpEvent):
                 self.mu_sq += n / leaf.noise_multiplier**2
             else:
@@ -294,6 +296,15 @@ class PrivacyLedger:
             out["sample"] = self.sample.get_epsilon(delta)
         return out
 
+    def releases(self) -> list[dict[str, object]]:
+        """Every accountant's releases (``events.release_list``): party k's lines carry
+        ``party`` k, the sample accountant's ``party`` None; composing the headline unit's lines
+        (the largest party's for ``party-row``) reproduces the record's ε."""
+        out = []
+        for p, acct in sorted(self.parties.items()):
+            out += release_list(acct.log, p)
+        return out + release_list(self.sample.log, None)
+
     @property
     def name(self) -> str:
         accts = [*self.parties.values(), self.sample]
@@ -316,7 +327,7 @@ class PrivacyLedger:
             per_party[p] = {"epsilon": acct.get_epsilon(delta), "releases": acct.releases}
             per_party[p].update((per_party_extra or {}).get(p, {}))
         eps = None if void else self.epsilon(delta)
-        more: dict[str, object] = {"by_unit": self.by_unit(delta)}
+        more: dict[str, object] = {"by_unit": self.by_unit(delta), "releases": self.releases()}
         more.update(extra or {})
         return PrivacyReport(
             epsilon=eps,

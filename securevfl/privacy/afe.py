@@ -68,9 +68,11 @@ S_MAX = 20.0  # the largest rescaling factor (a safeguard for a collapsed batch)
 
 
 def clip_rows(h: torch.Tensor, bound: float) -> torch.Tensor:
-    """Eq. 2: each row scaled to norm at most ``bound`` (differentiable). ``torch.renorm`` scales
-    a row of norm n > bound by bound / (n + 1e-7): the result is strictly inside the ball."""
-    return torch.renorm(h, 2, 0, bound)
+    """Eq. 2: each row scaled to norm at most ``bound`` (differentiable): a row of norm
+    n > bound by bound / (n + 1e-7), so the result is strictly inside the ball (as
+    ``torch.renorm``, written out because ``torch.func.vmap`` has no batching rule for it)."""
+    n = h.norm(dim=1, keepdim=True)
+    return torch.where(n > bound, h * (bound / (n + 1e-7)), h)
 
 
 def soft_clip_rows(h: torch.Tensor, bound: float) -> torch.Tensor:

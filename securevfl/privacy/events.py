@@ -125,3 +125,52 @@ class PrivacyReport:
             out["target_epsilon"] = float(self.target_epsilon)
         out.update(self.extra)
         return out
+
+
+def _finite_or_none(v: float) -> float | None:
+    """A log mass for JSON: None stands for −inf (an impossible outcome)."""
+    return None if v == -math.inf else float(v)
+
+
+def describe_release(event: dp_event.DpEvent, count: int) -> dict[str, object]:
+    """One line of a record's ``releases`` list: ``count`` releases of the leaf ``event``, with
+    its mechanism and noise in the units the event carries (noise multiplier = noise / Δ), so a
+    reader can compose the list with any accountant and reproduce the record's ε. A pmf pair's
+    log masses list None for −inf (JSON has no infinities)."""
+    out: dict[str, object] = {"count": int(count)}
+    if isinstance(event, dp_event.GaussianDpEvent):
+        out.update(mechanism="gaussian", noise_multiplier=float(event.noise_multiplier))
+    elif isinstance(event, dp_event.LaplaceDpEvent):
+        out.update(mechanism="laplace", noise_multiplier=float(event.noise_multiplier))
+    elif isinstance(event, PureDpEvent):
+        out.update(mechanism="pure", epsilon=float(event.epsilon))
+    elif isinstance(event, PMFPairDpEvent):
+        out.update(
+            mechanism="pmf-pair",
+            log_lower=[_finite_or_none(v) for v in event.log_lower],
+            log_upper=[_finite_or_none(v) for v in event.log_upper],
+            symmetric=bool(event.symmetric),
+        )
+    elif isinstance(event, dp_event.PoissonSampledDpEvent) and isinstance(
+        event.event, dp_event.GaussianDpEvent
+    ):
+        out.update(
+            mechanism="poisson-sampled gaussian",
+            relation="replace-one",
+            sampling=float(event.sampling_probability),
+            noise_multiplier=float(event.event.noise_multiplier),
+        )
+    else:
+        raise ConfigError(f"event must be a leaf event the accountants support, got {event!r}")
+    return out
+
+
+def release_list(
+    log: list[tuple[dp_event.DpEvent, int]], party: int | None
+) -> list[dict[str, object]]:
+    """``log`` (leaf events with their counts, in order) as ``releases`` lines, equal events
+    merged; ``party`` names the accountant (None: the sample accountant)."""
+    merged: dict[dp_event.DpEvent, int] = {}
+    for ev, n in log:
+        merged[ev] = merged.get(ev, 0) + int(n)
+    return [{"party": party, **describe_release(ev, n)} for ev, n in merged.items() if n]

@@ -32,7 +32,12 @@ def _plain_exit(line: str) -> str:
 
 
 def run_local_processes(
-    spec_dict: dict[str, Any], n_parties: int, *, timeout: float, plugins: tuple[str, ...] = ()
+    spec_dict: dict[str, Any],
+    n_parties: int,
+    *,
+    timeout: float,
+    plugins: tuple[str, ...] = (),
+    save: str | None = None,
 ) -> dict[str, Any]:
     """Run a spec with ``n_parties`` local party processes; return the label holder's record."""
     addresses = [f"127.0.0.1:{p}" for p in free_ports(n_parties)]
@@ -58,6 +63,8 @@ def run_local_processes(
             ]
             for a in addresses:
                 cmd += ["-P", a]
+            if save is not None:  # each party process writes its own part
+                cmd += ["--save", os.path.abspath(save)]
             cmds.append(cmd)
         run_group(
             cmds,

@@ -2,13 +2,15 @@
 
 MPyC connects the parties (``-P host:port`` for each; TLS with a certificate directory) and
 carries our payloads as pre-serialized bytes on its labelled messages (:mod:`protocols.mpyc_net`);
-they are decoded only by our allow-list (:mod:`securevfl.serialization`), and MPyC's own messages
-by the same allow-list (:func:`protocols.wire.guard_mpyc_unpickling`), so no peer reaches
-``pickle.loads``. The first round is the run handshake: a peer with another run spec, a foreign
-run on the same ports or a peer without the run's key makes every party stop. Protocol code is
-unchanged from the in-process runtime. Each process meters the messages it sends; the label
-holder merges the meters at the end. Every wait has a timeout, so a dead party makes the others
-fail with :class:`PartyTimeoutError` naming whom they waited for, never hang.
+they are decoded only by the bounded typed format of :mod:`protocols.wire`, MPyC's own messages
+too (:func:`protocols.wire.guard_mpyc_unpickling`), so no peer reaches ``pickle.loads``. Every
+frame a peer sends is at most ``max_frame`` bytes (default 256 MiB, ``SECUREVFL_MAX_FRAME_MB``):
+a larger one is refused from its 12-byte header, before it is buffered, naming the peer. The
+first round is the run handshake: a peer with another run spec, a foreign run on the same ports
+or a peer without the run's key makes every party stop. Protocol code is unchanged from the
+in-process runtime. Each process meters the messages it sends; the label holder merges the
+meters at the end. Every wait has a timeout, so a dead party makes the others fail with
+:class:`PartyTimeoutError` naming whom they waited for, never hang.
 
 ``import mpyc.runtime`` parses ``sys.argv``; we therefore start MPyC with an argv of our own and
 only in a process that is a party (never in pytest's own process).
@@ -65,9 +67,14 @@ class NetworkedRuntime(Runtime):
         timeout: float = 120.0,
         cert_dir: str | None = None,
         key: bytes = b"",
+        digest_parts: dict[str, bytes] | None = None,
+        max_frame: int | None = None,
     ) -> None:
         """``digest``: hash of this party's run spec, which every peer must share; ``cert_dir``:
-        TLS certificates (MPyC's layout); ``key``: the run's shared secret, if a launcher made one.
+        TLS certificates (MPyC's layout); ``key``: the run's shared secret, if a launcher made one;
+        ``digest_parts``: the digest's named parts (per option), so a mismatch names the option;
+        ``max_frame``: bytes per frame accepted from a peer (default: SECUREVFL_MAX_FRAME_MB or
+        256 MiB).
         """
         if len(addresses) < 2:
             raise ConfigError(f"a networked run needs >= 2 party addresses, got {len(addresses)}")
@@ -82,11 +89,16 @@ class NetworkedRuntime(Runtime):
         self.mpc = start_mpyc(index, addresses)
         self.mpc._securevfl_on_lost = self._on_peer_lost
         self.mpc._loop.set_exception_handler(self._on_loop_error)
-        guard_mpyc_unpickling(self._abort)
+        try:
+            guard_mpyc_unpickling(self._abort, max_bytes=max_frame)
+        except WireError as exc:
+            raise ConfigError(str(exc)) from None
         self._connected = False
         self._run(mpyc_net.secure_start(self.mpc, cert_dir=cert_dir), "connecting to all parties")
         self._connected = True
-        self._run(mpyc_net.handshake(self.mpc, digest, key=key), "the run handshake")
+        self._run(
+            mpyc_net.handshake(self.mpc, digest, key=key, parts=digest_parts), "the run handshake"
+        )
 
     def _abort(self, reason: str) -> None:
         """Stop every wait now: a peer sent something we refuse to decode."""
@@ -188,6 +200,15 @@ class NetworkedRuntime(Runtime):
         if k != self.index and self.mpc.parties[k].protocol is None:
             raise ProtocolError(f"party {k} has disconnected (seen by party {self.index})")
 
+    def _decode(self, data: bytes, src: int) -> Any:
+        """A peer's payload, or a one-line ProtocolError naming the peer that sent it."""
+        try:
+            return serialization.loads(data)
+        except ProtocolError as exc:
+            raise ProtocolError(
+                f"party {self.index} refused a message from party {src}: {exc}"
+            ) from None
+
     def _transfer(
         self, data: bytes | None, senders: list[int], receivers: list[int], what: str
     ) -> list[bytes]:
@@ -209,7 +230,7 @@ class NetworkedRuntime(Runtime):
         got = self._transfer(data, [src], [dst], f"a message from party {src} to party {dst}")
         if not self.here(dst):
             return None
-        return self._delivered(serialization.loads(got[0]), src=src, dst=dst)
+        return self._delivered(self._decode(got[0], src), src=src, dst=dst)
 
     def broadcast(self, value: Any, *, src: int, dsts: Iterable[int] | None = None) -> Any:
         dsts = [d for d in (range(self.n_parties) if dsts is None else dsts) if d != src]
@@ -226,7 +247,7 @@ class NetworkedRuntime(Runtime):
             return value
         if self.index not in dsts:
             return None
-        return self._delivered(serialization.loads(got[0]), src=src, dst=self.index)
+        return self._delivered(self._decode(got[0], src), src=src, dst=self.index)
 
     def gather(self, values: Mapping[int, Any], *, dst: int) -> dict[int, Any] | None:
         self.meter.round()
@@ -244,7 +265,7 @@ class NetworkedRuntime(Runtime):
             return None
         out = {k: values[k] for k in values if k == dst}
         for k, v in zip(senders, got):
-            out[k] = self._delivered(serialization.loads(v), src=k, dst=dst)
+            out[k] = self._delivered(self._decode(v, k), src=k, dst=dst)
         return out
 
     def control(self, value: Any, *, src: int) -> Any:
@@ -252,7 +273,7 @@ class NetworkedRuntime(Runtime):
         data = serialization.dumps(value) if self.here(src) else None
         everyone = list(range(self.n_parties))
         got = self._transfer(data, [src], everyone, f"control data from party {src}")
-        return value if self.here(src) else serialization.loads(got[0])
+        return value if self.here(src) else self._decode(got[0], src)
 
     def collect(self, value: Any, *, dst: int) -> dict[int, Any] | None:
         everyone = list(range(self.n_parties))
@@ -260,7 +281,7 @@ class NetworkedRuntime(Runtime):
         got = self._transfer(data, everyone, [dst], f"control data for party {dst}")
         if not self.here(dst):
             return None
-        return {k: value if k == dst else serialization.loads(b) for k, b in enumerate(got)}
+        return {k: value if k == dst else self._decode(b, k) for k, b in enumerate(got)}
 
     def secure_products(
         self,

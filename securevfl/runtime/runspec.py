@@ -45,3 +45,22 @@ def run_digest(spec_dict: dict[str, Any], *, run_id: str = "", n_parties: int) -
     spec["seed_policy"] = "os-entropy" if spec.get("seed") is None else "seeded"
     doc = {"spec": spec, "run_id": run_id, "parties": n_parties, "code": code_version()}
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).digest()
+
+
+def run_digest_parts(
+    spec_dict: dict[str, Any], *, run_id: str = "", n_parties: int
+) -> dict[str, bytes]:
+    """The digest's parts by the name a user would change: one short hash per option (``--seed``,
+    a method option's ``--name``), ``--run-id``, the party count and the code version. Sent to
+    the peers only when the digests differ, so the error names the option that differs."""
+    flat = {k: v for k, v in spec_dict.items() if k not in _LOCAL_FIELDS}
+    for nested in ("options", "dataset_options"):
+        flat.update(flat.pop(nested, None) or {})
+    named: dict[str, Any] = {f"--{k.replace('_', '-')}": v for k, v in flat.items()}
+    named["--seed"] = [flat.get("seed"), "os-entropy" if flat.get("seed") is None else "seeded"]
+    named.update({"--run-id": run_id, "the party count (-P)": n_parties})
+    named["the code version"] = code_version()
+    return {
+        name: hashlib.sha256(json.dumps(v, sort_keys=True, default=str).encode()).digest()[:8]
+        for name, v in named.items()
+    }

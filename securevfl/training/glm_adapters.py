@@ -68,6 +68,9 @@ def parse_intercept(value: Any) -> str:
         ) from None
 
 
+parse_intercept.kind = "one of clipped, free, none (or true/false)"  # type: ignore[attr-defined]
+
+
 def check_deconvolvable(loss_name: str, intercept: str) -> None:
     """A deconvolved threshold needs the logistic loss and a bias that is not clipped."""
     if loss_name != "logistic":

@@ -16,11 +16,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from securevfl import checkpoint
 from securevfl.context import RunContext, fingerprint
+from securevfl.errors import ConfigError
 from securevfl.models.glm import GLMLoss, Penalty, default_loss_for, make_loss, make_penalty
 from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.results import RunStats
 from securevfl.training.batching import n_batches
+from securevfl.training.export import export_glm
 from securevfl.training.loop import EpochClock, Release, TrainRun, compose_releases, train_batches
 
 DEFAULT_GLM_LR = 4.0  # safe for logistic with ||x|| <= 1 (smoothness 1/4: stable below 8)
@@ -134,6 +137,8 @@ class GLMState:
     w: dict[int, np.ndarray]
     bias: float = 0.0
     losses: list[float] = field(default_factory=list)
+    # party -> the weights it last scored rows with (``hooks.score_weights``): what --save keeps
+    scored: dict[int, np.ndarray] = field(default_factory=dict)
 
 
 def resolve_loss(ctx: RunContext) -> GLMLoss:
@@ -175,7 +180,12 @@ def train_glm(
     step = 0
     t0 = time.perf_counter()
     n_run = hooks.batches_per_epoch(ctx, n_batches(info.n_train, spec.batch_size))
-    for epoch in range(spec.epochs):
+    ck = checkpoint.active()
+    first = 0
+    if ck is not None:
+        ck.check_method(type(hooks) is GLMHooks, spec.method)
+        first, step = _resume(ck, state, clock.stats)
+    for epoch in range(first, spec.epochs):
         clock.start()
         for batch, idx in train_batches(ctx, epoch, step):
             if batch.index >= n_run:
@@ -213,9 +223,44 @@ def train_glm(
         hooks.end_epoch(ctx, epoch)
         compose_releases(ledger, hooks.epoch_releases(ctx, epoch))
         clock.stop()
+        if ck is not None and ck.every and (epoch + 1) % ck.every == 0 and epoch + 1 < spec.epochs:
+            for k, w in state.w.items():
+                extra = {"step": step, "bias": state.bias, "stats": _epoch_stats(clock.stats)}
+                ck.save(k, epoch + 1, {"w": w}, extra)
     for k, w in state.w.items():
         rt.keep_model(k, w.copy())
     return state, time.perf_counter() - t0
+
+
+def _epoch_stats(stats: RunStats) -> dict[str, list]:
+    keys = ("epoch_s", "epoch_cpu_s", "epoch_loss", "epoch_accuracy")
+    return {k: list(getattr(stats, k)) for k in keys}
+
+
+def _resume(ck: checkpoint.Checkpoints, state: GLMState, stats: RunStats) -> tuple[int, int]:
+    """Load every local party's checkpoint into ``state``; (first epoch to run, step)."""
+    epochs = set()
+    step = 0
+    for k in state.w:
+        got = ck.load(k)
+        if got is None:
+            return 0, 0
+        doc, arrays = got
+        if arrays["w"].shape != state.w[k].shape:
+            raise ConfigError(
+                f"checkpoint of party {k} must hold {state.w[k].shape[0]} weights, got "
+                f"{arrays['w'].shape}"
+            )
+        state.w[k] = arrays["w"].astype(np.float64)
+        if k == 0:
+            state.bias = float(doc["bias"])
+        epochs.add(int(doc["epoch"]))
+        step = int(doc["step"])
+        for key, values in doc.get("stats", {}).items():
+            setattr(stats, key, list(values))
+    if len(epochs) != 1:
+        raise ConfigError(f"the parties' checkpoints must be of one epoch, got {sorted(epochs)}")
+    return epochs.pop(), step
 
 
 def fit_glm(
@@ -236,7 +281,9 @@ def fit_glm(
     hooks.configure_evaluate(ctx, state)
     scores = predict_glm(ctx, state, hooks)
     compose_releases(ledger, hooks.eval_releases(ctx, ctx.info.n_test))
-    return TrainRun(state, train_s, scores, glm_fingerprints(state), stats, eval_mode="hooks")
+    run = TrainRun(state, train_s, scores, glm_fingerprints(state), stats, eval_mode="hooks")
+    run.model = export_glm(ctx, state, scored=state.scored, loss_name=resolve_loss(ctx).name)
+    return run
 
 
 def _passive_ir(
@@ -261,7 +308,7 @@ def predict_glm(
         parts = {
             k: rt.local(
                 k,
-                lambda k=k: getattr(ctx.views[k], attr) @ hooks.score_weights(ctx, k, state.w[k]),
+                lambda k=k: getattr(ctx.views[k], attr) @ _scoring_weights(ctx, hooks, state, k),
             )
             for k in passives
         }
@@ -271,6 +318,12 @@ def predict_glm(
     theta = getattr(ctx.views[active], attr) @ state.w[active] + state.bias
     theta = theta + sum(received[k] for k in passives)
     return loss.predict(theta)
+
+
+def _scoring_weights(ctx: RunContext, hooks: GLMHooks, state: GLMState, k: int) -> np.ndarray:
+    """Passive party k's scoring weights, kept in ``state.scored`` (the part --save writes)."""
+    state.scored[k] = hooks.score_weights(ctx, k, state.w[k])
+    return state.scored[k]
 
 
 def glm_fingerprints(state: GLMState) -> dict[int, str]:

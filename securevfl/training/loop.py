@@ -118,9 +118,17 @@ class TrainRun:
     # how the test split was scored: split-NN "private" (through the hooks) or "plain"; GLM
     # "hooks" (its passive parties always score with ``score_weights``)
     eval_mode: str = "plain"
+    model: dict[int, Any] | None = None  # party -> ModelPart (training.export); None: none
+    model_refusal: str | None = None  # why there is no model, one line
 
     def result(self, privacy: Any = None, extra: dict[str, Any] | None = None) -> FitResult:
         """The method's :class:`FitResult` from this run."""
+        refusal = self.model_refusal
+        if self.model is None and refusal is None and self.eval_mode == "private":
+            refusal = (  # every scored row goes through the method's own noisy path
+                "it scores each row through its private path (noisy embeddings), which predict "
+                "cannot replay yet"
+            )
         return FitResult(
             self.scores,
             self.train_s,
@@ -128,6 +136,8 @@ class TrainRun:
             fingerprints=self.fingerprints,
             stats=self.stats,
             extra=extra if extra is not None else {},
+            model=self.model,
+            model_refusal=refusal,
         )
 
 

@@ -26,6 +26,7 @@ from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.results import RunStats
 from securevfl.rng import derive_seed
 from securevfl.training.bottom_models import bottom_model
+from securevfl.training.export import export_splitnn, try_export
 from securevfl.training.loop import (
     Batch,
     EpochClock,
@@ -75,6 +76,12 @@ class SplitNNHooks:
     def party_message(self, ctx: RunContext, k: int, emb: np.ndarray, step: int) -> Any:
         """What data party ``k`` sends for its embedding (default: the embedding itself)."""
         return emb
+
+    def bound_rows(self, ctx: RunContext, k: int, h: torch.Tensor) -> torch.Tensor:
+        """Party ``k``'s bottom output as bounded for release, row-wise and differentiable
+        (the release-once schedule trains its local probe on it; default: as it is, e.g.
+        tanh-bounded bottoms)."""
+        return h
 
     def local_loss(
         self, ctx: RunContext, k: int, emb: torch.Tensor, grad: np.ndarray, step: int
@@ -273,7 +280,12 @@ def fit_splitnn(
     else:
         raise ValueError(f"configure_evaluate must return 'private' or 'plain', got {mode!r}")
     compose_releases(ledger, hooks.eval_releases(ctx, ctx.info.n_test))
-    return TrainRun(state, train_s, scores, splitnn_fingerprints(state), stats, eval_mode=mode)
+    run = TrainRun(state, train_s, scores, splitnn_fingerprints(state), stats, eval_mode=mode)
+    if mode == "plain":  # the parts alone reproduce the scores (private: TrainRun.result says)
+        run.model, run.model_refusal = try_export(
+            export_splitnn, ctx, state, aggregation=hooks.aggregation
+        )
+    return run
 
 
 def _scores(ctx: RunContext, out: torch.Tensor) -> np.ndarray:
@@ -284,11 +296,18 @@ def _scores(ctx: RunContext, out: torch.Tensor) -> np.ndarray:
 
 
 def predict_private(
-    ctx: RunContext, state: SplitNNState, hooks: SplitNNHooks, *, step: int, split: str = "test"
+    ctx: RunContext,
+    state: SplitNNState,
+    hooks: SplitNNHooks,
+    *,
+    step: int,
+    split: str = "test",
+    senders: list[int] | None = None,
 ) -> np.ndarray | None:
     """Scores of a split through the method's own path (``embed``, ``party_message``,
     ``aggregate``) in batches of the training batch size, phase 'eval': the label holder never
-    sees what training would not have shown it."""
+    sees what training would not have shown it. ``senders``: the data parties whose messages
+    the label holder aggregates (default: all)."""
     rt, L = ctx.rt, ctx.info.label_party
     attr = "X_test" if split == "test" else "X_train"
     n = ctx.info.n_test if split == "test" else ctx.info.n_train
@@ -297,7 +316,7 @@ def predict_private(
         for batch in eval_batches(n, ctx.spec.batch_size, step):
             hooks.begin_batch(ctx, batch)
             rows = slice(batch.start, batch.start + batch.size)
-            msgs: dict[int, Any] = dict.fromkeys(ctx.data_parties)
+            msgs: dict[int, Any] = dict.fromkeys(ctx.data_parties if senders is None else senders)
             for k, m in state.bottoms.items():
                 x = torch.as_tensor(getattr(ctx.views[k], attr)[rows], dtype=torch.float32)
                 emb = hooks.embed(ctx, k, m(x), step)

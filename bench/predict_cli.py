@@ -1,0 +1,236 @@
+"""``securevfl predict`` and the ``--save`` option of ``run`` / ``party``.
+
+``securevfl predict --model DIR --dataset csv:A.csv,B.csv --id-column ID --out scores.csv``
+aligns the parties' new rows by PSI, scores every row all parties hold and writes ``id,class,
+score``. Without ``--dataset`` it scores the training run's own test split (reloaded from the
+model card's settings) and says whether the classes equal those at training's end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from securevfl.errors import ConfigError
+
+
+def add_save_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--save",
+        metavar="DIR",
+        help="write the trained model: each party its own part in DIR/party_<k>/ (.npy arrays "
+        "and a JSON model card with each file's sha256; loading never runs code)",
+    )
+
+
+def add_checkpoint_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--checkpoint-every",
+        type=int,
+        metavar="N",
+        help="write each party's training state every N epochs to --checkpoint DIR (GLM "
+        "trainer, plain runs; needs --seed)",
+    )
+    p.add_argument("--checkpoint", metavar="DIR", help="where --checkpoint-every writes")
+    p.add_argument(
+        "--resume",
+        metavar="DIR",
+        help="continue a run from its checkpoint (same settings and --seed): the same model as "
+        "an uninterrupted run",
+    )
+
+
+def add_predict_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "predict",
+        help="score new rows with a model saved by `run --save` (per-party CSVs aligned by PSI)",
+        description="Each party prepares its own columns as training did (the model card's "
+        "scaling), sends its part's message for every row to the label holder, which scores it. "
+        "Without --dataset: the training run's own test split.",
+    )
+    p.add_argument("--model", required=True, metavar="DIR", help="directory written by --save")
+    p.add_argument(
+        "--dataset",
+        metavar="csv:A.csv,B.csv",
+        help="one CSV per data party (party 0 first), columns as in the model card plus the ID "
+        "column; default: the training run's test split",
+    )
+    p.add_argument("--id-column", help="the ID column of every CSV (required with --dataset)")
+    p.add_argument("--out", metavar="FILE", help="write id,class,score per scored row here")
+    p.add_argument("--json", action="store_true", help="print one JSON prediction record")
+    g = p.add_argument_group(
+        "networked (one party per host)",
+        "with --index: this host's party loads only its own part (--model DIR/party_K or DIR) "
+        "and its own CSV (--dataset csv:MINE.csv); the label holder writes --out",
+    )
+    p.add_argument(
+        "--processes",
+        action="store_true",
+        help="one local OS process per party, each loading only its own part (loopback)",
+    )
+    g.add_argument("--index", type=int, help="this party's index (0 = label holder)")
+    g.add_argument("-P", action="append", metavar="HOST:PORT", help="every party, in index order")
+    g.add_argument("--certs", metavar="DIR", help="mutual TLS certificates (`securevfl certs`)")
+    g.add_argument("--run-id", default="", help="a label every party of this predict is given")
+    g.add_argument("--timeout", type=float, default=120.0, help="seconds per message; default 120")
+    g.add_argument("--key-stdin", action="store_true", help=argparse.SUPPRESS)  # --processes
+    p.set_defaults(func=cmd_predict)
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from securevfl.predict import load_model
+
+    # numpy's and pandas' warnings would add unexplained lines before a one-line error
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        if args.index is not None:
+            return _party(args)
+        if args.processes:
+            return _processes(args)
+        if args.P:
+            raise ConfigError("-P applies with --index (a networked predict), got no --index")
+        model = load_model(args.model)
+        if args.dataset is None:
+            return _test_split(model, args)
+        if not args.dataset.startswith("csv:"):
+            raise ConfigError(f"--dataset must be csv:A.csv,B.csv,..., got {args.dataset!r}")
+        if not args.id_column:
+            raise ConfigError("--id-column must be given with --dataset csv:...")
+        if not args.out:
+            raise ConfigError("--out must be given with --dataset csv:... (the scores file)")
+        paths = [p for p in args.dataset[4:].split(",") if p]
+        pred = model.predict_csv(paths, args.id_column)
+    _write(Path(args.out), pred.ids, pred.classes, model.score_column(pred.scores, model.task))
+    rec = {**pred.record, "out": args.out}
+    if args.json:
+        print(json.dumps(rec, default=str))
+        return 0
+    print(_summary(rec))
+    return 0
+
+
+def _party(args: argparse.Namespace) -> int:
+    from securevfl.predict import Model, predict_party
+
+    if not args.dataset or not args.dataset.startswith("csv:") or "," in args.dataset:
+        raise ConfigError(
+            f"--dataset must be csv:MINE.csv (this party's file), got {args.dataset!r}"
+        )
+    if not args.id_column or not args.P:
+        raise ConfigError("--id-column and -P (every party) must be given with --index")
+    key = b""
+    if args.key_stdin:
+        from securevfl.party import read_key
+
+        key = read_key(sys.stdin)
+    pred = predict_party(
+        args.model,
+        args.dataset[4:],
+        args.id_column,
+        args.index,
+        args.P,
+        cert_dir=args.certs,
+        run_id=args.run_id,
+        timeout=args.timeout,
+        key=key,
+    )
+    if pred is None:
+        print(f"party {args.index}: sent its messages to the label holder")
+        return 0
+    if not args.out:
+        raise ConfigError("--out must be given at the label holder (the scores file)")
+    _write(
+        Path(args.out), pred.ids, pred.classes, Model.score_column(pred.scores, pred.record["task"])
+    )
+    rec = {**pred.record, "out": args.out}
+    print(json.dumps(rec, default=str) if args.json else _summary(rec))
+    return 0
+
+
+def _processes(args: argparse.Namespace) -> int:
+    """Start one local process per party (``--index k``), each loading only its own part."""
+    import secrets
+
+    from protocols.processes import free_ports, run_group
+    from securevfl.errors import PartyTimeoutError, ProtocolError
+    from securevfl.model_io import party_dir
+
+    if not args.dataset or not args.dataset.startswith("csv:") or not args.id_column:
+        raise ConfigError("--processes needs --dataset csv:A.csv,B.csv,... and --id-column")
+    if not args.out:
+        raise ConfigError("--out must be given with --dataset csv:... (the scores file)")
+    paths = [p for p in args.dataset[4:].split(",") if p]
+    n = len(paths)
+    addresses = [f"127.0.0.1:{p}" for p in free_ports(n)]
+    run_id, key = secrets.token_hex(8), secrets.token_bytes(32)
+    cmds = []
+    for k, path in enumerate(paths):
+        cmd = [sys.executable, "-m", "bench.cli", "predict", "--index", str(k), "--model"]
+        cmd += [str(party_dir(args.model, k)), "--dataset", f"csv:{path}"]
+        cmd += ["--id-column", args.id_column, "--run-id", run_id, "--key-stdin", "--json"]
+        cmd += ["--timeout", str(args.timeout)] + (["--out", args.out] if k == 0 else [])
+        for a in addresses:
+            cmd += ["-P", a]
+        cmds.append(cmd)
+    outs = run_group(
+        cmds,
+        [key.hex().encode() + b"\n"] * n,
+        args.timeout * 4 + 60,
+        on_failure=lambda i, line: ProtocolError(f"party {i} failed: {line}"),
+        on_timeout=lambda: PartyTimeoutError(f"the {n} predict processes did not finish"),
+    )
+    rec = json.loads(outs[0])
+    print(json.dumps(rec, default=str) if args.json else _summary(rec))
+    return 0
+
+
+def _summary(rec: dict[str, Any]) -> str:
+    al = rec["alignment"]
+    sent = ", ".join(f"party {k}: {v:.1f}" for k, v in rec["sent_per_row"].items())
+    return (
+        f"{rec['method']}: scored {rec['rows']:,} rows (the IDs all {len(al['rows'])} parties "
+        f"hold; rows per party {al['rows']}), wrote {rec['out']}\n"
+        f"  bytes sent per scored row: {sent} ({rec['bytes_per_row']:.1f} in all); PSI "
+        f"{al['comm']['bytes_total']:,} bytes (reveals the intersection)\n"
+        f"  privacy: {rec['privacy']['release']}"
+    )
+
+
+def _test_split(model: Any, args: argparse.Namespace) -> int:
+    from securevfl.evaluation import metrics_for
+    from securevfl.model_io import classes_digest
+
+    scores, y = model.predict_test_split()
+    metrics = metrics_for(model.task, y, scores)
+    card = model.card
+    same = classes_digest(model.task, scores) == card.get("test_classes_sha256")
+    if args.out:
+        _write(
+            Path(args.out),
+            [str(i) for i in range(len(scores))],
+            model.classify(scores),
+            model.score_column(scores, model.task),
+        )
+    rec = {"method": model.method, "rows": len(scores), "metrics": metrics, "same_classes": same}
+    if args.json:
+        print(json.dumps(rec))
+        return 0
+    m = ", ".join(f"{k}={v:.4f}" for k, v in metrics.items())
+    print(f"{model.method} on its test split ({len(scores)} rows): {m}")
+    print(f"  classes identical to those at training's end: {'yes' if same else 'NO'}")
+    return 0 if same else 1
+
+
+def _write(path: Path, ids: Any, classes: np.ndarray, scores: np.ndarray) -> None:
+    with path.open("w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(["id", "class", "score"])
+        for i, c, s in zip(ids, classes.tolist(), scores.tolist()):
+            w.writerow([i, c, repr(float(s))])

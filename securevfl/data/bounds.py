@@ -1,0 +1,57 @@
+"""``--bounds FILE``: the public domain of each column of a ``csv:`` dataset.
+
+A CSV's columns have no catalogue entry, so their scaling range would otherwise be their own
+min/max (one person's value, listed outside the guarantee). A bounds file declares them: a CSV
+with the header ``column,lo,hi`` and one line per column name of the parties' files (``label``
+bounds a regression target). Values outside a bound are clipped into it, row by row.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from pathlib import Path
+
+from securevfl.errors import ConfigError
+
+MAX_BYTES = 1 << 20  # a bounds file is a schema: a megabyte is thousands of columns
+
+
+def read_bounds(path: str | Path) -> dict[str, tuple[float, float]]:
+    """``{column: (lo, hi)}`` from a bounds file (ConfigError naming the line and the rule)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"bounds must be a file, got {str(p)!r}")
+    raw = p.read_bytes()[: MAX_BYTES + 1]
+    if len(raw) > MAX_BYTES:
+        raise ConfigError(f"bounds file must be at most {MAX_BYTES} bytes, got more: {str(p)!r}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"bounds file must be UTF-8 text, got binary data: {str(p)!r}") from None
+    rows = [r for r in csv.reader(io.StringIO(text)) if r and any(c.strip() for c in r)]
+    if not rows or [c.strip() for c in rows[0]] != ["column", "lo", "hi"]:
+        raise ConfigError(f"bounds file must start with the header column,lo,hi: {str(p)!r}")
+    out: dict[str, tuple[float, float]] = {}
+    for i, row in enumerate(rows[1:], start=2):
+        if len(row) != 3:
+            raise ConfigError(f"bounds line {i} must have 3 fields (column,lo,hi), got {row}")
+        name = row[0].strip()
+        try:
+            lo, hi = float(row[1]), float(row[2])
+        except ValueError:
+            raise ConfigError(f"bounds line {i} must give numbers lo, hi, got {row[1:]}") from None
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+            raise ConfigError(f"bounds line {i} must have finite lo <= hi, got [{lo}, {hi}]")
+        if name in out:
+            raise ConfigError(f"bounds line {i}: column {name!r} must appear once, got twice")
+        out[name] = (lo, hi)
+    return out
+
+
+def check_covered(bounds: dict[str, tuple[float, float]], names: list[str]) -> None:
+    """Every column in ``names`` must have a bound (ConfigError naming the missing ones)."""
+    missing = [n for n in names if n not in bounds]
+    if missing:
+        raise ConfigError(f"bounds file must declare every column, missing {missing[:10]}")

@@ -1,0 +1,103 @@
+"""What the record of a run with an ε may hold: only what the party writing it may see.
+
+The label holder writes the record. In a run with a privacy budget it may hold what was released
+(noised), public facts (sizes, the spec, the schedule, costs) and test metrics (the scoring of
+test rows is outside every guarantee by design, see docs/privacy-boundaries.md). It may not hold
+a hash or a statistic of values that never left their owner: fingerprints of exact weights stay
+with the party that owns them, and training statistics computed from exact values are dropped.
+
+``--reproducible-noise`` is the one mode where the noise is drawn from ``--seed``: anyone with
+the record (which holds the seed) regenerates it, so such a record prints no ε ("not a
+guarantee"), and, since no guarantee is claimed, it keeps fingerprints and statistics so that
+runs can be compared bit for bit.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from securevfl.registry import lookup
+
+if TYPE_CHECKING:  # annotations only: the run types import this module
+    from securevfl.context import RunSpec
+
+NOT_A_GUARANTEE = (
+    "not a guarantee: reproducible noise (--reproducible-noise) draws the noise from --seed, "
+    "which the record holds, so anyone holding it regenerates the noise; rerun without "
+    "--reproducible-noise for an ε"
+)
+
+# RunStats fields the label holder computes from its own exact rows and labels (plus what it
+# received): unaccounted where its rows are in the privacy unit (HDP-VFL's active party, any
+# sample-unit run); where they are not (a server or a featureless active party holding only the
+# labels, whose exposure the record lists), they are post-processing of released values
+UNRELEASED_STATS = ("epoch_loss", "epoch_accuracy")
+# method ``extra`` keys that are statistics of unreleased values
+UNRELEASED_EXTRA = ("embedding_fill",)
+# what stands in for the fingerprints of a run with an ε
+FINGERPRINT_WITHHELD = (
+    "withheld: a hash of exact weights would let a holder of the record test candidate rows; "
+    "each party keeps its own (rerun with --reproducible-noise to compare runs)"
+)
+
+
+def has_budget(spec: RunSpec) -> bool:
+    """Whether the run is calibrated to a privacy budget (``--epsilon``)."""
+    return spec.epsilon is not None
+
+
+def is_private(spec: RunSpec) -> bool:
+    """Whether the run reports an ε: a budget, or a DP method (PBM/LDP noise from options)."""
+    if has_budget(spec):
+        return True
+    try:
+        return "dp" in str(lookup("method", spec.method).family)
+    except Exception:  # an unknown method is refused elsewhere, with its own message
+        return False
+
+
+def guarded(spec: RunSpec) -> bool:
+    """Whether the record must hold only released values: a private run, noise not seeded."""
+    return is_private(spec) and not spec.reproducible_noise
+
+
+def noise_seed(spec: RunSpec) -> int | None:
+    """The seed of a run's noise generators: ``--seed`` in the reproduction mode or in a run
+    that reports no ε (its randomness protects nothing DP: ZO directions, quantisation); in a
+    private run None (the CSPRNG)."""
+    return spec.seed if spec.reproducible_noise or not is_private(spec) else None
+
+
+def void_privacy(privacy: dict[str, Any], reason: str) -> dict[str, Any]:
+    """``privacy`` with no ε anywhere (headline, per party, per unit) and ``reason`` listed."""
+    out = dict(privacy)
+    out["epsilon"] = None
+    out["per_party"] = {
+        k: {**v, "epsilon": None} if isinstance(v, dict) else v
+        for k, v in (privacy.get("per_party") or {}).items()
+    }
+    if "by_unit" in out:
+        out["by_unit"] = {}
+    out["outside_guarantee"] = [reason, *privacy.get("outside_guarantee", [])]
+    out["guarantee"] = "not a guarantee"
+    return out
+
+
+def label_holder_accounted(privacy: dict[str, Any], label_party: int) -> bool:
+    """Whether the label holder's own rows are inside the run's privacy unit."""
+    return privacy.get("unit") == "sample" or str(label_party) in (privacy.get("per_party") or {})
+
+
+def scrub_record(record: dict[str, Any], spec: RunSpec, *, label_party: int) -> dict[str, Any]:
+    """Apply the rules above to a finished record (in place; returned for chaining)."""
+    if not is_private(spec) or record.get("privacy") is None:
+        return record
+    if spec.reproducible_noise:
+        record["privacy"] = void_privacy(record["privacy"], NOT_A_GUARANTEE)
+        return record
+    if label_holder_accounted(record["privacy"], label_party):
+        for key in UNRELEASED_STATS:
+            record["stats"].pop(key, None)
+    for key in UNRELEASED_EXTRA:
+        record["extra"].pop(key, None)
+    return record

@@ -1,0 +1,442 @@
+"""Score new rows with a saved model: each party prepares and scores its own columns.
+
+A party prepares a raw row the way training did (its card's min/max scaling range, centring,
+the public row-norm bound), computes its message (``X_k w_k`` for a linear model, its bottom's
+embedding for a split-NN) and sends it to the label holder, which adds the bias or runs the head.
+The same SPMD code runs on any runtime, so the bytes each party sends are metered. Rows given as
+per-party CSVs keyed by an ID column are first aligned by PSI (:mod:`securevfl.data.alignment`).
+
+What scoring releases: each data party's message for every scored row goes in the clear to the
+label holder, exactly as at the training run's test scoring; no ε covers the scored rows (the
+training ε in the card covers the training rows). Methods whose scoring is itself a noisy
+release refuse ``--save`` until predict can replay their mechanism.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from securevfl.errors import DataError
+from securevfl.model_io import ModelFileError, Part, load_parts
+from securevfl.runtime.base import Runtime
+from securevfl.runtime.inprocess import InProcessRuntime
+
+SCORING_RELEASE = (
+    "each data party's message for every scored row (its inner product X_k w_k, or its bottom's "
+    "embedding) goes in the clear to the label holder: no ε covers the scored rows"
+)
+
+
+def _layers(specs: list[dict[str, Any]], arrays: Mapping[str, np.ndarray], prefix: str) -> Any:
+    """A torch Sequential rebuilt from allow-listed layer specs and their arrays."""
+    import torch
+    from torch import nn
+
+    mods: list[nn.Module] = []
+    for i, s in enumerate(specs):
+        t = s.get("type")
+        if t == "linear":
+            m = nn.Linear(int(s["in"]), int(s["out"]))
+            w, b = arrays[f"{prefix}{i}.weight"], arrays[f"{prefix}{i}.bias"]
+            if w.shape != (int(s["out"]), int(s["in"])) or b.shape != (int(s["out"]),):
+                raise ModelFileError(
+                    f"layer {prefix}{i} must have weight {(s['out'], s['in'])}, got {w.shape}"
+                )
+            with torch.no_grad():
+                m.weight.copy_(torch.from_numpy(np.asarray(w, dtype=np.float32)))
+                m.bias.copy_(torch.from_numpy(np.asarray(b, dtype=np.float32)))
+            mods.append(m)
+        elif t == "relu":
+            mods.append(nn.ReLU())
+        elif t == "tanh":
+            mods.append(nn.Tanh())
+        else:
+            raise ModelFileError(f"layer type must be linear, relu or tanh, got {t!r}")
+    return nn.Sequential(*mods).eval()
+
+
+def _linear_input(meta: Mapping[str, Any], X: np.ndarray, *, head: bool) -> np.ndarray:
+    """A linear part's input transform (fm-vfl: back to [-1, 1]; an intercept column)."""
+    if meta.get("input_scale") is not None:
+        X = X * float(meta["input_scale"])
+    if meta.get("input_clip") is not None:
+        c = float(meta["input_clip"])
+        X = np.clip(X, -c, c)
+    if head and meta.get("intercept"):
+        X = np.hstack([np.ones((X.shape[0], 1)), X])
+    return X
+
+
+@dataclass
+class Prediction:
+    """Scores at the label holder: ``scores`` as training reported them (P(y=1), class
+    probabilities, or the regression value), ``classes`` the predicted class labels."""
+
+    ids: list[str] | None
+    classes: np.ndarray
+    scores: np.ndarray
+    record: dict[str, Any]
+
+
+class Model:
+    """A saved model's parts (those loaded in this process) and how they score rows."""
+
+    def __init__(self, parts: dict[int, Part]) -> None:
+        self.parts = parts
+        any_card = next(iter(parts.values())).card
+        self.method = any_card["method"]
+        self.kind = any_card["kind"]
+        self.label_party = int(any_card["label_party"])
+        self.data_parties = int(any_card["data_parties"])
+        self.n_parties = int(any_card["n_parties"])
+        self.task = any_card["task"]
+        head = parts.get(self.label_party)
+        self.pooled = bool(head is not None and head.meta.get("pooled"))
+        self.bound_sq = float(any_card["preprocessing"]["row_norm_bound_sq"])
+        self.scoring = [int(k) for k in any_card.get("scoring_parties", range(self.data_parties))]
+
+    @property
+    def card(self) -> dict[str, Any]:
+        """The label holder's card (or any loaded part's)."""
+        return (self.parts.get(self.label_party) or next(iter(self.parts.values()))).card
+
+    def columns(self, k: int) -> dict[str, Any]:
+        """Data party ``k``'s column record (names, order, scaling)."""
+        if self.pooled:
+            return self.parts[self.label_party].card["pooled_columns"][k]
+        if k not in self.parts:
+            raise ModelFileError(
+                f"model must hold party {k}'s part, got parties {sorted(self.parts)}"
+            )
+        return self.parts[k].card["columns"]
+
+    def check_complete(self) -> None:
+        """In-process scoring needs every party's part (a pooled model: the label holder's)."""
+        need = [self.label_party] if self.pooled else sorted({*self.scoring, self.label_party})
+        missing = [k for k in need if k not in self.parts]
+        if missing:
+            raise ModelFileError(
+                f"model must hold the parts of parties {need} to score in one process, "
+                f"missing {missing}"
+            )
+
+    # -- preparing rows -------------------------------------------------------------------
+    def prepare(self, k: int, raw: np.ndarray) -> np.ndarray:
+        """Party ``k``'s raw block (its card's columns, in order) as the model's input."""
+        cols = self.columns(k)
+        X = np.array(raw, dtype=np.float64, ndmin=2)
+        if X.shape[1] != len(cols["indices"]):
+            raise DataError(
+                f"party {k}'s block must have {len(cols['indices'])} columns "
+                f"({cols['names']}), got {X.shape[1]}"
+            )
+        if not np.all(np.isfinite(X)):
+            raise DataError(f"party {k}'s block must be finite, got NaN/inf")
+        for j, (lo, hi) in enumerate(cols.get("scaling") or []):
+            # new rows outside the training range are clipped: the row-norm bound still holds
+            X[:, j] = 0.0 if hi == lo else np.clip(2.0 * (X[:, j] - lo) / (hi - lo) - 1.0, -1, 1)
+        for j, c in enumerate(cols.get("center") or []):
+            if c is not None:
+                X[:, j] = np.clip((X[:, j] - c[0]) / c[1], -1.0, 1.0)
+        return X / math.sqrt(self.bound_sq)
+
+    # -- scoring --------------------------------------------------------------------------
+    def _message(self, k: int, X: np.ndarray) -> np.ndarray:
+        part = self.parts[k]
+        if self.kind == "linear":
+            return _linear_input(part.meta, X, head=False) @ part.arrays["w"]
+        import torch
+
+        bottom = _layers(part.meta["bottom_layers"], part.arrays, "bottom.")
+        with torch.no_grad():
+            return bottom(torch.as_tensor(X, dtype=torch.float32)).numpy()
+
+    def _head(self, own: np.ndarray | None, received: dict[int, Any]) -> np.ndarray:
+        part = self.parts[self.label_party]
+        meta = part.meta
+        if self.kind == "linear":
+            theta = _linear_input(meta, own, head=True) @ part.arrays["w"] + part.arrays["bias"]
+            if received:  # the order of the trainer's own scoring: own, then the passives
+                theta = theta + sum(received[k] for k in sorted(received))
+            return _link(meta["link"], theta)
+        import torch
+
+        msgs = dict(received)
+        if own is not None:
+            msgs[self.label_party] = self._message(self.label_party, own)
+        pieces = [np.asarray(msgs[k], dtype=np.float32) for k in sorted(msgs)]
+        agg = np.sum(pieces, axis=0) if meta["aggregation"] == "sum" else np.concatenate(pieces, 1)
+        head = _layers(meta["head_layers"], part.arrays, "head.")
+        with torch.no_grad():
+            out = head(torch.as_tensor(agg, dtype=torch.float32))
+            if meta["link"] == "identity":
+                return out[:, 0].numpy().astype(float)
+            return torch.softmax(out, dim=1).numpy().astype(float)
+
+    def score(self, blocks: Mapping[int, np.ndarray], rt: Runtime | None = None) -> Any:
+        """Scores of prepared blocks (SPMD: each party's message goes to the label holder,
+        metered as phase 'predict'); the scores at the label holder, None elsewhere."""
+        rt = rt or InProcessRuntime(self.n_parties)
+        L = self.label_party
+        if self.pooled:  # a pooled baseline: the label holder holds every column
+            if not rt.here(L):
+                return None
+            width = sum(len(self.columns(k)["indices"]) for k in range(self.data_parties))
+            X = np.zeros((len(blocks[0]), width))
+            for k in range(self.data_parties):
+                X[:, self.columns(k)["indices"]] = blocks[k]
+            return self._head(X, {})
+        senders = [k for k in self.scoring if k != L]
+        with rt.meter.in_phase("predict"):
+            msgs = {k: rt.local(k, self._message, k, blocks.get(k)) for k in senders}
+            got = rt.gather(msgs, dst=L)
+        if not rt.here(L):
+            return None
+        own = blocks.get(L) if L < self.data_parties else None
+        return self._head(own, got or {})
+
+    def classify(self, scores: np.ndarray) -> np.ndarray:
+        """Class labels of scores (the training labels' values where the card has them)."""
+        if self.task == "regression":
+            return scores
+        idx = (scores >= 0.5).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
+        if scores.ndim == 2 and self.task == "binary":
+            idx = (scores[:, 1] >= 0.5).astype(int)
+        classes = self.card.get("classes")
+        return np.asarray(classes)[idx] if classes else idx
+
+    @staticmethod
+    def score_column(scores: np.ndarray, task: str) -> np.ndarray:
+        """One number per row: P(class 1) (binary), the top class's probability, the value."""
+        if scores.ndim == 1:
+            return scores
+        return scores[:, 1] if task == "binary" else scores.max(axis=1)
+
+    # -- the three entry points ---------------------------------------------------------------
+    def predict(self, blocks: Sequence[np.ndarray] | Mapping[int, np.ndarray]) -> Prediction:
+        """Score raw rows given per data party (same rows, same order; card's columns)."""
+        self.check_complete()
+        if not isinstance(blocks, Mapping):
+            blocks = dict(enumerate(blocks))
+        if sorted(blocks) != list(range(self.data_parties)):
+            raise DataError(
+                f"blocks must be given for data parties {list(range(self.data_parties))}, "
+                f"got {sorted(blocks)}"
+            )
+        n = {len(np.atleast_2d(b)) for b in blocks.values()}
+        if len(n) != 1:
+            raise DataError(f"every party's block must hold the same rows, got counts {n}")
+        prepared = {k: self.prepare(k, b) for k, b in blocks.items() if self.reads(k)}
+        return self._finish(None, prepared, {})
+
+    def reads(self, k: int) -> bool:
+        """Whether the model reads data party ``k``'s columns (a local-only model: party 0's)."""
+        return self.pooled or k in self.scoring
+
+    def _finish(self, ids: list[str] | None, prepared: dict, extra: dict) -> Prediction:
+        rt = InProcessRuntime(self.n_parties)
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            scores = self.score(prepared, rt)
+        n = len(scores)
+        comm = rt.meter.summary(rt.n_parties)
+        record = {
+            "method": self.method,
+            "rows": n,
+            "task": self.task,
+            "runtime": "inprocess",
+            "comm": comm,
+            **_per_row(rt.meter, rt.n_parties, n),
+            "privacy": {
+                "scored_rows_epsilon": None,
+                "release": SCORING_RELEASE,
+                "training": self.card.get("privacy"),
+            },
+            **extra,
+        }
+        return Prediction(ids, self.classify(scores), scores, record)
+
+    def predict_csv(self, paths: Sequence[str | Path], id_column: str) -> Prediction:
+        """Score rows given as per-party CSVs keyed by ``id_column`` (aligned by PSI)."""
+        from securevfl.data.alignment import align_tables
+
+        self.check_complete()
+        if len(paths) != self.data_parties:
+            raise DataError(
+                f"--dataset must name one CSV per data party ({self.data_parties}), "
+                f"got {len(paths)}"
+            )
+        tables = {k: _read_checked(self, k, p, id_column) for k, p in enumerate(paths)}
+        kept, align = align_tables(InProcessRuntime(self.data_parties), tables, workers=1)
+        prepared = {k: self.prepare(k, _numeric(t)) for k, t in kept.items() if self.reads(k)}
+        ids = kept[0].ids
+        return self._finish(ids, prepared, {"alignment": align})
+
+    def predict_test_split(self) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, labels) of the training run's own test split, reloaded from the card."""
+        from securevfl.experiment import build_views, spec_from_dict, validate_spec
+
+        self.check_complete()
+        spec = spec_from_dict(dict(self.card["spec"]))
+        method = validate_spec(spec)
+        info, views, _ = build_views(spec, method, list(range(self.n_parties)))
+        prepared = {k: views[k].X_test for k in range(self.data_parties)}
+        with np.errstate(all="ignore"):
+            scores = self.score(prepared, InProcessRuntime(self.n_parties))
+        return scores, views[info.label_party].y_test
+
+
+def _link(name: str, theta: np.ndarray) -> np.ndarray:
+    from scipy.special import expit, softmax
+
+    if name == "sigmoid":
+        return expit(theta)
+    if name == "softmax":
+        return softmax(theta, axis=1)
+    if name == "identity":
+        return theta
+    raise ModelFileError(f"link must be sigmoid, softmax or identity, got {name!r}")
+
+
+def load_model(path: str | Path) -> Model:
+    """Load a saved model directory (every party's part, or one party's directory)."""
+    return Model(load_parts(path))
+
+
+def predict_party(
+    model_dir: str | Path,
+    csv_path: str | Path,
+    id_column: str,
+    index: int,
+    addresses: Sequence[str],
+    *,
+    cert_dir: str | None = None,
+    run_id: str = "",
+    timeout: float = 120.0,
+    key: bytes = b"",
+) -> Prediction | None:
+    """One party of a networked predict: it loads only its own part and its own CSV, aligns
+    its rows with the others' by PSI and sends its messages; the label holder returns the
+    prediction (None elsewhere). ``model_dir``: the party's directory (or the model's root)."""
+    import hashlib
+
+    from securevfl.data.alignment import align_tables
+    from securevfl.errors import ConfigError
+    from securevfl.model_io import load_part, party_dir
+    from securevfl.party import check_addresses
+    from securevfl.runtime.networked import NetworkedRuntime
+
+    check_addresses(addresses, cert_dir)
+    d = Path(model_dir)
+    if not (d / "card.json").is_file() and party_dir(d, index).is_dir():
+        d = party_dir(d, index)
+    part = load_part(d)
+    if part.party != index:
+        raise ModelFileError(
+            f"model card {str(d / 'card.json')!r} must belong to party {index}, got party "
+            f"{part.party} (a party's model used for another party)"
+        )
+    model = Model({index: part})
+    if (
+        model.pooled
+        or model.n_parties != model.data_parties
+        or model.scoring != list(range(model.data_parties))
+    ):
+        raise ConfigError(
+            f"networked predict needs a model whose every party holds data and a part, got "
+            f"method {model.method!r} ({model.n_parties} parties, scoring {model.scoring})"
+        )
+    if len(addresses) != model.n_parties:
+        raise ConfigError(
+            f"-P must be given once per party of the model ({model.n_parties}), got "
+            f"{len(addresses)}"
+        )
+    table = _read_checked(model, index, csv_path, id_column)
+    doc = f"predict/{part.card['model_id']}/{run_id}/{model.n_parties}"
+    digest = hashlib.sha256(doc.encode()).digest()
+    rt = NetworkedRuntime(
+        index, addresses, digest=digest, timeout=timeout, cert_dir=cert_dir, key=key
+    )
+    try:
+        kept, align = align_tables(rt, {index: table}, workers=1)
+        prepared = {index: model.prepare(index, _numeric(kept[index]))}
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            scores = model.score(prepared, rt)
+        meters = rt.collect(rt.meter.export(), dst=model.label_party)
+    except BaseException:
+        rt.close(graceful=False)
+        raise
+    rt.close()
+    if scores is None:
+        return None
+    from securevfl.runtime.channel import Meter
+
+    merged = Meter()
+    for m in meters.values():
+        merged.merge(m)
+    comm = merged.summary(model.n_parties)
+    n = len(scores)
+    record = {
+        "method": model.method,
+        "rows": n,
+        "task": model.task,
+        "runtime": "processes",
+        "comm": comm,
+        **_per_row(merged, model.n_parties, n),
+        "alignment": align,
+        "privacy": {
+            "scored_rows_epsilon": None,
+            "release": SCORING_RELEASE,
+            "training": model.card.get("privacy"),
+        },
+    }
+    return Prediction(kept[index].ids, model.classify(scores), scores, record)
+
+
+def _per_row(meter: Any, n_parties: int, n: int) -> dict[str, Any]:
+    """Bytes of the scoring phase per scored row: in all, and sent by each party."""
+    c = meter.phases.get("predict")
+    total = c.bytes_total if c is not None else 0
+    sent = {
+        str(k): (c.sent.get(k, 0) if c is not None else 0) / max(n, 1) for k in range(n_parties)
+    }
+    return {"bytes_per_row": total / max(n, 1), "sent_per_row": sent}
+
+
+def _read_checked(model: Model, k: int, path: str | Path, id_column: str) -> Any:
+    """Party k's CSV, its columns checked against its card (names, order, count)."""
+    from securevfl.data.alignment import read_party_csv
+
+    t = read_party_csv(path, id_column, k)
+    if not model.reads(k):  # its IDs take part in the alignment, its columns in nothing
+        return t
+    header = t.header[: t.id_index] + t.header[t.id_index + 1 :]
+    want = list(model.columns(k)["names"])
+    if header != want:
+        raise DataError(
+            f"party {k}'s CSV {str(path)!r} must have the model card's columns {want} "
+            f"(names, order, count) besides {id_column!r}, got {header}"
+        )
+    return t
+
+
+def _numeric(t: Any) -> np.ndarray:
+    """A table's rows without the ID column, as numbers (one DataError line otherwise)."""
+    j = t.id_index
+    try:
+        raw = np.array([r[:j] + r[j + 1 :] for r in t.rows], dtype=float)
+    except ValueError as exc:
+        raise DataError(f"party CSV {str(t.path)!r} must be numeric: {exc}") from None
+    if raw.size == 0:
+        raise DataError("the parties' CSVs must share >= 1 ID, got none in common")
+    if not np.all(np.isfinite(raw)):
+        raise DataError(f"party CSV {str(t.path)!r} must hold finite numbers, got NaN/inf")
+    return raw.reshape(len(t.rows), -1)
