@@ -38,15 +38,31 @@ def add_audit_parser(sub: Any, add_run_args: Callable[..., None]) -> None:
     p = sub.add_parser(
         "audit",
         help="audit a DP method's ε from outside: an empirical lower bound at 95% confidence",
-        description="Runs the method as `securevfl run` does, many times, on two neighbouring "
-        "datasets (one canary row at opposite extremes), records what the auditor sees, fits a "
-        "test on a quarter of the trials and bounds ε from its errors on the rest "
-        "(Clopper-Pearson). Under-noised variants (noise divided by each --variants value; "
-        "audit only) show how large a violation the audit would catch. See docs/audit.md.",
+        description="Runs the method as `securevfl run` does and distinguishes two neighbouring "
+        "datasets (one canary row at opposite extremes) from what the auditor sees: either the "
+        "run's own release code fed the canary at its bound many times (view release), or "
+        "many whole runs (view run). A test is fitted on part of the trials and its errors on "
+        "the rest bound ε from below (Clopper-Pearson, 95%). Under-noised variants (noise "
+        "divided by each --variants value; audit only) show how large a violation the audit "
+        "would catch. See docs/audit.md.",
     )
     add_run_args(p)
     g = p.add_argument_group("audit")
-    g.add_argument("--trials", type=int, default=200, help="runs per variant; default 200")
+    g.add_argument(
+        "--trials",
+        type=int,
+        default=None,
+        help="trials per variant: canary releases (view release; default 100000) or whole "
+        "runs (view run; default 200)",
+    )
+    g.add_argument(
+        "--view",
+        choices=("auto", "release", "run"),
+        default="auto",
+        help="release: the method's release code fed a worst-case canary (hdp-vfl, release-once "
+        "ldp-vfl / vafl-dp / afe-vfl); run: whole runs with a canary row; auto (default): "
+        "release where the method has it",
+    )
     g.add_argument(
         "--variants",
         default=DEFAULT_VARIANTS,
@@ -68,10 +84,11 @@ def print_audit(rec: dict[str, Any]) -> None:
     print(f"  auditor's view: {rec['view']['describe']}; canary: {rec['canary']}")
     r = rec["result"]
     print(
-        f"  {r['trials']} runs ({r['fit_trials']} to fit the test); held out: "
+        f"  {r['trials']} trials ({r['fit_trials']} to fit the test); held out: "
         f"{r['test']['false_pos']}/{r['test']['negatives']} false positives, "
-        f"{r['test']['false_neg']}/{r['test']['positives']} false negatives; the largest bound "
-        f"these trials can show is {rec['largest_detectable_epsilon']:.3f}"
+        f"{r['test']['false_neg']}/{r['test']['positives']} false negatives; power: the largest "
+        f"bound these trials can show is {rec['largest_detectable_epsilon']:.3f} (a larger "
+        "violation reads as this)"
     )
     for v in rec["variants"]:
         verdict = "CAUGHT (above the claim)" if v["violation"] else "not caught"
@@ -94,6 +111,15 @@ def print_audit(rec: dict[str, Any]) -> None:
         print("securevfl: warning: the lower bound exceeds the claimed ε", file=sys.stderr)
 
 
+def audit_cell(view: str, spec: Any) -> dict[str, Any]:
+    """An audit cell of a bench suite (``audit = "auto"``): the audit record with the noise/2,
+    /4, /10 variants, the spec's config beside it (for the report)."""
+    from securevfl.audit import AuditConfig, audit
+
+    rec = audit(spec, AuditConfig(view=view), variants=parse_variants(DEFAULT_VARIANTS))
+    return {**rec, "config": spec.to_config()}
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
     from bench.cli import spec_from_args
     from securevfl.audit import AuditConfig, audit
@@ -105,13 +131,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if not args.json and sys.stderr.isatty():
         from tqdm import tqdm
 
-        bar = tqdm(desc="audit", unit="run", total=args.trials * (1 + len(variants)))
+        bar = tqdm(desc="audit", unit="trial")
         progress = lambda i, n: bar.update(1)  # noqa: E731
+    cfg = AuditConfig(trials=args.trials, seed=args.audit_seed, view=args.view)
     try:
-        rec = audit(
-            spec, AuditConfig(trials=args.trials, seed=args.audit_seed), variants=variants,
-            progress=progress,
-        )  # fmt: skip
+        rec = audit(spec, cfg, variants=variants, progress=progress)
     finally:
         if bar is not None:
             bar.close()

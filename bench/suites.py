@@ -10,6 +10,7 @@ A suite file ``bench/suites/NAME.toml`` (or any path) looks like::
     [[cells]]             # a list value expands to one cell per value (cartesian product)
     method = ["vfl", "centralized"]
     attack = "label-norm" # optional: an attack cell (securevfl.attacks) instead of a plain run
+    audit = "auto"        # optional: an audit cell (securevfl audit, its view) instead of a run
     model = ["glm", "mlp"]
     [report]
     extras = ["hdp"]      # extra report sections: bench/reports/<name>.py
@@ -44,12 +45,15 @@ class Cell:
     spec: RunSpec
     processes: bool = False
     attack: str | None = None  # an attack cell: run the attack (securevfl.attacks) on the spec
+    audit: str | None = None  # an audit cell: ``securevfl audit`` of the spec in this view
 
     @property
     def cell_id(self) -> str:
         key: dict[str, Any] = {"spec": self.spec.__dict__, "processes": self.processes}
         if self.attack is not None:  # plain cells keep the ids they had
             key["attack"] = self.attack
+        if self.audit is not None:
+            key["audit"] = self.audit
         blob = json.dumps(key, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -78,6 +82,7 @@ def make_spec(params: dict[str, Any]) -> tuple[RunSpec, bool]:
     params = dict(params)
     processes = parse_bool(params.pop("processes", False))
     params.pop("attack", None)  # read by load_suite
+    params.pop("audit", None)
     if "method" not in params:
         raise ConfigError(f"every suite cell must name a method, got {params}")
     return build_spec(params), processes
@@ -155,7 +160,8 @@ def load_suite(name_or_path: str) -> Suite:
                 for seed in entry_seeds:
                     spec, processes = make_spec({**defaults, **params, "seed": seed})
                     attack = params.get("attack", defaults.get("attack"))
-                    cells.append(Cell(spec, processes, attack))
+                    audit = params.get("audit", defaults.get("audit"))
+                    cells.append(Cell(spec, processes, attack, audit))
         extras += [e for e in _extras(p, d) if e not in extras]
     if not cells:
         raise ConfigError(f"a suite must have at least one cell, got none in {path}")

@@ -112,9 +112,16 @@ class PublicInfo:
 @dataclass(frozen=True)
 class AuditTap:
     """How ``securevfl audit`` runs a trial: fresh noise each trial, and ``noise_divisor`` > 1
-    for a deliberately under-noised variant (its record says so: its ε is then false)."""
+    for a deliberately under-noised variant (its record says so: its ε is then false).
+    ``seen`` collects ``(ctx, hooks)`` from the trainers (``saw``): the release-step audit draws
+    more releases from the very hooks the run used (``securevfl.audit.release``)."""
 
     noise_divisor: float = 1.0
+    seen: list[tuple[Any, Any]] = field(default_factory=list, compare=False)
+
+    def saw(self, ctx: Any, hooks: Any) -> None:
+        """A trainer's call: the hooks (and context) that make this run's releases."""
+        self.seen.append((ctx, hooks))
 
 
 @dataclass

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from securevfl.audit.release import has_release_probe
+from securevfl.audit.release_audit import audit_release_once
 from securevfl.audit.stats import epsilon_lower_bound, fit_direction
 from securevfl.audit.view import CANARY_PARTY, CANARY_ROW, AuditorView, auditor_view, observe
 from securevfl.context import AuditTap, PartyView, PublicInfo, RunSpec
@@ -28,11 +30,17 @@ CONFIDENCE = 0.95
 FIT_SHARE = 0.25  # trials spent on fitting the test; the rest are the held-out evidence
 
 
+VIEWS = ("auto", "release", "run")
+RUN_TRIALS = 200  # whole runs per variant (view 'run')
+RELEASE_TRIALS = 100_000  # canary releases per variant (view 'release'): one noise draw each
+
+
 @dataclass(frozen=True)
 class AuditConfig:
-    trials: int = 200  # per audited variant, both worlds together
+    trials: int | None = None  # per audited variant, both worlds together; None: the view's
     noise_divisor: float = 1.0  # > 1: a deliberately under-noised variant (audit only)
     seed: int = 0  # the audit's own choices: which trials are world 1, the fit/test split
+    view: str = "auto"  # 'release' where the method has one, else 'run'
 
 
 def _extreme(X: np.ndarray, y: np.ndarray, high: bool) -> np.ndarray:
@@ -112,6 +120,7 @@ def run_trial(
 
 def audit_once(spec: RunSpec, cfg: AuditConfig, progress=None) -> dict[str, Any]:
     """Audit ``spec`` (one variant): trials, the fitted test, its held-out errors, the bound."""
+    cfg = dataclasses.replace(cfg, trials=cfg.trials or RUN_TRIALS)
     check_int("trials", cfg.trials, minimum=8, maximum=100_000)
     if cfg.noise_divisor < 1:
         raise ConfigError(
@@ -175,6 +184,20 @@ def audit_once(spec: RunSpec, cfg: AuditConfig, progress=None) -> dict[str, Any]
     }
 
 
+def resolve_view(method: Any, spec: RunSpec, view: str) -> str:
+    """'release' (the release-step audit) where the method has one and ``view`` allows it,
+    else 'run' (whole runs of the method, the canary in the data)."""
+    if view not in VIEWS:
+        raise ConfigError(f"audit view must be one of {', '.join(VIEWS)}, got {view!r}")
+    has = has_release_probe(method, spec)
+    if view == "release" and not has:
+        raise ConfigError(
+            f"view 'release' audits hdp-vfl and the release-once ldp-vfl, vafl-dp, afe-vfl, "
+            f"got {spec.method!r}"
+        )
+    return "release" if view == "release" or (view == "auto" and has) else "run"
+
+
 def audit(
     spec: RunSpec, cfg: AuditConfig, *, variants: tuple[float, ...] = (), progress=None
 ) -> dict[str, Any]:
@@ -182,13 +205,41 @@ def audit(
     if spec.seed is None:  # public randomness fixed (the noise is fresh every trial anyway)
         spec = dataclasses.replace(spec, seed=0)
     method = validate_spec(spec)
-    av = auditor_view(method, spec)
-    main = audit_once(spec, cfg, progress)
-    runs = [
-        audit_once(spec, AuditConfig(cfg.trials, float(d), cfg.seed), progress) for d in variants
-    ]
+    if spec.epsilon is None:
+        raise ConfigError(
+            f"audit needs a DP method run with --epsilon, got {spec.method!r} without"
+        )
+    mode = resolve_view(method, spec, cfg.view)
+    for d in (cfg.noise_divisor, *variants):
+        if not d >= 1:
+            raise ConfigError(f"noise divisor must be >= 1 (an audit never adds noise), got {d}")
+    if mode == "release":
+        trials = cfg.trials or RELEASE_TRIALS
+
+        def one(d: float) -> dict[str, Any]:
+            r = audit_release_once(
+                spec, trials=trials, noise_divisor=d, seed=cfg.seed, alpha=1 - CONFIDENCE
+            )
+            if progress is not None:
+                progress(trials, trials)
+            return r
+
+        main = one(cfg.noise_divisor)
+        runs = [one(float(d)) for d in variants]
+        view = {"kind": "release", "party": CANARY_PARTY, "describe": main["view"]}
+        canary = "at the release, placed at the bound the accountant assumes"
+    else:
+        trials = cfg.trials or RUN_TRIALS
+        cfg = dataclasses.replace(cfg, trials=trials)
+        av = auditor_view(method, spec)
+        main = audit_once(spec, cfg, progress)
+        runs = [audit_once(spec, dataclasses.replace(cfg, noise_divisor=float(d)), progress)
+                for d in variants]  # fmt: skip
+        view = {"kind": av.kind, "party": av.party, "describe": av.describe}
+        canary = "whole row and label" if av.whole_row else f"party {CANARY_PARTY}'s block"
     caught = [r["noise_divisor"] for r in runs if r["violation"]]
     return {
+        "audit": mode,  # the view's kind of audit; reports tell audit records by this key
         "method": spec.method,
         "dataset": spec.dataset,
         "parties": spec.parties,
@@ -196,8 +247,8 @@ def audit(
         "epsilon": spec.epsilon,
         "delta": spec.delta,
         "seed": spec.seed,
-        "view": {"kind": av.kind, "party": av.party, "describe": av.describe},
-        "canary": "whole row and label" if av.whole_row else f"party {CANARY_PARTY}'s block",
+        "view": view,
+        "canary": canary,
         "confidence": CONFIDENCE,
         "claimed_epsilon": main["claimed_epsilon"],
         "epsilon_lower_bound": main["epsilon_lower_bound"],

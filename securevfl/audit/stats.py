@@ -90,3 +90,22 @@ def fit_direction(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float]:
     w = diff / var
     thr = float((a @ w).mean() + (b @ w).mean()) / 2
     return w, thr
+
+
+def best_threshold(
+    s0: np.ndarray, s1: np.ndarray, *, delta: float, alpha: float, grid: int = 400
+) -> float:
+    """The threshold t ("score > t says world 1") whose ε bound on these (fitting) trials is
+    largest: candidates are ``grid`` quantiles of the pooled scores. Chosen on trials that the
+    bound itself never counts, so the held-out Clopper-Pearson bound stays valid."""
+    s0, s1 = np.sort(np.asarray(s0, dtype=float)), np.sort(np.asarray(s1, dtype=float))
+    if not len(s0) or not len(s1):
+        raise ConfigError("choosing a threshold needs trials of both worlds")
+    cand = np.unique(np.quantile(np.concatenate([s0, s1]), np.linspace(0, 1, grid)))
+    fp = len(s0) - np.searchsorted(s0, cand, side="right")  # world 0 above t
+    fn = np.searchsorted(s1, cand, side="right")  # world 1 at or below t
+    bounds = [
+        epsilon_lower_bound(int(a), len(s0), int(b), len(s1), delta=delta, alpha=alpha)
+        for a, b in zip(fp, fn, strict=True)
+    ]
+    return float(cand[int(np.argmax(bounds))])
