@@ -111,12 +111,18 @@ def print_audit(rec: dict[str, Any]) -> None:
         print("securevfl: warning: the lower bound exceeds the claimed ε", file=sys.stderr)
 
 
-def audit_cell(view: str, spec: Any) -> dict[str, Any]:
-    """An audit cell of a bench suite (``audit = "auto"``): the audit record with the noise/2,
-    /4, /10 variants, the spec's config beside it (for the report)."""
+def audit_cell(what: str, spec: Any) -> dict[str, Any]:
+    """An audit cell of a bench suite (``audit = "VIEW"`` or ``"VIEW/TRIALS"``, e.g. "run/40"):
+    the audit record with the noise/2, /4, /10 variants and the spec's config (for the report)."""
     from securevfl.audit import AuditConfig, audit
 
-    rec = audit(spec, AuditConfig(view=view), variants=parse_variants(DEFAULT_VARIANTS))
+    view, _, n = str(what).partition("/")
+    try:
+        trials = int(n) if n else None
+    except ValueError:
+        raise ConfigError(f"an audit cell is 'VIEW' or 'VIEW/TRIALS', got {what!r}") from None
+    cfg = AuditConfig(trials=trials, view=view)
+    rec = audit(spec, cfg, variants=parse_variants(DEFAULT_VARIANTS))
     return {**rec, "config": spec.to_config()}
 
 

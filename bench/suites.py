@@ -10,7 +10,7 @@ A suite file ``bench/suites/NAME.toml`` (or any path) looks like::
     [[cells]]             # a list value expands to one cell per value (cartesian product)
     method = ["vfl", "centralized"]
     attack = "label-norm" # optional: an attack cell (securevfl.attacks) instead of a plain run
-    audit = "auto"        # optional: an audit cell (securevfl audit, its view) instead of a run
+    audit = "run/40"      # optional: an audit cell (securevfl audit: view[/trials]), not a run
     model = ["glm", "mlp"]
     [report]
     extras = ["hdp"]      # extra report sections: bench/reports/<name>.py
