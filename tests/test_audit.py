@@ -93,11 +93,13 @@ def test_audit_catches_noise_switched_off_and_not_the_method():
     assert rec["smallest_divisor_caught"] == 1e9
 
 
-def test_audit_split_nn_view_is_the_canary_embedding():
-    rec = audit(_spec("ldp-vfl", 2, epochs=1, seed=0), AuditConfig(trials=12), variants=(1e9,))
+def test_audit_split_nn_run_view_is_the_canary_embedding():
+    spec = _spec("ldp-vfl", 2, epochs=1, seed=0)
+    rec = audit(spec, AuditConfig(trials=8, view="run"))
+    assert rec["audit"] == "run"
     assert "embeddings of the canary row" in rec["view"]["describe"]
-    assert rec["result"]["view_size"] == 8  # one release of the canary, embedding_dim 8
-    assert rec["variants"][0]["test"]["false_pos"] + rec["variants"][0]["test"]["false_neg"] == 0
+    # release-once: the canary's one release, one number per embedding coordinate
+    assert rec["result"]["view_size"] == spec.embedding_dim
 
 
 def test_audit_cli_json(capsys):

@@ -32,7 +32,9 @@ def gdp_epsilon(mu: float, delta: float) -> float:
     independent computation of the largest ε a Gaussian release of this μ can show."""
 
     def d(eps: float) -> float:
-        return stats.norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * stats.norm.cdf(-eps / mu - mu / 2)
+        return stats.norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * stats.norm.cdf(
+            -eps / mu - mu / 2
+        )
 
     lo, hi = 0.0, 100.0
     for _ in range(200):

@@ -75,9 +75,7 @@ def _hdp_probe(ctx: Any, hooks: Any) -> ReleaseProbe:
 
     def draw(worlds: np.ndarray) -> np.ndarray:
         ir = np.where(worlds == 1, k, -k).astype(np.float64)
-        return np.stack(
-            [hooks.passive_message(ctx, CANARY_PARTY, ir, t) for t in range(T)], axis=1
-        )
+        return np.stack([hooks.passive_message(ctx, CANARY_PARTY, ir, t) for t in range(T)], axis=1)
 
     return ReleaseProbe(
         f"passive party {CANARY_PARTY}'s noisy intermediate result x·w_B + N(0, σ_B²) of the "

@@ -8,7 +8,9 @@ delivered, so they survive changes to a method's schedule):
 - ``payloads``: FM-VFL's released model, through the passive party's score on the canary row
   (it is appended to the test rows) and the active party's own;
 - ``outputs``: the released model's score on the canary row (pooled baselines: the model is
-  the release).
+  the release);
+- ``scores``: the label holder's output on the canary row (pbm-vfl: secure aggregation leaves
+  no per-party message to read).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ class AuditorView:
     """Who audits and what it reads; ``whole_row``: the canary changes the whole row and its
     label (sample unit), else only party ``CANARY_PARTY``'s block (party-row unit)."""
 
-    kind: str  # per-row | payloads | outputs
+    kind: str  # per-row | payloads | outputs | scores
     party: int
     sender: int | None
     whole_row: bool
@@ -53,6 +55,16 @@ def auditor_view(method: Method, spec: Any) -> AuditorView:
             "x_B·w_B on the canary row and the active party's output on it",
         )
     server = method.n_parties(spec) - 1 if method.has_server(spec) else None
+    if method.name == "pbm-vfl":  # secure aggregation hides party 1's own message
+        return AuditorView(
+            "scores",
+            0 if server is None else server,
+            None,
+            False,
+            "the label holder's (the server's) output on the canary row (party 1's block of it released "
+            "through PBM and secure aggregation, summed, and scored by the head): secure "
+            "aggregation hides party 1's own message",
+        )
     party = 0 if server is None else server
     what = "intermediate results" if spec.model == "glm" else "embeddings"
     return AuditorView(
@@ -90,7 +102,7 @@ def canary_score(outputs: np.ndarray) -> np.ndarray:
 
 def observe(view: View, av: AuditorView, n_train: int) -> np.ndarray:
     """The auditor's numbers from one trial, as a flat vector."""
-    if av.kind == "outputs":
+    if av.kind in ("outputs", "scores"):
         return canary_score(view.outputs)
     if av.kind == "payloads":  # the other party's test score on the canary, and the model's
         parts = [
