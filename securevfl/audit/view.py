@@ -61,9 +61,9 @@ def auditor_view(method: Method, spec: Any) -> AuditorView:
             0 if server is None else server,
             None,
             False,
-            "the label holder's (the server's) output on the canary row (party 1's block of it released "
-            "through PBM and secure aggregation, summed, and scored by the head): secure "
-            "aggregation hides party 1's own message",
+            "the label holder's (the server's) output on the canary row (party 1's block of it "
+            "released through PBM and secure aggregation, summed, and scored by the head): "
+            "secure aggregation hides party 1's own message",
         )
     party = 0 if server is None else server
     what = "intermediate results" if spec.model == "glm" else "embeddings"
