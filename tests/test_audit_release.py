@@ -177,3 +177,21 @@ def test_audit_suite_covers_every_dp_method_and_the_report_shows_it(hdp_record, 
     assert cells[3] == "1.00" and float(cells[4]) <= 1.0
     assert "**caught**" in cells[7]  # noise/10
     assert "intermediate result" in md
+
+
+def test_bench_audit_cell_lands_in_the_report(tmp_path):
+    """An audit cell of a suite runs through ``securevfl bench`` and its report section."""
+    suite = tmp_path / "mini-audit.toml"
+    suite.write_text(
+        'name = "mini-audit"\nseeds = [0]\n[[cells]]\naudit = "release/4000"\n'
+        'method = "hdp-vfl"\ndataset = "breast"\nparties = 2\nepsilon = 1.0\n'
+        'delta = 1e-5\nepochs = 2\n[report]\nextras = ["audit"]\n'
+    )
+    out = tmp_path / "out"
+    assert main(["bench", "--suite", str(suite), "--out", str(out), "--no-progress"]) == 0
+    rec = json.loads((out / "results.jsonl").read_text().splitlines()[-1])
+    assert rec["audit"] == "release" and rec["result"]["trials"] == 4000
+    assert [v["noise_divisor"] for v in rec["variants"]] == [2.0, 4.0, 10.0]
+    md = (out / "report.md").read_text()
+    assert "## Privacy audit" in md and "| breast | hdp-vfl | release | 1.00 |" in md
+    assert "Privacy audit" in (out / "report.html").read_text()
