@@ -94,7 +94,7 @@ def test_audit_catches_noise_switched_off_and_not_the_method():
 
 
 def test_audit_split_nn_run_view_is_the_canary_embedding():
-    spec = _spec("ldp-vfl", 2, epochs=1, seed=0)
+    spec = _spec("ldp-vfl", 2, epochs=1, seed=0, bottom_epochs=1)  # whole runs: keep them short
     rec = audit(spec, AuditConfig(trials=8, view="run"))
     assert rec["audit"] == "run"
     assert "embeddings of the canary row" in rec["view"]["describe"]

@@ -19,7 +19,7 @@ import numpy as np
 from securevfl.audit.release import release_probe
 from securevfl.audit.stats import best_threshold, epsilon_lower_bound
 from securevfl.context import AuditTap, RunSpec
-from securevfl.errors import check_int
+from securevfl.errors import ConfigError, check_int
 from securevfl.experiment import run_experiment, validate_spec
 from securevfl.runtime.inprocess import InProcessRuntime
 
@@ -71,14 +71,18 @@ def audit_release_once(
     probe = release_probe(method.name, tap.seen)
     worlds, scores = release_world_trials(probe.draw, probe.direction, trials, seed)
     priv = record.get("privacy") or {}
+    if priv.get("epsilon") is None:
+        raise ConfigError(
+            f"method {spec.method!r} reports no ε for this run (outside its guarantee: "
+            f"{priv.get('outside_guarantee')}): there is nothing to audit"
+        )
     delta = float(priv.get("delta") or spec.delta)
     out = held_out_bound(worlds, scores, delta=delta, alpha=alpha)
     return {
         "noise_divisor": noise_divisor,
         "claimed_epsilon": priv.get("epsilon"),
         **out,
-        "violation": priv.get("epsilon") is not None
-        and out["epsilon_lower_bound"] > priv["epsilon"],
+        "violation": out["epsilon_lower_bound"] > priv["epsilon"],
         "trials": trials,
         "view_size": int(len(probe.direction)),
         "view": probe.describe,
