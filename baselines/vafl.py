@@ -43,7 +43,7 @@ from securevfl.methods.release_options import (
     release_plan,
 )
 from securevfl.privacy.accountant import PrivacyLedger
-from securevfl.privacy.afe import clip_rows
+from securevfl.privacy.afe import clip_rows, sphere_rows
 from securevfl.privacy.analytic_gaussian import analytic_gaussian_sigma
 from securevfl.privacy.events import gaussian_event
 from securevfl.privacy.units import label_unit
@@ -216,6 +216,9 @@ class ClippedGaussianHooks(SplitNNHooks):
 
     def bound_rows(self, ctx: RunContext, k: int, h: torch.Tensor) -> torch.Tensor:
         return clip_rows(h, self.clip)
+
+    def saturate_rows(self, ctx: RunContext, k: int, h: torch.Tensor) -> torch.Tensor:
+        return sphere_rows(h, self.clip)
 
     def embed(self, ctx: RunContext, k: int, emb: torch.Tensor, step: int) -> torch.Tensor:
         return clip_rows(emb, self.clip)

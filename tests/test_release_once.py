@@ -124,3 +124,35 @@ def test_release_once_is_identical_in_both_runtimes(method):
     assert net["model_fingerprint"] == local["model_fingerprint"] != {}
     assert net["metrics"] == local["metrics"]
     assert net["comm"]["bytes_total"] == local["comm"]["bytes_total"] > 0
+
+
+def test_saturated_rows_sit_on_the_edge_of_each_release_bound():
+    """Box bound (tanh bottoms): every coordinate at ±1; ball bound (clipped rows): norm C
+    (just inside); the direction is kept, so the bound and its sensitivity are unchanged."""
+    from securevfl.privacy.afe import clip_rows, sphere_rows
+
+    h = torch.tensor([[0.3, -0.01], [0.0, 0.0], [-2.0, 5.0]])
+    s = sphere_rows(h, 2.0)
+    assert torch.allclose(s.norm(dim=1), torch.full((3,), 2.0), atol=1e-5)
+    assert torch.all(s.norm(dim=1) <= 2.0) and torch.equal(clip_rows(s, 2.0), s)
+    assert torch.allclose(s[2] / s[2].norm(), h[2] / h[2].norm())
+
+    from securevfl.methods.pbm_vfl import BoundedSumHooks
+
+    box = BoundedSumHooks.saturate_rows(None, None, 0, torch.tensor([[0.2, -0.7, 0.0]]))
+    assert box.tolist() == [[1.0, -1.0, 1.0]]
+
+
+def test_release_shape_is_recorded_and_the_trained_shape_stays_runnable():
+    from dataclasses import replace
+
+    recs = {}
+    for shape in ("saturate", "as-trained"):
+        spec = replace(_spec("vafl-dp", epsilon=8.0, release_shape=shape), seed=3)
+        recs[shape] = run_experiment(replace(spec, reproducible_noise=True))
+    assert {s: r["privacy"]["release_shape"] for s, r in recs.items()} == {
+        "saturate": "saturate",
+        "as-trained": "as-trained",
+    }
+    # the same noise, bottoms and head seed: only what is released differs
+    assert recs["saturate"]["metrics"] != recs["as-trained"]["metrics"]

@@ -50,6 +50,8 @@ def _collect(records: list[dict[str, Any]]):
         if r.get("majority_class_rate") is not None:  # the floor every plot draws
             alone[(r["dataset"], "majority")].append(r["majority_class_rate"])
         if r["method"] == "afe-vfl":
+            if (r.get("privacy") or {}).get("release_schedule") == "release-once":
+                continue  # the default schedule: the per-row section compares it (per_row.py)
             c = r["config"]
             if int(c.get("kl_every", 4)) != 4:  # schedule study: overheads table only
                 extra[(r["dataset"], c["batch_size"], c.get("variant"), c["kl_every"])].append(r)

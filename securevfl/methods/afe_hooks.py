@@ -25,6 +25,7 @@ from securevfl.privacy.afe import (
     pairings,
     release_stats,
     released_rows,
+    sphere_rows,
     stats_of,
 )
 from securevfl.privacy.ceiling import accuracy_ceiling, composed_mu
@@ -87,6 +88,10 @@ class AFEHooks(SplitNNHooks):
     def bound_rows(self, ctx: RunContext, k: int, h: torch.Tensor) -> torch.Tensor:
         """Rows clipped to the C-ball, as released (release-once trains its probe on them)."""
         return CLIPS[self.cfg["clip_mode"]](h, self.C)
+
+    def saturate_rows(self, ctx: RunContext, k: int, h: torch.Tensor) -> torch.Tensor:
+        """Rows on the C-sphere (then clipped as released: a no-op for the hard clip)."""
+        return sphere_rows(h, self.C)
 
     def embed(self, ctx: RunContext, k: int, emb: torch.Tensor, step: int) -> torch.Tensor:
         if k == self.L:  # the label holder's own columns: nothing leaves it, no clip or noise

@@ -57,6 +57,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import torch
 
 from securevfl.context import Option, RunContext, RunSpec
 from securevfl.errors import ConfigError, ProtocolError
@@ -119,6 +120,10 @@ class BoundedSumHooks(SplitNNHooks):
 
     def configure_evaluate(self, ctx: RunContext, state: Any) -> str:
         return self.eval_mode
+
+    def saturate_rows(self, ctx: RunContext, k: int, h: torch.Tensor) -> torch.Tensor:
+        """Each coordinate at ±BOUND by its sign (the corners of the box)."""
+        return BOUND * torch.where(h < 0, -1.0, 1.0)
 
     def round_of(self) -> tuple[int, int, int, int, int]:
         """(round id, batch id, batch size, first row, rows in the round) of the current batch:

@@ -91,6 +91,16 @@ RELEASE_OPTIONS = {
         f"{MIN_BOTTOM_EPOCHS} and {MAX_BOTTOM_EPOCHS}",
         when=RELEASE_ONCE,
     ),
+    "release_shape": Option(
+        str,
+        "saturate",
+        "release-once: saturate (each released row pushed to the edge of the bound, its "
+        "direction kept: a sign per tanh coordinate, the C-sphere for a clipped row; under "
+        "Gaussian noise the largest norm carries the most signal) or as-trained (the bounded "
+        "bottom output as it is)",
+        choices=("saturate", "as-trained"),
+        when=RELEASE_ONCE,
+    ),
     "bottom_lr": Option(
         float,
         0.03,
@@ -159,6 +169,7 @@ def release_plan(spec: RunSpec, method: Method, *, delta: float, n_train: int) -
         bottom_lr=float(spec.option("bottom_lr", method)),
         label_epsilon=float(spec.epsilon) if label == "same" else float(label),
         bottom_batch=int(spec.batch_size),
+        saturate=spec.option("release_shape", method) == "saturate",
     )
 
 
@@ -181,6 +192,7 @@ def release_record(ctx: RunContext, plan: ReleaseOncePlan) -> dict[str, Any]:
         "bottom_clip": plan.bottom.clip,
         "label_epsilon": plan.label_epsilon,
         "label_mechanism": f"randomized response over {int(ctx.info.n_classes or 2)} classes",
+        "release_shape": "saturate" if plan.saturate else "as-trained",
         "amplification": "none (shuffled disjoint batches)",
     }
 

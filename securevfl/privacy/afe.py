@@ -75,6 +75,16 @@ def clip_rows(h: torch.Tensor, bound: float) -> torch.Tensor:
     return torch.where(n > bound, h * (bound / (n + 1e-7)), h)
 
 
+def sphere_rows(h: torch.Tensor, bound: float) -> torch.Tensor:
+    """Each row scaled to norm ``bound`` (1 - 1e-6) exactly, direction kept (a zero row goes to
+    the first axis): the release of largest norm the ball allows, safely inside it."""
+    n = h.norm(dim=1, keepdim=True)
+    e0 = torch.zeros_like(h)
+    e0[:, :1] = 1.0
+    u = torch.where(n > 0, h / n.clamp_min(1e-30), e0)
+    return u * (bound * (1 - 1e-6))
+
+
 def soft_clip_rows(h: torch.Tensor, bound: float) -> torch.Tensor:
     """Each row h scaled to norm C·tanh(||h||/C) <= C (``--clip-mode soft``, our choice).
 

@@ -67,6 +67,7 @@ class ReleaseOncePlan:
     bottom_lr: float
     label_epsilon: float
     bottom_batch: int
+    saturate: bool = True
 
 
 def keep_probability(epsilon: float, n_classes: int) -> float:
@@ -143,6 +144,18 @@ def train_bottom(
             loss = nn.functional.cross_entropy(logits, torch.as_tensor(labels[idx]))
             (v,) = torch.autograd.grad(loss, logits)
             private_step(model, opt, x, v, dp=plan.bottom, rng=rng)
+
+
+class _Saturated(nn.Module):
+    """A trained bottom whose output is pushed to the edge of the release set
+    (``hooks.saturate_rows``): what the schedule releases when ``plan.saturate``."""
+
+    def __init__(self, bottom: nn.Module, saturate: Any) -> None:
+        super().__init__()
+        self.bottom, self.saturate = bottom, saturate
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.saturate(self.bottom(x))
 
 
 def release_rows(ctx: RunContext, state: SplitNNState, hooks: SplitNNHooks) -> np.ndarray | None:
@@ -305,6 +318,11 @@ def fit_release_once(ctx: RunContext, hooks: SplitNNHooks, *, plan: ReleaseOnceP
     for k in state.bottoms:
         rng = ctx.noise_rng(k, "release-once/bottom")
         train_bottom(ctx, k, state.bottoms[k], hooks, np.asarray(got, dtype=np.int64), plan, rng)
+    if plan.saturate:
+        for k in list(state.bottoms):
+            state.bottoms[k] = _Saturated(
+                state.bottoms[k], lambda h, k=k: hooks.saturate_rows(ctx, k, h)
+            )
     t_bottom = time.perf_counter() - t0
     released = release_rows(ctx, state, hooks)
     t_release = time.perf_counter() - t0 - t_bottom

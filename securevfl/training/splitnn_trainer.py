@@ -83,6 +83,12 @@ class SplitNNHooks:
         tanh-bounded bottoms)."""
         return h
 
+    def saturate_rows(self, ctx: RunContext, k: int, h: torch.Tensor) -> torch.Tensor:
+        """Party ``k``'s bottom output pushed to the edge of its release set, keeping its
+        direction (the release-once schedule releases this: under Gaussian noise a release
+        of the largest norm the bound allows carries the most signal; default: as it is)."""
+        return h
+
     def local_loss(
         self, ctx: RunContext, k: int, emb: torch.Tensor, grad: np.ndarray, step: int
     ) -> torch.Tensor | None:
