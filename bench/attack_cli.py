@@ -79,7 +79,7 @@ def add_attack_parser(sub: Any, add_run_args: Callable[..., None]) -> None:
 
 
 def cmd_attack(args: argparse.Namespace) -> int:
-    from bench.cli import spec_from_args
+    from bench.run_args import spec_from_args
     from securevfl.attacks import AttackConfig, attack_names, run_attack
 
     if args.name not in attack_names():

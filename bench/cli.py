@@ -257,16 +257,17 @@ def build_parser(method: str | None = None) -> argparse.ArgumentParser:
     )
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p = sub.add_parser("run", help="train one method on one dataset and print its result record")
-    add_run_args(p, method)
-    p.add_argument(
+    g = add_run_args(p, method)
+    g["protocol"].add_argument(
         "--processes",
         action="store_true",
         help="one OS process per party over MPyC's networked runtime (default: in-process)",
     )
-    p.add_argument("--json", action="store_true", help="print exactly one JSON result record")
-    add_save_arg(p)
-    add_checkpoint_args(p)
-    p.add_argument(
+    out = g["output"]
+    out.add_argument("--json", action="store_true", help="print exactly one JSON result record")
+    add_save_arg(out)
+    add_checkpoint_args(out)
+    out.add_argument(
         "--record-view",
         type=int,
         metavar="K",
@@ -275,36 +276,39 @@ def build_parser(method: str | None = None) -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("party", help="run one party of a networked run on this host")
-    add_run_args(p, method)
-    p.add_argument("--index", type=int, required=True, help="this party's index (0 = active party)")
-    p.add_argument(
+    g = add_run_args(p, method)
+    net = g["protocol"]
+    net.add_argument(
+        "--index", type=int, required=True, help="this party's index (0 = active party)"
+    )
+    net.add_argument(
         "-P",
         action="append",
         required=True,
         metavar="HOST:PORT",
         help="address of every party, in index order (repeat once per party)",
     )
-    p.add_argument(
+    net.add_argument(
         "--ssl",
         action="store_true",
         help="mutual TLS with the certificates in ./.config (MPyC's layout); see --certs",
     )
-    p.add_argument(
+    net.add_argument(
         "--certs",
         metavar="DIR",
         help="mutual TLS with the certificates in DIR: mpyc_ca.crt, party_<i>.crt, party_<i>.key "
         "(make a test set with `securevfl certs`); required when a party is off this host",
     )
-    p.add_argument(
+    net.add_argument(
         "--run-id",
         default="",
         help="a label every party of this run is given (e.g. a date and a name): parties of "
         "another run on the same ports then refuse to connect",
     )
-    p.add_argument(
+    g["output"].add_argument(
         "--json", action="store_true", help="print the record as JSON (label holder only)"
     )
-    add_save_arg(p)
+    add_save_arg(g["output"])
     p.set_defaults(func=cmd_party)
     from bench.attack_cli import add_attack_parser
 

@@ -13,72 +13,21 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from bench.records import fmt, mean_std, stat
-
-IGNORED_CONFIG = {"seed", "timeout"}
-
-
-def main_metric(record: dict[str, Any]) -> str:
-    return "mse" if "mse" in record["metrics"] else "accuracy"
-
-
-def metric_value(record: dict[str, Any], metric: str) -> float | None:
-    """The record's metric, or None for runs that were timed only (truncated training)."""
-    if stat(record, "truncated", "truncated_training"):
-        return None
-    return record["metrics"].get(metric)
-
-
-def varying_keys(records: list[dict[str, Any]]) -> dict[str, list[str]]:
-    """Per method, the config keys that take more than one value (they label its variants)."""
-    seen: dict[str, dict[str, set]] = defaultdict(lambda: defaultdict(set))
-    for r in records:
-        for k, v in r["config"].items():
-            if k not in IGNORED_CONFIG and k != "epsilon":
-                seen[r["method"]][k].add(repr(v))
-        seen[r["method"]]["runtime"].add(r.get("runtime", "inprocess"))
-    return {m: sorted(k for k, vs in d.items() if len(vs) > 1) for m, d in seen.items()}
-
-
-def variant(record: dict[str, Any], keys: dict[str, list[str]]) -> str:
-    parts = []
-    for k in keys.get(record["method"], []):
-        v = record.get("runtime") if k == "runtime" else record["config"].get(k)
-        parts.append(f"{k}={v}")
-    return ", ".join(parts)
-
-
-def group_records(records: list[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:
-    keys = varying_keys(records)
-    groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
-    for r in records:
-        eps = r["config"].get("epsilon")
-        groups[(r["dataset"], r["method"], variant(r, keys), r["parties"], eps)].append(r)
-    return dict(
-        sorted(
-            groups.items(),
-            key=lambda kv: tuple(
-                (-1 if x is None else x) if isinstance(x, (int, float)) or x is None else str(x)
-                for x in kv[0]
-            ),
-        )
-    )
-
-
-def epsilon_of(priv: dict[str, Any] | None) -> float | None:
-    """The record's headline ε (None: not private, or voided by a release outside it)."""
-    if not priv or priv.get("epsilon") is None:
-        return None
-    return float(priv["epsilon"])
-
-
-def epsilon_cell(priv: dict[str, Any] | None) -> str:
-    """'ε (unit, accountant)' for a table; says 'not private' where a record voids its ε."""
-    if not priv:
-        return "—"
-    if priv.get("epsilon") is None:
-        return "none: " + "; ".join(priv.get("outside_guarantee") or ["not private"])
-    return f"{priv['epsilon']:.4g} ({priv.get('unit', '?')}; {priv['accountant']})"
+from bench.floors import floors, verdicts
+from bench.html_report import render_html
+from bench.method_choice import settings
+from bench.record_keys import (  # noqa: F401  (re-exported: the report sections read them here)
+    IGNORED_CONFIG,
+    epsilon_cell,
+    epsilon_of,
+    group_records,
+    main_metric,
+    majority_rate,
+    metric_value,
+    variant,
+    varying_keys,
+)
+from bench.records import fmt, mean_std
 
 
 def summary_table(records: list[dict[str, Any]]) -> str:
@@ -87,9 +36,6 @@ def summary_table(records: list[dict[str, Any]]) -> str:
         "mean ± std | train s | MB sent | seeds |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    from bench.floors import floors  # it reads this module's helpers
-    from bench.method_choice import settings
-
     fl = floors(settings(records))
     for (ds, method, var, K, eps), rs in group_records(records).items():
         metric = main_metric(rs[0])
@@ -167,17 +113,8 @@ def _plot_unit(rs: list[dict[str, Any]], ds: str, unit: str, keys, out: Path) ->
     return [name]
 
 
-def majority_rate(records: list[dict[str, Any]]) -> float | None:
-    """The mean test majority-class rate of ``records`` (None: regression or older records)."""
-    vals = [r["majority_class_rate"] for r in records if r.get("majority_class_rate") is not None]
-    return float(np.mean(vals)) if vals else None
-
-
 def worth_it_section(records: list[dict[str, Any]]) -> list[str]:
     """Report.md's floors per dataset and, per ε, whether collaborating under DP pays."""
-    from bench.floors import floors, verdicts
-    from bench.method_choice import settings
-
     fl = floors(settings(records))
     out = ["## Does collaborating pay?", ""]
     out += [f"- {f.lines(ds)}" for ds, f in fl.items()]
@@ -281,8 +218,6 @@ def render_report(
         md += ["## Runs that failed", ""] + [f"- {e}" for e in errors] + [""]
     path = out / "report.md"
     path.write_text("\n".join(md))
-    from bench.html_report import render_html  # it reads this module's helpers
-
     # report.html beside it, self-contained; ``failed``: the cells that could not run, by why
     render_html(everything, out, "\n".join(md), title, failed=failed or [])
     return path

@@ -13,41 +13,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from bench.option_groups import COMMON_GROUPS, GROUP_TITLES, group_of, method_description
 from securevfl.context import RunSpec
 from securevfl.options import dash
 from securevfl.registry import lookup, names
 from securevfl.run_options import COMMON_OPTIONS, build_spec
 
-GROUPS = {
-    "data": (
-        "dataset",
-        "id_column",
-        "label_column",
-        "categories",
-        "bounds",
-        "parties",
-        "partition",
-        "n",
-        "d",
-        "sparsity",
-        "encoding",
-    ),
-    "training": (
-        "model",
-        "epochs",
-        "batch_size",
-        "lr",
-        "loss",
-        "penalty",
-        "lam",
-        "embedding_dim",
-        "hidden",
-        "aggregation",
-        "seed",
-    ),
-    "privacy": ("epsilon", "delta", "reproducible_noise"),
-    "runtime": ("timeout",),
-}
 _PREFIX = "opt__"  # argparse dest of a method option: kept apart from the common fields
 
 
@@ -64,8 +35,10 @@ def method_in(argv: Sequence[str]) -> str | None:
 
 def add_run_args(
     p: argparse.ArgumentParser, method: str | None, *, method_flag: bool = False
-) -> None:
-    """Common options, then ``method``'s own; other methods' options parse but are refused.
+) -> dict[str, Any]:
+    """Common options and ``method``'s own, in the groups of :mod:`bench.option_groups` (data,
+    privacy, model, training, protocol, output); other methods' options parse but are refused.
+    Returns the groups, so a command files its own options (``--save``, ``--json``) with them.
 
     ``method_flag``: the method is ``--method M`` (``securevfl attack NAME --method M``, whose
     positional is the attack's name), not the first positional.
@@ -76,26 +49,18 @@ def add_run_args(
     else:
         p.add_argument("method", help=helps)
     real = method_defaults(method)
-    for group, keys in GROUPS.items():
-        g = p.add_argument_group(group)
-        for key in keys:
-            if key == "reproducible_noise":
-                g.add_argument(
-                    "--reproducible-noise",
-                    dest=key,
-                    action="store_true",
-                    default=None,
-                    help=_help(COMMON_OPTIONS[key].help),
-                )
-                continue
-            if key == "center" or COMMON_OPTIONS[key].type is bool:
-                continue
-            g.add_argument(
-                f"--{dash(key)}",
-                dest=key,
-                metavar=key.upper(),
-                help=_help(common_help(key, method, real)),
-            )
+    cls = lookup("method", method) if method else None
+    own = cls.options if cls else {}
+    if cls is not None and not method_flag:
+        p.description = method_description(cls)
+        p.usage = f"%(prog)s {method} [options]  (options by group below)"
+    groups = {}
+    for group, title in GROUP_TITLES.items():
+        mine = [k for k in own if group_of(k) == group]
+        desc = f"{method}'s own: " + ", ".join(f"--{dash(k)}" for k in mine) if mine else None
+        g = groups[group] = p.add_argument_group(title, desc)
+        for key in COMMON_GROUPS[group]:
+            _add_common(g, key, method, real)
         if group == "data":
             on = real.get("center", False)
             g.add_argument(
@@ -106,25 +71,43 @@ def add_run_args(
                 f"default is on) [default {'on' if on else 'off'}"
                 + (f", {method}'s own]" if "center" in real else "]"),
             )
-    own = lookup("method", method).options if method else {}
-    if own:
-        g = p.add_argument_group(f"options of method {method}")
-        for key, opt in own.items():
+        for key in mine:
             g.add_argument(
                 f"--{dash(key)}",
                 dest=_PREFIX + key,
                 metavar=key.upper(),
-                help=_help(opt.describe()),
+                help=_help(own[key].describe()),
             )
-        own_defaults = lookup("method", method).common_defaults({})
+    if cls is not None:
+        own_defaults = cls.common_defaults({})
         if own_defaults:
             shown = ", ".join(f"--{dash(k)} {v}" for k, v in own_defaults.items())
             p.epilog = f"{method}'s own defaults of common options: {shown} (see its help)"
-    else:
+    if not own:
         p.epilog = "method options: securevfl run METHOD --help"
     others = {k for m in names("method") for k in lookup("method", m).options} - set(own)
     for key in sorted(others):  # parsed so that the error can name the method, never shown
         p.add_argument(f"--{dash(key)}", dest=_PREFIX + key, help=argparse.SUPPRESS)
+    return groups
+
+
+def _add_common(g: Any, key: str, method: str | None, real: dict[str, Any]) -> None:
+    """One common option in its group (``--reproducible-noise`` is a flag)."""
+    if key == "reproducible_noise":
+        g.add_argument(
+            "--reproducible-noise",
+            dest=key,
+            action="store_true",
+            default=None,
+            help=_help(COMMON_OPTIONS[key].help),
+        )
+        return
+    g.add_argument(
+        f"--{dash(key)}",
+        dest=key,
+        metavar=key.upper(),
+        help=_help(common_help(key, method, real)),
+    )
 
 
 _BY_TASK = "by the task: logistic (binary), least-squares (regression)"

@@ -102,7 +102,8 @@ def _exchanger_class():
                 if size > limit:
                     why = (
                         f"party {self.peer_pid} sent a frame of {size} bytes, over the limit of "
-                        f"{limit} bytes per frame (SECUREVFL_MAX_FRAME_MB raises it)"
+                        f"{limit} bytes per frame this run allows (SECUREVFL_MAX_FRAME_MB "
+                        "overrides it)"
                     )
                     self.runtime._securevfl_refused.append(why)
                     hook = getattr(self.runtime, "_securevfl_on_violation", None)

@@ -5,12 +5,12 @@ Usage (spawned by the launcher, one process per party)::
     python -m protocols.mpyc_party --job-json JSON -I i -P host:port ... --no-log  < inputs
 
 The job (public: shapes, pairs, receiver, timeout) is on the command line; its OWN matrix and
-noise and the run's key arrive on stdin (allow-list pickle, never a file). It connects with
-:func:`protocols.mpyc_net.secure_start` (loopback only), agrees on the job and key with every
-peer (:func:`protocols.mpyc_net.handshake`), runs the SPMD program with MPyC's unpickling behind
-the allow-list, and writes its report (secure-phase seconds, peak RSS, bytes sent, and at the
-receiver the opened blocks) to stdout. ``import mpyc.runtime`` parses ``sys.argv``: our own
-``--job-json`` flag is removed first.
+noise and the run's key arrive on stdin (the typed format of :mod:`protocols.wire`, never a
+file). It connects with :func:`protocols.mpyc_net.secure_start` (loopback only), agrees on the job
+and key with every peer (:func:`protocols.mpyc_net.handshake`), runs the SPMD program with MPyC's
+messages encoded and decoded by that format instead of pickle, and writes its report
+(secure-phase seconds, peak RSS, bytes sent, and at the receiver the opened blocks) to stdout.
+``import mpyc.runtime`` parses ``sys.argv``: our own ``--job-json`` flag is removed first.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import resource
 import sys
 
 from protocols import wire
+from protocols.frame_bounds import job_frame_limit
 from protocols.mpyc_net import handshake, secure_start
 from protocols.processes import die_with_parent
 from protocols.wire import WireError, guard_mpyc_unpickling
@@ -68,7 +69,8 @@ def main() -> int:
         print(f"party {me}: {reason}", file=sys.stderr, flush=True)
         os._exit(3)
 
-    guard_mpyc_unpickling(refuse)
+    # frames over what this job's shapes allow are refused from their header (not buffered)
+    guard_mpyc_unpickling(refuse, max_bytes=job_frame_limit(job["shapes"]))
     timeout = float(job["timeout"])
 
     trace = {} if job.get("trace") else None

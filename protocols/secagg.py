@@ -388,8 +388,8 @@ class SecAggParty:
         pend = self._pending.get((h.round_id, h.batch_id))
         if pend is None:
             raise SecAggAbort(
-                f"{where}: unmasking request for an aggregation this party did not mask or "
-                "already answered (a replay would reveal both masks)",
+                f"{where}: the server sent an unmasking request for an aggregation this party "
+                "did not mask or already answered (a replay would reveal both masks)",
                 SERVER,
             )
         own, off, n = pend

@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from protocols.shamir_shares import shamir_split
+
 
 def vector_ops(mpc: Any, secfld: Any, trace: dict[str, Any] | None = None):
     """Two MPyC coroutines over secure field arrays.
@@ -21,8 +23,6 @@ def vector_ops(mpc: Any, secfld: Any, trace: dict[str, Any] | None = None):
     Both use MPyC's program-counter-labelled transport, so they interleave with its own ops.
     """
     from mpyc.asyncoro import mpc_coro  # noqa: PLC0415  (no mpyc import in callers' processes)
-
-    from protocols.shamir_products import shamir_split  # noqa: PLC0415  (it imports us)
 
     field = secfld.field
     p = int(field.order)

@@ -36,7 +36,6 @@ by a timeout.
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -57,7 +56,6 @@ MAX_ROWS = 100_000  # the design range: n up to this many rows never overflows
 # f = 16 fractional bits (2 * (1e5 + 1.6e7) * 4**16 < 2**56); for a larger noise bound f
 # shrinks (:func:`choose_frac_bits`).
 FIELD_PRIME = 72057594037928017
-MAX_PARTIES = 31  # Horner steps acc * x + c stay < 2**63 for x <= 31 and acc, c < 2**57
 
 
 class ShamirProtocolError(RuntimeError):
@@ -125,38 +123,6 @@ def check_inputs(matrices: dict[int, np.ndarray], frac_bits: int, n_max: int) ->
                 f"2**{frac_bits}], got {int(np.abs(M).max())}"
             )
     return n
-
-
-def uniform_mod(p: int, size: int) -> np.ndarray:
-    """``size`` uniform integers in [0, p) from the OS CSPRNG, exactly (rejection sampling)."""
-    bits = p.bit_length()
-    if bits > 63:
-        raise ValueError(f"p must be < 2**63, got {bits} bits")
-    out = np.empty(0, dtype=np.int64)
-    while out.size < size:
-        need = size - out.size
-        raw = np.frombuffer(os.urandom(8 * (2 * need + 16)), dtype=np.uint64)
-        cand = (raw & np.uint64((1 << bits) - 1)).astype(np.int64)
-        out = np.concatenate([out, cand[cand < p][:need]])
-    return out
-
-
-def shamir_split(secrets_: np.ndarray, p: int, t: int, m: int) -> np.ndarray:
-    """Shamir shares (m x N, int64) of int64 secrets in (-p/2, p/2): degree-t polynomials with
-    uniform coefficients, evaluated at x = 1..m (MPyC's evaluation points)."""
-    if not 0 <= t < m <= MAX_PARTIES:
-        raise ValueError(f"need 0 <= t < m <= {MAX_PARTIES}, got t={t}, m={m}")
-    s = np.asarray(secrets_, dtype=np.int64).reshape(-1)
-    s = np.where(s < 0, s + p, s)
-    coeffs = uniform_mod(p, t * s.size).reshape(t, s.size)
-    shares = np.empty((m, s.size), dtype=np.int64)
-    for j in range(m):
-        x = j + 1
-        acc = coeffs[t - 1] if t else s
-        for c in [*coeffs[: t - 1][::-1], s] if t else []:
-            acc = (acc * x + c) % p  # < 31 * 2**57 + 2**57 < 2**63: no overflow
-        shares[j] = acc
-    return shares
 
 
 # --------------------------------------------------------------------------- SPMD MPC program
@@ -299,16 +265,3 @@ async def secure_phase(
 
 def _nbytes_sent(mpc: Any) -> dict[int, int]:
     return {p.pid: p.protocol.nbytes_sent for p in mpc.parties if p.pid != mpc.pid and p.protocol}
-
-
-_LAUNCH = {"run_block_products", "spawn_party", "wait_all", "decode_products", "PhaseStats"}
-_LAUNCH |= {"REPORT_MAGIC", "free_ports", "job_for"}
-
-
-def __getattr__(name: str) -> Any:
-    """The launcher lives in :mod:`protocols.shamir_launch`; names imported from here still work."""
-    if name in _LAUNCH:
-        from protocols import shamir_launch  # noqa: PLC0415  (it imports this module)
-
-        return getattr(shamir_launch, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

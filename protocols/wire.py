@@ -413,9 +413,10 @@ def guard_mpyc_unpickling(
     Every party of our runs installs it, so both ends speak the same format. ``max_bytes``
     (default :func:`max_frame_from_env`) bounds every frame a peer sends this party, MPyC's
     messages and ours (:mod:`protocols.mpyc_net` refuses a larger frame from its header, before
-    buffering it). ``on_violation(reason)`` is called before the error is raised: MPyC decodes
-    inside its own tasks, where an exception would only be logged while the party waits on, so
-    the caller must be told directly (to abort the run).
+    buffering it); a runtime may change ``mpc._securevfl_max_frame`` later (a limit derived
+    from the run spec once its sizes are known). ``on_violation(reason)`` is called before the
+    error is raised: MPyC decodes inside its own tasks, where an exception would only be logged
+    while the party waits on, so the caller must be told directly (to abort the run).
     """
     import mpyc.runtime as mrt
 
@@ -425,8 +426,8 @@ def guard_mpyc_unpickling(
     mrt.mpc._securevfl_on_violation = on_violation
 
     def guarded_loads(data: bytes, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return loads(data, max_bytes=max_bytes)
+        try:  # the limit now (a runtime lowers it once the run's sizes are known)
+            return loads(data, max_bytes=mrt.mpc._securevfl_max_frame)
         except WireError as exc:
             on_violation(f"a peer sent an MPyC message that is not allowed: {exc}")
             raise

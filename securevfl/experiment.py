@@ -49,6 +49,7 @@ from securevfl.resources import check_memory, cpu_seconds, current_rss_bytes, pe
 from securevfl.rng import make_noise_rng, noise_generator_name
 from securevfl.run_options import build_spec, check_common
 from securevfl.runtime.base import Runtime
+from securevfl.runtime.frame_limits import frame_limit
 from securevfl.runtime.inprocess import InProcessRuntime
 from securevfl.version import __version__
 
@@ -327,6 +328,8 @@ def run_experiment(
         info, views, pooled = build_views(spec, method, rt.local_parties, facts)
         if views_hook is not None:
             info, views, pooled = views_hook(info, views, pooled)
+        if hasattr(rt, "limit_frames"):  # networked: refuse frames over this run's largest
+            rt.limit_frames(frame_limit(spec, info, method))
         if rt.view is not None:  # the recorded party's own data and the public facts
             v = rt.view.view
             v.own, v.info, v.spec = views.get(v.party), info, spec

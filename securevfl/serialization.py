@@ -1,9 +1,10 @@
 """The bytes that cross a party boundary.
 
-Payloads are pickled (protocol 5) and decoded with the allow-list unpickler of
-:mod:`protocols.wire`, so a malicious peer cannot make a party execute code: only builtin
-containers/scalars and numpy arrays/scalars pass. Torch tensors must be converted to numpy
-before they are sent.
+Payloads are encoded with the typed wire format of :mod:`protocols.wire` (never pickle): a
+decoder that calls no constructor a peer names and checks every size against the bytes received,
+so a malicious peer can neither make a party execute code nor allocate more than a small multiple
+of what it sent. Only builtin containers/scalars and numpy arrays/scalars pass; torch tensors must
+be converted to numpy before they are sent.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ def dumps(obj: Any) -> bytes:
 
 
 def loads(data: bytes) -> Any:
-    """Deserialize received bytes with the allow-list unpickler (ProtocolError if refused)."""
+    """Decode received bytes with the bounded typed decoder (ProtocolError if refused)."""
     try:
         return wire.loads(data)
     except wire.WireError as exc:

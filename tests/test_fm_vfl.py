@@ -8,6 +8,7 @@ import pytest
 
 from baselines.dpsgd_c import vector_laplace
 from baselines.fm_central import central_fm
+from protocols import shamir_launch
 from protocols import shamir_products as sp
 from securevfl.context import RunSpec
 from securevfl.errors import ConfigError
@@ -50,7 +51,7 @@ def _vfl_same_draws(task, X, y, dims, eps, E_U, E_l):
     bound = 45 * scale / min(abs(alpha), 2 * c)
     f = sp.choose_frac_bits(sp.MAX_ROWS, bound)
     enc = {k: sp.encode_fixed(M, f) for k, M in mats.items()}
-    opened, _ = sp.run_block_products(
+    opened, _ = shamir_launch.run_block_products(
         enc,
         noises,
         [sp.Pair(a, b, a) for a, b in pairs],
@@ -60,7 +61,7 @@ def _vfl_same_draws(task, X, y, dims, eps, E_U, E_l):
         noise_bound=bound,
         timeout=60,
     )
-    dec = sp.decode_products(opened, f)
+    dec = shamir_launch.decode_products(opened, f)
     lam, U = assemble_objective(task, dims, singles, {p: dec[j] for j, p in enumerate(pairs)})
     return solve_noisy_quadratic(lam, U, scale=scale, ridge=1.0), lam, U, f
 

@@ -1,12 +1,30 @@
-"""A hostile peer's bytes: the wire decoder never executes, never amplifies, never crashes
-with anything but WireError (mutated and forged payloads, measured memory)."""
+"""Hostile peers (issue 30): what a malicious party can send, and that it is refused, named.
 
+- wire: mutated and forged payloads never execute, never amplify, fail only with WireError;
+- frames: a peer announcing a frame over the run's derived limit on a real socket is refused
+  from the header, named, with no memory growth (tests/_oversize_party.py);
+- secure aggregation: the issue's tampering scenarios (truncation, extension, bit flips,
+  replays, forged senders, non-bytes, a second unmasking request, forged seed shares with t and
+  more than t responders, forged pair-mask reveals, wrong dealing, a silent survivor) each abort
+  naming the culprit, never a wrong sum; honest runs with dropouts give the exact sum.
+"""
+
+import re
 import tracemalloc
 
 import numpy as np
 import pytest
 
-from protocols import wire
+from protocols import shamir, wire
+from protocols.secagg import (
+    HEADER_BYTES,
+    SERVER,
+    SecAggAbort,
+    SecAggParty,
+    SecAggServer,
+    _mac,
+    modulus_bits,
+)
 
 
 def _payloads():
@@ -64,8 +82,289 @@ def test_short_forged_payloads_never_amplify(n):
     assert peak < 16 * 2**20
 
 
+def _claims(tag: bytes, body: bytes) -> bytes:
+    return wire.MAGIC + tag + body
+
+
+# 32-byte-class payloads that name a huge size: 2 GiB bytes, a 2^32-item list, a 2^40-element
+# float64 array, an int array of 2^40 ints, a 64 KiB int (the largest allowed) without its bytes
+AMPLIFIERS = {
+    "bytes": _claims(b"b", (2**31).to_bytes(4, "little") + b"x" * 20),
+    "list": _claims(b"l", (2**32 - 1).to_bytes(4, "little") + b"N" * 20),
+    "array": _claims(
+        b"a", b"\x03<f8" + b"\x01" + (2**40).to_bytes(8, "little") + (2**43).to_bytes(8, "little")
+    ),
+    "intarray": _claims(b"O", b"\x01\x01" + (2**40).to_bytes(8, "little") + b"\0" * 16),
+    "bigint": _claims(b"I", (2**16).to_bytes(4, "little") + b"\xff" * 20),
+}
+
+
+@pytest.mark.parametrize("name", sorted(AMPLIFIERS))
+def test_a_32_byte_amplification_payload_is_refused_without_allocating(name):
+    payload = AMPLIFIERS[name]
+    assert len(payload) <= 40
+    tracemalloc.start()
+    try:
+        with pytest.raises(wire.WireError):
+            wire.loads(payload)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20  # the issue's payload made the old decoder allocate 2 GB
+
+
 def test_a_pickle_stream_is_refused_not_run():
     import pickle
 
     with pytest.raises(wire.WireError, match="not a securevfl wire message"):
         wire.loads(pickle.dumps(print))
+
+
+# ------------------------------------------------------------------ oversize frames, real sockets
+
+
+@pytest.mark.networked
+@pytest.mark.slow  # two party processes start (imports dominate: the abort itself takes ms)
+def test_an_oversize_frame_on_a_real_socket_aborts_naming_the_peer_with_bounded_memory():
+    """Party 1 announces a 3 GiB frame on loopback and streams 256 MiB: party 0 refuses it from
+    the header (its run's derived limit is ~1.6 MB), names party 1, buffers nothing."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from protocols.processes import free_ports
+
+    root = Path(__file__).resolve().parents[1]
+    script = str(root / "tests" / "_oversize_party.py")
+    addresses = [f"127.0.0.1:{p}" for p in free_ports(2)]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    env.pop("SECUREVFL_MAX_FRAME_MB", None)
+    t0 = time.monotonic()
+    victim = subprocess.Popen(
+        [sys.executable, script, "victim", *addresses],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    attacker = subprocess.Popen(
+        [sys.executable, script, "attacker", *addresses, str(3 << 30)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    try:
+        out, err = victim.communicate(timeout=120)
+    finally:
+        for p in (victim, attacker):
+            if p.poll() is None:
+                p.kill()
+        attacker.wait(timeout=30)
+    assert victim.returncode == 0, err.decode()[-2000:]
+    got = json.loads(out.decode().strip().splitlines()[-1])
+    assert "party 1 sent a frame of 3221225472 bytes" in got["error"], got
+    assert got["limit"] < 8 << 20  # derived from the small run, not the old 256 MiB cap
+    assert got["rss_growth"] < 200 << 20, got  # the 256 MiB streamed were never buffered
+    assert got["seconds"] < 30.0, got  # aborts at the header, not at a timeout
+    assert time.monotonic() - t0 < 120
+
+
+# ------------------------------------------------- secure aggregation: the issue's 15 scenarios
+# Each scenario is a hostile party (or server) tampering with one message of a 5-party
+# aggregation (threshold t = 3); each must abort naming the culprit, in one line, and the server
+# never returns a sum. Honest runs (with and without dropouts) give the exact sum.
+
+M, N, T = 5, 10, 3
+
+
+def _agg():
+    """Five parties after key agreement, their values and round-1 masked messages."""
+    bits = modulus_bits(M * 8)
+    srv = SecAggServer(M, bits=bits, threshold=T)
+    parties = [SecAggParty(i, M, bits=bits, threshold=T) for i in range(M)]
+    table = srv.relay({p.index: p.public_key for p in parties})
+    for p in parties:
+        p.agree(table, srv.session, srv.public_key)
+    q = np.arange(M * N).reshape(M, N) % 9
+    msgs = {p.index: p.mask(q[p.index], round_id=1, batch_id=1) for p in parties}
+    return srv, parties, q, msgs
+
+
+def _collect(srv, msgs):
+    return srv.collect(msgs, round_id=1, batch_id=1, count=N)
+
+
+def _answers(parties, reqs, who=None):
+    return {v: parties[v].respond(r) for v, r in reqs.items() if who is None or v in who}
+
+
+def _retag(msg: bytes, key: bytes, pos: int) -> bytes:
+    """``msg`` with one body bit flipped at ``pos`` and re-tagged with ``key`` (its sender's)."""
+    body = bytearray(msg[:-32])
+    body[pos] ^= 1
+    return bytes(body) + _mac(key, bytes(body))
+
+
+def _flip(msg: bytes, pos: int) -> bytes:
+    b = bytearray(msg)
+    b[pos] ^= 1
+    return bytes(b)
+
+
+def s_truncated(srv, parties, q, msgs):
+    return lambda: _collect(srv, {**msgs, 1: msgs[1][:-1]}), 1, "truncated"
+
+
+def s_extended(srv, parties, q, msgs):
+    return lambda: _collect(srv, {**msgs, 1: msgs[1] + b"\0"}), 1, "extended"
+
+
+def s_bit_flip(srv, parties, q, msgs):
+    return lambda: _collect(srv, {**msgs, 3: _flip(msgs[3], HEADER_BYTES)}), 3, "authentication"
+
+
+def s_replayed_masked_message(srv, parties, q, msgs):
+    old = parties[4].mask(q[4], round_id=0, batch_id=1)  # an earlier round's message, as it was
+    return lambda: _collect(srv, {**msgs, 4: old}), 4, "expected a masked"
+
+
+def s_replayed_body_under_fresh_header(srv, parties, q, msgs):
+    old = parties[2].mask(q[2] + 1, round_id=0, batch_id=1)
+    replay = msgs[2][:HEADER_BYTES] + old[HEADER_BYTES:]
+    return lambda: _collect(srv, {**msgs, 2: replay}), 2, "fails authentication"
+
+
+def s_forged_sender_id(srv, parties, q, msgs):
+    # party 3 submits party 4's message as its own: the header names sender 4
+    return lambda: _collect(srv, {**msgs, 3: msgs[4]}), 3, "expected a masked"
+
+
+def s_forged_sender_header(srv, parties, q, msgs):
+    # party 4's body under party 3's header: party 3's key does not verify it
+    forged = msgs[3][:HEADER_BYTES] + msgs[4][HEADER_BYTES:]
+    return lambda: _collect(srv, {**msgs, 3: forged}), 3, "authentication"
+
+
+def s_non_bytes_message(srv, parties, q, msgs):
+    return lambda: _collect(srv, {**msgs, 0: [1, 2]}), 0, "type list, not bytes"
+
+
+def s_replayed_response(srv, parties, q, msgs):
+    old = _answers(parties, _collect(srv, msgs))  # a finished aggregation's responses
+    srv.finish(old)
+    msgs2 = {p.index: p.mask(q[p.index], round_id=2, batch_id=1) for p in parties}
+    reqs = srv.collect(msgs2, round_id=2, batch_id=1, count=N)
+    answers = {**_answers(parties, reqs), 2: old[2]}
+    return lambda: srv.finish(answers), 2, "expected a unmasking response|expected a response"
+
+
+def s_second_unmasking_request(srv, parties, q, msgs):
+    reqs = _collect(srv, msgs)
+    parties[2].respond(reqs[2])
+    return lambda: parties[2].respond(reqs[2]), SERVER, "already answered"
+
+
+def s_tampered_request(srv, parties, q, msgs):
+    reqs = _collect(srv, msgs)
+    return lambda: parties[2].respond(_flip(reqs[2], len(reqs[2]) - 40)), SERVER, "authentication"
+
+
+def s_server_swaps_a_forwarded_share(srv, parties, q, msgs):
+    # the server alters party 4's encrypted share for party 0 and re-tags with its own key:
+    # AES-GCM under the 0-4 pair key names party 4's share
+    reqs = _collect(srv, msgs)
+    forged = _retag(reqs[0], srv._auth[0], len(reqs[0]) - 32 - 5)
+    return lambda: parties[0].respond(forged), 4, "party 4's share for party 0"
+
+
+def s_forged_seed_share_exactly_t(srv, parties, q, msgs):
+    answers = _answers(parties, _collect(srv, msgs), who=(0, 1, 3))  # exactly t = 3
+    answers[3] = _retag(answers[3], parties[3]._auth, HEADER_BYTES + 32 * 1 + 31)
+    return lambda: srv.finish(answers), 3, "party 3's share of party 1's self-mask seed"
+
+
+def s_forged_seed_share_more_than_t(srv, parties, q, msgs):
+    answers = _answers(parties, _collect(srv, msgs))  # all 5 > t
+    answers[0] = _retag(answers[0], parties[0]._auth, HEADER_BYTES + 32 * 4 + 31)
+    return lambda: srv.finish(answers), 0, "party 0's share of party 4's self-mask seed"
+
+
+def s_forged_pair_mask_reveal(srv, parties, q, msgs):
+    del msgs[4]  # party 4 dropped: survivors reveal their pair masks with it
+    answers = _answers(parties, _collect(srv, msgs))
+    ns = 4  # survivors' seed shares come first, then one reveal per dropped party
+    answers[1] = _retag(answers[1], parties[1]._auth, HEADER_BYTES + 32 * ns + 40)
+    return lambda: srv.finish(answers), 1, "party 1's pair mask with dropped party 4"
+
+
+def s_dealer_shares_wrong_seed(srv, parties, q, msgs):
+    # party 2 deals shares of another seed than the one it masked with (and committed to)
+    real = shamir.share
+    shamir.share = lambda s, **kw: real((s + 1) % shamir.PRIME, **kw)
+    try:
+        msgs[2] = parties[2].mask(q[2], round_id=1, batch_id=2)
+    finally:
+        shamir.share = real
+    others = {k: parties[k].mask(q[k], round_id=1, batch_id=2) for k in range(M) if k != 2}
+    reqs = srv.collect({**others, 2: msgs[2]}, round_id=1, batch_id=2, count=N)
+    answers = _answers(parties, reqs)
+    return lambda: srv.finish(answers), 2, "dealt wrongly by party 2"
+
+
+def s_silent_survivor_with_dropout(srv, parties, q, msgs):
+    del msgs[4]
+    answers = _answers(parties, _collect(srv, msgs))
+    del answers[2]  # 2 holds pair masks with the dropped party 4: it must answer
+    return lambda: srv.finish(answers), 2, r"parties \[2\] sent no unmasking response"
+
+
+SCENARIOS = {
+    f.__name__[2:]: f
+    for f in (
+        s_truncated,
+        s_extended,
+        s_bit_flip,
+        s_replayed_masked_message,
+        s_replayed_body_under_fresh_header,
+        s_forged_sender_id,
+        s_forged_sender_header,
+        s_non_bytes_message,
+        s_replayed_response,
+        s_second_unmasking_request,
+        s_tampered_request,
+        s_server_swaps_a_forwarded_share,
+        s_forged_seed_share_exactly_t,
+        s_forged_seed_share_more_than_t,
+        s_forged_pair_mask_reveal,
+        s_dealer_shares_wrong_seed,
+        s_silent_survivor_with_dropout,
+    )
+}
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_secagg_tampering_aborts_naming_the_culprit_never_a_wrong_sum(name):
+    srv, parties, q, msgs = _agg()
+    attack, culprit, match = SCENARIOS[name](srv, parties, q, msgs)
+    with pytest.raises(SecAggAbort, match=match) as exc:
+        attack()  # returns a sum only if the tampering went unnoticed
+    assert exc.value.party == culprit
+    text = str(exc.value)
+    if culprit == SERVER:
+        assert "server" in text, text
+    else:
+        assert re.search(rf"(party {culprit}\b|parties \[[^\]]*\b{culprit}\b)", text), text
+    assert "\n" not in text  # one line
+
+
+@pytest.mark.parametrize("drop,answer", [((), None), ((), (0, 3, 4)), ((4,), None), ((0, 3), None)])
+def test_secagg_honest_runs_with_and_without_dropouts_give_the_exact_sum(drop, answer):
+    """Dropouts (up to M - t) and, without dropouts, any t responders give the exact sum."""
+    srv, parties, q, msgs = _agg()
+    for k in drop:
+        del msgs[k]
+    total = srv.finish(_answers(parties, _collect(srv, msgs), who=answer))
+    alive = [k for k in range(M) if k not in drop]
+    assert np.array_equal(total, q[alive].sum(axis=0))

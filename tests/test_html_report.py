@@ -109,13 +109,13 @@ def test_report_html_has_every_plot_and_table_inline(built):
     md_images = re.findall(r"^!\[[^\]]*\]\(([^)]+)\)$", md, flags=re.M)
     md_tables = re.findall(r"^\|---", md, flags=re.M)
     # report.md's plots and tables, plus: one ε plot (one dataset, one unit), accuracy vs time
-    # and vs bytes, the summary table and the cost table
+    # and vs bytes, the claims plot; the summary table, the claims table and the cost table
     assert md_images and md_tables
-    assert len(page.images) + page.svgs == len(md_images) + 3
-    assert page.tables == len(md_tables) + 2
+    assert len(page.images) + page.svgs == len(md_images) + 4
+    assert page.tables == len(md_tables) + 3
     assert all(src.startswith("data:image/png;base64,") for src in page.images)
     assert not [u for u in page.urls if not u.startswith(("data:", "#"))]  # self-contained
-    assert {"choice", "plots", "costs", "tables"} <= set(page.ids)
+    assert {"choice", "utility", "privacy", "cost", "attacks", "tables"} <= set(page.ids)
 
 
 def test_summary_names_a_method_per_dataset_and_row(built):

@@ -14,10 +14,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 LAUNCH = """
 import sys, numpy as np
+from protocols import shamir_launch as sl
 from protocols import shamir_products as sp
 n = int(sys.argv[2])
 M = {0: np.full((n, 3), 7, np.int64), 1: np.full((n, 2), 5, np.int64)}
-got, _ = sp.run_block_products(M, {0: np.zeros((3, 2))}, [sp.Pair(0, 1, 0)], n_parties=3,
+got, _ = sl.run_block_products(M, {0: np.zeros((3, 2))}, [sp.Pair(0, 1, 0)], n_parties=3,
     receiver=2, frac_bits=4, noise_bound=1.0, timeout=float(sys.argv[1]))
 print(int(got[0][0, 0]))
 """

@@ -75,7 +75,7 @@ def test_run_help_shows_the_common_options_and_only_the_methods_own(capsys):
     assert main(["run", "hdp-vfl", "--help"]) == 0
     out = capsys.readouterr().out
     assert "--epochs" in out and "--clip-norm" in out and "--paillier-bits" not in out
-    assert "options of method hdp-vfl" in out and "--scheme" not in out
+    assert "hdp-vfl's own: " in out and "--scheme" not in out
 
 
 def test_a_name_two_methods_share_keeps_each_methods_rule(capsys):

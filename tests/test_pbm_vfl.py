@@ -10,6 +10,7 @@ import pytest
 from securevfl.context import RunSpec
 from securevfl.errors import ConfigError, ProtocolError
 from securevfl.experiment import run_experiment
+from securevfl.methods import pbm_hooks
 from securevfl.methods import pbm_vfl as mod
 from securevfl.privacy.units import LABEL_EXPOSURE
 
@@ -140,7 +141,7 @@ def test_pbm_vfl_is_reproducible_with_a_seed_despite_fresh_masks() -> None:
 def test_secure_sum_equals_plain_sum_of_quantized_values(monkeypatch) -> None:
     """The server's estimate is exactly C/(beta b)(sum q - bM/2) of what the parties quantized."""
     seen: dict[int, list[np.ndarray]] = {}
-    orig = mod.pbm_quantize
+    orig = pbm_hooks.pbm_quantize
 
     def spy(x, **kw):
         q, ev = orig(x, **kw)
@@ -156,7 +157,7 @@ def test_secure_sum_equals_plain_sum_of_quantized_values(monkeypatch) -> None:
             got.append(h)
         return h
 
-    monkeypatch.setattr(mod, "pbm_quantize", spy)
+    monkeypatch.setattr(pbm_hooks, "pbm_quantize", spy)  # the hooks quantize
     monkeypatch.setattr(mod.PBMSecAggHooks, "aggregate", agg)
     run_experiment(_spec("pbm-vfl", epochs=1, options={"b": 8, "beta": 0.2}))
     for step, h in enumerate(got):

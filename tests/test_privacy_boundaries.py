@@ -61,6 +61,7 @@ EXTRA = {
     "fm-vfl": {"d", "frac_bits", "mpc", "mpc_impl", "mpc_s", "phases_bytes", "phases_s"},
     "fm-central": {"d"},
     "dpsgd-c": set(),
+    "opacus-dpsgd": set(),
     # ceiling: public noise and the label holder's own class shares; FCM and the rescale factor
     # are computed from received gradients / DP-released statistics
     "afe-vfl": {
@@ -90,6 +91,7 @@ SMALL = {
     "ldp-vfl": {"epochs": 1},
     "pbm-vfl": {"epochs": 1, "n": 120, "embedding_dim": 2, "batch_size": 128, "b": 8},
     "vafl-dp": {"epochs": 1},
+    "opacus-dpsgd": {"parties": 1, "epochs": 1, "n": 150, "delta": 1e-5},
 }
 LABEL_SPLIT = ("afe-vfl", "ldp-vfl", "pbm-vfl", "vafl-dp")  # data parties get exact gradients
 DATA_DERIVED = ("min/max", "mean", "vocabular", "range")
@@ -115,7 +117,8 @@ def test_dp_record_holds_only_what_its_writer_may_see(method):
     assert set(rec) <= TOP, set(rec) - TOP
     assert rec["model_fingerprint"] == {} and "withheld" in rec["fingerprint_withheld"]
     assert set(rec["stats"]) <= STATS, set(rec["stats"]) - STATS
-    if method in ("hdp-vfl", "fm-vfl", "fm-central", "dpsgd-c"):  # the label holder's rows count
+    # the label holder's rows count
+    if method in ("hdp-vfl", "fm-vfl", "fm-central", "dpsgd-c", "opacus-dpsgd"):
         assert not set(UNRELEASED_STATS) & set(rec["stats"])
     assert set(rec["extra"]) <= EXTRA[method], set(rec["extra"]) - EXTRA[method]
     assert not set(UNRELEASED_EXTRA) & set(rec["extra"])
@@ -131,6 +134,26 @@ def test_dp_record_holds_only_what_its_writer_may_see(method):
         assert LABEL_EXPOSURE in p["outside_guarantee"]
     elif method in LABEL_SPLIT:  # release-once: the labels are released under label_epsilon
         assert p["label_epsilon"] is not None
+
+
+def test_every_dp_method_is_run_at_defaults():
+    """Issue 30 acceptance: the check above covers every registered method that takes an ε."""
+    dp = {n for n, m in _REGISTRIES["method"].items() if m.requires_epsilon or m.accepts_epsilon}
+    assert dp <= set(SMALL), dp - set(SMALL)
+
+
+def test_vafl_dp_labels_are_released_once_by_default_and_exposed_only_under_split():
+    """vafl-dp's server's labels: at default (release-once) the clients get them once through
+    randomized response under label_epsilon; --release-schedule split sends them exact, and the
+    record says so; docs/threat-model.md says both and how a user closes the exposure."""
+    default = _run("vafl-dp")["privacy"]
+    assert LABEL_EXPOSURE not in default["outside_guarantee"]
+    assert default["label_epsilon"] is not None
+    split = _run("vafl-dp", release_schedule="split")["privacy"]
+    assert LABEL_EXPOSURE in split["outside_guarantee"] and "sample" not in split["by_unit"]
+    doc = (ROOT / "docs" / "threat-model.md").read_text(encoding="utf-8")
+    section = doc.split("## vafl-dp", 1)[1].split("\n## ", 1)[0]
+    assert "label_epsilon" in section and "--release-schedule split" in section
 
 
 def test_vafl_dp_curve_voids_epsilon():

@@ -137,7 +137,7 @@ def test_saturated_rows_sit_on_the_edge_of_each_release_bound():
     assert torch.all(s.norm(dim=1) <= 2.0) and torch.equal(clip_rows(s, 2.0), s)
     assert torch.allclose(s[2] / s[2].norm(), h[2] / h[2].norm())
 
-    from securevfl.methods.pbm_vfl import BoundedSumHooks
+    from securevfl.methods.pbm_hooks import BoundedSumHooks
 
     box = BoundedSumHooks.saturate_rows(None, None, 0, torch.tensor([[0.2, -0.7, 0.0]]))
     assert box.tolist() == [[1.0, -1.0, 1.0]]

@@ -14,8 +14,9 @@ from pathlib import Path
 import matplotlib.axes
 import pytest
 
+from bench.choice_tables import cost_rows, summary_rows
 from bench.floors import floors, verdicts
-from bench.method_choice import cost_rows, settings, summary_rows
+from bench.method_choice import settings
 from bench.pareto_plots import accuracy_vs_cost, accuracy_vs_epsilon
 from bench.report import plot_metric_vs_epsilon, render_report
 from bench.results_file import read_results

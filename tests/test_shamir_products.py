@@ -9,8 +9,10 @@ import time
 import numpy as np
 import pytest
 
+from protocols import shamir_launch as sl
 from protocols import shamir_mpyc_ops as ops
 from protocols import shamir_products as sp
+from protocols import shamir_shares as ss
 
 P = sp.FIELD_PRIME
 
@@ -33,18 +35,18 @@ def _reconstruct(shares: np.ndarray, xs: list[int]) -> np.ndarray:
 
 def test_shamir_split_reconstructs_from_any_t_plus_one():
     s = np.array([0, 1, -1, 2**16, -(2**40), 12345])
-    sh = sp.shamir_split(s, P, 1, 3)
+    sh = ss.shamir_split(s, P, 1, 3)
     assert sh.shape == (3, 6) and sh.dtype == np.int64
     assert (sh >= 0).all() and (sh < P).all()
     for pts in ([1, 2], [1, 3], [2, 3]):
         assert (_reconstruct(sh[[p - 1 for p in pts]], pts) == s).all()
-    sh2 = sp.shamir_split(s, P, 2, 5)
+    sh2 = ss.shamir_split(s, P, 2, 5)
     assert (_reconstruct(sh2[[0, 2, 4]], [1, 3, 5]) == s).all()
 
 
 def test_single_share_is_uniform_not_the_secret():
     s = np.zeros(20000, dtype=np.int64)
-    sh = sp.shamir_split(s, P, 1, 3)
+    sh = ss.shamir_split(s, P, 1, 3)
     # share of party 1 is s + r: uniform on [0, P): mean ~ P/2, never mostly zero
     assert abs(sh[0].mean() / P - 0.5) < 0.02
     assert (sh[0] == 0).sum() < 3
@@ -52,8 +54,8 @@ def test_single_share_is_uniform_not_the_secret():
 
 def test_modmatmul_exact_against_python_ints():
     rng = np.random.default_rng(1)
-    A = sp.uniform_mod(P, 300 * 3).reshape(300, 3)
-    B = sp.uniform_mod(P, 300 * 2).reshape(300, 2)
+    A = ss.uniform_mod(P, 300 * 3).reshape(300, 3)
+    B = ss.uniform_mod(P, 300 * 2).reshape(300, 2)
     got = ops.modmatmul_t(A, B, P)
     want = (A.astype(object).T @ B.astype(object)) % P
     assert (got == want).all()
@@ -73,7 +75,7 @@ def test_field_sizing_and_input_checks():
     with pytest.raises(ValueError, match="rows must be <= 10"):
         sp.check_inputs({0: np.zeros((11, 1), np.int64)}, 16, 10)
     with pytest.raises(ValueError, match="n_parties must be >= 3"):
-        sp.run_block_products(
+        sl.run_block_products(
             {0: np.zeros((2, 1), np.int64)},
             {},
             [],
@@ -105,7 +107,7 @@ def test_vectorized_and_naive_open_the_exact_noisy_products():
         for j, p in enumerate(pairs)
     }
     for impl in ("vectorized", "naive"):
-        got, stats = sp.run_block_products(
+        got, stats = sl.run_block_products(
             M,
             noises,
             pairs,
@@ -120,7 +122,7 @@ def test_vectorized_and_naive_open_the_exact_noisy_products():
             assert (got[j].astype(object) == want[j]).all(), impl
         assert set(stats.bytes_sent) == {0, 1, 2, 3} and stats.bytes_sent[0][1] > 0
         assert all(v > 0 for v in stats.peak_rss_mb.values())
-    dec = sp.decode_products(got, f)
+    dec = sl.decode_products(got, f)
     assert np.allclose(dec[0], X[0].T @ X[1] + noises[0], atol=n * 2.0**-15)
 
 
@@ -131,7 +133,7 @@ def test_edge_of_range_n_100k_all_ones_does_not_overflow():
     f = sp.choose_frac_bits(n, bound)
     M = {0: sp.encode_fixed(np.ones((n, 1)), f), 1: sp.encode_fixed(-np.ones((n, 1)), f)}
     noise = {0: np.array([[-bound]])}  # the worst case: every term and the noise push one way
-    got, _ = sp.run_block_products(
+    got, _ = sl.run_block_products(
         M,
         noise,
         [sp.Pair(0, 1, 0)],
@@ -142,7 +144,7 @@ def test_edge_of_range_n_100k_all_ones_does_not_overflow():
         timeout=60,
     )
     assert int(got[0][0, 0]) == -(n + int(bound)) * 4**f
-    assert sp.decode_products(got, f)[0][0, 0] == -(n + bound)
+    assert sl.decode_products(got, f)[0][0, 0] == -(n + bound)
 
 
 def _job(timeout: float) -> dict:
@@ -164,13 +166,13 @@ def _own(i: int) -> dict:
 
 @pytest.mark.networked
 def test_crashed_party_raises_instead_of_hanging():
-    addrs = [f"127.0.0.1:{p}" for p in sp.free_ports(3)]
+    addrs = [f"127.0.0.1:{p}" for p in sl.free_ports(3)]
     key = os.urandom(32)
-    procs = [sp.spawn_party(_job(30), _own(i), i, addrs, key) for i in range(3)]
+    procs = [sl.spawn_party(_job(30), _own(i), i, addrs, key) for i in range(3)]
     procs[1].proc.kill()  # party 1 dies at start
     t0 = time.monotonic()
     with pytest.raises(sp.ShamirProtocolError, match="MPyC party 1 failed"):
-        sp.wait_all(procs, 30)
+        sl.wait_all(procs, 30)
     assert time.monotonic() - t0 < 20
     assert all(p.proc.poll() is not None for p in procs)  # the others were stopped
 
@@ -178,24 +180,24 @@ def test_crashed_party_raises_instead_of_hanging():
 @pytest.mark.networked
 @pytest.mark.slow
 def test_missing_party_times_out():
-    addrs = [f"127.0.0.1:{p}" for p in sp.free_ports(3)]
+    addrs = [f"127.0.0.1:{p}" for p in sl.free_ports(3)]
     key = os.urandom(32)
-    procs = [sp.spawn_party(_job(2), _own(i), i, addrs, key) for i in range(2)]  # no party 2
+    procs = [sl.spawn_party(_job(2), _own(i), i, addrs, key) for i in range(2)]  # no party 2
     with pytest.raises(sp.ShamirProtocolError):  # the parties' own 2 s timeout fires
-        sp.wait_all(procs, 25)
+        sl.wait_all(procs, 25)
     with pytest.raises(sp.ShamirTimeoutError):
-        procs = [sp.spawn_party(_job(60), _own(0), 0, addrs, key)]
-        sp.wait_all(procs, 1.5)
+        procs = [sl.spawn_party(_job(60), _own(0), 0, addrs, key)]
+        sl.wait_all(procs, 1.5)
 
 
 @pytest.mark.networked
 def test_a_party_with_another_key_or_job_is_refused():
-    addrs = [f"127.0.0.1:{p}" for p in sp.free_ports(3)]
+    addrs = [f"127.0.0.1:{p}" for p in sl.free_ports(3)]
     key = os.urandom(32)
-    procs = [sp.spawn_party(_job(30), _own(i), i, addrs, key) for i in range(2)]
-    procs.append(sp.spawn_party(_job(30), _own(2), 2, addrs, os.urandom(32)))
+    procs = [sl.spawn_party(_job(30), _own(i), i, addrs, key) for i in range(2)]
+    procs.append(sl.spawn_party(_job(30), _own(2), 2, addrs, os.urandom(32)))
     with pytest.raises(sp.ShamirProtocolError, match="failed the run check"):
-        sp.wait_all(procs, 40)
+        sl.wait_all(procs, 40)
 
 
 @pytest.mark.networked

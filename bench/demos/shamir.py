@@ -10,13 +10,12 @@ import math
 
 import numpy as np
 
+from protocols.shamir_launch import decode_products, run_block_products
 from protocols.shamir_products import (
     FIELD_PRIME,
     Pair,
     choose_frac_bits,
-    decode_products,
     encode_fixed,
-    run_block_products,
 )
 from securevfl.errors import ConfigError, check_int
 

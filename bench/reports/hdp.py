@@ -21,8 +21,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from bench.record_keys import epsilon_cell
 from bench.records import fmt_mean_std
-from bench.report import epsilon_cell
 from securevfl.methods.hdp_vfl import parse_intercept
 
 HDP = "hdp-vfl"

@@ -20,7 +20,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from bench.report import fmt, mean_std, variant, varying_keys  # noqa: E402
+from bench.record_keys import variant, varying_keys  # noqa: E402
+from bench.records import fmt, mean_std  # noqa: E402
 
 PLOT = "perf_phases.png"
 

@@ -16,11 +16,10 @@ from securevfl.context import RunContext
 from securevfl.errors import ConfigError
 from securevfl.methods.base import register_method
 from securevfl.methods.dp_bottom_options import BOTTOM_OPTIONS, BottomPlan, bottom_plan
+from securevfl.methods.pbm_hooks import BOUND, BoundedSumHooks
 from securevfl.methods.pbm_vfl import (
-    BOUND,
     DEFAULT_DELTA,
     PBM_OPTIONS,
-    BoundedSumHooks,
     SumSplitNN,
     ceiling_extra,
     eval_mode,

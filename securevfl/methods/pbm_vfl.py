@@ -52,17 +52,15 @@ noise from --b and --beta as before.
 from __future__ import annotations
 
 import dataclasses
-import time
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import torch
 
 from securevfl.context import Option, RunContext, RunSpec
-from securevfl.errors import ConfigError, ProtocolError
+from securevfl.errors import ConfigError
 from securevfl.methods.base import Method, register_method
 from securevfl.methods.dp_bottom_options import BOTTOM_OPTIONS, BottomPlan, bottom_plan
+from securevfl.methods.pbm_hooks import BoundedSumHooks, PBMSecAggHooks
 from securevfl.methods.release_options import (
     RELEASE_OPTIONS,
     accuracy_ceiling_extra,
@@ -73,18 +71,15 @@ from securevfl.methods.release_options import (
     release_record,
 )
 from securevfl.privacy.events import PrivacyReport
-from securevfl.privacy.pbm import check_pbm_params, pbm_estimate_sum, pbm_quantize
+from securevfl.privacy.pbm import check_pbm_params
 from securevfl.privacy.pbm_accountant import check_accountant_size
 from securevfl.privacy.pbm_calibration import calibrate_beta, pbm_report, void_on_dropouts
 from securevfl.privacy.units import label_unit
 from securevfl.results import FitResult
-from securevfl.training import EVAL, SplitNNHooks, fit_splitnn, row_uses
-from securevfl.training.private_bottom import BottomDP
+from securevfl.training import fit_splitnn, row_uses
 from securevfl.training.release_once import fit_release_once
 
 DEFAULT_DELTA = 1e-5
-EVAL_ROUND = 1 << 40  # round id of test-time scoring, apart from every training epoch
-BOUND = 1.0  # tanh bottoms: every embedding coordinate lies in [-1, 1]
 PBM_OPTIONS = {
     # b: a run's cost grows faster than b (one epoch on breast, loaded 2-core machine: b = 128
     # 13 s, b = 512 128 s); beta below 2^-12 leaves no level on p's grid
@@ -98,143 +93,6 @@ PBM_OPTIONS = {
         choices=("private", "plain"),
     ),
 }
-
-
-class BoundedSumHooks(SplitNNHooks):
-    """NPQ: the plain sum of tanh-bounded embeddings; test scoring as ``eval`` asks."""
-
-    aggregation = "sum"
-    bounded_embeddings = True
-
-    def __init__(
-        self, ctx: RunContext, *, eval_mode: str = "plain", plan: BottomPlan | None = None
-    ) -> None:
-        self.eval_mode = eval_mode
-        self.plan = plan or BottomPlan(None, ctx.spec.epochs)
-        self.bottom_rngs = {
-            k: ctx.noise_rng(k, "bottom") for k in ctx.rt.local_parties if k < ctx.info.data_parties
-        }
-
-    def bottom_update(self, ctx: RunContext, k: int) -> tuple[BottomDP, np.random.Generator] | None:
-        return None if self.plan.dp is None else (self.plan.dp, self.bottom_rngs[k])
-
-    def configure_evaluate(self, ctx: RunContext, state: Any) -> str:
-        return self.eval_mode
-
-    def saturate_rows(self, ctx: RunContext, k: int, h: torch.Tensor) -> torch.Tensor:
-        """Each coordinate at ±BOUND by its sign (the corners of the box)."""
-        return BOUND * torch.where(h < 0, -1.0, 1.0)
-
-    def round_of(self) -> tuple[int, int, int, int, int]:
-        """(round id, batch id, batch size, first row, rows in the round) of the current batch:
-        the schedule is public, so every party and the server derive the same values. Each
-        training epoch is a round; test-time scoring is a round of its own."""
-        b = self.batch
-        return (EVAL_ROUND if b.phase == EVAL else b.epoch), b.index, b.size, b.start, b.n_rows
-
-
-class PBMSecAggHooks(BoundedSumHooks):
-    """PBM-VFL: PBM-quantize, mask (protocol 0), unmask the integer sum at the server, estimate."""
-
-    def __init__(
-        self, ctx: RunContext, *, b: int, beta: float, eval_mode: str, plan: BottomPlan
-    ) -> None:
-        from protocols.secagg import SecAggParty, SecAggServer, modulus_bits
-
-        super().__init__(ctx, eval_mode=eval_mode, plan=plan)
-        self.b, self.beta = b, beta
-        M = ctx.info.data_parties
-        self.bits = modulus_bits(b * M)
-        local = [k for k in ctx.rt.local_parties if k < M]
-        self.rngs = {k: ctx.noise_rng(k, "pbm") for k in local}
-        self.clients = {k: SecAggParty(k, M, bits=self.bits) for k in local}
-        self.server = SecAggServer(M, bits=self.bits) if ctx.rt.here(ctx.info.server) else None
-        self.server_s: list[float] = []
-        self.party_s: list[float] = []
-        self.dropouts = 0  # party-aggregations recovered without the party (see the record)
-
-    def key_agreement(self, ctx: RunContext) -> None:
-        """X25519 public keys go to the server, which relays them with a session id (metered)."""
-        from protocols.secagg import SecAggError
-
-        rt, S = ctx.rt, ctx.info.server
-        parties = list(ctx.data_parties)
-        with rt.meter.in_phase("setup"):
-            pks = {k: (self.clients[k].public_key if k in self.clients else None) for k in parties}
-            got = rt.gather(pks, dst=S)
-            table = None
-            if self.server is not None:
-                try:
-                    table = {
-                        "keys": self.server.relay(got),
-                        "session": self.server.session,
-                        "server_key": self.server.public_key,
-                    }
-                except SecAggError as exc:
-                    raise ProtocolError(str(exc)) from exc
-            table = rt.broadcast(table, src=S, dsts=parties)
-        for client in self.clients.values():
-            client.agree(table["keys"], table["session"], table["server_key"])
-
-    def party_message(self, ctx: RunContext, k: int, emb: np.ndarray, step: int) -> Any:
-        t0 = time.perf_counter()
-        rnd, batch, _, row, n = self.round_of()
-        P = ctx.spec.embedding_dim
-        q, _ = pbm_quantize(
-            emb,
-            b=self.b,
-            beta=self.beta,
-            rng=self.rngs[k],
-            bound=BOUND,
-            party=k,
-            n_parties=ctx.info.data_parties,
-        )
-        if batch == 0:  # one keystream per pair and round (epoch), a disjoint segment per batch
-            self.clients[k].prepare_round(rnd, n * P)
-        msg = self.clients[k].mask(q, round_id=rnd, batch_id=batch, offset=row * P)
-        self.party_s.append(time.perf_counter() - t0)
-        return msg
-
-    def aggregate(
-        self, ctx: RunContext, messages: Mapping[int, Any], *, dst: int, step: int
-    ) -> np.ndarray | None:
-        from protocols.secagg import SecAggError
-
-        rt = ctx.rt
-        rnd, batch, B, row, _ = self.round_of()
-        P = ctx.spec.embedding_dim
-        got = rt.gather(messages, dst=dst)  # the trainer keys every data party
-        t0 = time.perf_counter()
-        try:
-            # masked values in, one unmasking request out to each survivor, its answer back
-            reqs = None
-            if self.server is not None:
-                reqs = self.server.collect(
-                    got, round_id=rnd, batch_id=batch, count=B * P, offset=row * P
-                )
-            answers = {}
-            for k in ctx.data_parties:
-                req = rt.send(reqs.get(k) if reqs is not None else None, src=dst, dst=k)
-                if k in self.clients and req is not None:
-                    answers[k] = self.clients[k].respond(req)
-            answers = rt.gather({k: answers.get(k) for k in ctx.data_parties}, dst=dst)
-            if self.server is None:
-                return None
-            q_hat = self.server.finish(answers)
-            if len(self.server.survivors) < ctx.info.data_parties:
-                self.dropouts += ctx.info.data_parties - len(self.server.survivors)
-        except SecAggError as exc:
-            raise ProtocolError(str(exc)) from exc
-        h = pbm_estimate_sum(
-            q_hat.reshape(B, P),
-            b=self.b,
-            beta=self.beta,
-            # after a dropout the sum runs over the survivors: centre by their number
-            n_parties=len(self.server.survivors),
-            bound=BOUND,
-        ).astype(np.float32)
-        self.server_s.append(time.perf_counter() - t0)
-        return h
 
 
 class SumSplitNN(Method):

@@ -4,8 +4,11 @@ MPyC connects the parties (``-P host:port`` for each; TLS with a certificate dir
 carries our payloads as pre-serialized bytes on its labelled messages (:mod:`protocols.mpyc_net`);
 they are decoded only by the bounded typed format of :mod:`protocols.wire`, MPyC's own messages
 too (:func:`protocols.wire.guard_mpyc_unpickling`), so no peer reaches ``pickle.loads``. Every
-frame a peer sends is at most ``max_frame`` bytes (default 256 MiB, ``SECUREVFL_MAX_FRAME_MB``):
-a larger one is refused from its 12-byte header, before it is buffered, naming the peer. The
+frame a peer sends is at most the run's frame limit: 1 MiB until the run's sizes are known (the
+handshake), then the largest message the run's protocol can legitimately send plus slack
+(:mod:`securevfl.runtime.frame_limits`, set by :meth:`NetworkedRuntime.limit_frames`;
+``SECUREVFL_MAX_FRAME_MB`` overrides it): a larger frame is refused from its 12-byte header,
+before it is buffered, naming the peer. The
 first round is the run handshake: a peer with another run spec, a foreign run on the same ports
 or a peer without the run's key makes every party stop. Protocol code is unchanged from the
 in-process runtime. Each process meters the messages it sends; the label holder merges the
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,6 +35,7 @@ from securevfl import serialization
 from securevfl.errors import ConfigError, PartyTimeoutError, ProtocolError
 from securevfl.runtime.base import Runtime
 from securevfl.runtime.channel import Meter
+from securevfl.runtime.frame_limits import HANDSHAKE_FRAME, MAX_FRAME
 
 
 def start_mpyc(index: int, addresses: Sequence[str], *, threshold: int | None = None):
@@ -73,8 +78,8 @@ class NetworkedRuntime(Runtime):
         """``digest``: hash of this party's run spec, which every peer must share; ``cert_dir``:
         TLS certificates (MPyC's layout); ``key``: the run's shared secret, if a launcher made one;
         ``digest_parts``: the digest's named parts (per option), so a mismatch names the option;
-        ``max_frame``: bytes per frame accepted from a peer (default: SECUREVFL_MAX_FRAME_MB or
-        256 MiB).
+        ``max_frame``: bytes per frame accepted from a peer until :meth:`limit_frames` (default:
+        SECUREVFL_MAX_FRAME_MB, else :data:`~securevfl.runtime.frame_limits.HANDSHAKE_FRAME`).
         """
         if len(addresses) < 2:
             raise ConfigError(f"a networked run needs >= 2 party addresses, got {len(addresses)}")
@@ -90,6 +95,8 @@ class NetworkedRuntime(Runtime):
         self.mpc._securevfl_on_lost = self._on_peer_lost
         self.mpc._loop.set_exception_handler(self._on_loop_error)
         try:
+            if max_frame is None and not os.environ.get("SECUREVFL_MAX_FRAME_MB", "").strip():
+                max_frame = HANDSHAKE_FRAME  # the run's own sizes come with its data
             guard_mpyc_unpickling(self._abort, max_bytes=max_frame)
         except WireError as exc:
             raise ConfigError(str(exc)) from None
@@ -99,6 +106,18 @@ class NetworkedRuntime(Runtime):
         self._run(
             mpyc_net.handshake(self.mpc, digest, key=key, parts=digest_parts), "the run handshake"
         )
+
+    def limit_frames(self, nbytes: int) -> None:
+        """From now on refuse any frame a peer announces over ``nbytes`` (the run's limit,
+        :func:`securevfl.runtime.frame_limits.frame_limit`)."""
+        if not 0 < nbytes <= MAX_FRAME:
+            raise ConfigError(f"a frame limit must be in (0, {MAX_FRAME}] bytes, got {nbytes}")
+        self.mpc._securevfl_max_frame = int(nbytes)
+
+    @property
+    def frame_limit(self) -> int:
+        """The frame limit in force (bytes)."""
+        return int(mpyc_net.max_frame(self.mpc))
 
     def _abort(self, reason: str) -> None:
         """Stop every wait now: a peer sent something we refuse to decode."""
