@@ -32,7 +32,7 @@ def run_cell(cell: Cell) -> dict[str, Any]:
 
         return run_attack(cell.attack, cell.spec)
     if cell.audit is not None:
-        from bench.audit_cli import audit_cell
+        from bench.audit_cell import audit_cell
 
         return audit_cell(cell.audit, cell.spec)
     if cell.processes:
