@@ -94,7 +94,7 @@ def render_html(
     runs = [r for r in records if "attack" not in r and "audit" not in r]
     sections = []
     for key, name, build in SECTIONS:
-        parts = build(records if key == "attacks" else runs)
+        parts = build(records if key in ("attacks", "privacy") else runs)
         if key == "choice":
             parts += failed_section(failed or [])
         sections.append((key, name, parts))

@@ -194,4 +194,8 @@ def test_bench_audit_cell_lands_in_the_report(tmp_path):
     assert [v["noise_divisor"] for v in rec["variants"]] == [2.0, 4.0, 10.0]
     md = (out / "report.md").read_text()
     assert "## Privacy audit" in md and "| breast | hdp-vfl | release | 1.00 |" in md
-    assert "Privacy audit" in (out / "report.html").read_text()
+    html = (out / "report.html").read_text()
+    assert "Privacy audit" in html
+    # and in report.html's privacy section, beside the claims
+    audits = html[html.index("<h3>Audits</h3>") :]
+    assert "<td>hdp-vfl</td>" in audits[: audits.index("</table>")]
