@@ -313,6 +313,9 @@ def build_parser(method: str | None = None) -> argparse.ArgumentParser:
     from bench.attack_cli import add_attack_parser
 
     add_attack_parser(sub, functools.partial(add_run_args, method=method, method_flag=True))
+    from bench.audit_cli import add_audit_parser
+
+    add_audit_parser(sub, functools.partial(add_run_args, method=method))
     p = sub.add_parser("bench", help="run a benchmark suite and render its report")
     p.add_argument(
         "--suite",
@@ -405,7 +408,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         load_plugins()
         argv = list(sys.argv[1:] if argv is None else argv)
-        ap = build_parser(method_in(argv) if argv[:1] in (["run"], ["party"], ["attack"]) else None)
+        ap = build_parser(
+            method_in(argv) if argv[:1] in (["run"], ["party"], ["attack"], ["audit"]) else None
+        )
         args = ap.parse_args(argv)
         return args.func(args)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2), already printed

@@ -91,10 +91,10 @@ def render_html(
     failed: list[dict[str, Any]] | None = None,
 ) -> Path:
     """Write out/report.html from the records and report.md's markdown; return its path."""
-    runs = [r for r in records if "attack" not in r]
+    runs = [r for r in records if "attack" not in r and "audit" not in r]
     sections = []
     for key, name, build in SECTIONS:
-        parts = build(records if key == "attacks" else runs)
+        parts = build(records if key in ("attacks", "privacy") else runs)
         if key == "choice":
             parts += failed_section(failed or [])
         sections.append((key, name, parts))

@@ -185,7 +185,7 @@ def render_report(
     out.mkdir(parents=True, exist_ok=True)
     md = [f"# {title}", "", f"{len(records)} runs, rendered from results.jsonl.", ""]
     attacks = [r for r in records if "attack" in r]  # attack records: their own section only
-    everything, records = records, [r for r in records if "attack" not in r]
+    everything, records = records, [r for r in records if "attack" not in r and "audit" not in r]
     if not records and attacks:
         md.append("Attack cells only: see the attack section.")
     elif not records:

@@ -183,14 +183,56 @@ def ceilings_table(records: Records) -> list[str]:
 PRIVACY_RENDERERS: list[Callable[[Records], list[str]]] = [claims_table, ceilings_table]
 
 
+def _num(x: Any) -> str:
+    return "–" if x is None else f"{float(x):.3g}"
+
+
+def audits_table(records: Records) -> list[str]:
+    """The privacy audits of this suite (``securevfl audit``, docs/audit.md): each claimed ε
+    beside its empirical lower bound and the under-noised variants' bounds."""
+    from bench.reports.audit import DIVISORS, rows  # noqa: PLC0415
+
+    audits = rows(records)
+    if not audits:
+        return [
+            "<p>No audit in this suite: <code>securevfl audit METHOD ...</code> or "
+            "<code>securevfl bench --suite audit</code> measures a lower bound on each ε.</p>"
+        ]
+    header = ["dataset", "method", "view", "claimed ε", "lower bound (95%)"]
+    header += [f"noise ÷{d:g}" for d in DIVISORS] + ["largest detectable ε"]
+    body = []
+    for r in audits:
+        by = {float(v["noise_divisor"]): v for v in r.get("variants", [])}
+        cells = [
+            f"{by[d]['epsilon_lower_bound']:.2f}" + (" caught" if by[d]["violation"] else "")
+            if d in by
+            else "–"
+            for d in DIVISORS
+        ]
+        power = r.get("largest_detectable_epsilon")
+        body.append(
+            [
+                str(r["dataset"]),
+                str(r["method"]),
+                str(r["audit"]),
+                _num(r.get("claimed_epsilon")),
+                _num(r.get("epsilon_lower_bound")),
+                *cells,
+                _num(power),
+            ]
+        )
+    return ["<h3>Audits</h3>", escaped_table(header, body)]
+
+
 def privacy_section(records: Records) -> list[str]:
+    records, everything = [r for r in records if "attack" not in r and "audit" not in r], records
     parts = [
         "<p>What each run claims (ε from the method's accountant, for every release the code "
         "makes), what those releases allow at best, and how the claims were checked.</p>"
     ]
     for render in PRIVACY_RENDERERS:
         parts += render(records)
-    return parts
+    return parts + audits_table(everything)
 
 
 # ---------------------------------------------------------------------------------- cost

@@ -35,6 +35,10 @@ def run_cell(cell: Cell) -> dict[str, Any]:
         from bench.predict_bench import predict_cell
 
         return predict_cell(cell.spec, cell.predict_rows)
+    if cell.audit is not None:
+        from bench.audit_cell import audit_cell
+
+        return audit_cell(cell.audit, cell.spec)
     if cell.processes:
         return run_in_processes(cell.spec, plugins=plugin_modules())
     return run_experiment(cell.spec)
@@ -83,7 +87,7 @@ def check_cells(suite: Suite) -> None:
 
 def _label(cell: Cell) -> str:
     s = cell.spec
-    what = f"{cell.attack}@" if cell.attack else ""
+    what = f"{cell.attack}@" if cell.attack else ("audit@" if cell.audit else "")
     return f"{what}{s.method}/{s.dataset}/eps={s.epsilon}/seed={s.seed}"
 
 

@@ -11,6 +11,7 @@ A suite file ``bench/suites/NAME.toml`` (or any path) looks like::
     method = ["vfl", "centralized"]
     attack = "label-norm" # optional: an attack cell (securevfl.attacks) instead of a plain run
     predict_rows = 100000 # optional: a predict cell (train, --save, reload, score the rows)
+    audit = "run/40"      # optional: an audit cell (securevfl audit: view[/trials]), not a run
     model = ["glm", "mlp"]
     [report]
     extras = ["hdp"]      # extra report sections: bench/reports/<name>.py
@@ -47,6 +48,7 @@ class Cell:
     attack: str | None = None  # an attack cell: run the attack (securevfl.attacks) on the spec
     # a predict cell: train with --save, reload, score this many rows (bench.predict_bench)
     predict_rows: int | None = None
+    audit: str | None = None  # an audit cell: ``securevfl audit`` of the spec in this view
 
     @property
     def cell_id(self) -> str:
@@ -55,6 +57,8 @@ class Cell:
             key["attack"] = self.attack
         if self.predict_rows is not None:
             key["predict_rows"] = self.predict_rows
+        if self.audit is not None:
+            key["audit"] = self.audit
         blob = json.dumps(key, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -84,6 +88,7 @@ def make_spec(params: dict[str, Any]) -> tuple[RunSpec, bool]:
     processes = parse_bool(params.pop("processes", False))
     params.pop("attack", None)  # read by load_suite
     params.pop("predict_rows", None)  # read by load_suite
+    params.pop("audit", None)
     if "method" not in params:
         raise ConfigError(f"every suite cell must name a method, got {params}")
     return build_spec(params), processes
@@ -174,7 +179,8 @@ def load_suite(name_or_path: str) -> Suite:
                     attack = params.get("attack", defaults.get("attack"))
                     given = params.get("predict_rows", defaults.get("predict_rows"))
                     rows = _predict_rows(p, given)
-                    cells.append(Cell(spec, processes, attack, rows))
+                    audit = params.get("audit", defaults.get("audit"))
+                    cells.append(Cell(spec, processes, attack, rows, audit))
         extras += [e for e in _extras(p, d) if e not in extras]
     if not cells:
         raise ConfigError(f"a suite must have at least one cell, got none in {path}")

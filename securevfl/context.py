@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from securevfl.options import Option, parse_bool
-from securevfl.rng import make_noise_rng, make_rng
+from securevfl.rng import UnderNoised, make_noise_rng, make_rng
 
 if TYPE_CHECKING:  # annotations only: the run types sit below the runtime and the methods
     from securevfl.methods.base import Method
     from securevfl.runtime.base import Runtime
 
 __all__ = [
+    "AuditTap",
     "Option",
     "PartyView",
     "PublicInfo",
@@ -108,6 +109,21 @@ class PublicInfo:
     fitted: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class AuditTap:
+    """How ``securevfl audit`` runs a trial: fresh noise each trial, and ``noise_divisor`` > 1
+    for a deliberately under-noised variant (its record says so: its ε is then false).
+    ``seen`` collects ``(ctx, hooks)`` from the trainers (``saw``): the release-step audit draws
+    more releases from the very hooks the run used (``securevfl.audit.release``)."""
+
+    noise_divisor: float = 1.0
+    seen: list[tuple[Any, Any]] = field(default_factory=list, compare=False)
+
+    def saw(self, ctx: Any, hooks: Any) -> None:
+        """A trainer's call: the hooks (and context) that make this run's releases."""
+        self.seen.append((ctx, hooks))
+
+
 @dataclass
 class RunContext:
     """Handed to ``Method.fit``: the runtime, the spec, local party views, seeds."""
@@ -118,6 +134,7 @@ class RunContext:
     views: dict[int, PartyView]
     shared_seed: int
     pooled: Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] | None = None
+    audit: AuditTap | None = None  # set by ``securevfl audit`` only, never by ``run``
 
     def noise_rng(self, party: int, purpose: str) -> np.random.Generator:
         """Noise generator of one party: in a private run the AES-CTR CSPRNG whatever ``--seed``
@@ -125,7 +142,14 @@ class RunContext:
         seed); in a run with no ε, ``--seed`` (``disclosure.noise_seed``)."""
         from securevfl.disclosure import noise_seed  # the rule lives with the record's rules
 
-        return make_noise_rng(noise_seed(self.spec), purpose=f"noise/{purpose}", party=party)
+        if self.audit is None:
+            return make_noise_rng(noise_seed(self.spec), purpose=f"noise/{purpose}", party=party)
+        # an audit trial: the public randomness (split, init, batch order) stays seeded while
+        # the noise is fresh each trial; an under-noised variant divides the noise
+        rng = make_noise_rng(None, purpose=f"noise/{purpose}", party=party)
+        if self.audit.noise_divisor == 1.0:
+            return rng
+        return UnderNoised(rng, self.audit.noise_divisor)  # type: ignore[return-value]
 
     def shared_rng(self, purpose: str) -> np.random.Generator:
         """A generator every party can reproduce (minibatch order, public initialisation)."""

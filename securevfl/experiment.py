@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from securevfl.context import PartyView, PublicInfo, RunContext, RunSpec
+from securevfl.context import AuditTap, PartyView, PublicInfo, RunContext, RunSpec
 from securevfl.data import (
     check_rows,
     load_dataset,
@@ -291,6 +291,7 @@ def run_experiment(
     views_hook: ViewsHook | None = None,
     save: str | None = None,
     checkpoints: Any = None,
+    audit: AuditTap | None = None,
 ) -> dict[str, Any] | None:
     """Run ``spec``; the label holder's process returns the record, other processes ``None``.
 
@@ -299,6 +300,7 @@ def run_experiment(
     ``save``: a directory; each party living here writes its own trained part into it
     (:mod:`securevfl.model_io`). ``checkpoints``: a :class:`securevfl.checkpoint.Checkpoints`
     (write every N epochs / resume), None: off.
+    ``audit``: a trial of ``securevfl audit`` (fresh noise; maybe deliberately under-noised).
     """
     t_start = time.perf_counter()
     rss_start, cpu_start = current_rss_bytes(), cpu_seconds()
@@ -347,6 +349,7 @@ def run_experiment(
             views=views,
             shared_seed=int(shared_seed),
             pooled=pooled if method.pooled_data else None,
+            audit=audit,
         )
         # numpy's overflow/invalid warnings would add unexplained lines to the output; what they
         # can mean (a non-finite or constant result) is judged by outcome_warnings below
@@ -467,6 +470,12 @@ def run_experiment(
             y_test=y_test,
             setting=f"{spec.method}{at} on {info.n_train} training rows",
         )
+        if audit is not None and audit.noise_divisor != 1.0:  # the record marks the variant
+            record["audit_noise_divisor"] = audit.noise_divisor
+            warnings.append(
+                f"audit variant: the DP noise was divided by {audit.noise_divisor:g}, so the "
+                "reported ε does not hold for this run"
+            )
         if warnings:  # a result that looks fine but is not says so (printed by the CLI)
             record["stats"]["warnings"] = warnings
         return finite_values(record)  # strict JSON: a non-finite number is null (and warned)

@@ -48,3 +48,34 @@ def noise_generator_name(seed: int | None) -> str:
 def derive_seed(seed: int, *, purpose: str) -> int:
     """A 63-bit integer seed derived from ``seed`` for one purpose (e.g. torch initialisation)."""
     return int(make_rng(seed, purpose=purpose).integers(0, 2**63 - 1))
+
+
+class UnderNoised:
+    """A noise generator whose continuous noise is divided by ``divisor`` (audits only).
+
+    ``securevfl audit`` runs a method with its DP noise deliberately shrunk, to show that the
+    audit would catch a method that adds too little noise; ``securevfl run`` never builds one.
+    Location-scale draws (normal, standard_normal, laplace, gamma's scale, exponential) are
+    scaled; discrete draws (PBM's binomials, from the bit generator) pass through unchanged.
+    """
+
+    def __init__(self, rng: np.random.Generator, divisor: float) -> None:
+        self._rng, self._div = rng, float(divisor)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._rng, name)
+
+    def standard_normal(self, *args: object, **kw: object) -> object:
+        return np.divide(self._rng.standard_normal(*args, **kw), self._div)
+
+    def normal(self, loc: object = 0.0, scale: object = 1.0, size: object = None) -> object:
+        return self._rng.normal(loc, np.divide(scale, self._div), size)
+
+    def laplace(self, loc: object = 0.0, scale: object = 1.0, size: object = None) -> object:
+        return self._rng.laplace(loc, np.divide(scale, self._div), size)
+
+    def gamma(self, shape: object, scale: object = 1.0, size: object = None) -> object:
+        return self._rng.gamma(shape, np.divide(scale, self._div), size)
+
+    def exponential(self, scale: object = 1.0, size: object = None) -> object:
+        return self._rng.exponential(np.divide(scale, self._div), size)

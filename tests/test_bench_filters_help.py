@@ -16,7 +16,7 @@ def test_filters_keep_the_asked_cells_and_the_reference_points():
     assert {c.spec.dataset for c in cells} == {"breast"} and {c.spec.seed for c in cells} == {0}
     assert {c.spec.epsilon for c in cells} == {None, 1.0, 8.0}
     dp = {(c.spec.method, c.spec.epsilon) for c in cells if c.spec.epsilon is not None}
-    assert len(dp) == 14  # 7 DP methods (opacus-dpsgd included) x 2 ε, one seed each
+    assert len(dp) == 18  # 9 DP methods (fm-central, vafl-dp, opacus-dpsgd included) x 2 ε
     assert {"vfl", "local", "centralized", "he-vfl"} <= {c.spec.method for c in cells}
     assert {c.cell_id for c in cells} <= {c.cell_id for c in suite.cells}  # same ids: reused
     only = filter_suite(suite, parse_filters("hdp-vfl", "breast", "1,8", "0")).cells

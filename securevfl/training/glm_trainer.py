@@ -274,6 +274,8 @@ def fit_glm(
     """The whole run: train, ``configure_evaluate``, score the test split through the hooks,
     compose every release into ``ledger``; the returned run builds the method's FitResult."""
     hooks = hooks or GLMHooks()
+    if ctx.audit is not None:  # securevfl audit only: it draws further releases from hooks
+        ctx.audit.saw(ctx, hooks)
     stats = RunStats()
     state, train_s = train_glm(
         ctx, hooks, fit_intercept=fit_intercept, penalty=penalty, ledger=ledger, stats=stats

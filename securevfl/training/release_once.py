@@ -285,6 +285,8 @@ def fit_release_once(ctx: RunContext, hooks: SplitNNHooks, *, plan: ReleaseOnceP
             "schedule 'release-once' trains bottoms against labels by class: it needs a "
             f"classification task, got {info.task!r} (use --release-schedule split)"
         )
+    if ctx.audit is not None:  # securevfl audit only: it draws further releases from hooks
+        ctx.audit.saw(ctx, hooks)
     state = build_models(ctx, hooks)
     own_bottom = state.bottoms.pop(L, None)  # the label holder's columns go to its head as they are
     del own_bottom
