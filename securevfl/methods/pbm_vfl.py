@@ -51,7 +51,6 @@ noise from --b and --beta as before.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -62,14 +61,15 @@ from securevfl.context import Option, RunContext, RunSpec
 from securevfl.errors import ConfigError, ProtocolError
 from securevfl.methods.base import Method, register_method
 from securevfl.methods.dp_bottom_options import BOTTOM_OPTIONS, BottomPlan, bottom_plan
+from securevfl.methods.pbm_release_once import pbm_release_once_report
 from securevfl.methods.release_options import (
+    ACTIVE_FEATURES,
     RELEASE_OPTIONS,
     accuracy_ceiling_extra,
     bottom_events,
     release_defaults,
     release_once,
     release_plan,
-    release_record,
 )
 from securevfl.privacy.events import PrivacyReport
 from securevfl.privacy.pbm import check_pbm_params, pbm_estimate_sum, pbm_quantize
@@ -129,31 +129,54 @@ class BoundedSumHooks(SplitNNHooks):
 
 
 class PBMSecAggHooks(BoundedSumHooks):
-    """PBM-VFL: PBM-quantize, mask (protocol 0), unmask the integer sum at the server, estimate."""
+    """PBM-VFL: PBM-quantize, mask (protocol 0), unmask the integer sum at the aggregator,
+    estimate.
+
+    ``senders`` (default: every data party) mask their rows; ``aggregator`` (default: the
+    server) unmasks the sum. With ``--active-features`` the label holder, data party 0, is the
+    aggregator and parties 1..K-1 the senders: secure aggregation runs among the senders, its
+    indices 0..n-1 mapped onto their party ids, and the label holder's columns never enter it."""
 
     def __init__(
-        self, ctx: RunContext, *, b: int, beta: float, eval_mode: str, plan: BottomPlan
+        self,
+        ctx: RunContext,
+        *,
+        b: int,
+        beta: float,
+        eval_mode: str,
+        plan: BottomPlan,
+        senders: list[int] | None = None,
+        aggregator: int | None = None,
     ) -> None:
         from protocols.secagg import SecAggParty, SecAggServer, modulus_bits
 
         super().__init__(ctx, eval_mode=eval_mode, plan=plan)
         self.b, self.beta = b, beta
-        M = ctx.info.data_parties
+        self.senders = list(ctx.data_parties) if senders is None else list(senders)
+        self.aggregator = ctx.info.server if aggregator is None else aggregator
+        if self.aggregator is None or self.aggregator in self.senders:
+            raise ProtocolError(
+                f"secure aggregation needs an aggregator apart from the senders {self.senders}, "
+                f"got {self.aggregator}"
+            )
+        self.sec = {k: i for i, k in enumerate(self.senders)}  # party id -> secagg index
+        M = len(self.senders)
         self.bits = modulus_bits(b * M)
-        local = [k for k in ctx.rt.local_parties if k < M]
+        local = [k for k in ctx.rt.local_parties if k in self.sec]
         self.rngs = {k: ctx.noise_rng(k, "pbm") for k in local}
-        self.clients = {k: SecAggParty(k, M, bits=self.bits) for k in local}
-        self.server = SecAggServer(M, bits=self.bits) if ctx.rt.here(ctx.info.server) else None
+        self.clients = {k: SecAggParty(self.sec[k], M, bits=self.bits) for k in local}
+        self.server = SecAggServer(M, bits=self.bits) if ctx.rt.here(self.aggregator) else None
         self.server_s: list[float] = []
         self.party_s: list[float] = []
         self.dropouts = 0  # party-aggregations recovered without the party (see the record)
 
     def key_agreement(self, ctx: RunContext) -> None:
-        """X25519 public keys go to the server, which relays them with a session id (metered)."""
+        """X25519 public keys go to the aggregator, which relays them with a session id
+        (metered)."""
         from protocols.secagg import SecAggError
 
-        rt, S = ctx.rt, ctx.info.server
-        parties = list(ctx.data_parties)
+        rt, S = ctx.rt, self.aggregator
+        parties = self.senders
         with rt.meter.in_phase("setup"):
             pks = {k: (self.clients[k].public_key if k in self.clients else None) for k in parties}
             got = rt.gather(pks, dst=S)
@@ -161,7 +184,7 @@ class PBMSecAggHooks(BoundedSumHooks):
             if self.server is not None:
                 try:
                     table = {
-                        "keys": self.server.relay(got),
+                        "keys": self.server.relay({self.sec[k]: v for k, v in got.items()}),
                         "session": self.server.session,
                         "server_key": self.server.public_key,
                     }
@@ -182,7 +205,7 @@ class PBMSecAggHooks(BoundedSumHooks):
             rng=self.rngs[k],
             bound=BOUND,
             party=k,
-            n_parties=ctx.info.data_parties,
+            n_parties=len(self.senders),
         )
         if batch == 0:  # one keystream per pair and round (epoch), a disjoint segment per batch
             self.clients[k].prepare_round(rnd, n * P)
@@ -198,26 +221,30 @@ class PBMSecAggHooks(BoundedSumHooks):
         rt = ctx.rt
         rnd, batch, B, row, _ = self.round_of()
         P = ctx.spec.embedding_dim
-        got = rt.gather(messages, dst=dst)  # the trainer keys every data party
+        got = rt.gather({k: messages.get(k) for k in self.senders}, dst=dst)
         t0 = time.perf_counter()
         try:
             # masked values in, one unmasking request out to each survivor, its answer back
             reqs = None
             if self.server is not None:
                 reqs = self.server.collect(
-                    got, round_id=rnd, batch_id=batch, count=B * P, offset=row * P
+                    {self.sec[k]: v for k, v in got.items()},
+                    round_id=rnd,
+                    batch_id=batch,
+                    count=B * P,
+                    offset=row * P,
                 )
             answers = {}
-            for k in ctx.data_parties:
-                req = rt.send(reqs.get(k) if reqs is not None else None, src=dst, dst=k)
+            for k in self.senders:
+                req = rt.send(reqs.get(self.sec[k]) if reqs is not None else None, src=dst, dst=k)
                 if k in self.clients and req is not None:
                     answers[k] = self.clients[k].respond(req)
-            answers = rt.gather({k: answers.get(k) for k in ctx.data_parties}, dst=dst)
+            answers = rt.gather({k: answers.get(k) for k in self.senders}, dst=dst)
             if self.server is None:
                 return None
-            q_hat = self.server.finish(answers)
-            if len(self.server.survivors) < ctx.info.data_parties:
-                self.dropouts += ctx.info.data_parties - len(self.server.survivors)
+            q_hat = self.server.finish({self.sec[k]: v for k, v in answers.items()})
+            if len(self.server.survivors) < len(self.senders):
+                self.dropouts += len(self.senders) - len(self.server.survivors)
         except SecAggError as exc:
             raise ProtocolError(str(exc)) from exc
         h = pbm_estimate_sum(
@@ -305,7 +332,12 @@ class PBMVFL(SumSplitNN):
     name = "pbm-vfl"
     summary = "PBM-quantized embeddings summed by pairwise-mask secure aggregation; DP-SGD bottoms"
     family = "dp+mpc"
-    options = {**PBM_OPTIONS, **BOTTOM_OPTIONS, **RELEASE_OPTIONS}
+    options = {
+        **PBM_OPTIONS,
+        **BOTTOM_OPTIONS,
+        **RELEASE_OPTIONS,
+        "active_features": ACTIVE_FEATURES,
+    }
     accepts_epsilon = True  # sets beta (and b); without it, the given (b, beta)
 
     def validate(self, spec: RunSpec) -> None:
@@ -375,42 +407,34 @@ class PBMVFL(SumSplitNN):
     def fit_release_once(self, ctx: RunContext, b: int, delta: float) -> FitResult:
         """Release-once (``training.release_once``): a training row's P coordinates go through
         PBM and secure aggregation once, after its ``bottom_epochs`` DP-SGD releases; a test
-        row's once at scoring. Training and test rows are disjoint and the model that scores
-        is post-processing of training releases, so a test row's ε is that of one PBM use at
-        the same (b, beta), below a training row's (one use plus the gradient releases,
-        composed at the same RDP orders by ``pbm_report`` with E = 1): the headline. The
-        sample unit is not reported: composing the labels' randomized
-        response into PBM's RDP curve is not done here; the labels' own ε is
-        ``label_epsilon``."""
+        row's once at scoring. beta is calibrated on a training row's party-row ε (one use plus
+        the gradient releases, at the same RDP orders); the record (``pbm_release_once``) has
+        both units, the sample unit with the labels' randomized response composed in. The
+        senders are the passive parties (every data party, or 1..K-1 with
+        ``--active-features``) and the label holder unmasks their sum."""
         spec = ctx.spec
-        M, P = ctx.info.data_parties, spec.embedding_dim
+        senders, L = passive_parties(ctx), ctx.info.label_party
+        M, P = len(senders), spec.embedding_dim
         plan = release_plan(spec, self, delta=delta, n_train=ctx.info.n_train)
-        grads = bottom_events(plan)
         b, beta = calibrate_beta(
-            float(spec.epsilon), b=b, n_parties=M, dim=P, uses=1, delta=delta, extra_events=grads
-        )
-        report = pbm_report(
+            float(spec.epsilon),
             b=b,
-            beta=beta,
             n_parties=M,
             dim=P,
-            epochs=1,
+            uses=1,
             delta=delta,
-            parties=list(ctx.data_parties),
-            n_rows=(ctx.info.n_train, 0),  # a test row's one use is below (docstring)
-            outside_guarantee=[],
-            target_epsilon=spec.epsilon,
-            grad_events=grads,
+            extra_events=bottom_events(plan),
         )
-        extra = dict(report.extra)
-        extra["by_unit"] = {
-            u: v for u, v in dict(extra.get("by_unit", {})).items() if u != "sample"
-        }
-        extra.update(release_record(ctx, plan))
-        extra["releases_per_row"] = {"train": 1, "test": 1}
-        extra["test_row_epsilon"] = _pbm_eps("party-row", b, beta, M, P, delta)
-        report = dataclasses.replace(report, extra=extra)
-        hooks = PBMSecAggHooks(ctx, b=b, beta=beta, eval_mode="private", plan=BottomPlan(None, 1))
+        report = pbm_release_once_report(ctx, plan, b=b, beta=beta, senders=senders, delta=delta)
+        hooks = PBMSecAggHooks(
+            ctx,
+            b=b,
+            beta=beta,
+            eval_mode="private",
+            plan=BottomPlan(None, 1),
+            senders=senders,
+            aggregator=L,
+        )
         hooks.key_agreement(ctx)
         run = fit_release_once(ctx, hooks, plan=plan)
         ceiling = accuracy_ceiling_extra(

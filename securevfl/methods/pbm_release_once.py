@@ -1,0 +1,74 @@
+"""PBM-VFL's privacy record under the release-once schedule (``training.release_once``).
+
+What a training row costs, per passive party (unit ``party-row``): its P coordinates through PBM
+and secure aggregation once (P releases of PBM's dominating pair, ``pbm_accountant``) and its
+``bottom_epochs`` DP-SGD releases (Gaussian). A test row: its P coordinates once, at scoring.
+Rows are disjoint and the scoring model is post-processing of training releases, so the run's ε
+is the larger of the two (``with_test_rows``); a test row's is below.
+
+Unit ``sample`` (the row in every passive party's block and its label): P releases of PBM's
+sample-unit pair over the secure sum (every sender's input may move), every sender's DP-SGD
+releases, and the label's randomized response (``rr_event``, its exact pmf pair), composed at
+the same RDP orders. Every event is listed in the record's ``releases`` (party None: the sample
+accountant), so composing the list independently reproduces both units.
+"""
+
+from __future__ import annotations
+
+from securevfl.context import RunContext
+from securevfl.methods.release_options import bottom_events, release_record
+from securevfl.privacy.accountant import PrivacyLedger
+from securevfl.privacy.dp_bottom import with_test_rows
+from securevfl.privacy.events import PrivacyReport
+from securevfl.privacy.pbm import _GRID_BITS, grid_levels
+from securevfl.privacy.pbm_accountant import pbm_event, pbm_ledger
+from securevfl.privacy.randomized_response import rr_event
+from securevfl.training.release_once import ReleaseOncePlan
+
+
+def pbm_release_once_report(
+    ctx: RunContext,
+    plan: ReleaseOncePlan,
+    *,
+    b: int,
+    beta: float,
+    senders: list[int],
+    delta: float,
+) -> PrivacyReport:
+    """The record's ``privacy`` of a release-once PBM-VFL run with these ``senders``."""
+    M, P = len(senders), int(ctx.spec.embedding_dim)
+    grads = bottom_events(plan)
+    one = pbm_event("party-row", b=b, beta=beta, n_parties=M)
+    whole = pbm_event("sample", b=b, beta=beta, n_parties=M)
+    # a training row: per sender one use (P coordinates) and its DP-SGD releases (one
+    # accountant shared by the senders: their events are identical)
+    ledger = pbm_ledger(
+        b=b, beta=beta, n_parties=M, dim=P, uses=1, parties=senders, kind="rdp", extra_events=grads
+    )
+    ledger.compose(None, whole, P)
+    for ev in grads:
+        ledger.compose(None, ev, M)
+    ledger.compose(None, rr_event(plan.label_epsilon, int(ctx.info.n_classes or 2)))
+    # a test row: one use per sender; the sample unit sees the secure sum of all of them once
+    test = PrivacyLedger("party-row", kind="rdp")
+    for k in senders:
+        test.compose(k, one, P, sample=False)
+    test.compose(None, whole, P)
+    j_lo, j_hi = grid_levels(beta)
+    report = ledger.report(
+        delta,
+        target_epsilon=float(ctx.spec.epsilon),
+        extra={
+            **release_record(ctx, plan),
+            "bottom": "dp",
+            "sampler": {
+                "b": b,
+                "beta": beta,
+                "p_levels": [j_lo / (1 << _GRID_BITS), j_hi / (1 << _GRID_BITS)],
+                "pmf": "exact Binomial(b, j / 2^12)",
+            },
+            "secure_sum_parties": M,
+            "releases_per_row": {"train": 1, "test": 1},
+        },
+    )
+    return with_test_rows(report, test, delta)
