@@ -61,7 +61,7 @@ from securevfl.context import Option, RunContext, RunSpec
 from securevfl.errors import ConfigError, ProtocolError
 from securevfl.methods.base import Method, register_method
 from securevfl.methods.dp_bottom_options import BOTTOM_OPTIONS, BottomPlan, bottom_plan
-from securevfl.methods.pbm_release_once import pbm_release_once_report
+from securevfl.methods.pbm_release_once import calibrate_test_beta, pbm_release_once_report
 from securevfl.methods.release_options import (
     ACTIVE_FEATURES,
     RELEASE_OPTIONS,
@@ -147,11 +147,14 @@ class PBMSecAggHooks(BoundedSumHooks):
         plan: BottomPlan,
         senders: list[int] | None = None,
         aggregator: int | None = None,
+        eval_params: tuple[int, float] | None = None,
     ) -> None:
         from protocols.secagg import SecAggParty, SecAggServer, modulus_bits
 
         super().__init__(ctx, eval_mode=eval_mode, plan=plan)
         self.b, self.beta = b, beta
+        # test-time scoring may run at its own (b, beta): a test row's one release (release-once)
+        self.eval_b, self.eval_beta = eval_params or (b, beta)
         self.senders = list(ctx.data_parties) if senders is None else list(senders)
         self.aggregator = ctx.info.server if aggregator is None else aggregator
         if self.aggregator is None or self.aggregator in self.senders:
@@ -161,7 +164,7 @@ class PBMSecAggHooks(BoundedSumHooks):
             )
         self.sec = {k: i for i, k in enumerate(self.senders)}  # party id -> secagg index
         M = len(self.senders)
-        self.bits = modulus_bits(b * M)
+        self.bits = modulus_bits(max(b, self.eval_b) * M)
         local = [k for k in ctx.rt.local_parties if k in self.sec]
         self.rngs = {k: ctx.noise_rng(k, "pbm") for k in local}
         self.clients = {k: SecAggParty(self.sec[k], M, bits=self.bits) for k in local}
@@ -169,6 +172,12 @@ class PBMSecAggHooks(BoundedSumHooks):
         self.server_s: list[float] = []
         self.party_s: list[float] = []
         self.dropouts = 0  # party-aggregations recovered without the party (see the record)
+
+    def params(self) -> tuple[int, float]:
+        """(b, beta) of the current batch: test-time scoring's or training's."""
+        if self.batch is not None and self.batch.phase == EVAL:
+            return self.eval_b, self.eval_beta
+        return self.b, self.beta
 
     def key_agreement(self, ctx: RunContext) -> None:
         """X25519 public keys go to the aggregator, which relays them with a session id
@@ -200,8 +209,8 @@ class PBMSecAggHooks(BoundedSumHooks):
         P = ctx.spec.embedding_dim
         q, _ = pbm_quantize(
             emb,
-            b=self.b,
-            beta=self.beta,
+            b=self.params()[0],
+            beta=self.params()[1],
             rng=self.rngs[k],
             bound=BOUND,
             party=k,
@@ -249,8 +258,8 @@ class PBMSecAggHooks(BoundedSumHooks):
             raise ProtocolError(str(exc)) from exc
         h = pbm_estimate_sum(
             q_hat.reshape(B, P),
-            b=self.b,
-            beta=self.beta,
+            b=self.params()[0],
+            beta=self.params()[1],
             # after a dropout the sum runs over the survivors: centre by their number
             n_parties=len(self.server.survivors),
             bound=BOUND,
@@ -425,7 +434,12 @@ class PBMVFL(SumSplitNN):
             delta=delta,
             extra_events=bottom_events(plan),
         )
-        report = pbm_release_once_report(ctx, plan, b=b, beta=beta, senders=senders, delta=delta)
+        test_beta = calibrate_test_beta(
+            float(spec.epsilon), b=b, n_parties=M, dim=P, delta=delta, floor=beta
+        )
+        report = pbm_release_once_report(
+            ctx, plan, b=b, beta=beta, senders=senders, delta=delta, test_beta=test_beta
+        )
         hooks = PBMSecAggHooks(
             ctx,
             b=b,
@@ -434,11 +448,12 @@ class PBMVFL(SumSplitNN):
             plan=BottomPlan(None, 1),
             senders=senders,
             aggregator=L,
+            eval_params=(b, test_beta),
         )
         hooks.key_agreement(ctx)
         run = fit_release_once(ctx, hooks, plan=plan)
         ceiling = accuracy_ceiling_extra(
-            ctx, epsilon=_pbm_eps("sample", b, beta, M, P, delta), delta=delta
+            ctx, epsilon=_pbm_eps("sample", b, test_beta, M, P, delta), delta=delta
         )
         result = self.score(ctx, run, report, {"bits_per_value": hooks.bits, **ceiling})
         return self.secagg_extra(hooks, result)
