@@ -116,3 +116,23 @@ def test_active_features_run_secure_aggregation_among_the_passive_parties():
     assert "accuracy_ceiling" not in rec["extra"]
     assert 0.98 * 2.0 <= p["epsilon"] <= 2.0
     assert rec["metrics"]["accuracy"] > 0.85
+
+
+@pytest.mark.slow
+@pytest.mark.networked
+def test_active_features_are_identical_over_real_processes():
+    """One OS process per party: the label holder (party 0) unmasks the passive parties' secure
+    sum exactly as in-process (same models, scores and bytes; the reproduction mode)."""
+    from dataclasses import replace
+
+    from bench.runner import PLUGINS
+    from securevfl.experiment import run_in_processes
+
+    spec = _spec(parties=3, epsilon=2.0, active_features=True)
+    spec = replace(spec, reproducible_noise=True, timeout=240)
+    net = run_in_processes(spec, plugins=PLUGINS)
+    local = run_experiment(spec)
+    assert net["runtime"] == "processes"
+    assert net["model_fingerprint"] == local["model_fingerprint"] != {}
+    assert net["metrics"] == local["metrics"]
+    assert net["comm"]["bytes_total"] == local["comm"]["bytes_total"] > 0
