@@ -70,13 +70,15 @@ def test_gaussian_release_once_epsilon_matches_an_independent_gdp_composition(me
     assert p["releases_per_row"] == {"train": 1, "test": 1}
 
 
-def test_pbm_release_once_is_calibrated_and_reports_no_sample_unit():
-    rec = run_experiment(_spec("pbm-vfl", epsilon=8.0))
+def test_pbm_release_once_is_calibrated_and_reports_the_sample_unit():
+    """The sample unit composes the label's randomized response (checked against an
+    independent RDP sum in tests/test_pbm_release_once.py)."""
+    rec = run_experiment(_spec("pbm-vfl", epsilon=8.0, b=16))
     p = rec["privacy"]
     assert p["release_schedule"] == "release-once"
     assert 0.98 * 8.0 <= p["epsilon"] <= 8.0
     assert p["test_row_epsilon"] <= p["epsilon"]
-    assert "sample" not in p["by_unit"]
+    assert p["by_unit"]["sample"] > p["by_unit"]["party-row"]
 
 
 def test_release_once_learns_on_breast_at_epsilon_8():

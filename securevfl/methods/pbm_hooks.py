@@ -56,31 +56,63 @@ class BoundedSumHooks(SplitNNHooks):
 
 
 class PBMSecAggHooks(BoundedSumHooks):
-    """PBM-VFL: PBM-quantize, mask (protocol 0), unmask the integer sum at the server, estimate."""
+    """PBM-VFL: PBM-quantize, mask (protocol 0), unmask the integer sum at the aggregator,
+    estimate.
+
+    ``senders`` (default: every data party) mask their rows; ``aggregator`` (default: the
+    server) unmasks the sum. With ``--active-features`` the label holder, data party 0, is the
+    aggregator and parties 1..K-1 the senders: secure aggregation runs among the senders, its
+    indices 0..n-1 mapped onto their party ids, and the label holder's columns never enter it."""
 
     def __init__(
-        self, ctx: RunContext, *, b: int, beta: float, eval_mode: str, plan: BottomPlan
+        self,
+        ctx: RunContext,
+        *,
+        b: int,
+        beta: float,
+        eval_mode: str,
+        plan: BottomPlan,
+        senders: list[int] | None = None,
+        aggregator: int | None = None,
+        eval_params: tuple[int, float] | None = None,
     ) -> None:
         from protocols.secagg import SecAggParty, SecAggServer, modulus_bits
 
         super().__init__(ctx, eval_mode=eval_mode, plan=plan)
         self.b, self.beta = b, beta
-        M = ctx.info.data_parties
-        self.bits = modulus_bits(b * M)
-        local = [k for k in ctx.rt.local_parties if k < M]
+        # test-time scoring may run at its own (b, beta): a test row's one release (release-once)
+        self.eval_b, self.eval_beta = eval_params or (b, beta)
+        self.senders = list(ctx.data_parties) if senders is None else list(senders)
+        self.aggregator = ctx.info.server if aggregator is None else aggregator
+        if self.aggregator is None or self.aggregator in self.senders:
+            raise ProtocolError(
+                f"secure aggregation needs an aggregator apart from the senders {self.senders}, "
+                f"got {self.aggregator}"
+            )
+        self.sec = {k: i for i, k in enumerate(self.senders)}  # party id -> secagg index
+        M = len(self.senders)
+        self.bits = modulus_bits(max(b, self.eval_b) * M)
+        local = [k for k in ctx.rt.local_parties if k in self.sec]
         self.rngs = {k: ctx.noise_rng(k, "pbm") for k in local}
-        self.clients = {k: SecAggParty(k, M, bits=self.bits) for k in local}
-        self.server = SecAggServer(M, bits=self.bits) if ctx.rt.here(ctx.info.server) else None
+        self.clients = {k: SecAggParty(self.sec[k], M, bits=self.bits) for k in local}
+        self.server = SecAggServer(M, bits=self.bits) if ctx.rt.here(self.aggregator) else None
         self.server_s: list[float] = []
         self.party_s: list[float] = []
         self.dropouts = 0  # party-aggregations recovered without the party (see the record)
 
+    def params(self) -> tuple[int, float]:
+        """(b, beta) of the current batch: test-time scoring's or training's."""
+        if self.batch is not None and self.batch.phase == EVAL:
+            return self.eval_b, self.eval_beta
+        return self.b, self.beta
+
     def key_agreement(self, ctx: RunContext) -> None:
-        """X25519 public keys go to the server, which relays them with a session id (metered)."""
+        """X25519 public keys go to the aggregator, which relays them with a session id
+        (metered)."""
         from protocols.secagg import SecAggError
 
-        rt, S = ctx.rt, ctx.info.server
-        parties = list(ctx.data_parties)
+        rt, S = ctx.rt, self.aggregator
+        parties = self.senders
         with rt.meter.in_phase("setup"):
             pks = {k: (self.clients[k].public_key if k in self.clients else None) for k in parties}
             got = rt.gather(pks, dst=S)
@@ -88,7 +120,7 @@ class PBMSecAggHooks(BoundedSumHooks):
             if self.server is not None:
                 try:
                     table = {
-                        "keys": self.server.relay(got),
+                        "keys": self.server.relay({self.sec[k]: v for k, v in got.items()}),
                         "session": self.server.session,
                         "server_key": self.server.public_key,
                     }
@@ -104,12 +136,12 @@ class PBMSecAggHooks(BoundedSumHooks):
         P = ctx.spec.embedding_dim
         q, _ = pbm_quantize(
             emb,
-            b=self.b,
-            beta=self.beta,
+            b=self.params()[0],
+            beta=self.params()[1],
             rng=self.rngs[k],
             bound=BOUND,
             party=k,
-            n_parties=ctx.info.data_parties,
+            n_parties=len(self.senders),
         )
         if batch == 0:  # one keystream per pair and round (epoch), a disjoint segment per batch
             self.clients[k].prepare_round(rnd, n * P)
@@ -125,32 +157,36 @@ class PBMSecAggHooks(BoundedSumHooks):
         rt = ctx.rt
         rnd, batch, B, row, _ = self.round_of()
         P = ctx.spec.embedding_dim
-        got = rt.gather(messages, dst=dst)  # the trainer keys every data party
+        got = rt.gather({k: messages.get(k) for k in self.senders}, dst=dst)
         t0 = time.perf_counter()
         try:
             # masked values in, one unmasking request out to each survivor, its answer back
             reqs = None
             if self.server is not None:
                 reqs = self.server.collect(
-                    got, round_id=rnd, batch_id=batch, count=B * P, offset=row * P
+                    {self.sec[k]: v for k, v in got.items()},
+                    round_id=rnd,
+                    batch_id=batch,
+                    count=B * P,
+                    offset=row * P,
                 )
             answers = {}
-            for k in ctx.data_parties:
-                req = rt.send(reqs.get(k) if reqs is not None else None, src=dst, dst=k)
+            for k in self.senders:
+                req = rt.send(reqs.get(self.sec[k]) if reqs is not None else None, src=dst, dst=k)
                 if k in self.clients and req is not None:
                     answers[k] = self.clients[k].respond(req)
-            answers = rt.gather({k: answers.get(k) for k in ctx.data_parties}, dst=dst)
+            answers = rt.gather({k: answers.get(k) for k in self.senders}, dst=dst)
             if self.server is None:
                 return None
-            q_hat = self.server.finish(answers)
-            if len(self.server.survivors) < ctx.info.data_parties:
-                self.dropouts += ctx.info.data_parties - len(self.server.survivors)
+            q_hat = self.server.finish({self.sec[k]: v for k, v in answers.items()})
+            if len(self.server.survivors) < len(self.senders):
+                self.dropouts += len(self.senders) - len(self.server.survivors)
         except SecAggError as exc:
             raise ProtocolError(str(exc)) from exc
         h = pbm_estimate_sum(
             q_hat.reshape(B, P),
-            b=self.b,
-            beta=self.beta,
+            b=self.params()[0],
+            beta=self.params()[1],
             # after a dropout the sum runs over the survivors: centre by their number
             n_parties=len(self.server.survivors),
             bound=BOUND,

@@ -51,7 +51,6 @@ noise from --b and --beta as before.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
@@ -61,14 +60,15 @@ from securevfl.errors import ConfigError
 from securevfl.methods.base import Method, register_method
 from securevfl.methods.dp_bottom_options import BOTTOM_OPTIONS, BottomPlan, bottom_plan
 from securevfl.methods.pbm_hooks import BoundedSumHooks, PBMSecAggHooks
+from securevfl.methods.pbm_release_once import calibrate_test_beta, pbm_release_once_report
 from securevfl.methods.release_options import (
+    ACTIVE_FEATURES,
     RELEASE_OPTIONS,
     accuracy_ceiling_extra,
     bottom_events,
     release_defaults,
     release_once,
     release_plan,
-    release_record,
 )
 from securevfl.privacy.events import PrivacyReport
 from securevfl.privacy.pbm import check_pbm_params
@@ -168,7 +168,12 @@ class PBMVFL(SumSplitNN):
     name = "pbm-vfl"
     summary = "PBM-quantized embeddings summed by pairwise-mask secure aggregation; DP-SGD bottoms"
     family = "dp+mpc"
-    options = {**PBM_OPTIONS, **BOTTOM_OPTIONS, **RELEASE_OPTIONS}
+    options = {
+        **PBM_OPTIONS,
+        **BOTTOM_OPTIONS,
+        **RELEASE_OPTIONS,
+        "active_features": ACTIVE_FEATURES,
+    }
     accepts_epsilon = True  # sets beta (and b); without it, the given (b, beta)
 
     def export_refusal(self, spec: RunSpec) -> str | None:
@@ -248,46 +253,44 @@ class PBMVFL(SumSplitNN):
     def fit_release_once(self, ctx: RunContext, b: int, delta: float) -> FitResult:
         """Release-once (``training.release_once``): a training row's P coordinates go through
         PBM and secure aggregation once, after its ``bottom_epochs`` DP-SGD releases; a test
-        row's once at scoring. Training and test rows are disjoint and the model that scores
-        is post-processing of training releases, so a test row's ε is that of one PBM use at
-        the same (b, beta), below a training row's (one use plus the gradient releases,
-        composed at the same RDP orders by ``pbm_report`` with E = 1): the headline. The
-        sample unit is not reported: composing the labels' randomized
-        response into PBM's RDP curve is not done here; the labels' own ε is
-        ``label_epsilon``."""
+        row's once at scoring. beta is calibrated on a training row's party-row ε (one use plus
+        the gradient releases, at the same RDP orders); the record (``pbm_release_once``) has
+        both units, the sample unit with the labels' randomized response composed in. The
+        senders are the passive parties (every data party, or 1..K-1 with
+        ``--active-features``) and the label holder unmasks their sum."""
         spec = ctx.spec
-        M, P = ctx.info.data_parties, spec.embedding_dim
+        senders, L = passive_parties(ctx), ctx.info.label_party
+        M, P = len(senders), spec.embedding_dim
         plan = release_plan(spec, self, delta=delta, n_train=ctx.info.n_train)
-        grads = bottom_events(plan)
         b, beta = calibrate_beta(
-            float(spec.epsilon), b=b, n_parties=M, dim=P, uses=1, delta=delta, extra_events=grads
-        )
-        report = pbm_report(
+            float(spec.epsilon),
             b=b,
-            beta=beta,
             n_parties=M,
             dim=P,
-            epochs=1,
+            uses=1,
             delta=delta,
-            parties=list(ctx.data_parties),
-            n_rows=(ctx.info.n_train, 0),  # a test row's one use is below (docstring)
-            outside_guarantee=[],
-            target_epsilon=spec.epsilon,
-            grad_events=grads,
+            extra_events=bottom_events(plan),
         )
-        extra = dict(report.extra)
-        extra["by_unit"] = {
-            u: v for u, v in dict(extra.get("by_unit", {})).items() if u != "sample"
-        }
-        extra.update(release_record(ctx, plan))
-        extra["releases_per_row"] = {"train": 1, "test": 1}
-        extra["test_row_epsilon"] = _pbm_eps("party-row", b, beta, M, P, delta)
-        report = dataclasses.replace(report, extra=extra)
-        hooks = PBMSecAggHooks(ctx, b=b, beta=beta, eval_mode="private", plan=BottomPlan(None, 1))
+        test_beta = calibrate_test_beta(
+            float(spec.epsilon), b=b, n_parties=M, dim=P, delta=delta, floor=beta
+        )
+        report = pbm_release_once_report(
+            ctx, plan, b=b, beta=beta, senders=senders, delta=delta, test_beta=test_beta
+        )
+        hooks = PBMSecAggHooks(
+            ctx,
+            b=b,
+            beta=beta,
+            eval_mode="private",
+            plan=BottomPlan(None, 1),
+            senders=senders,
+            aggregator=L,
+            eval_params=(b, test_beta),
+        )
         hooks.key_agreement(ctx)
         run = fit_release_once(ctx, hooks, plan=plan)
         ceiling = accuracy_ceiling_extra(
-            ctx, epsilon=_pbm_eps("sample", b, beta, M, P, delta), delta=delta
+            ctx, epsilon=_pbm_eps("sample", b, test_beta, M, P, delta), delta=delta
         )
         result = self.score(ctx, run, report, {"bits_per_value": hooks.bits, **ceiling})
         return self.secagg_extra(hooks, result)

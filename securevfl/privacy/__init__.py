@@ -11,6 +11,7 @@ from securevfl.privacy.events import (
     sampled_gaussian_event,
 )
 from securevfl.privacy.mechanisms import CALIBRATIONS, classic_gaussian_sigma, gaussian_sigma
+from securevfl.privacy.randomized_response import rr_event
 
 __all__ = [
     "CALIBRATIONS",
@@ -25,5 +26,6 @@ __all__ = [
     "gaussian_event",
     "gaussian_sigma",
     "laplace_event",
+    "rr_event",
     "sampled_gaussian_event",
 ]
