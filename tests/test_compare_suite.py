@@ -6,9 +6,7 @@ from bench.suites import load_suite
 from securevfl.registry import lookup, names
 
 GRID = {0.5, 1.0, 2.0, 4.0, 8.0}
-# left out of compare on purpose: fm-central is fm-vfl's pooled twin (dpsgd-c is the pooled DP
-# reference), vafl-dp is at chance below ε = 1000 with every row release composed (czofo suite)
-NOT_IN_COMPARE = {"fm-central", "vafl-dp"}
+NOT_IN_COMPARE: set[str] = set()  # every registered method runs in compare
 
 
 def test_default_suite_shows_every_registered_method():
@@ -27,5 +25,8 @@ def test_compare_covers_every_method_and_dataset_on_one_grid():
         else:  # other kinds run once per dataset and seed, never on the ε axis
             assert c.spec.epsilon is None, c.spec
     dp_cells = [c for c in cells if c.spec.epsilon is not None]
-    per_setting = {(c.spec.method, c.spec.dataset, c.spec.epsilon) for c in dp_cells}
+    per_setting = {
+        (c.spec.method, c.spec.dataset, c.spec.parties, c.spec.epsilon, repr(c.spec.options))
+        for c in dp_cells
+    }
     assert len(dp_cells) == 3 * len(per_setting)  # 3 seeds each
