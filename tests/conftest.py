@@ -1,5 +1,7 @@
 import os
 
+import pytest
+
 # keep numerical libraries single-threaded in tests: deterministic and fair on 2 cores
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -11,3 +13,19 @@ from securevfl.methods import load_all
 # every registered method and baseline, as the CLI sees them
 load_all()
 baselines.load_all()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_calibration_cache(tmp_path_factory):
+    """Calibration results (``securevfl.privacy.calibration_cache``) land in a directory of this
+    session, never the user's ~/.cache: a run starts cold as on a fresh machine, and tests that
+    calibrate the same setting share one search (subprocess parties inherit the variable)."""
+    from securevfl.privacy.calibration_cache import ENV_VAR
+
+    old = os.environ.get(ENV_VAR)
+    os.environ[ENV_VAR] = str(tmp_path_factory.mktemp("calibration-cache"))
+    yield
+    if old is None:
+        os.environ.pop(ENV_VAR, None)
+    else:
+        os.environ[ENV_VAR] = old

@@ -1,0 +1,121 @@
+"""An on-disk cache for calibrations: a pure function of public parameters, saved as JSON.
+
+A calibration (e.g. PBM-VFL's beta for a target epsilon) analyses a mechanism many times to
+find one noise setting; its inputs are all public (epsilon, delta, sizes, epochs...). The cache
+keeps its answer in ``$SECUREVFL_CACHE_DIR`` (default ``$XDG_CACHE_HOME/securevfl`` or
+``~/.cache/securevfl``; ``off`` disables it), one small JSON file per entry, named by the
+SHA-256 of the inputs and of the code that computes them (``code_version``), so a change to the
+accountant invalidates every entry. JSON only (never pickle), at most ``MAX_BYTES`` read.
+
+A cache file is not trusted: :func:`load` returns only what parses, and the caller re-checks
+the answer by one evaluation of the accountant (``pbm_calibration.calibrate_beta``), so a stale
+or tampered entry can never yield a false epsilon; it is recomputed and overwritten instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+ENV_VAR = "SECUREVFL_CACHE_DIR"
+MAX_BYTES = 4096  # an entry is a few hundred bytes: anything larger is not ours
+
+
+def cache_dir() -> Path | None:
+    """The cache directory, or None when ``$SECUREVFL_CACHE_DIR`` is ``off``."""
+    raw = os.environ.get(ENV_VAR, "").strip()
+    if raw.lower() == "off":
+        return None
+    if raw:
+        return Path(raw).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "securevfl"
+
+
+@functools.cache
+def code_version(modules: tuple[str, ...]) -> str:
+    """SHA-256 of the source of ``modules`` (importable names) and of dp_accounting's version:
+    the code a cached result depends on."""
+    h = hashlib.sha256()
+    for name in modules:
+        spec = importlib.util.find_spec(name)
+        origin = spec.origin if spec is not None else None
+        h.update(name.encode() + b"\0")
+        h.update(Path(origin).read_bytes() if origin else b"?")
+    try:
+        h.update(importlib.metadata.version("dp-accounting").encode())
+    except importlib.metadata.PackageNotFoundError:
+        h.update(b"dp-accounting ?")
+    return h.hexdigest()
+
+
+def entry_key(kind: str, inputs: dict[str, Any], modules: Iterable[str]) -> str:
+    """The entry's name: SHA-256 of ``kind``, the canonical JSON of ``inputs`` (floats by repr,
+    exact) and the code version."""
+    doc = json.dumps(
+        {"kind": kind, "inputs": inputs, "code": code_version(tuple(modules))},
+        sort_keys=True,
+        allow_nan=False,
+    )
+    return hashlib.sha256(doc.encode()).hexdigest()
+
+
+def _path(kind: str, key: str) -> Path | None:
+    root = cache_dir()
+    return None if root is None else root / kind / f"{key}.json"
+
+
+def load(kind: str, key: str) -> dict[str, Any] | None:
+    """The entry's JSON object if it exists, is at most MAX_BYTES, parses and names ``key``;
+    else None (a miss). Never raises on a bad file: the caller recomputes."""
+    path = _path(kind, key)
+    if path is None:
+        return None
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_BYTES + 1)
+        if len(raw) > MAX_BYTES:
+            return None
+        doc = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(doc, dict) or doc.get("key") != key:
+        return None
+    return doc
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"non-finite number {name} in a cache entry")
+
+
+def store(kind: str, key: str, value: dict[str, Any]) -> None:
+    """Write the entry atomically (temporary file, then rename); a cache that cannot be written
+    (read-only home, full disk) is skipped: it only saves time."""
+    path = _path(kind, key)
+    if path is None:
+        return
+    for v in value.values():
+        if isinstance(v, float) and not math.isfinite(v):
+            return
+    doc = json.dumps({**value, "key": key}, sort_keys=True, allow_nan=False)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(doc)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError:
+        return

@@ -1,0 +1,118 @@
+"""PBM-VFL's beta calibration cache: a hit gives the accountant's own epsilon, a bad entry is
+recomputed (never trusted), and the key covers every input."""
+
+import json
+from pathlib import Path
+
+import pytest
+from dp_accounting import dp_event
+
+import securevfl.privacy.pbm_calibration as pc
+from securevfl.privacy import calibration_cache
+from securevfl.privacy.pbm_accountant import pbm_epsilon
+
+# small enough to calibrate in about a second: N = b M = 16 trials
+ARGS = dict(b=8, n_parties=2, dim=2, uses=3, delta=1e-5)
+TARGET = 1.0
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv(calibration_cache.ENV_VAR, str(tmp_path))
+    return tmp_path / "pbm-beta"
+
+
+@pytest.fixture
+def evals(monkeypatch):
+    """Counts the accountant evaluations calibrate_beta makes."""
+    calls = []
+    real = pc.pbm_epsilon
+
+    def counted(*a, **k):
+        calls.append((k["b"], k["beta"]))
+        return real(*a, **k)
+
+    monkeypatch.setattr(pc, "pbm_epsilon", counted)
+    return calls
+
+
+def _eps(b: int, beta: float, **extra) -> float:
+    """The uncalibrated accountant evaluation, independent of the cache."""
+    args = {**ARGS, "b": b}
+    return pbm_epsilon("party-row", beta=beta, kind="rdp", **args, **extra)
+
+
+def _entry(cache: Path) -> Path:
+    (path,) = cache.glob("*.json")
+    return path
+
+
+def test_hit_gives_the_accountants_epsilon_in_one_evaluation(cache, evals):
+    b, beta = pc.calibrate_beta(TARGET, **ARGS)
+    searched = len(evals)
+    assert searched >= 2  # a search (a lookup evaluates once)
+    doc = json.loads(_entry(cache).read_text())
+    assert doc["b"] == b and doc["level"] / 4096 == beta
+    eps = _eps(b, beta)
+    assert doc["epsilon"] == eps and 0.98 * TARGET <= eps <= TARGET
+    evals.clear()
+    assert pc.calibrate_beta(TARGET, **ARGS) == (b, beta)
+    assert evals == [(b, beta)]  # the one re-check at the cached beta, no search
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        # a larger beta, its epsilon left as the old one: the re-check sees eps > stored
+        lambda d: {**d, "level": d["level"] + 40},
+        # a larger beta with an epsilon claimed to meet the target
+        lambda d: {**d, "level": 1024, "epsilon": TARGET},
+        lambda d: {**d, "b": d["b"] + 1},  # more trials than asked
+        lambda d: {**d, "level": 0},
+        lambda d: {**d, "level": "52"},
+        lambda d: {**d, "key": "0" * 64},  # another entry's content
+    ],
+)
+def test_tampered_entry_is_recomputed(cache, evals, tamper):
+    fresh = pc.calibrate_beta(TARGET, **ARGS)
+    path = _entry(cache)
+    good = json.loads(path.read_text())
+    path.write_text(json.dumps(tamper(good)))
+    evals.clear()
+    assert pc.calibrate_beta(TARGET, **ARGS) == fresh
+    assert len(evals) > 2  # searched again
+    assert json.loads(path.read_text()) == good  # and the entry repaired
+
+
+@pytest.mark.parametrize("raw", [b"", b"{not json", b"[1, 2]", b'{"epsilon": NaN}', b" " * 5000])
+def test_unreadable_entry_is_a_miss(cache, raw):
+    fresh = pc.calibrate_beta(TARGET, **ARGS)
+    path = _entry(cache)
+    path.write_bytes(raw)
+    assert pc.calibrate_beta(TARGET, **ARGS) == fresh
+    assert json.loads(path.read_text())["level"] / 4096 == fresh[1]
+
+
+def test_key_covers_every_input(cache):
+    pc.calibrate_beta(TARGET, **ARGS)
+    grad = dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(20.0), 3)
+    b, beta = pc.calibrate_beta(TARGET, **ARGS, extra_events=(grad,))
+    pc.calibrate_beta(TARGET, **{**ARGS, "delta": 1e-6})
+    assert len(list(cache.glob("*.json"))) == 3
+    eps = _eps(b, beta, extra_events=(grad,))  # the cached answer composes the extra events
+    assert 0.98 * TARGET <= eps <= TARGET
+
+
+def test_off_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv(calibration_cache.ENV_VAR, "off")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert calibration_cache.cache_dir() is None
+    pc.calibrate_beta(TARGET, **ARGS)
+    assert not any(tmp_path.rglob("*.json"))
+
+
+def test_default_dir_follows_xdg(tmp_path, monkeypatch):
+    monkeypatch.delenv(calibration_cache.ENV_VAR, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert calibration_cache.cache_dir() == tmp_path / "securevfl"
