@@ -3,7 +3,7 @@
 ``victim ADDR0 ADDR1``: party 0 of a networked run; after the handshake it applies the frame
 limit derived for a small vfl run and waits for party 1's message; prints one JSON line: the
 error, seconds to abort, peak RSS growth and the limit. ``attacker ADDR0 ADDR1 SIZE``: party 1;
-after the handshake it announces a SIZE-byte frame on its real socket and streams 256 MiB.
+after the handshake and the victim's go message it announces a SIZE-byte frame on its real socket and streams 256 MiB.
 """
 
 from __future__ import annotations
@@ -43,6 +43,9 @@ def main() -> None:
         limit = frame_limit(spec, info, method)
     rt = NetworkedRuntime(me, addresses, digest=digest, timeout=30.0)
     if role == "attacker":
+        # attack only once the victim has finished its handshake (its go message), so that the
+        # abort tested is the run's derived limit, not the handshake's 1 MiB one
+        rt.send(None, src=0, dst=1)
         transport = rt.mpc.parties[0].protocol.transport
         size = int(sys.argv[4])
         transport.write((1 << 40).to_bytes(8, "little") + size.to_bytes(4, "little"))
@@ -60,6 +63,7 @@ def main() -> None:
         rt.close(graceful=False)
         return
     rt.limit_frames(limit)
+    rt.send(b"go", src=0, dst=1)
     base, t0 = _peak_rss(), time.monotonic()
     try:
         rt.send(None, src=1, dst=0)
