@@ -116,3 +116,33 @@ def test_default_dir_follows_xdg(tmp_path, monkeypatch):
     monkeypatch.delenv(calibration_cache.ENV_VAR, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert calibration_cache.cache_dir() == tmp_path / "securevfl"
+
+
+def test_the_test_row_beta_is_cached_checked_and_recomputed_when_tampered(tmp_path, monkeypatch):
+    """pbm-vfl's test-row beta (release-once): a second call reuses the entry after one fresh
+    evaluation; an entry whose level would overshoot the target is recomputed, never used."""
+    import securevfl.privacy.pbm_accountant as pa
+    from securevfl.methods.pbm_release_once import calibrate_test_beta
+
+    monkeypatch.setenv(calibration_cache.ENV_VAR, str(tmp_path))
+    calls = []
+    real = pa.pbm_epsilon
+
+    def counted(*a, **k):
+        calls.append(k["beta"])
+        return real(*a, **k)
+
+    monkeypatch.setattr(pa, "pbm_epsilon", counted)
+    args = dict(b=8, n_parties=2, dim=1, delta=1e-5, floor=8 / 4096)
+    first = calibrate_test_beta(2.0, **args)
+    searched = len(calls)
+    assert searched >= 2 and real("party-row", b=8, beta=first, n_parties=2, dim=1, uses=1,
+                                  delta=1e-5, kind="pld") <= 2.0  # fmt: skip
+    calls.clear()
+    assert calibrate_test_beta(2.0, **args) == first and len(calls) == 1  # the check only
+    (entry,) = (tmp_path / "pbm-test-beta").glob("*.json")
+    doc = json.loads(entry.read_text())
+    doc["level"] = 1024  # beta 1/4: far above the target, with the old epsilon kept
+    entry.write_text(json.dumps(doc))
+    calls.clear()
+    assert calibrate_test_beta(2.0, **args) == first and len(calls) > 1  # recomputed

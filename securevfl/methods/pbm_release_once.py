@@ -19,8 +19,12 @@ accountant), so composing the list independently reproduces both units.
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 from securevfl.context import RunContext
 from securevfl.methods.release_options import bottom_events, release_record
+from securevfl.privacy import calibration_cache
 from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.privacy.dp_bottom import with_test_rows
 from securevfl.privacy.events import PrivacyReport
@@ -28,6 +32,16 @@ from securevfl.privacy.pbm import _GRID_BITS, grid_levels
 from securevfl.privacy.pbm_accountant import pbm_event, pbm_ledger
 from securevfl.privacy.randomized_response import rr_event
 from securevfl.training.release_once import ReleaseOncePlan
+
+_CACHE_KIND = "pbm-test-beta"
+# the code a test-row calibration depends on: a change to any of these invalidates the cache
+_CODE = (
+    "securevfl.methods.pbm_release_once",
+    "securevfl.privacy.pbm_accountant",
+    "securevfl.privacy.pbm",
+    "securevfl.privacy.accountant",
+    "securevfl.privacy.events",
+)
 
 
 def pbm_release_once_report(
@@ -105,12 +119,34 @@ def calibrate_test_beta(
 
     lo = max(1, int(round(floor * (1 << _GRID_BITS))))
     hi = (1 << _GRID_BITS) // 4  # beta = 1/4
-    e_lo = eps(lo)
-    if e_lo > target:  # the PLD figure above the RDP one: keep the training beta
+    # a pure function of public inputs: kept on disk (JSON) and reused only after one fresh
+    # evaluation at the cached level confirms its ε and that it meets the target
+    inputs = {"target": float(target), "b": int(b), "n_parties": int(n_parties),
+              "dim": int(dim), "delta": float(delta), "floor": float(floor)}  # fmt: skip
+    key = calibration_cache.entry_key(_CACHE_KIND, inputs, _CODE)
+    entry = calibration_cache.load(_CACHE_KIND, key)
+    if entry is not None:
+        level, eps_c = entry.get("level"), entry.get("epsilon")
+        if type(level) is int and type(eps_c) is float and lo <= level <= hi:
+            e = eps(level)
+            if math.isclose(e, eps_c, rel_tol=1e-9) and e <= target:
+                return level / (1 << _GRID_BITS)
+    level, e = _search(eps, target, lo, hi)
+    if level is None:  # the PLD figure above the RDP one: keep the training beta
         return floor
+    calibration_cache.store(_CACHE_KIND, key, {"level": level, "epsilon": e})
+    return level / (1 << _GRID_BITS)
+
+
+def _search(eps: Any, target: float, lo: int, hi: int) -> tuple[int | None, float]:
+    """The largest grid level in [lo, hi] meeting ``target`` (within 2% or a grid neighbour)
+    and its ε; None where even ``lo`` is above the target."""
+    e_lo = eps(lo)
+    if e_lo > target:
+        return None, e_lo
     e_hi = eps(hi)
     if e_hi <= target:
-        return hi / (1 << _GRID_BITS)
+        return hi, e_hi
     step = 0
     while hi - lo > 1 and e_lo < 0.98 * target:
         # interpolate (ε grows about linearly in beta), every other step bisect (progress)
@@ -122,4 +158,4 @@ def calibrate_test_beta(
             lo, e_lo = mid, e_mid
         else:
             hi, e_hi = mid, e_mid
-    return lo / (1 << _GRID_BITS)
+    return lo, e_lo
