@@ -42,3 +42,15 @@ def test_per_row_section_is_empty_without_per_row_runs(tmp_path):
     from bench.reports import per_row
 
     assert per_row.render([run_experiment(_spec("local", 2))], tmp_path) == ""
+
+
+def test_the_split_schedule_is_a_setting_of_its_own(tmp_path):
+    from bench.reports import per_row
+
+    recs = [
+        run_experiment(_spec("ldp-vfl", 2, 8.0, bottom_epochs=2)),
+        run_experiment(_spec("ldp-vfl", 2, 8.0, release_schedule="split")),
+    ]
+    md = per_row.render(recs, tmp_path)
+    rows = [line.split(" | ")[1] for line in md.splitlines() if line.startswith("| breast")]
+    assert sorted(rows) == ["2 passive", "2 passive, split schedule"]

@@ -51,7 +51,10 @@ def _collect(records: list[dict[str, Any]]):
             majority[r["dataset"]].append(r["majority_class_rate"])
         eps = (r.get("privacy") or {}).get("epsilon")
         if r["method"] in METHODS and eps is not None and "accuracy" in r["metrics"]:
-            runs[(r["dataset"], setting_of(r), r["method"], r["config"].get("epsilon"))].append(r)
+            setting = setting_of(r)
+            if (r.get("privacy") or {}).get("release_schedule") != "release-once":
+                setting += ", split schedule"  # the seed's schedule: never pooled with the default
+            runs[(r["dataset"], setting, r["method"], r["config"].get("epsilon"))].append(r)
         elif r["method"] == "local" and "accuracy" in r["metrics"]:
             alone[(r["dataset"], r["parties"])].append(r["metrics"]["accuracy"])
     return runs, alone, majority
@@ -160,7 +163,7 @@ def _plot(runs, alone, majority, oracle, out: Path) -> list[str]:
         ax.set_title(f"{ds}, {setting}: per-row-release methods")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-        fname = f"per_row_{ds}_{setting.replace(' ', '_').replace('+', 'p')}.png"
+        fname = f"per_row_{ds}_{setting.replace(',', '').replace(' ', '_').replace('+', 'p')}.png"
         fig.tight_layout()
         fig.savefig(out / fname, dpi=110, bbox_inches="tight")
         plt.close(fig)
