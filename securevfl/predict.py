@@ -228,7 +228,10 @@ class Model:
         if self.kind == "linear":
             theta = _linear_input(meta, own, head=True) @ part.arrays["w"] + part.arrays["bias"]
             if received:  # the order of the trainer's own scoring: own, then the passives
-                theta = theta + sum(received[k] for k in sorted(received))
+                scale = meta.get("passive_scale") or {}  # HDP-VFL's refit: α_k per passive
+                theta = theta + sum(
+                    float(scale.get(str(k), 1.0)) * received[k] for k in sorted(received)
+                )
             return _link(meta["link"], theta)
         import torch
 

@@ -287,3 +287,37 @@ def test_deconvolved_threshold_needs_logistic_and_an_unclipped_bias():
     )
     assert "threshold" in rec["privacy"]["stream"]
     assert rec["privacy"]["epsilon"] == pytest.approx(100.0, rel=1e-6)
+
+
+def test_refit_drops_a_pure_noise_block_and_keeps_an_informative_one():
+    from securevfl.models.active_refit import refit_active
+    from securevfl.models.glm import LogisticLoss
+
+    rng = np.random.default_rng(0)
+    n = 4000
+    X_own = rng.normal(size=(n, 3)) / 3
+    signal = rng.normal(size=n)
+    y = np.where(X_own @ [3.0, -2.0, 1.0] + 2.0 * signal + rng.logistic(size=n) > 0, 1.0, -1.0)
+    loss = LogisticLoss()
+    # the passive column a party would send: its score under huge noise, or nearly exact
+    noisy = signal + rng.normal(0, 50.0, n)
+    _, _, a_noise = refit_active(loss, X_own, noisy[:, None], y)
+    w, _, a_clean = refit_active(loss, X_own, (signal + rng.normal(0, 0.1, n))[:, None], y)
+    assert abs(a_noise[0]) < 0.01  # a block of pure noise is (nearly) ignored
+    assert a_clean[0] == pytest.approx(2.0, rel=0.2)  # an informative one is used at its weight
+    np.testing.assert_allclose(w, [3.0, -2.0, 1.0], rtol=0.25)
+
+
+def test_refit_keeps_the_label_holder_near_itself_alone_at_no_privacy_cost():
+    spec = dict(epochs=10, batch_size=10_000_000, epsilon=1.0, options={})
+    refit = run_experiment(_spec(**spec))
+    trained = run_experiment(_spec(**{**spec, "options": {"final_fit": "trained"}}))
+    alone = run_experiment(RunSpec(method="local", dataset="breast", parties=2, seed=0))
+    acc = refit["metrics"]["accuracy"]
+    assert acc >= alone["metrics"]["accuracy"] - 0.01
+    assert acc > trained["metrics"]["accuracy"]
+    fit = refit["privacy"]["stream"]["final_fit"]
+    assert fit["rows"] == refit["n_train"] and set(fit["passive_scale"]) == {"1"}
+    # post-processing: the same releases, the same ε
+    for key in ("epsilon", "by_unit", "per_party"):
+        assert refit["privacy"][key] == trained["privacy"][key]

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from securevfl.context import RunContext
+from securevfl.models.active_refit import refit_active
 from securevfl.models.glm import GLMLoss
 from securevfl.models.logistic_threshold import recording_start, refit_threshold
 from securevfl.privacy.accountant import PrivacyLedger
@@ -39,6 +40,7 @@ class HDPHooks(GLMHooks):
 
     record_from: int | None = None  # steps >= this keep the exact derivative (threshold)
     refit: dict[str, Any] | None = None  # threshold 'deconvolved': lr and free_bias
+    final_fit: str = "trained"  # 'refit': the label holder refits on what it received
 
     def __init__(self, ctx: RunContext, plan: StreamPlan, *, clip: float, tag: str) -> None:
         self.plan, self.clip = plan, clip
@@ -80,10 +82,30 @@ class HDPHooks(GLMHooks):
             )
         return out
 
+    def saw_received(
+        self, ctx: RunContext, idx: np.ndarray, received: dict[int, np.ndarray], epoch: int
+    ) -> None:
+        """final_fit 'refit': keep each training row's latest noisy passive messages."""
+        if self.final_fit != "refit":
+            return
+        if self.last_received is None:
+            self.last_received = np.full((ctx.info.n_train, len(received)), np.nan)
+        for j, k in enumerate(sorted(received)):
+            self.last_received[idx, j] = received[k]
+
+    last_received: np.ndarray | None = None
+
     def configure_evaluate(self, ctx: RunContext, state: GLMState) -> None:
-        """threshold 'deconvolved': the active party refits its decision threshold from the
-        noisy scores it already received (post-processing, no release)."""
-        if self.refit is None or not ctx.rt.here(0):
+        """final_fit 'refit': the label holder refits its weights, bias and one factor per
+        passive party on its training rows (``models.active_refit``); threshold
+        'deconvolved': it refits its decision threshold. Both use only what it already holds
+        and received (post-processing, no release)."""
+        if not ctx.rt.here(0):
+            return
+        if self.final_fit == "refit" and self.refit is None and self.last_received is not None:
+            self._refit(ctx, state)
+            return
+        if self.refit is None:
             return
         noise_var = (ctx.info.data_parties - 1) * self.plan.sigma_b**2
         t, info = refit_threshold(self.recorded, self.mean_deriv, noise_var=noise_var, **self.refit)
@@ -91,6 +113,22 @@ class HDPHooks(GLMHooks):
         if t is not None:
             state.bias = -t  # decide x·w >= t: scoring adds state.bias to every score
         self.plan.facts["threshold"] = {"applied": t is not None, **info}
+
+    def _refit(self, ctx: RunContext, state: GLMState) -> None:
+        view = ctx.views[0]
+        seen = ~np.isnan(self.last_received).any(axis=1)
+        loss = resolve_loss(ctx)
+        y = loss.encode_labels(view.y_train[seen])
+        w, b, scales = refit_active(loss, view.X_train[seen], self.last_received[seen], y)
+        passives = range(1, ctx.info.data_parties)
+        self.plan.facts["final_fit"] = {
+            "rows": int(seen.sum()),
+            "trained_bias": float(state.bias),
+            "bias": b,
+            "passive_scale": {str(k): float(a) for k, a in zip(passives, scales, strict=True)},
+        }
+        state.w[0], state.bias = w, b
+        state.passive_scale = {k: float(a) for k, a in zip(passives, scales, strict=True)}
 
     def score_weights(self, ctx: RunContext, k: int, w: np.ndarray) -> np.ndarray:
         if self.plan.sigma_w == 0:
@@ -132,6 +170,7 @@ def train_hdp(
     score_share: float = DEFAULT_SCORE_SHARE,
     intercept: str = "clipped",
     threshold: str = "trained",
+    final_fit: str = "trained",
 ) -> tuple[TrainRun, HDPHooks]:
     """One run of Algorithm 1 (clipped received derivative) at the spec's (ε, δ), test split
     scored through the hooks; every release (epochs, noisy scoring weights) enters ``ledger``."""
@@ -158,6 +197,7 @@ def train_hdp(
         feature_norm=c,
     )
     hooks = HDPHooks(ctx, plan, clip=clip, tag=tag)
+    hooks.final_fit = final_fit
     facts = plan.facts
     if threshold == "deconvolved":
         check_deconvolvable(loss.name, intercept)

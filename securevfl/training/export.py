@@ -65,6 +65,8 @@ def export_glm(
         if k == 0:
             arrays["bias"] = np.array([state.bias], dtype=np.float64)
             meta = {"head": True, "link": link}
+            if state.passive_scale:  # HDP-VFL's refit: the label holder scales each passive
+                meta["passive_scale"] = {str(j): float(a) for j, a in state.passive_scale.items()}
         parts[k] = ModelPart("linear", arrays, meta)
     return parts
 

@@ -83,6 +83,12 @@ class GLMHooks:
         """The privacy events of what the parties released in ``epoch`` (default: none)."""
         return ()
 
+    def saw_received(
+        self, ctx: RunContext, idx: np.ndarray, received: dict[int, np.ndarray], epoch: int
+    ) -> None:
+        """At the active party: the passive messages of rows ``idx`` it received in ``epoch``
+        (HDP-VFL keeps the last ones for its label holder's refit; default: nothing)."""
+
     def configure_evaluate(self, ctx: RunContext, state: GLMState) -> None:
         """Called on every party between training and scoring; may adjust ``state``."""
 
@@ -139,6 +145,8 @@ class GLMState:
     losses: list[float] = field(default_factory=list)
     # party -> the weights it last scored rows with (``hooks.score_weights``): what --save keeps
     scored: dict[int, np.ndarray] = field(default_factory=dict)
+    # passive party -> the factor the label holder multiplies its message by (HDP-VFL's refit)
+    passive_scale: dict[int, float] = field(default_factory=dict)
 
 
 def resolve_loss(ctx: RunContext) -> GLMLoss:
@@ -196,6 +204,7 @@ def train_glm(
             back = None
             exact = None
             if rt.here(active):
+                hooks.saw_received(ctx, idx, {k: received[k] for k in passives}, epoch)
                 own = ctx.views[active].X_train[idx] @ state.w[active] + state.bias
                 exact, back, value = hooks.combine(
                     ctx, loss, own, [received[k] for k in passives], y_enc[idx], step
@@ -318,7 +327,7 @@ def predict_glm(
     if not rt.here(active):
         return None
     theta = getattr(ctx.views[active], attr) @ state.w[active] + state.bias
-    theta = theta + sum(received[k] for k in passives)
+    theta = theta + sum(state.passive_scale.get(k, 1.0) * received[k] for k in passives)
     return loss.predict(theta)
 
 
