@@ -18,7 +18,12 @@ Per minibatch (SPMD):
   4. C decrypts (CKKS: and sums the masked slot blocks) and returns the masked vector to k alone;
   5. k subtracts its mask, divides by 4b, takes a gradient step. C never sees a plain gradient,
      data parties never see a residual or another party's IR.
-Scores are computed by the shared GLM predictor (plain IRs to party 0, metered as 'eval').
+Scores are computed by the shared GLM predictor (plain IRs to party 0, metered as 'eval'): at
+training's end every data party holds its weights in the clear (step 5), and the test rows are
+scored as FATE's hetero LR scores them, without encryption and without the coordinator. So
+``--save`` writes each data party's plain weights (party 0 also the bias), exactly those it
+scored with, and nothing at the coordinator: its secret key served only the gradient openings
+and never reaches the disk. ``securevfl predict`` replays the same plain scoring.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ from securevfl.methods.base import Method, register_method
 from securevfl.options import Option
 from securevfl.results import FitResult
 from securevfl.training import GLMState, glm_fingerprints, n_batches, predict_glm, train_glm
+from securevfl.training.export import export_glm
+from securevfl.training.glm_trainer import resolve_loss
 
 
 def taylor_loss(theta: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -53,9 +60,6 @@ PAILLIER_ONLY = ("scheme", ("paillier",))
 @register_method
 class HEVFL(Method):
     name = "he-vfl"
-    model_export_refusal = (
-        "its scoring needs the HE protocol and its key holder, which predict does not run yet"
-    )
     summary = (
         "HE-VFL: Taylor logistic regression, CKKS (TenSEAL) / Paillier / plain, key at "
         "a coordinator, masked gradients"
@@ -166,7 +170,13 @@ class HEVFL(Method):
                 "encryption noise); approx_fingerprint rounds to 1e-3"
             )
             fps = {}
-        return FitResult(predict_glm(ctx, state), train_s, fingerprints=fps, extra=extra)
+        scores = predict_glm(ctx, state)  # plain IRs to party 0; fills state.scored
+        # each data party's part: the plain weights it scored with; the coordinator has none
+        # (its secret key only opened masked gradients: it is not part of the model)
+        model = export_glm(ctx, state, scored=state.scored, loss_name=resolve_loss(ctx).name)
+        for part in model.values():
+            part.meta.update(he_scheme=scheme.name, secret_files=[])
+        return FitResult(scores, train_s, fingerprints=fps, extra=extra, model=model)
 
 
 def train_taylor_he(
