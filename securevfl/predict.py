@@ -25,6 +25,7 @@ import numpy as np
 
 from securevfl.errors import DataError
 from securevfl.model_io import ModelFileError, Part, load_parts
+from securevfl.predict_pbm import pbm_release, score_pbm
 from securevfl.predict_privacy import PLAIN_RELEASE, scoring_privacy
 from securevfl.runtime.base import Runtime
 from securevfl.runtime.inprocess import InProcessRuntime
@@ -277,6 +278,9 @@ class Model:
             for k in range(self.data_parties):
                 X[:, self.columns(k)["indices"]] = blocks[k]
             return self._head(X, {})
+        pbm = pbm_release(self.parts)
+        if pbm is not None:  # pbm-vfl: PBM + secure aggregation, as its test rows were scored
+            return score_pbm(self, pbm, dict(blocks), rt)
         senders = [k for k in self.scoring if k != L]
         with rt.meter.in_phase("predict"):
             msgs = {k: rt.local(k, self._message, k, blocks.get(k)) for k in senders}

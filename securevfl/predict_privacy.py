@@ -56,6 +56,12 @@ def scoring_privacy(
     release = release_of(parts)
     if release is None:
         return {"scored_rows_epsilon": None, "release": PLAIN_RELEASE, "training": training}
+    if release.get("mechanism") == "pbm-secagg":  # pbm-vfl: its own accountant
+        from securevfl.predict_pbm import check_release, scoring_privacy_pbm
+
+        return scoring_privacy_pbm(
+            check_release(release), noise_seed=noise_seed, training=training
+        )
     eps = per_row_epsilon(release, senders=senders)
     text = (
         f"each passive party's embedding of every scored row goes to the label holder once, "

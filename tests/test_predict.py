@@ -113,46 +113,146 @@ def _gaussian_epsilon(sigma: float, sens: float, delta: float) -> float:
     return brentq(gap, 0.0, 200.0)
 
 
+def _hockey(lp: np.ndarray, lq: np.ndarray, P: int):
+    """δ(ε) = Σ max(0, p − e^ε q) of the P-fold product of the pair (p, q) (P <= 2), written
+    out: δ_2(ε) = Σ_i p_i δ_1(ε − L_i) with L_i = log p_i/q_i, δ_1 from sorted losses."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        L = np.where(lp == -np.inf, -np.inf, lp - lq)
+    order = np.argsort(-L)
+    Ls, ps, qs = L[order], np.exp(lp[order]), np.exp(lq[order])
+    cum_p, cum_q = np.concatenate([[0], np.cumsum(ps)]), np.concatenate([[0], np.cumsum(qs)])
+
+    def one(e: np.ndarray) -> np.ndarray:
+        n = np.searchsorted(-Ls, -e, side="left")  # the points with L > e
+        return np.maximum(0.0, cum_p[n] - np.exp(e) * cum_q[n])
+
+    if P == 1:
+        return lambda e: float(one(np.array([e]))[0])
+    assert P == 2
+    keep = np.isfinite(L)  # p = 0 adds nothing; q = 0 (L = inf): p_i·p_j whole
+    w = np.exp(lp)
+    inf_mass = w[L == np.inf].sum()
+    return lambda e: float(w[keep] @ one(e - L[keep]) + inf_mass)
+
+
+def _pbm_epsilon(rel: dict, unit: str, delta: float) -> float:
+    """Independent of the PLD accountant: the exact δ(ε) (hockey stick) of one scored row's
+    release, P coordinates, solved for ε. Sample unit: the secure sum of M senders' b trials
+    each at the extreme grid levels, so P coordinates are Binomial(P·b·M, p) at p_lo vs p_hi
+    (the count is sufficient); party-row: the P-fold product of PBM's dominating pair."""
+    from scipy.optimize import brentq
+    from scipy.stats import binom
+
+    from securevfl.privacy.pbm_accountant import dominating_pair
+
+    b, M, P, beta = rel["b"], rel["n_parties"], rel["dim"], rel["beta"]
+    if unit == "sample":
+        top = int(beta * 4096)  # the sampler's grid: p = j / 2^12, |j - 2^11| <= floor(β 2^12)
+        k = np.arange(P * b * M + 1)
+        lo = binom.logpmf(k, P * b * M, (2048 - top) / 4096)
+        up = binom.logpmf(k, P * b * M, (2048 + top) / 4096)
+        curves = [_hockey(up, lo, 1), _hockey(lo, up, 1)]
+    else:
+        lo, up = (np.array(v) for v in dominating_pair("party-row", b, beta, M))
+        curves = [_hockey(up, lo, P), _hockey(lo, up, P)]
+    return brentq(lambda e: max(c(e) for c in curves) - delta, 0.0, 200.0)
+
+
 NOISY = [
     # release-once (the default with --epsilon): the server's head on the released rows
-    {"epsilon": 6.0},
+    ("ldp-vfl", {"epsilon": 6.0}),
     # the split schedule, exact bottoms, private scoring: σ_test = σ of training
-    {"epsilon": 6.0, "release_schedule": "split", "bottom": "exact", "eval": "private"},
+    ("ldp-vfl", {"epsilon": 6.0, "release_schedule": "split", "bottom": "exact", "eval": "private"}),
+    # PBM + secure aggregation at the test-row beta (release-once; b = 16 keeps it fast)
+    ("pbm-vfl", {"epsilon": 6.0, "b": 16}),
+    # the split schedule with private scoring, two coordinates per party: training's beta
+    ("pbm-vfl", {"epsilon": 8.0, "release_schedule": "split", "b": 16, "embedding_dim": 2}),
 ]
 
 
-@pytest.mark.parametrize("opts", NOISY, ids=["release-once", "split-exact"])
-def test_noisy_scoring_is_replayed_and_accounted_per_row(tmp_path, opts):
-    """ldp-vfl saves; predict releases every scored row's embeddings through the same Gaussian
-    mechanism with fresh noise and records the ε of that one release per row (the accountant,
-    checked against the exact Gaussian curve and, release-once, the training test-row ε)."""
-    record, out = _train(tmp_path, method="ldp-vfl", model="mlp", epochs=2, **opts)
+@pytest.mark.parametrize(
+    "method,opts", NOISY, ids=["ldp-release-once", "ldp-split-exact", "pbm-release-once", "pbm-split"]
+)
+def test_noisy_scoring_is_replayed_and_accounted_per_row(tmp_path, method, opts):
+    """ldp-vfl and pbm-vfl save; predict releases every scored row through the same mechanism
+    with fresh noise (pbm-vfl: PBM and a fresh secure aggregation, metered) and records the ε of
+    that one release per row (the accountant, checked against an independent computation and,
+    release-once, the training test-row ε)."""
+    pbm = method == "pbm-vfl"
+    record, out = _train(tmp_path, method=method, model="mlp", epochs=1 if pbm else 2, **opts)
     model = securevfl.load_model(out)
     rel = model.card["meta"]["release"]
-    assert rel["sigma"] == pytest.approx(record["privacy"]["sigma_test"])
+    if pbm:  # the test-row sampler the run scored with
+        assert rel["mechanism"] == "pbm-secagg" and rel["dim"] == model.card["spec"]["embedding_dim"]
+        test_sampler = record["privacy"].get("test_sampler") or record["privacy"]["sampler"]
+        assert (rel["b"], rel["beta"]) == (test_sampler["b"], test_sampler["beta"])
+    else:
+        assert rel["sigma"] == pytest.approx(record["privacy"]["sigma_test"])
     ds = load_dataset("breast", seed=0)
     blocks = [ds.X[:, model.columns(k)["indices"]] for k in range(2)]
     pred = model.predict(blocks)
     priv = pred.record["privacy"]
-    want = _gaussian_epsilon(rel["sigma"], rel["sensitivity"], rel["delta"])
-    assert priv["scored_rows_epsilon"] == pytest.approx(want, rel=2e-3)
+    if pbm:
+        for unit in ("party-row", "sample"):  # PLD is pessimistic: at or a little above
+            want = _pbm_epsilon(rel, unit, rel["delta"])
+            assert want - 1e-6 <= priv["by_unit"][unit] <= 1.001 * want, unit
+        # the masked messages went over the runtime, a fresh key agreement before them
+        phases = pred.record["comm"]["by_phase"]
+        assert phases["setup"]["bytes"] > 0 and phases["predict"]["bytes"] > 0
+        assert pred.record["sent_per_row"]["0"] > 0 and pred.record["sent_per_row"]["1"] > 0
+    else:
+        want = _gaussian_epsilon(rel["sigma"], rel["sensitivity"], rel["delta"])
+        assert priv["scored_rows_epsilon"] == pytest.approx(want, rel=2e-3)
     if "test_row_epsilon" in record["privacy"]:  # release-once: a test row's one release
         assert priv["scored_rows_epsilon"] == pytest.approx(
             record["privacy"]["test_row_epsilon"], rel=1e-6
         )
-    # fresh noise: scoring twice differs; the noise has the recorded σ
-    again = model.predict(blocks)
-    assert not np.array_equal(pred.scores, again.scores)
-    X = model.prepare(0, blocks[0])
-    clean = model._message(0, X)  # noisy: compare two draws' difference with √2·σ
-    diff = model._message(0, X) - clean
-    assert np.std(diff) == pytest.approx(np.sqrt(2) * rel["sigma"], rel=0.1)
+    if pbm:  # the label holder's estimate: unbiased around the plain sum, PBM's spread
+        seeded = [securevfl.load_model(out, noise_seed=7) for _ in range(2)]
+        clean, est, est2, rep = _pbm_estimates(model, blocks, seeded)
+        assert not np.array_equal(est, est2)  # fresh noise
+        assert np.array_equal(rep[0], rep[1])  # the reproduction mode: the same draws twice
+        # Var = (C / βb)^2 Σ_k b p_k (1 - p_k), p_k within β of 1/2: at most M / (4 β^2 b)
+        sd = np.sqrt(rel["n_parties"] / (4 * rel["beta"] ** 2 * rel["b"]))
+        assert np.std(est - clean) == pytest.approx(sd, rel=0.1)
+        assert abs(np.mean(est - clean)) < 4 * sd / np.sqrt(est.size)
+    else:  # fresh noise: scoring twice differs; the noise has the recorded σ
+        again = model.predict(blocks)
+        assert not np.array_equal(pred.scores, again.scores)
+        X = model.prepare(0, blocks[0])
+        clean = model._message(0, X)
+        diff = model._message(0, X) - clean
+        assert np.std(diff) == pytest.approx(np.sqrt(2) * rel["sigma"], rel=0.1)
     # the reproduction mode: same seed, same scores; no ε printed for seeded noise
     a = securevfl.load_model(out, noise_seed=7).predict(blocks)
     b = securevfl.load_model(out, noise_seed=7).predict(blocks)
     assert np.array_equal(a.scores, b.scores)
     assert a.record["privacy"]["scored_rows_epsilon"] is None
     assert "not a guarantee" in a.record["privacy"]["not_a_guarantee"]
+
+
+def _pbm_estimates(model, blocks, seeded) -> tuple:
+    """(plain sum of the senders' embeddings, two fresh estimates, the estimates of the two
+    ``seeded`` models)."""
+    import torch
+
+    from securevfl.predict import _layers
+    from securevfl.predict_pbm import pbm_aggregate, pbm_release
+    from securevfl.runtime import InProcessRuntime
+
+    rel = pbm_release(model.parts)
+    prepared = {k: model.prepare(k, blocks[k]) for k in rel["senders"]}
+    clean = 0.0
+    for k in rel["senders"]:
+        part = model.parts[k]
+        bottom = _layers(part.meta["bottom_layers"], part.arrays, "bottom.")
+        with torch.no_grad():
+            clean = clean + bottom(torch.as_tensor(prepared[k], dtype=torch.float32)).numpy()
+
+    def est(m):
+        return pbm_aggregate(m, rel, prepared, InProcessRuntime(m.n_parties))
+
+    return clean, est(model), est(model), [est(m) for m in seeded]
 
 
 def _card_csvs(tmp_path: Path, model, n: int = 50) -> list[Path]:

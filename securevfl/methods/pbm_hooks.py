@@ -75,6 +75,7 @@ class PBMSecAggHooks(BoundedSumHooks):
         senders: list[int] | None = None,
         aggregator: int | None = None,
         eval_params: tuple[int, float] | None = None,
+        delta: float | None = None,
     ) -> None:
         from protocols.secagg import SecAggParty, SecAggServer, modulus_bits
 
@@ -99,6 +100,25 @@ class PBMSecAggHooks(BoundedSumHooks):
         self.server_s: list[float] = []
         self.party_s: list[float] = []
         self.dropouts = 0  # party-aggregations recovered without the party (see the record)
+        self.delta = delta  # the δ a scored row's ε is reported at (None: no model is saved)
+
+    def scoring_release(self, ctx: RunContext) -> dict[str, Any] | None:
+        """A privately scored row: each sender's P coordinates PBM-quantised at the test-row
+        (b, beta), masked and summed by secure aggregation, estimated at the aggregator; what
+        ``securevfl.predict_pbm`` replays with these hooks and accounts."""
+        if self.delta is None:
+            return None
+        return {
+            "mechanism": "pbm-secagg",
+            "b": int(self.eval_b),
+            "beta": float(self.eval_beta),
+            "n_parties": len(self.senders),
+            "senders": list(self.senders),
+            "aggregator": int(self.aggregator),
+            "dim": int(ctx.spec.embedding_dim),
+            "bound": BOUND,
+            "delta": float(self.delta),
+        }
 
     def params(self) -> tuple[int, float]:
         """(b, beta) of the current batch: test-time scoring's or training's."""

@@ -176,16 +176,6 @@ class PBMVFL(SumSplitNN):
     }
     accepts_epsilon = True  # sets beta (and b); without it, the given (b, beta)
 
-    def export_refusal(self, spec: RunSpec) -> str | None:
-        """Why ``--save`` cannot keep this run's model (``model_io.check_save``, before
-        training): its private scoring path is PBM + secure aggregation, not replayed."""
-        if release_once(spec, self) or private_eval(self, spec):
-            return (
-                "it scores each row through PBM + secure aggregation, which predict does not "
-                "replay yet (--eval plain --release-schedule split saves)"
-            )
-        return None
-
     def validate(self, spec: RunSpec) -> None:
         from protocols.secagg import MAX_BITS
 
@@ -229,7 +219,9 @@ class PBMVFL(SumSplitNN):
             target_epsilon=spec.epsilon,
             grad_events=grads,
         )
-        hooks = PBMSecAggHooks(ctx, b=b, beta=beta, eval_mode=eval_mode(self, spec), plan=plan)
+        hooks = PBMSecAggHooks(
+            ctx, b=b, beta=beta, eval_mode=eval_mode(self, spec), plan=plan, delta=delta
+        )
         hooks.key_agreement(ctx)
         result = self.finish(ctx, hooks, report, {"bits_per_value": hooks.bits})
         return self.secagg_extra(hooks, result)
@@ -286,6 +278,7 @@ class PBMVFL(SumSplitNN):
             senders=senders,
             aggregator=L,
             eval_params=(b, test_beta),
+            delta=delta,
         )
         hooks.key_agreement(ctx)
         run = fit_release_once(ctx, hooks, plan=plan)
