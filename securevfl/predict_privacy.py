@@ -59,9 +59,7 @@ def scoring_privacy(
     if release.get("mechanism") == "pbm-secagg":  # pbm-vfl: its own accountant
         from securevfl.predict_pbm import check_release, scoring_privacy_pbm
 
-        return scoring_privacy_pbm(
-            check_release(release), noise_seed=noise_seed, training=training
-        )
+        return scoring_privacy_pbm(check_release(release), noise_seed=noise_seed, training=training)
     eps = per_row_epsilon(release, senders=senders)
     text = (
         f"each passive party's embedding of every scored row goes to the label holder once, "
