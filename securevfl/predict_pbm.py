@@ -30,10 +30,14 @@ MECHANISM = "pbm-secagg"
 
 def pbm_release(parts: dict[int, Any]) -> dict[str, Any] | None:
     """The checked PBM release of a loaded model's parts (None: not a PBM scoring path)."""
-    rel = next((p.meta["release"] for p in parts.values() if p.meta.get("release")), None)
-    if not isinstance(rel, dict) or rel.get("mechanism") != MECHANISM:
+    rels = [p.meta["release"] for p in parts.values() if p.meta.get("release")]
+    if not rels or not isinstance(rels[0], dict) or rels[0].get("mechanism") != MECHANISM:
         return None
-    return check_release(rel)
+    if any(r != rels[0] for r in rels):  # one release for every party, as in training
+        raise ModelFileError(
+            f"a pbm-vfl model's parts must carry one release, got {len(rels)} that differ"
+        )
+    return check_release(rels[0])
 
 
 def check_release(rel: dict[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,8 @@ the clear) releases each data party's message to the label holder with no noise:
 the scored rows. A model saved from a private scoring path (``meta.release`` of its parts:
 ldp-vfl's Gaussian embeddings) releases each scored row's message once, with fresh noise, exactly
 as a test row was released at training's end; its ε per scored row comes from the project's
-accountant (the PLD accountant the training run used) for one such release per passive party.
+accountant (the PLD accountant the training run used) for one such release per passive party;
+pbm-vfl's PBM + secure aggregation release is accounted in ``predict_pbm``.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ server estimates the sum as C/(beta b) (q_hat - bM/2). Privacy: PLD of the sampl
 Test-time scoring (``--eval private``, the default) runs through the same aggregation as
 training, so the server never sees a plain embedding; ``--eval plain`` scores on plain
 embeddings with the core's ``predict_splitnn`` (the model's accuracy without inference noise;
-listed in the record's ``privacy.outside_guarantee``).
+listed in the record's ``privacy.outside_guarantee``). ``--save`` keeps the private path's
+release with each part; ``securevfl predict`` replays it through these hooks (``predict_pbm``).
 
 Privacy units (neighbouring datasets differ by substitution of):
 
