@@ -131,6 +131,11 @@ def pbm_aggregate(
         raise ModelFileError(
             f"a pbm-vfl release's aggregator must be the label holder {L}, got {rel['aggregator']}"
         )
+    if any(k >= model.data_parties for k in senders):
+        raise ModelFileError(
+            f"a pbm-vfl release's senders must be data parties (< {model.data_parties}), got "
+            f"{senders}"
+        )
     local = {k: v for k, v in blocks.items() if v is not None}
     counts = {len(v) for v in local.values()}
     if len(counts) != 1:
@@ -164,6 +169,11 @@ def pbm_aggregate(
             msgs: dict[int, Any] = dict.fromkeys(senders)
             for k, bottom in bottoms.items():
                 emb = bottom(torch.as_tensor(local[k][rows], dtype=torch.float32)).numpy()
+                if emb.shape[1] != ctx.spec.embedding_dim:  # the masks cover P per row
+                    raise ModelFileError(
+                        f"party {k}'s bottom must output the release's dim "
+                        f"{ctx.spec.embedding_dim} values per row, got {emb.shape[1]}"
+                    )
                 msgs[k] = hooks.party_message(ctx, k, emb, 0)
             agg = hooks.aggregate(ctx, msgs, dst=L, step=0)
             if rt.here(L):
