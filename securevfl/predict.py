@@ -460,22 +460,23 @@ def predict_party(
             f"{part.party} (a party's model used for another party)"
         )
     model = Model({index: part})
-    if (
-        model.pooled
-        or model.n_parties != model.data_parties
-        or model.scoring != list(range(model.data_parties))
-    ):
+    # only the data parties score: a training run's helpers that hold no part (he-vfl's key
+    # holder, fm-vfl's MPC parties) take no part in predict, so the group is the data parties
+    n = model.data_parties
+    if model.pooled or model.scoring != list(range(n)) or model.label_party >= n:
         raise ConfigError(
-            f"networked predict needs a model whose every party holds data and a part, got "
-            f"method {model.method!r} ({model.n_parties} parties, scoring {model.scoring})"
+            f"networked predict needs a model scored by its data parties alone, each holding "
+            f"data and a part, got method {model.method!r} ({model.n_parties} parties, "
+            f"scoring {model.scoring}, label holder {model.label_party})"
         )
-    if len(addresses) != model.n_parties:
+    if index >= n:
+        raise ConfigError(f"--index must be a data party of the model (< {n}), got {index}")
+    if len(addresses) != n:
         raise ConfigError(
-            f"-P must be given once per party of the model ({model.n_parties}), got "
-            f"{len(addresses)}"
+            f"-P must be given once per data party of the model ({n}), got {len(addresses)}"
         )
     table = _read_checked(model, index, csv_path, id_column)
-    doc = f"predict/{part.card['model_id']}/{run_id}/{model.n_parties}"
+    doc = f"predict/{part.card['model_id']}/{run_id}/{n}"
     digest = hashlib.sha256(doc.encode()).digest()
     rt = NetworkedRuntime(
         index, addresses, digest=digest, timeout=timeout, cert_dir=cert_dir, key=key
@@ -498,15 +499,15 @@ def predict_party(
     merged = Meter()
     for m in meters.values():
         merged.merge(m)
-    comm = merged.summary(model.n_parties)
-    n = len(scores)
+    comm = merged.summary(n)
+    rows = len(scores)
     record = {
         "method": model.method,
-        "rows": n,
+        "rows": rows,
         "task": model.task,
         "runtime": "processes",
         "comm": comm,
-        **_per_row(merged, model.n_parties, n),
+        **_per_row(merged, n, rows),
         "alignment": align,
         "privacy": model.scoring_privacy(),
     }

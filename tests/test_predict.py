@@ -894,3 +894,24 @@ def test_splitnn_checkpoints_refuse_a_dp_method(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "method 'ldp-vfl'" in err[0]
     assert not (tmp_path / "ck").exists()
+
+
+@pytest.mark.networked
+def test_a_model_with_a_helper_party_predicts_over_its_data_parties_processes(tmp_path, capsys):
+    """he-vfl's key holder (party 2) holds no part and scores nothing: networked predict runs
+    among the two data parties alone and gives the in-process scores."""
+    _, out = _train(tmp_path, method="he-vfl", epochs=3)
+    model = securevfl.load_model(out)
+    assert model.n_parties == 3 and model.data_parties == 2
+    new = _card_csvs(tmp_path, model)
+    args = ["predict", "--model", str(out), "--dataset", "csv:" + ",".join(map(str, new))]
+    args += ["--id-column", "ID", "--out", str(tmp_path / "s.csv"), "--json"]
+    assert main([*args, "--processes"]) == 0, capsys.readouterr().err
+    rec = json.loads(capsys.readouterr().out)
+    local = model.predict_csv(new, "ID")
+    with (tmp_path / "s.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert rec["runtime"] == "processes" and rec["rows"] == len(local.ids) == len(rows) == 50
+    assert [r["id"] for r in rows] == local.ids
+    assert np.array_equal([float(r["score"]) for r in rows], local.scores)
+    assert set(rec["sent_per_row"]) == {"0", "1"} and rec["sent_per_row"]["1"] > 0
