@@ -81,8 +81,10 @@ class NoisyEmbeddings(CascadeHooks):
     """Clip each released row to norm C, add N(0, σ²) per entry (the client's noise generator);
     at the server, compose one Gaussian release (Δ = 2C) per row that arrives."""
 
-    def __init__(self, ctx: RunContext, clip: float, sigma: float, ledger: PrivacyLedger) -> None:
-        self.clip, self.sigma, self.ledger = clip, sigma, ledger
+    def __init__(
+        self, ctx: RunContext, clip: float, sigma: float, ledger: PrivacyLedger, delta: float
+    ) -> None:
+        self.clip, self.sigma, self.ledger, self.delta = clip, sigma, ledger, delta
         self.rngs = {k: ctx.noise_rng(k, "vafl-dp/embedding") for k in ctx.rt.local_parties}
 
     def on_upload(self, k: int, rows: int, step: int) -> None:
@@ -91,9 +93,14 @@ class NoisyEmbeddings(CascadeHooks):
         )
 
     def release(self, ctx: RunContext, k: int, h: np.ndarray, step: int) -> np.ndarray:
-        norms = np.linalg.norm(h, axis=1, keepdims=True)
-        clipped = h * np.minimum(1.0, self.clip / np.maximum(norms, 1e-300))
+        # the clip of Eq. 2 (``clip_rows``), the one predict replays on a scored row
+        clipped = clip_rows(torch.from_numpy(np.ascontiguousarray(h)), self.clip).numpy()
         return clipped + self.rngs[k].normal(0.0, self.sigma, size=h.shape)
+
+    def scoring_release(self, ctx: RunContext) -> dict[str, Any]:
+        """A scored row, as a test row (``release`` at σ): clipped to norm C, N(0, σ²) per
+        entry; Δ = 2C."""
+        return _clipped_gaussian(self.sigma, self.clip, self.delta)
 
 
 @register_method
@@ -101,8 +108,6 @@ class VAFLDP(CascadeMethod):
     name = "vafl-dp"
     summary = "VAFL + DP: clipped embeddings with Gaussian noise (party-row, accounted)"
     family = "dp"
-    # its scoring releases clipped noisy embeddings through the cascade trainer
-    model_export_refusal = "its clients release noisy embeddings, which predict does not replay yet"
     requires_epsilon = True
     models = ("mlp",)
     options = {
@@ -165,7 +170,7 @@ class VAFLDP(CascadeMethod):
             epsilon=eps, delta=delta, sensitivity=2 * C * math.sqrt(max(rows))
         )
         ledger = PrivacyLedger("party-row")
-        _, fit = fit_cascade(self, ctx, NoisyEmbeddings(ctx, C, sigma, ledger))
+        _, fit = fit_cascade(self, ctx, NoisyEmbeddings(ctx, C, sigma, ledger, delta))
         if not ctx.rt.here(ctx.info.label_party):
             return fit
         outside = ["the server's labels: replies to clients carry them without noise"]
@@ -197,7 +202,7 @@ class VAFLDP(CascadeMethod):
         report, sigma, sigma_test = gaussian_release_report(
             ctx, plan, sensitivity=2 * C, delta=delta
         )
-        hooks = ClippedGaussianHooks(ctx, clip=C, sigma=sigma, sigma_test=sigma_test)
+        hooks = ClippedGaussianHooks(ctx, clip=C, sigma=sigma, sigma_test=sigma_test, delta=delta)
         run = fit_release_once(ctx, hooks, plan=plan)
         n_passive = sum(1 for k in ctx.data_parties if k != ctx.info.label_party)
         extra = {
@@ -214,9 +219,15 @@ class ClippedGaussianHooks(SplitNNHooks):
 
     aggregation = "concat"
 
-    def __init__(self, ctx: RunContext, *, clip: float, sigma: float, sigma_test: float) -> None:
-        self.clip, self.sigma, self.sigma_test = clip, sigma, sigma_test
+    def __init__(
+        self, ctx: RunContext, *, clip: float, sigma: float, sigma_test: float, delta: float
+    ) -> None:
+        self.clip, self.sigma, self.sigma_test, self.delta = clip, sigma, sigma_test, delta
         self.rngs = {k: ctx.noise_rng(k, "vafl-dp/embedding") for k in ctx.rt.local_parties}
+
+    def scoring_release(self, ctx: RunContext) -> dict[str, Any]:
+        """A scored row, as a test row: clipped to norm C, N(0, σ_test²) per entry; Δ = 2C."""
+        return _clipped_gaussian(self.sigma_test, self.clip, self.delta)
 
     def bound_rows(self, ctx: RunContext, k: int, h: torch.Tensor) -> torch.Tensor:
         return clip_rows(h, self.clip)
@@ -232,3 +243,14 @@ class ClippedGaussianHooks(SplitNNHooks):
             self.sigma_test if self.batch is not None and self.batch.phase == EVAL else self.sigma
         )
         return (emb + self.rngs[k].normal(0.0, sigma, size=emb.shape)).astype(np.float32)
+
+
+def _clipped_gaussian(sigma: float, clip: float, delta: float) -> dict[str, Any]:
+    """The release descriptor predict replays (``securevfl.predict_privacy``)."""
+    return {
+        "mechanism": "gaussian",
+        "sigma": float(sigma),
+        "sensitivity": float(2 * clip),
+        "delta": float(delta),
+        "clip": {"mode": "hard", "bound": float(clip)},
+    }

@@ -45,8 +45,6 @@ def check_save(root: str | Path, parties: list[int], spec: Any, method: Any) -> 
     refusal_of = getattr(method, "export_refusal", None)  # one that depends on the options
     if why is None and callable(refusal_of):
         why = refusal_of(spec)
-    if why is None and spec.model == "cnn":
-        why = "its CNN bottom is not in the saved-model layer allow-list yet"
     if why is not None:
         raise ConfigError(f"--save does not apply to method {spec.method!r} yet: {why}")
     p = Path(root)

@@ -6,10 +6,12 @@ embedding for a split-NN) and sends it to the label holder, which adds the bias 
 The same SPMD code runs on any runtime, so the bytes each party sends are metered. Rows given as
 per-party CSVs keyed by an ID column are first aligned by PSI (:mod:`securevfl.data.alignment`).
 
-What scoring releases: each data party's message for every scored row goes in the clear to the
-label holder, exactly as at the training run's test scoring; no ε covers the scored rows (the
-training ε in the card covers the training rows). Methods whose scoring is itself a noisy
-release refuse ``--save`` until predict can replay their mechanism.
+What scoring releases: each data party's message for every scored row goes to the label
+holder exactly as at the training run's test scoring: in the clear for a plain path (no ε covers
+the scored rows; the training ε in the card covers the training rows), or, for a method whose
+scoring is a noisy release (``meta.release``: ldp-vfl, afe-vfl, vafl-dp; pbm-vfl's PBM +
+secure aggregation in ``securevfl.predict_pbm``), through the same mechanism with fresh noise,
+its ε per scored row accounted (``securevfl.predict_privacy``).
 """
 
 from __future__ import annotations
@@ -25,51 +27,13 @@ import numpy as np
 
 from securevfl.errors import DataError
 from securevfl.model_io import ModelFileError, Part, load_parts
+from securevfl.model_layers import rebuild_layers
 from securevfl.predict_pbm import pbm_release, score_pbm
-from securevfl.predict_privacy import PLAIN_RELEASE, scoring_privacy
+from securevfl.predict_privacy import PLAIN_RELEASE, apply_release, scoring_privacy
 from securevfl.runtime.base import Runtime
 from securevfl.runtime.inprocess import InProcessRuntime
 
 SCORING_RELEASE = PLAIN_RELEASE  # the plain path's release (kept under its old name)
-
-
-def _layers(specs: list[dict[str, Any]], arrays: Mapping[str, np.ndarray], prefix: str) -> Any:
-    """A torch Sequential rebuilt from allow-listed layer specs and their arrays."""
-    import torch
-    from torch import nn
-
-    from securevfl.models.release_shapes import Corners, Sphere
-
-    mods: list[nn.Module] = []
-    for i, s in enumerate(specs):
-        t = s.get("type")
-        if t == "linear":
-            m = nn.Linear(int(s["in"]), int(s["out"]))
-            w, b = arrays[f"{prefix}{i}.weight"], arrays[f"{prefix}{i}.bias"]
-            if w.shape != (int(s["out"]), int(s["in"])) or b.shape != (int(s["out"]),):
-                raise ModelFileError(
-                    f"layer {prefix}{i} must have weight {(s['out'], s['in'])}, got {w.shape}"
-                )
-            with torch.no_grad():
-                m.weight.copy_(torch.from_numpy(np.asarray(w, dtype=np.float32)))
-                m.bias.copy_(torch.from_numpy(np.asarray(b, dtype=np.float32)))
-            mods.append(m)
-        elif t == "relu":
-            mods.append(nn.ReLU())
-        elif t == "tanh":
-            mods.append(nn.Tanh())
-        elif t in ("corners", "sphere"):
-            bound = s.get("bound")
-            if not isinstance(bound, (int, float)) or not 0 < float(bound) < float("inf"):
-                raise ModelFileError(
-                    f"layer {prefix}{i} ({t}) must have a bound > 0, got {bound!r}"
-                )
-            mods.append((Corners if t == "corners" else Sphere)(float(bound)))
-        else:
-            raise ModelFileError(
-                f"layer type must be linear, relu, tanh, corners or sphere, got {t!r}"
-            )
-    return nn.Sequential(*mods).eval()
 
 
 def _linear_input(meta: Mapping[str, Any], X: np.ndarray, *, head: bool) -> np.ndarray:
@@ -184,18 +148,19 @@ class Model:
             return _linear_input(part.meta, X, head=False) @ part.arrays["w"]
         import torch
 
-        bottom = _layers(part.meta["bottom_layers"], part.arrays, "bottom.")
+        bottom = rebuild_layers(part.meta["bottom_layers"], part.arrays, "bottom.")
         with torch.no_grad():
             emb = bottom(torch.as_tensor(X, dtype=torch.float32)).numpy()
-        if part.meta.get("uplink") is not None:  # a cascade client: its compressed message
-            return self._compress(k, emb, part.meta["uplink"])
         release = part.meta.get("release")
-        if release is None:
-            return emb
-        # the method's own release, as at its test scoring: fresh Gaussian noise per coordinate
-        return (emb + self._rng(k).normal(0.0, float(release["sigma"]), size=emb.shape)).astype(
-            np.float32
-        )
+        if k == self.label_party and part.meta.get("own_message") == "plain":
+            release = None  # the label holder's own embedding enters its head as it is
+        uplink = part.meta.get("uplink")
+        if release is not None:  # the method's own release, as at its test scoring
+            released = apply_release(emb, release, self._rng(k))  # float64: clip, noise
+            emb = released if uplink is not None else released.astype(np.float32)
+        if uplink is not None:  # a cascade client: its compressed message
+            return self._compress(k, emb, uplink)
+        return emb
 
     def _compress(self, k: int, emb: np.ndarray, how: Mapping[str, Any]) -> bytes:
         """The bytes a cascade client sends for ``emb``, compressed as its uplink was in
@@ -245,10 +210,18 @@ class Model:
             msgs[self.label_party] = self._message(self.label_party, own)
         pieces = [np.asarray(msgs[k], dtype=np.float32) for k in sorted(msgs)]
         agg = np.sum(pieces, axis=0) if meta["aggregation"] == "sum" else np.concatenate(pieces, 1)
+        if how.get("scale"):  # the label holder's per-column scaling of what it received
+            scale = part.arrays.get("head_input_scale")
+            if scale is None or scale.shape != (agg.shape[1],):
+                raise ModelFileError(
+                    f"head_input_scale must have shape ({agg.shape[1]},), got "
+                    f"{None if scale is None else scale.shape}"
+                )
+            agg = (agg * scale).astype(np.float32)
         if how.get("own_columns"):  # release-once: [the label holder's own columns, aggregate]
             mine = np.zeros((len(agg), 0)) if own is None else own
             agg = np.concatenate([np.asarray(mine, dtype=np.float32), agg], axis=1)
-        head = _layers(meta["head_layers"], part.arrays, "head.")
+        head = rebuild_layers(meta["head_layers"], part.arrays, "head.")
         with torch.no_grad():
             z = torch.as_tensor(agg, dtype=torch.float32)
             if how.get("standardise"):

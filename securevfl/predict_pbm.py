@@ -123,7 +123,7 @@ def pbm_aggregate(
 
     from securevfl.methods.dp_bottom_options import BottomPlan
     from securevfl.methods.pbm_hooks import PBMSecAggHooks
-    from securevfl.predict import _layers
+    from securevfl.model_layers import rebuild_layers
     from securevfl.training.loop import eval_batches
 
     L, senders = model.label_party, list(rel["senders"])
@@ -156,7 +156,7 @@ def pbm_aggregate(
     # predict's own noise streams (the CSPRNG, or the reproduction mode's seed), not the run's
     hooks.rngs = {k: model._rng(k) for k in hooks.rngs}
     bottoms = {
-        k: _layers(model.parts[k].meta["bottom_layers"], model.parts[k].arrays, "bottom.")
+        k: rebuild_layers(model.parts[k].meta["bottom_layers"], model.parts[k].arrays, "bottom.")
         for k in senders
         if rt.here(k)
     }

@@ -47,7 +47,8 @@ def render(records: list[dict[str, Any]], out: Path) -> str:
     md += [
         "Each method trained, saved with `--save`, reloaded with `securevfl.load_model` and "
         "used to score the rows in one process (each party prepares its block and sends its "
-        "message to the label holder, metered). A noisy scoring path (ldp-vfl) releases each "
+        "message to the label holder, metered). A noisy scoring path (ldp-vfl, afe-vfl, "
+        "vafl-dp) releases each "
         "scored row once more: its ε per scored row is the accountant's for that one release.",
         "",
     ]

@@ -44,8 +44,9 @@ class AFEHooks(SplitNNHooks):
 
     bounded_embeddings = False
 
-    def __init__(self, ctx: RunContext, **cfg: Any) -> None:
+    def __init__(self, ctx: RunContext, *, delta: float | None = None, **cfg: Any) -> None:
         self.aggregation = ctx.spec.aggregation
+        self.delta = delta  # the run's δ: a scored row's release is accounted at it (predict)
         self.cfg = cfg
         self.C = cfg["clip"]
         self.sigma = cfg["z_e"] * 2 * self.C
@@ -144,6 +145,35 @@ class AFEHooks(SplitNNHooks):
             self.ms["noise"] += time.perf_counter() - t0
             self.released[k] = out  # the DP bottom's contrastive partners
         return out
+
+    def scoring_release(self, ctx: RunContext) -> dict[str, Any] | None:
+        """A scored row (``securevfl.predict`` replays it): clipped to the C-ball as released,
+        (R) rescaled by the party's final factor and clipped again, plus N(0, σ_t²) per
+        coordinate; Δ = 2C, as the test rows' ledger."""
+        if self.delta is None:
+            return None
+        return {
+            "mechanism": "gaussian",
+            "sigma": float(self.sigma_test),
+            "sensitivity": float(2 * self.C),
+            "delta": float(self.delta),
+            "clip": {"mode": self.cfg["clip_mode"], "bound": float(self.C)},
+            **({"rescaled": True} if self.rescaling else {}),
+        }
+
+    def message_release(
+        self, ctx: RunContext, k: int, release: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """The label holder's own bottom is not released; R: each party's final DP factor."""
+        if k == self.L:
+            return None
+        if not self.rescaling:
+            return release
+        return {**release, "rescale": float(self.scalers[k].factor)}
+
+    def aggregate_scale(self, ctx: RunContext, width: int) -> np.ndarray | None:
+        """``--input-scaling``: the factor ``aggregate`` applies (``block_scale``)."""
+        return self._input_scale(ctx, width) if self.cfg["input_scaling"] else None
 
     def _input_scale(self, ctx: RunContext, width: int) -> np.ndarray:
         return block_scale(

@@ -106,11 +106,6 @@ class AFEVFL(Method):
     name = "afe-vfl"
     summary = "VFL-AFE: clipped, rescaled, contrastively adjusted noisy embeddings; DP-SGD bottoms"
     family = "dp"
-    # refused before training (``model_io.check_save``): every test row is scored privately
-    model_export_refusal = (
-        "it scores each row through its private path (clipped, rescaled noisy embeddings), "
-        "which predict does not replay yet"
-    )
     models = ("mlp", "cnn")
     requires_epsilon = True
     uses_server = True
@@ -164,7 +159,7 @@ class AFEVFL(Method):
         # DP bottom: a test row's one scoring release gets the whole target (parallel to training)
         z_t = z_e if plan.dp is None else test_noise_multiplier(float(ctx.spec.epsilon), delta)
         ledger = PrivacyLedger("party-row")
-        hooks = AFEHooks(ctx, z_e=z_e, z_s=z_s, z_t=z_t, plan=plan, **cfg)
+        hooks = AFEHooks(ctx, z_e=z_e, z_s=z_s, z_t=z_t, plan=plan, delta=delta, **cfg)
         run = fit_splitnn(ctx, hooks, ledger=ledger)
         steps = E * hooks.n_batches
         outside: list[str] = []
@@ -228,6 +223,7 @@ class AFEVFL(Method):
                 "z_t": sigma_test / (2 * C),
                 "plan": BottomPlan(None, 1),
             },
+            delta=delta,
         )
         run = fit_release_once(ctx, hooks, plan=plan)
         mus = [2 * C / sigma_test] * len(hooks.passive)

@@ -52,6 +52,16 @@ def pixel_band(columns: Sequence[int], image_shape: tuple[int, int]) -> tuple[np
     return index, rows
 
 
+def place_pixels(
+    x: torch.Tensor, index: torch.Tensor, rows: int, width: int, input_scale: float
+) -> torch.Tensor:
+    """(b, n_columns) -> (b, 1, rows, width): ``x`` scaled, each pixel where ``index`` (from
+    :func:`pixel_band`) puts it, zeros elsewhere (a saved model's ``place`` layer runs this
+    too)."""
+    padded = nn.functional.pad(x * input_scale, (0, 1))  # the last column: the zero of empty cells
+    return padded[:, index].reshape(x.shape[0], 1, rows, width)
+
+
 class ConvBottom(nn.Module):
     """A party's CNN bottom: its pixels placed in their band of image rows, two convolutions,
     pooled to a small grid, a linear map to the embedding (tanh-bounded if asked)."""
@@ -68,6 +78,7 @@ class ConvBottom(nn.Module):
     ) -> None:
         super().__init__()
         index, self.rows = pixel_band(columns, image_shape)
+        self.n_columns = len(columns)
         self.width = int(image_shape[1])
         self.input_scale = float(input_scale)
         grid = (min(GRID, self.rows // 2), min(GRID, self.width // 2))
@@ -90,10 +101,7 @@ class ConvBottom(nn.Module):
 
     def place(self, x: torch.Tensor) -> torch.Tensor:
         """(b, n_columns) -> (b, 1, rows, w): each pixel at its place, zeros elsewhere."""
-        padded = nn.functional.pad(
-            x * self.input_scale, (0, 1)
-        )  # the last column is the zero of empty cells
-        return padded[:, self.index].reshape(x.shape[0], 1, self.rows, self.width)
+        return place_pixels(x, self.index, self.rows, self.width, self.input_scale)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(self.place(x))

@@ -74,6 +74,12 @@ class CascadeHooks:
         """The embedding rows client k releases (default: as computed)."""
         return h
 
+    def scoring_release(self, ctx: RunContext) -> dict[str, Any] | None:
+        """How ``release`` acts on a scored row, as data predict replays (the split-NN hooks'
+        ``scoring_release``); None: not replayable (a hook that changes ``release`` then
+        saves no model)."""
+        return None
+
     def on_upload(self, k: int, rows: int, step: int) -> None:
         """At the server: client k's message with ``rows`` embedding rows arrived."""
 
@@ -343,14 +349,19 @@ class CascadeTrainer:
         }
 
     def export(self) -> tuple[dict | None, str | None]:
-        """The saved parts (bottoms with the uplink's compression, the server's head), or why
-        not: a hook that releases something other than the bottom's output (vafl-dp's noise)."""
+        """The saved parts (bottoms with the uplink's compression and the hooks' release, the
+        server's head), or why not: a release that predict cannot replay."""
         from securevfl.training.export import export_splitnn, try_export
 
-        if type(self.hooks).release is not CascadeHooks.release:
-            return None, "its clients release noisy embeddings, which predict does not replay yet"
+        release = self.hooks.scoring_release(self.ctx)
+        if type(self.hooks).release is not CascadeHooks.release and release is None:
+            return None, "its clients' release is not one that predict replays"
         parts, why = try_export(
-            export_splitnn, self.ctx, self.state, aggregation=self.ctx.spec.aggregation
+            export_splitnn,
+            self.ctx,
+            self.state,
+            aggregation=self.ctx.spec.aggregation,
+            release=release,
         )
         for k, part in (parts or {}).items():
             if k < self.K:

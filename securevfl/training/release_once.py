@@ -346,26 +346,19 @@ def _export(
 ) -> tuple[dict | None, str | None]:
     """The saved parts: each passive bottom (its message released as ``release`` says) and the
     label holder's head on [its own columns, the aggregate], standardised as it was trained."""
-    from securevfl.training.export import export_splitnn, try_export
+    from securevfl.training.export import export_private
 
-    head, head_input = None, None
+    head, head_input, width = None, None, 0
     if state.top is not None:
         inner = state.top.head
         head = inner.net
+        width = int(inner.mean.shape[0]) - inner.d_own  # the aggregate's columns
         head_input = {
             "own_columns": True,  # the label holder's own prepared columns come first
             "standardise": True,
             "arrays": {"head_mean": inner.mean.numpy(), "head_scale": inner.scale.numpy()},
         }
-    return try_export(
-        export_splitnn,
-        ctx,
-        state,
-        aggregation=hooks.aggregation,
-        release=release,
-        head=head,
-        head_input=head_input,
-    )
+    return export_private(ctx, state, hooks, release, width=width, head=head, head_input=head_input)
 
 
 def _own(ctx: RunContext, attr: str) -> np.ndarray:

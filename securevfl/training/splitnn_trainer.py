@@ -28,7 +28,7 @@ from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.results import RunStats
 from securevfl.rng import derive_seed
 from securevfl.training.bottom_models import bottom_model
-from securevfl.training.export import export_splitnn, try_export
+from securevfl.training.export import export_private, export_splitnn, try_export
 from securevfl.training.loop import (
     Batch,
     EpochClock,
@@ -139,7 +139,20 @@ class SplitNNHooks:
         """How a data party's message for a privately scored row is released, as data that
         ``securevfl.predict`` replays with fresh noise and accounts (``{"mechanism":
         "gaussian", "sigma", "sensitivity", "delta"}``); None: predict cannot replay this
-        method's private path, so its model is not saved (default)."""
+        method's private path, so its model is not saved (default). Optional keys: ``clip``
+        ({"mode": "hard"|"soft", "bound": C}: each row clipped to the C-ball before noise)."""
+        return None
+
+    def message_release(
+        self, ctx: RunContext, k: int, release: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """Party ``k``'s own release of a scored row (default: ``release``; a party-specific
+        step such as a rescaling factor goes here); None: its message is not released."""
+        return release
+
+    def aggregate_scale(self, ctx: RunContext, width: int) -> np.ndarray | None:
+        """The per-column factor the label holder applies to the aggregate before its head
+        (``width`` columns; default None: none)."""
         return None
 
 
@@ -357,11 +370,18 @@ def fit_splitnn(
     # plain: the parts alone reproduce the scores; private: only where predict can replay the
     # release (``scoring_release``), else TrainRun.result says why nothing is saved
     release = hooks.scoring_release(ctx) if mode == "private" else None
-    if mode == "plain" or release is not None:
+    if mode == "plain":
         run.model, run.model_refusal = try_export(
-            export_splitnn, ctx, state, aggregation=hooks.aggregation, release=release
+            export_splitnn, ctx, state, aggregation=hooks.aggregation
         )
+    elif release is not None:
+        width = 0 if state.top is None else _first_linear(state.top).in_features
+        run.model, run.model_refusal = export_private(ctx, state, hooks, release, width=width)
     return run
+
+
+def _first_linear(m: nn.Module) -> nn.Linear:
+    return next(x for x in m.modules() if isinstance(x, nn.Linear))
 
 
 def _scores(ctx: RunContext, out: torch.Tensor) -> np.ndarray:
