@@ -19,8 +19,9 @@ setup: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/securevfl bench --suite default --out bench-out/default
 
+# two workers: many tests wait on sockets, timeouts and party processes, so the other core works
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist worksteal
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow and not networked"

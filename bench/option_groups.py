@@ -61,7 +61,7 @@ _METHOD_GROUPS = {
         "stats_share",
         "variant",
     ),
-    "model": ("intercept", "ridge", "threshold"),
+    "model": ("intercept", "ridge", "threshold", "final_fit"),
     "training": (
         "average",
         "bottom_epochs",

@@ -64,7 +64,10 @@ def test_hdp_defaults_learn_on_breast_and_tiny_eps_warns(capsys):
     rec = json.loads(capsys.readouterr().out)
     assert rec["metrics"]["accuracy"] > 0.8 and "warnings" not in rec["stats"]  # majority: 0.63
     # the warning is about the outcome: fixed noise (the reproduction mode) makes it certain
+    # Algorithm 1's weights as trained (the default refit would fall back on the label holder's
+    # own columns and learn)
     tiny = [*base, "--epsilon", "0.1", "--seed", "0", "--reproducible-noise", "--json"]
+    tiny += ["--final-fit", "trained"]
     assert main(tiny) == 0
     err = capsys.readouterr().err
     assert "hdp-vfl at ε = 0.1 on 456 training rows" in err
