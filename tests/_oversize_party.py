@@ -3,7 +3,8 @@
 ``victim ADDR0 ADDR1``: party 0 of a networked run; after the handshake it applies the frame
 limit derived for a small vfl run and waits for party 1's message; prints one JSON line: the
 error, seconds to abort, peak RSS growth and the limit. ``attacker ADDR0 ADDR1 SIZE``: party 1;
-after the handshake and the victim's go message it announces a SIZE-byte frame on its real socket and streams 256 MiB.
+after the handshake and the victim's go message it announces a SIZE-byte frame on its real
+socket and streams 256 MiB.
 """
 
 from __future__ import annotations
