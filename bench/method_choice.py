@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from bench.record_keys import main_metric, metric_value, variant, varying_keys
+from bench.record_keys import main_metric, metric_value, train_seconds, variant, varying_keys
 from bench.records import capabilities, stat
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ class Setting:
 
     @property
     def train_s(self) -> float:
-        return self._mean([r["time"]["train_s"] for r in self.records])
+        return self._mean([train_seconds(r)[0] for r in self.records])
 
     @property
     def cpu_s(self) -> float:

@@ -25,6 +25,15 @@ def metric_value(record: dict[str, Any], metric: str) -> float | None:
     return record["metrics"].get(metric)
 
 
+def train_seconds(record: dict[str, Any]) -> tuple[float, bool]:
+    """(training seconds, extrapolated?): a run timed on its first minibatches only (HE-VFL's
+    ``timed_batches``) counts its extrapolated full epochs, not the seconds it ran."""
+    ex = record.get("extra") or {}
+    if ex.get("extrapolated") and ex.get("epoch_s_extrapolated") is not None:
+        return float(ex["epoch_s_extrapolated"]) * int(record["config"]["epochs"]), True
+    return float(record["time"]["train_s"]), False
+
+
 def varying_keys(records: list[dict[str, Any]]) -> dict[str, list[str]]:
     """Per method, the config keys that take more than one value (they label its variants)."""
     seen: dict[str, dict[str, set]] = defaultdict(lambda: defaultdict(set))

@@ -24,6 +24,7 @@ from bench.record_keys import (  # noqa: F401  (re-exported: the report sections
     main_metric,
     majority_rate,
     metric_value,
+    train_seconds,
     variant,
     varying_keys,
 )
@@ -41,12 +42,14 @@ def summary_table(records: list[dict[str, Any]]) -> str:
         metric = main_metric(rs[0])
         m, s = mean_std([metric_value(r, metric) for r in rs])
         mark = fl[ds].mark_value(m, holder_alone=method == "local") if ds in fl else ""
-        t, _ = mean_std([r["time"]["train_s"] for r in rs])
+        secs = [train_seconds(r) for r in rs]
+        t, _ = mean_std([v for v, _ in secs])
+        t_cell = f"{t:.3f}" + (" (extrapolated)" if any(e for _, e in secs) else "")
         b, _ = mean_std([r["comm"]["bytes_total"] for r in rs])
         rep = epsilon_cell(rs[0].get("privacy"))
         lines.append(
             f"| {ds} | {method} | {var or '—'} | {K} | {'—' if eps is None else eps} | {rep} | "
-            f"{metric} | {fmt(m, s)}{' ' + mark if mark else ''} | {t:.3f} | {b / 1e6:.3f} | "
+            f"{metric} | {fmt(m, s)}{' ' + mark if mark else ''} | {t_cell} | {b / 1e6:.3f} | "
             f"{len(rs)} |"
         )
     return "\n".join(lines)
@@ -147,7 +150,7 @@ def plot_bars(records: list[dict[str, Any]], out: Path, *, what: str) -> list[st
             label = r["method"] + (
                 "/" + r["config"].get("model", "") if r["config"].get("model") else ""
             )
-            v = r["time"]["train_s"] if what == "time" else r["comm"]["bytes_total"]
+            v = train_seconds(r)[0] if what == "time" else r["comm"]["bytes_total"]
             by[label].append(v)
         labels = sorted(by)
         vals = [float(np.mean(by[k])) for k in labels]

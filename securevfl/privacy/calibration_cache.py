@@ -7,6 +7,12 @@ keeps its answer in ``$SECUREVFL_CACHE_DIR`` (default ``$XDG_CACHE_HOME/securevf
 SHA-256 of the inputs and of the code that computes them (``code_version``), so a change to the
 accountant invalidates every entry. JSON only (never pickle), at most ``MAX_BYTES`` read.
 
+Shipped entries: ``calibrations.json`` beside this module holds the entries of the settings the
+built-in suites run (written by ``tools/ship_calibrations.py`` from a cache directory), so a fresh
+machine does not search them again. A lookup that misses the user's cache consults it; its
+entries are checked exactly like the user's (below), and an entry of older code simply misses
+(its key names the code version).
+
 A cache file is not trusted: :func:`load` returns only what parses, and the caller re-checks
 the answer by one evaluation of the accountant (``pbm_calibration.calibrate_beta``), so a stale
 or tampered entry can never yield a false epsilon; it is recomputed and overwritten instead.
@@ -74,12 +80,41 @@ def _path(kind: str, key: str) -> Path | None:
     return None if root is None else root / kind / f"{key}.json"
 
 
+SHIPPED = Path(__file__).with_name("calibrations.json")
+SHIPPED_MAX_BYTES = 1 << 20  # a few thousand entries at most
+
+
+@functools.cache
+def _shipped() -> dict[str, dict[str, Any]]:
+    """kind -> key -> entry of the shipped table ({} if absent or malformed: only time is lost)."""
+    try:
+        with SHIPPED.open("rb") as f:
+            raw = f.read(SHIPPED_MAX_BYTES + 1)
+        if len(raw) > SHIPPED_MAX_BYTES:
+            return {}
+        doc = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return {}
+    kinds = doc.get("entries") if isinstance(doc, dict) else None
+    return {k: v for k, v in (kinds or {}).items() if isinstance(v, dict)}
+
+
 def load(kind: str, key: str) -> dict[str, Any] | None:
-    """The entry's JSON object if it exists, is at most MAX_BYTES, parses and names ``key``;
-    else None (a miss). Never raises on a bad file: the caller recomputes."""
+    """The entry's JSON object if it exists (the user's cache, else the shipped table), is at
+    most MAX_BYTES, parses and names ``key``; else None (a miss). Never raises on a bad file:
+    the caller recomputes. A disabled cache (``off``) consults neither."""
     path = _path(kind, key)
     if path is None:
         return None
+    doc = _load_file(path, key)
+    if doc is None:
+        shipped = _shipped().get(kind, {}).get(key)
+        if isinstance(shipped, dict) and shipped.get("key") == key:
+            return dict(shipped)
+    return doc
+
+
+def _load_file(path: Path, key: str) -> dict[str, Any] | None:
     try:
         with path.open("rb") as f:
             raw = f.read(MAX_BYTES + 1)
