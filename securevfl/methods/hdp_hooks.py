@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from securevfl.context import RunContext
+from securevfl.errors import ConfigError
 from securevfl.models.active_refit import refit_active
 from securevfl.models.glm import GLMLoss
 from securevfl.models.logistic_threshold import recording_start, refit_threshold
@@ -129,6 +130,28 @@ class HDPHooks(GLMHooks):
         }
         state.w[0], state.bias = w, b
         state.passive_scale = {k: float(a) for k, a in zip(passives, scales, strict=True)}
+
+    def checkpoint_refusal(self, ctx: RunContext) -> str | None:
+        if self.refit is not None:
+            return "threshold=deconvolved keeps every late step's derivative, not checkpointed"
+        return None
+
+    def checkpoint_state(self, ctx: RunContext, k: int) -> tuple[dict[str, np.ndarray], dict]:
+        """Party k's noise position (draws handed out: public, the key is never kept) and, at
+        the label holder under final_fit 'refit', the noisy messages it received so far."""
+        kept = {} if k != 0 or self.last_received is None else {"received": self.last_received}
+        return kept, {"noise_draws": self.noise[k].taken}
+
+    def restore_checkpoint(
+        self, ctx: RunContext, k: int, arrays: dict[str, np.ndarray], counts: dict, replay: bool
+    ) -> None:
+        if replay:  # noise from --seed: resume the stream where it stopped
+            self.noise[k].skip(int(counts["noise_draws"]))
+        if k == 0 and "received" in arrays:
+            got, want = arrays["received"].shape, (ctx.info.n_train, ctx.info.data_parties - 1)
+            if got != want:
+                raise ConfigError(f"checkpoint's received messages must be {want}, got {got}")
+            self.last_received = np.array(arrays["received"], dtype=float)
 
     def score_weights(self, ctx: RunContext, k: int, w: np.ndarray) -> np.ndarray:
         if self.plan.sigma_w == 0:
