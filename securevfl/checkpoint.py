@@ -41,6 +41,7 @@ class Checkpoints:
     run_key: str  # the spec's digest: a checkpoint only resumes the run it came from
     used: bool = False  # a trainer took the settings (else the method cannot checkpoint)
     loaded: dict = field(default_factory=dict)  # party -> its loaded checkpoint (read once)
+    centrings_again: int = 0  # earlier runs' centring releases the record composes too
 
     def check_method(self, refusal: str | None, method: str) -> None:
         """``refusal``: why the method's hooks cannot resume (None: they can)."""
@@ -97,7 +98,7 @@ class Checkpoints:
         if doc.get("run_key") != self.run_key:
             raise ConfigError(
                 f"checkpoint {str(path)!r} must come from this run's settings (same method, "
-                "dataset, options and --seed), got another run's"
+                "dataset, options, --seed and --reproducible-noise), got another run's"
             )
         arrays = {}
         from securevfl.model_io import _load_array

@@ -31,7 +31,7 @@ from securevfl.errors import DataError
 from securevfl.privacy.events import PMFPairDpEvent, PureDpEvent, describe_release
 
 STATEFUL = "its hooks hold state (noise streams, releases) a checkpoint does not keep"
-_LINE = re.compile(r"epoch \d+|eval")
+_LINE = re.compile(r"start|epoch \d+|eval")
 _SKIP_BLOCK = 1 << 20  # standard normals drawn per call when skipping ahead (bounded memory)
 
 
@@ -95,6 +95,10 @@ class PrivateResume:
             for k in parties:
                 (ck.root / f"party_{k}").mkdir(parents=True, exist_ok=True)
                 self._log(k).write_text("")
+        # every earlier run on this directory released its centring means (drawn before the
+        # trainer starts) and trained on them: under the CSPRNG each is a release of its own
+        self.earlier = sum(x == "start" for x in self.lines(parties[0])) if ck.resume else 0
+        self.mark("start")
 
     def _log(self, k: int) -> Any:
         return self.ck.root / f"party_{k}" / "started.log"
@@ -157,7 +161,7 @@ class PrivateResume:
                     ev, n = event_of(e)
                     self.ledger.compose(party, ev, n, sample=party is None)
         later = self.lines(k0)[int(priv["logged"]) :]
-        epochs = [int(x.split()[1]) for x in later if x != "eval"]
+        epochs = [int(x.split()[1]) for x in later if x.startswith("epoch")]
         evals = sum(x == "eval" for x in later)
         if not self.replay and self.ledger is not None:
             for e in epochs:
@@ -168,8 +172,10 @@ class PrivateResume:
             "checkpoint_epoch": int(docs[k0]["epoch"]),
             "epochs_re_released": len(epochs),
             "scorings_re_released": evals,
+            "centrings_re_released": self.earlier,
             "counted_twice": not self.replay,
         }
+        self.ck.centrings_again = 0 if self.replay else self.earlier
         self.hooks.resumed = self.resumed
         if self.ledger is not None:
             for led in self._ledgers():
@@ -184,12 +190,12 @@ class PrivateResume:
         r = self.resumed
         if r is None or not r["counted_twice"]:
             return None
-        if not (r["epochs_re_released"] + r["scorings_re_released"]):
-            return None
         return (
-            f"resumed from epoch {r['checkpoint_epoch']}: {r['epochs_re_released']} epoch(s) and "
-            f"{r['scorings_re_released']} scoring(s) had released before the kill and ran again "
-            "with fresh noise, so both releases are composed and epsilon exceeds the target"
+            f"resumed from epoch {r['checkpoint_epoch']} with fresh noise: "
+            f"{r['epochs_re_released']} epoch(s), {r['scorings_re_released']} scoring(s) and "
+            f"{r['centrings_re_released']} "
+            "centring(s) released before the kill run again, both releases are composed, so "
+            "epsilon exceeds the target"
         )
 
 
