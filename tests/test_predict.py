@@ -1018,6 +1018,8 @@ def test_splitnn_resume_after_a_kill_gives_the_uninterrupted_model(tmp_path):
 
 
 def test_checkpoints_refuse_methods_whose_hooks_hold_state(tmp_path, capsys):
+    """hdp-vfl resumes (tests/test_checkpoint_dp.py) except with threshold=deconvolved, whose
+    kept per-step derivatives a checkpoint does not hold: refused in one line, naming why."""
     rc = main(
         [
             "run",
@@ -1026,6 +1028,8 @@ def test_checkpoints_refuse_methods_whose_hooks_hold_state(tmp_path, capsys):
             "1",
             "--seed",
             "1",
+            "--threshold",
+            "deconvolved",
             "--checkpoint-every",
             "1",
             "--checkpoint",
@@ -1033,16 +1037,17 @@ def test_checkpoints_refuse_methods_whose_hooks_hold_state(tmp_path, capsys):
         ]
     )
     err = capsys.readouterr().err.strip().splitlines()
-    assert rc == 2 and len(err) == 1 and "method 'hdp-vfl'" in err[0]
+    assert rc == 2 and len(err) == 1 and "method 'hdp-vfl'" in err[0] and "deconvolved" in err[0]
 
 
 def test_splitnn_checkpoints_refuse_a_dp_method(tmp_path, capsys):
-    """ldp-vfl on the split-NN trainer: its noise streams and releases are not checkpointed,
-    so --checkpoint-every is refused (a resume would forget releases)."""
+    """afe-vfl on the split-NN trainer: its hooks' state (rescaling, kept releases, several
+    noise streams) is not checkpointed, so --checkpoint-every is refused (ldp-vfl resumes:
+    tests/test_checkpoint_dp.py)."""
     rc = main(
         [
             "run",
-            "ldp-vfl",
+            "afe-vfl",
             "--model",
             "mlp",
             "--dataset",
@@ -1060,7 +1065,7 @@ def test_splitnn_checkpoints_refuse_a_dp_method(tmp_path, capsys):
         ]
     )
     err = capsys.readouterr().err.strip().splitlines()
-    assert rc == 2 and len(err) == 1 and "method 'ldp-vfl'" in err[0]
+    assert rc == 2 and len(err) == 1 and "method 'afe-vfl'" in err[0]
     assert not (tmp_path / "ck").exists()
 
 
