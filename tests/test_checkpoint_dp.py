@@ -116,6 +116,32 @@ def test_reproduction_mode_resume_after_a_kill_gives_the_uninterrupted_run(tmp_p
     assert resumed["privacy"]["resumed"]["epochs_re_released"] >= 1
 
 
+def test_hdp_deconvolved_threshold_resumes_with_the_derivatives_it_kept(tmp_path):
+    """threshold=deconvolved: the label holder's recorded exact derivatives (and mean
+    derivative trajectory) are part of its checkpoint; resumed from the last checkpoint of a
+    finished run (reproduction mode) the threshold refit and the model are the uninterrupted
+    run's."""
+    args = {
+        **HDP,
+        "dataset": "breast",
+        "epochs": 8,
+        "batch_size": 64,
+        "epsilon": 1.0,
+        "reproducible_noise": True,
+        "options": {"threshold": "deconvolved", "final_fit": "trained", "intercept": "free"},
+    }
+    spec = build_spec(dict(args))
+    ck = tmp_path / "ck"
+    whole = securevfl.run_experiment(
+        spec, checkpoints=make_checkpoints(spec, every=1, directory=str(ck), resume=None)
+    )
+    assert json.loads((ck / "party_0" / "latest.json").read_text())["dir"] == "e7"
+    resumed = _resume(args, ck)
+    _same_run(whole, resumed)
+    assert resumed["privacy"]["stream"]["threshold"] == whole["privacy"]["stream"]["threshold"]
+    assert whole["privacy"]["stream"]["threshold"]["rows"] > 0
+
+
 def test_hdp_csprng_resume_counts_the_epochs_released_before_the_kill(tmp_path):
     """Fresh noise after a resume: every epoch the log marks started after the checkpoint is
     composed twice, and the earlier run's centring too; ε = an independent Gaussian-DP

@@ -1018,8 +1018,8 @@ def test_splitnn_resume_after_a_kill_gives_the_uninterrupted_model(tmp_path):
 
 
 def test_checkpoints_refuse_methods_whose_hooks_hold_state(tmp_path, capsys):
-    """hdp-vfl resumes (tests/test_checkpoint_dp.py) except with threshold=deconvolved, whose
-    kept per-step derivatives a checkpoint does not hold: refused in one line, naming why."""
+    """hdp-vfl resumes (tests/test_checkpoint_dp.py) except with tune=true, whose
+    cross-validation trains many models: refused in one line, naming why."""
     rc = main(
         [
             "run",
@@ -1028,8 +1028,8 @@ def test_checkpoints_refuse_methods_whose_hooks_hold_state(tmp_path, capsys):
             "1",
             "--seed",
             "1",
-            "--threshold",
-            "deconvolved",
+            "--tune",
+            "true",
             "--checkpoint-every",
             "1",
             "--checkpoint",
@@ -1037,7 +1037,7 @@ def test_checkpoints_refuse_methods_whose_hooks_hold_state(tmp_path, capsys):
         ]
     )
     err = capsys.readouterr().err.strip().splitlines()
-    assert rc == 2 and len(err) == 1 and "method 'hdp-vfl'" in err[0] and "deconvolved" in err[0]
+    assert rc == 2 and len(err) == 1 and "hdp-vfl" in err[0] and "tune=true" in err[0]
 
 
 def test_splitnn_checkpoints_refuse_a_dp_method(tmp_path, capsys):
