@@ -84,7 +84,7 @@ class PrivateResume:
     ``eval_releases``; ``parties`` are the local parties that write checkpoints."""
 
     def __init__(self, ck: Any, ctx: Any, hooks: Any, ledger: Any, parties: list[int]) -> None:
-        from securevfl.disclosure import noise_seed
+        from securevfl.disclosure import has_budget, noise_seed
 
         self.ck, self.ctx, self.hooks, self.ledger, self.parties = ck, ctx, hooks, ledger, parties
         # the noise is drawn from --seed (reproduction mode): a re-run stage re-sends its messages
@@ -97,7 +97,9 @@ class PrivateResume:
                 self._log(k).write_text("")
         # every earlier run on this directory released its centring means (drawn before the
         # trainer starts) and trained on them: under the CSPRNG each is a release of its own
-        self.earlier = sum(x == "start" for x in self.lines(parties[0])) if ck.resume else 0
+        centred = bool(ctx.spec.center) and has_budget(ctx.spec)  # else no centring release
+        starts = sum(x == "start" for x in self.lines(parties[0])) if ck.resume else 0
+        self.earlier = starts if centred else 0
         self.mark("start")
 
     def _log(self, k: int) -> Any:

@@ -244,7 +244,7 @@ def test_releases_round_trip_and_a_cut_log_line_is_dropped(tmp_path):
 
 def test_the_release_once_schedule_refuses_in_one_line(tmp_path, capsys):
     """Release-once (labels, DP-SGD bottoms, one release, head epochs) keeps its stages' state
-    outside the trainers: refused before any release (afe-vfl: tests/test_predict.py)."""
+    outside the trainers: refused before any release (pbm-vfl: tests/test_predict.py)."""
     rc = main(
         [
             "run",
@@ -268,3 +268,50 @@ def test_the_release_once_schedule_refuses_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "method 'ldp-vfl'" in err[0] and "release-once" in err[0]
     assert not (tmp_path / "ck").exists()
+
+
+AFE = {**LDP, "method": "afe-vfl", "epochs": 4, "epsilon": 4.0}
+
+
+def _afe_resumed(tmp_path: Path, args: dict) -> tuple[dict, dict]:
+    """A whole run checkpointing every epoch, then a resume from its last checkpoint (epoch 3
+    of 4: the last epoch and the scoring run again)."""
+    spec = build_spec(dict(args))
+    ck = tmp_path / "ck"
+    whole = securevfl.run_experiment(
+        spec, checkpoints=make_checkpoints(spec, every=1, directory=str(ck), resume=None)
+    )
+    return whole, _resume(args, ck)
+
+
+def test_afe_reproduction_mode_resume_restores_rescaling_and_noise_positions(tmp_path):
+    """afe-vfl (split schedule, variant full: rescaling and contrastive terms, DP-SGD
+    bottoms): the three noise streams skip their saved counts and the rescaling state comes
+    back, so the model, metrics, release list and the rescale factors are the whole run's."""
+    whole, resumed = _afe_resumed(tmp_path, {**AFE, "reproducible_noise": True})
+    _same_run(whole, resumed)
+    for key in ("rescale_factor", "fcm_kept_fraction"):
+        assert resumed["extra"][key] == whole["extra"][key]
+
+
+def test_afe_csprng_resume_composes_the_last_epoch_and_scoring_again(tmp_path):
+    """Exact bottoms: every passive party's embedding line grows by one use of every training
+    and test row, its statistics line by one epoch's batches; ε is that list's Gaussian-DP
+    composition (independent)."""
+    whole, resumed = _afe_resumed(tmp_path, {**AFE, "options": {"bottom": "exact"}})
+    assert resumed["privacy"]["resumed"]["epochs_re_released"] == 1
+    assert resumed["privacy"]["resumed"]["scorings_re_released"] == 1
+    before = {(r["party"], r["noise_multiplier"]): r["count"] for r in whole["privacy"]["releases"]}
+    after = {
+        (r["party"], r["noise_multiplier"]): r["count"] for r in resumed["privacy"]["releases"]
+    }
+    assert before.keys() == after.keys()
+    n_batches = -(-whole["n_train"] // 64)  # the split-NN default batch size
+    for party in (0, 1):
+        diffs = sorted(after[key] - before[key] for key in before if key[0] == party)
+        assert diffs == sorted([whole["n_train"] + whole["n_test"], n_batches])
+    delta = whole["privacy"]["delta"]
+    mu = {p: np.sqrt(sum(n / nm**2 for (q, nm), n in after.items() if q == p)) for p in (0, 1)}
+    expect = max(_gdp_epsilon(m, delta) for m in mu.values())
+    assert resumed["privacy"]["epsilon"] == pytest.approx(expect, rel=1e-6)
+    assert resumed["privacy"]["epsilon"] > whole["privacy"]["epsilon"]

@@ -1041,13 +1041,13 @@ def test_checkpoints_refuse_methods_whose_hooks_hold_state(tmp_path, capsys):
 
 
 def test_splitnn_checkpoints_refuse_a_dp_method(tmp_path, capsys):
-    """afe-vfl on the split-NN trainer: its hooks' state (rescaling, kept releases, several
-    noise streams) is not checkpointed, so --checkpoint-every is refused (ldp-vfl resumes:
+    """pbm-vfl on the split-NN trainer: its hooks' state (PBM sampling, secure aggregation's
+    masks) is not checkpointed, so --checkpoint-every is refused (ldp-vfl and afe-vfl resume:
     tests/test_checkpoint_dp.py)."""
     rc = main(
         [
             "run",
-            "afe-vfl",
+            "pbm-vfl",
             "--model",
             "mlp",
             "--dataset",
@@ -1065,7 +1065,7 @@ def test_splitnn_checkpoints_refuse_a_dp_method(tmp_path, capsys):
         ]
     )
     err = capsys.readouterr().err.strip().splitlines()
-    assert rc == 2 and len(err) == 1 and "method 'afe-vfl'" in err[0]
+    assert rc == 2 and len(err) == 1 and "method 'pbm-vfl'" in err[0]
     assert not (tmp_path / "ck").exists()
 
 
