@@ -5,9 +5,10 @@ their sha256 in ``state.json``, written to a temporary directory and renamed, so
 the previous checkpoint whole). A resumed run loads it and trains the remaining epochs; with the
 same ``--seed`` the minibatch order is the same, so it ends with the same model as a run that was
 never interrupted. Built for the GLM trainer (vfl, local with ``--model glm``, hdp-vfl) and the
-split-NN trainer (vfl, local with ``--model mlp``: parameters and Adam moments; ldp-vfl): a DP
-method's releases, write-ahead log and hook state are kept by ``securevfl.checkpoint_privacy``;
-a method whose hooks hold state a checkpoint does not keep refuses, naming why.
+split-NN trainer (vfl, local with ``--model mlp``: parameters and Adam moments; ldp-vfl and
+afe-vfl): a DP method's releases, write-ahead log and hook state are kept by
+``securevfl.checkpoint_privacy``; a method whose hooks hold state a checkpoint does not keep
+refuses, naming why.
 """
 
 from __future__ import annotations
