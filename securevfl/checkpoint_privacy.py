@@ -192,6 +192,9 @@ class PrivateResume:
         r = self.resumed
         if r is None or not r["counted_twice"]:
             return None
+        keys = ("epochs_re_released", "scorings_re_released", "centrings_re_released")
+        if not any(r[key] for key in keys):
+            return None  # killed right after a checkpoint: nothing was sent twice
         return (
             f"resumed from epoch {r['checkpoint_epoch']} with fresh noise: "
             f"{r['epochs_re_released']} epoch(s), {r['scorings_re_released']} scoring(s) and "
