@@ -11,7 +11,6 @@ import time
 
 import numpy as np
 import torch
-from sklearn.linear_model import LogisticRegression, Ridge
 
 from securevfl.context import RunContext, fingerprint
 from securevfl.methods.base import Method, register_method
@@ -44,6 +43,8 @@ class Centralized(Method):
 
 
 def _fit_sklearn(ctx: RunContext, X, y, Xt):
+    from sklearn.linear_model import LogisticRegression, Ridge  # here: ~1 s to import
+
     lam = ctx.spec.lam
     if ctx.info.task == "binary":
         # C = 1/(n*lam) matches the per-sample L2 strength lam/2 ||w||^2 of the GLM trainer

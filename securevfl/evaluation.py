@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-from sklearn.metrics import roc_auc_score
 
 
 def metrics_for(task: str, y_true: np.ndarray, scores: np.ndarray) -> dict[str, float]:
@@ -16,6 +15,8 @@ def metrics_for(task: str, y_true: np.ndarray, scores: np.ndarray) -> dict[str, 
         p = scores if scores.ndim == 1 else scores[:, 1]
         out = {"accuracy": float(np.mean((p >= 0.5).astype(int) == y_true))}
         if len(np.unique(y_true)) == 2:
+            from sklearn.metrics import roc_auc_score  # here: importing sklearn costs ~1 s
+
             out["auc"] = float(roc_auc_score(y_true, p))
         return out
     if task == "multiclass":
