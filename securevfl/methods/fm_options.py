@@ -1,9 +1,13 @@
 """FM-VFL's and fm-central's shared options: the ridge (auto from the public number of training
-rows) and the common defaults (centred columns, the compact encoding where a dataset has one)."""
+rows), the rows' L1 bound (Lemma 1's B), and the common defaults (centred columns, the compact
+encoding where a dataset has one)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+import numpy as np
 
 from securevfl.context import Option
 from securevfl.errors import ConfigError
@@ -48,3 +52,32 @@ def fm_common_defaults(given: dict[str, Any]) -> dict[str, Any]:
     if "compact" in getattr(entry, "encodings", ()):
         out["encoding"] = "compact"
     return out
+
+
+def parse_l1_bound(value: Any) -> float | str:
+    """'auto', 'box' or a number > 0."""
+    if isinstance(value, str) and value.strip().lower() in ("auto", "box"):
+        return value.strip().lower()
+    x = float(value)
+    if not (0 < x <= 1e6):  # B² enters the sensitivity: beyond 1e6 it overflows
+        raise ConfigError(f"l1_bound must be auto, box or a number in (0, 1e6], got {value!r}")
+    return x
+
+
+def resolve_l1_bound(value: float | str, d_features: int, intercept: bool) -> float:
+    """A row block's L1 bound B (intercept included): auto 2 sqrt(d), box d (fm-central's
+    module docstring says why)."""
+    c0 = 1.0 if intercept else 0.0
+    if value == "box":
+        return c0 + d_features
+    if value == "auto":
+        return c0 + min(float(d_features), 2.0 * math.sqrt(d_features))
+    if float(value) <= c0:
+        raise ConfigError(f"l1_bound must exceed the intercept's 1, got {value}")
+    return float(value)
+
+
+def clip_l1(X: np.ndarray, bound: float) -> np.ndarray:
+    """Each row scaled down (if needed) so its L1 norm is at most ``bound``."""
+    norms = np.abs(X).sum(axis=1, keepdims=True)
+    return X * np.minimum(1.0, bound / np.maximum(norms, 1e-300))

@@ -46,7 +46,13 @@ import numpy as np
 from securevfl.context import Option, RunContext, RunSpec, fingerprint, parse_bool
 from securevfl.errors import ConfigError
 from securevfl.methods.base import Method, register_method
-from securevfl.methods.fm_options import RIDGE_OPTION, fm_common_defaults, resolve_ridge
+from securevfl.methods.fm_options import (
+    RIDGE_OPTION,
+    clip_l1,
+    fm_common_defaults,
+    resolve_l1_bound,
+    resolve_ridge,
+)
 from securevfl.privacy.fm_objective import (
     NOISE_TAIL,
     assemble_objective,
@@ -84,10 +90,12 @@ MPC_IMPLS = ("rns", "vectorized", "naive")
 LEGACY_MAX_ROWS = 100_000  # MPyC's own arithmetic runs in a 56-bit field sized for this many rows
 
 
-def _box(ctx: RunContext, k: int, intercept: bool, test: bool = False) -> np.ndarray:
-    """Party k's block back in the paper's range [-1, 1] (+ the constant column at party 0)."""
+def _box(ctx: RunContext, k: int, intercept: bool, l1: float, test: bool = False) -> np.ndarray:
+    """Party k's block back in the paper's range [-1, 1], each row scaled to L1 norm <= ``l1``
+    (a public row-wise map), and the constant column at party 0."""
     v = ctx.views[k]
     X = np.clip((v.X_test if test else v.X_train) * math.sqrt(ctx.info.row_norm_bound_sq), -1, 1)
+    X = clip_l1(X, l1)
     if k == 0 and intercept:
         X = np.hstack([np.ones((X.shape[0], 1)), X])
     return X
@@ -130,6 +138,13 @@ class FMVFL(Method):
             "a constant-1 feature at the label party (counted in d)",
         ),
         "ridge": RIDGE_OPTION,
+        "l1_bound": Option(
+            str,
+            "auto",
+            "L1 bound B_k of party k's row block in Lemma 1 (each party scales its rows to it): "
+            "auto 2 sqrt(d_k), box d_k (the paper's; the constant column adds 1 at party 0)",
+            choices=("auto", "box"),
+        ),
     }
 
     @classmethod
@@ -156,9 +171,13 @@ class FMVFL(Method):
         intercept = bool(spec.option("intercept", self))
         t0 = time.perf_counter()
         dims = [info.features_per_party[k] + (1 if k == 0 and intercept else 0) for k in range(K)]
-        sens = block_sensitivities(task, dims)
+        l1_mode = spec.option("l1_bound", self)
+        feats = info.features_per_party
+        # each party's rows' L1 bound, its constant column excluded (Lemma 1 adds it back)
+        l1 = [resolve_l1_bound(l1_mode, feats[k], False) for k in range(K)]
+        sens = block_sensitivities(task, [l1[k] + dims[k] - feats[k] for k in range(K)])
         scales = self._scales(spec, sens, K)
-        X = {k: _box(ctx, k, intercept) for k in ctx.views if k < K}
+        X = {k: _box(ctx, k, intercept, l1[k]) for k in ctx.views if k < K}
         v = label_vector(task, ctx.views[0].y_train) if rt.here(0) else None
         rngs = {k: ctx.noise_rng(k, "fm") for k in rt.local_parties}
         # single-party blocks: computed and perturbed by their owner, sent to the server
@@ -194,7 +213,7 @@ class FMVFL(Method):
             for k in range(K)
         }
         train_s = time.perf_counter() - t0
-        scores = _score(ctx, task, intercept, w_k)
+        scores = _score(ctx, task, intercept, l1, w_k)
         privacy = _privacy(spec, sens, scales, dims, self)
         fps = {k: fingerprint(w_k[k]) for k in range(K) if rt.here(k)}
         extra = {
@@ -208,7 +227,11 @@ class FMVFL(Method):
         }
         transform = {"input_scale": math.sqrt(info.row_norm_bound_sq), "input_clip": 1.0}
         model = {
-            k: ModelPart("linear", {"w": np.asarray(w_k[k], dtype=np.float64)}, dict(transform))
+            k: ModelPart(
+                "linear",
+                {"w": np.asarray(w_k[k], dtype=np.float64)},
+                {**transform, "input_l1": l1[k]},
+            )
             for k in range(K)
             if rt.here(k)
         }
@@ -275,13 +298,15 @@ def _cross_request(ctx: RunContext, task: str, impl: str, dims, scales, X, v, rn
     return request, mats, noises
 
 
-def _score(ctx: RunContext, task: str, intercept: bool, w_k: dict) -> np.ndarray | None:
+def _score(
+    ctx: RunContext, task: str, intercept: bool, l1: list[float], w_k: dict
+) -> np.ndarray | None:
     """Test scoring: each party sends X_k,test w_k to the label party (phase ``eval``)."""
     rt, K = ctx.rt, ctx.info.data_parties
     with rt.meter.in_phase("eval"):
         # every party lists every sender (None where it does not live): SPMD lockstep
         partial = {
-            k: rt.local(k, lambda k=k: _box(ctx, k, intercept, test=True) @ w_k[k])
+            k: rt.local(k, lambda k=k: _box(ctx, k, intercept, l1[k], test=True) @ w_k[k])
             for k in range(K)
         }
         got = rt.gather(partial, dst=0)
