@@ -90,7 +90,7 @@ __all__ = [
 MPC_IMPLS = ("rns", "vectorized", "naive")
 # the released means' share of ε: their noise offsets every score (a threshold error), so the
 # threshold needs more than the 10% other methods spend (module docstring: measured)
-FM_CENTRE_SHARE = 0.3
+FM_CENTRE_SHARE = 0.2
 LEGACY_MAX_ROWS = 100_000  # MPyC's own arithmetic runs in a 56-bit field sized for this many rows
 
 
