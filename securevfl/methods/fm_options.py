@@ -11,6 +11,7 @@ import numpy as np
 
 from securevfl.context import Option
 from securevfl.errors import ConfigError
+from securevfl.privacy.centring import CENTRE_SHARE
 from securevfl.registry import lookup
 
 SMALL_N = 10_000  # below this many training rows the noisy objective needs more ridge
@@ -31,6 +32,27 @@ RIDGE_OPTION = Option(
     "eps 1 0.77 at 1 vs 0.76 at 2)",
     ge=0,
     le=1e6,
+)
+
+
+VFL_L1_BOUND_OPTION = Option(
+    str,
+    "auto",
+    "L1 bound B_k of party k's row block in Lemma 1 (each party scales its rows to it): "
+    "auto 2 sqrt(d_k), box d_k (the paper's; the constant column adds 1 at party 0)",
+    choices=("auto", "box"),
+)
+
+# fm-vfl's share of ε for the released means: their noise offsets every score, a threshold
+# error the ridged intercept cannot absorb (issue 25; 0.2 chosen on breast seeds 3-7)
+FM_CENTRE_SHARE = 0.2
+CENTRE_SHARE_OPTION = Option(
+    float,
+    FM_CENTRE_SHARE,
+    "with --center and --epsilon: the share of epsilon spent on the released column means "
+    f"(split over the K parties; the seed's {CENTRE_SHARE})",
+    gt=0,
+    le=0.9,
 )
 
 

@@ -12,9 +12,13 @@ before noising them, nobody sees an exact cross-party coefficient. The server as
 noisy objective and minimises it.
 
 Inputs follow the paper's range: each party multiplies its block back by sqrt(T) (T the public
-row-norm bound of the partition) so every feature lies in [-1, 1], labels in {0, 1} / [-1, 1];
-Lemma 1 then holds with B_k = d_k. Option ``intercept`` adds a constant-1 column at the label
-party (counted in d). Solving: :func:`securevfl.privacy.fm_objective.solve_noisy_quadratic`.
+row-norm bound of the partition) so every feature lies in [-1, 1], labels in {0, 1} / [-1, 1].
+The paper's Lemma 1 bound B_k = d_k is the L1 norm of the box's corner; real rows sit far inside
+it, so (issue 25) each party scales its rows down to L1 norm <= 2 sqrt(d_k) (``--l1-bound
+auto``; a public row-wise map, applied to test and predicted rows alike) and Lemma 1 is used
+with those B_k: on breast Δ_f 271 -> 84.5. ``--l1-bound box`` is the paper's (and the seed's).
+Option ``intercept`` adds a constant-1 column at the label party (counted in d, adding 1 to
+B_0). Solving: :func:`securevfl.privacy.fm_objective.solve_noisy_quadratic`.
 
 Δ_f grows as d², so the encoding matters: on adult, ``--encoding compact`` (the paper's 41
 columns, d = 42 with the intercept) against the default one-hot (108 columns, d = 109). The
@@ -23,12 +27,15 @@ party's secure-phase seconds and peak memory (VmHWM of its own process), ``extra
 ``extra.phases_bytes`` the secure phase's parts (slowest party's seconds, payload bytes).
 
 Defaults (``securevfl run fm-vfl --dataset D --epsilon E``; a value the user gives wins): each
-party centres its numeric columns (``--center``; off: ``--no-center``), adult-like datasets use
-their compact encoding (``--encoding compact`` where the dataset has one: Δ_f grows as d²), and
-``ridge auto`` = 2 below 10,000 training rows, else 1. Chosen on seeds 3-7 (breast) / 3-4
-(adult), reported on seeds 0-2: breast ε = 10 0.699 -> 0.894 (vfl 0.909); ε = 1 0.646 -> 0.79
-(d = 31 on 456 rows: Laplace scale Δ_f/ε = 271 per coefficient, see the record's delta_f); adult
-ε = 1 0.68 -> 0.78 (the majority class is 0.76: at ε = 1 the noisy objective learns little).
+party centres its numeric columns (``--center``; off: ``--no-center``) on means released under
+``--centre-share`` 0.2 of ε (split over the K parties; other methods and the seed: 0.1),
+adult-like datasets use their compact encoding, ``ridge auto`` = 2 below 10,000 training rows,
+else 1, and ``--l1-bound auto``. Why the last two (issue 25, docs/methods.md has the table): at
+small ε fm-vfl fell below the majority class because (1) the box bound made every coefficient's
+Laplace scale 3.2x larger than it needs to be, and (2) the released means' noise shifts every
+centred column, so every score, by an offset the heavily ridged intercept cannot absorb: the
+model ranks well (breast ε = 4: AUC 0.97) but thresholds badly (accuracy 0.72 where the best
+threshold on the same scores gives 0.94). Share 0.2 chosen on breast seeds 3-7.
 
 Precision: inputs are rounded to 2**-f (``frac_bits``: 16 unless the noise bound needs fewer),
 products are exact, so an opened coefficient is within n * 2**-f of the real sum. Scale: the
@@ -47,13 +54,14 @@ from securevfl.context import Option, RunContext, RunSpec, fingerprint, parse_bo
 from securevfl.errors import ConfigError
 from securevfl.methods.base import Method, register_method
 from securevfl.methods.fm_options import (
+    CENTRE_SHARE_OPTION,
     RIDGE_OPTION,
+    VFL_L1_BOUND_OPTION,
     clip_l1,
     fm_common_defaults,
     resolve_l1_bound,
     resolve_ridge,
 )
-from securevfl.privacy.centring import CENTRE_SHARE
 from securevfl.privacy.fm_objective import (
     NOISE_TAIL,
     assemble_objective,
@@ -88,9 +96,6 @@ __all__ = [
     "solve_noisy_quadratic",
 ]
 MPC_IMPLS = ("rns", "vectorized", "naive")
-# the released means' share of ε: their noise offsets every score (a threshold error), so the
-# threshold needs more than the 10% other methods spend (module docstring: measured)
-FM_CENTRE_SHARE = 0.2
 LEGACY_MAX_ROWS = 100_000  # MPyC's own arithmetic runs in a 56-bit field sized for this many rows
 
 
@@ -142,21 +147,8 @@ class FMVFL(Method):
             "a constant-1 feature at the label party (counted in d)",
         ),
         "ridge": RIDGE_OPTION,
-        "l1_bound": Option(
-            str,
-            "auto",
-            "L1 bound B_k of party k's row block in Lemma 1 (each party scales its rows to it): "
-            "auto 2 sqrt(d_k), box d_k (the paper's; the constant column adds 1 at party 0)",
-            choices=("auto", "box"),
-        ),
-        "centre_share": Option(
-            float,
-            FM_CENTRE_SHARE,
-            "with --center and --epsilon: the share of epsilon spent on the released column "
-            f"means (split over the K parties; the seed's {CENTRE_SHARE})",
-            gt=0,
-            le=0.9,
-        ),
+        "l1_bound": VFL_L1_BOUND_OPTION,
+        "centre_share": CENTRE_SHARE_OPTION,
     }
 
     @classmethod
