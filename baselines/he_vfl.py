@@ -28,6 +28,8 @@ and never reaches the disk. ``securevfl predict`` replays the same plain scoring
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from baselines.he_hooks import HEHooks
@@ -124,10 +126,20 @@ class HEVFL(Method):
             ge=0,
             le=1_000_000,
         ),
+        "timed_epochs": Option(
+            int,
+            0,
+            "with timed_batches: the epochs actually run (0 = all); the training time is "
+            "extrapolated to --epochs (a timing run: its model is not the scheme's)",
+            ge=0,
+            le=1_000_000,
+        ),
     }
 
     def validate(self, spec) -> None:
         super().validate(spec)
+        if spec.option("timed_epochs", self) and not spec.option("timed_batches", self):
+            raise ConfigError("timed_epochs needs timed_batches > 0 (it shortens a timing run)")
         scheme = spec.option("scheme", self)
         if spec.loss not in (None, "logistic"):
             raise ConfigError(
@@ -152,9 +164,9 @@ class HEVFL(Method):
             )
         scheme = SCHEMES[ctx.spec.option("scheme", self)](ctx)
         scheme.setup()
-        state, train_s, extra = train_taylor_he(
-            ctx, scheme, int(ctx.spec.option("timed_batches", self))
-        )
+        timed = int(ctx.spec.option("timed_batches", self))
+        run_epochs = int(ctx.spec.option("timed_epochs", self)) if timed else 0
+        state, train_s, extra = train_taylor_he(ctx, scheme, timed, run_epochs)
         extra.update(scheme.describe())
         extra["setup_s"] = round(scheme.setup_s, 6)
         fps = glm_fingerprints(state)
@@ -180,10 +192,14 @@ class HEVFL(Method):
 
 
 def train_taylor_he(
-    ctx: RunContext, scheme, timed_batches: int = 0
+    ctx: RunContext, scheme, timed_batches: int = 0, timed_epochs: int = 0
 ) -> tuple[GLMState, float, dict]:
-    """HE-VFL on the shared GLM trainer; returns (state, train seconds, extra)."""
+    """HE-VFL on the shared GLM trainer; returns (state, train seconds, extra). A timing run
+    (``timed_batches``) may also stop after ``timed_epochs`` epochs (0: all of them)."""
     per_epoch = n_batches(ctx.info.n_train, ctx.spec.batch_size)
+    epochs = ctx.spec.epochs
+    if 0 < timed_epochs < epochs:
+        ctx = dataclasses.replace(ctx, spec=dataclasses.replace(ctx.spec, epochs=timed_epochs))
     hooks = HEHooks(ctx, scheme, timed_batches)
     run_batches = hooks.batches_per_epoch(ctx, per_epoch)
     hooks.start()
@@ -207,7 +223,7 @@ def train_taylor_he(
         "phases_s": {k: round(v, 4) for k, v in sorted(phases.items())},
         "phases_bytes": dict(sorted(hooks.bytes.items())),
     }
-    if run_batches < per_epoch:
+    if run_batches < per_epoch or ctx.spec.epochs < epochs:
         # only the first batches of each epoch ran: the epoch time is an extrapolation and the
         # model saw fewer updates than a full run (its accuracy is not the scheme's accuracy)
         est = float(np.mean(epoch_s)) / run_batches * per_epoch
@@ -217,6 +233,7 @@ def train_taylor_he(
                 "epoch_s_extrapolated": round(est, 3),
                 "extrapolation": f"mean of {run_batches * ctx.spec.epochs} timed minibatches x "
                 f"{per_epoch} minibatches per epoch",
+                "epochs_run": ctx.spec.epochs,
                 "truncated_training": True,
             }
         )

@@ -80,6 +80,7 @@ _METHOD_GROUPS = {
         "q",
         "rescale_gradient",
         "timed_batches",
+        "timed_epochs",
         "tune",
     ),
     "protocol": (

@@ -42,14 +42,16 @@ def summary_table(records: list[dict[str, Any]]) -> str:
         metric = main_metric(rs[0])
         m, s = mean_std([metric_value(r, metric) for r in rs])
         mark = fl[ds].mark_value(m, holder_alone=method == "local") if ds in fl else ""
+        b, _ = mean_std([r["comm"]["bytes_total"] for r in rs])
         secs = [train_seconds(r) for r in rs]
         t, _ = mean_std([v for v, _ in secs])
-        t_cell = f"{t:.3f}" + (" (extrapolated)" if any(e for _, e in secs) else "")
-        b, _ = mean_std([r["comm"]["bytes_total"] for r in rs])
+        timed_only = any(e for _, e in secs)
+        t_cell = f"{t:.3f}" + (" (extrapolated)" if timed_only else "")
+        b_cell = f"{b / 1e6:.3f}" + (" (the timed minibatches)" if timed_only else "")
         rep = epsilon_cell(rs[0].get("privacy"))
         lines.append(
             f"| {ds} | {method} | {var or '—'} | {K} | {'—' if eps is None else eps} | {rep} | "
-            f"{metric} | {fmt(m, s)}{' ' + mark if mark else ''} | {t_cell} | {b / 1e6:.3f} | "
+            f"{metric} | {fmt(m, s)}{' ' + mark if mark else ''} | {t_cell} | {b_cell} | "
             f"{len(rs)} |"
         )
     return "\n".join(lines)

@@ -4,10 +4,11 @@ Every N epochs each local party writes its own state (``DIR/party_<k>/``: ``.npy
 their sha256 in ``state.json``, written to a temporary directory and renamed, so a kill leaves
 the previous checkpoint whole). A resumed run loads it and trains the remaining epochs; with the
 same ``--seed`` the minibatch order is the same, so it ends with the same model as a run that was
-never interrupted. Built for the plain runs of the GLM trainer (vfl, local with ``--model glm``)
-and of the split-NN trainer (vfl, local with ``--model mlp``: parameters and Adam moments): a
-method whose hooks hold state of their own (noise streams, an accountant's releases) refuses,
-since resuming it without that state would forget releases.
+never interrupted. Built for the GLM trainer (vfl, local with ``--model glm``, hdp-vfl) and the
+split-NN trainer (vfl, local with ``--model mlp``: parameters and Adam moments; ldp-vfl and
+afe-vfl): a DP method's releases, write-ahead log and hook state are kept by
+``securevfl.checkpoint_privacy``; a method whose hooks hold state a checkpoint does not keep
+refuses, naming why.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import json
 import os
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,13 +41,15 @@ class Checkpoints:
     resume: bool
     run_key: str  # the spec's digest: a checkpoint only resumes the run it came from
     used: bool = False  # a trainer took the settings (else the method cannot checkpoint)
+    loaded: dict = field(default_factory=dict)  # party -> its loaded checkpoint (read once)
+    centrings_again: int = 0  # earlier runs' centring releases the record composes too
 
-    def check_method(self, plain: bool, method: str) -> None:
+    def check_method(self, refusal: str | None, method: str) -> None:
+        """``refusal``: why the method's hooks cannot resume (None: they can)."""
         self.used = True
-        if not plain:
+        if refusal is not None:
             raise ConfigError(
-                f"--checkpoint-every/--resume do not apply to method {method!r} yet: its hooks "
-                "hold state (noise streams, releases) a checkpoint does not keep"
+                f"--checkpoint-every/--resume do not apply to method {method!r} yet: {refusal}"
             )
 
     def save(self, k: int, epoch: int, arrays: dict[str, np.ndarray], extra: dict) -> None:
@@ -73,6 +76,11 @@ class Checkpoints:
         """Party ``k``'s checkpoint (hash-checked), None when resuming is off."""
         if not self.resume:
             return None
+        if k not in self.loaded:
+            self.loaded[k] = self._load(k)
+        return self.loaded[k]
+
+    def _load(self, k: int) -> tuple[dict, dict[str, np.ndarray]]:
         party = self.root / f"party_{k}"
         latest = party / "latest.json"
         if not latest.is_file():
@@ -91,7 +99,7 @@ class Checkpoints:
         if doc.get("run_key") != self.run_key:
             raise ConfigError(
                 f"checkpoint {str(path)!r} must come from this run's settings (same method, "
-                "dataset, options and --seed), got another run's"
+                "dataset, options, --seed and --reproducible-noise), got another run's"
             )
         arrays = {}
         from securevfl.model_io import _load_array

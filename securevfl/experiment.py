@@ -457,13 +457,16 @@ def run_experiment(
             "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         }
         if record["privacy"] is not None and spec.center and has_budget(spec):
-            record["privacy"] = compose_into(
-                record["privacy"],
-                epsilon=float(spec.epsilon),
-                unit=method.privacy_unit,
-                parties=spec.parties,
-                share=method.centre_share(spec),
-            )
+            # a resumed run under the CSPRNG: every earlier run's centring was a release too
+            again = 0 if checkpoints is None else checkpoints.centrings_again
+            for _ in range(1 + again):
+                record["privacy"] = compose_into(
+                    record["privacy"],
+                    epsilon=float(spec.epsilon),
+                    unit=method.privacy_unit,
+                    parties=spec.parties,
+                    share=method.centre_share(spec),
+                )
         if record["privacy"] is not None:  # every DP record says what no ε covers here
             record["privacy"]["threat_model"] = record["threat_model"]
             record["privacy"]["outside_guarantee"] = [

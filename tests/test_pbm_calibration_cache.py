@@ -146,3 +146,34 @@ def test_the_test_row_beta_is_cached_checked_and_recomputed_when_tampered(tmp_pa
     entry.write_text(json.dumps(doc))
     calls.clear()
     assert calibrate_test_beta(2.0, **args) == first and len(calls) > 1  # recomputed
+
+
+def test_the_shipped_table_covers_the_compare_suites_breast_cell(cache, evals):
+    """The shipped entries (``calibrations.json``) are of the current code: the compare suite's
+    breast cell calibrates without a search on an empty cache (one check per calibration).
+    Fails after a change to the accountant's code: regenerate them (tools/ship_calibrations.py)."""
+    from securevfl.experiment import run_experiment
+    from securevfl.run_options import build_spec
+
+    # the cell of bench/suites/compare.toml, with the method's defaults as the CLI builds them
+    spec = build_spec({"method": "pbm-vfl", "dataset": "breast", "seed": 0, "epsilon": 8.0})
+    rec = run_experiment(spec)
+    assert not any(cache.glob("*.json"))  # nothing computed, so nothing stored
+    assert 1 <= len(evals) <= 2, "shipped calibrations are stale: run tools/ship_calibrations.py"
+    assert rec["privacy"]["epsilon"] <= 8.0
+
+
+def test_a_shipped_entry_is_checked_like_any_other(cache, evals, monkeypatch):
+    """A shipped entry that does not meet the target is not used: the search runs."""
+    fresh = pc.calibrate_beta(TARGET, **ARGS)
+    (path,) = cache.glob("*.json")
+    doc = json.loads(path.read_text())
+    path.unlink()
+    bad = {**doc, "level": doc["level"] + 40}  # a larger beta under the old epsilon
+    monkeypatch.setattr(calibration_cache, "_shipped", lambda: {"pbm-beta": {path.stem: bad}})
+    evals.clear()
+    assert pc.calibrate_beta(TARGET, **ARGS) == fresh and len(evals) > 2
+    monkeypatch.setattr(calibration_cache, "_shipped", lambda: {"pbm-beta": {path.stem: doc}})
+    path.unlink()
+    evals.clear()
+    assert pc.calibrate_beta(TARGET, **ARGS) == fresh and len(evals) == 1  # a good one is used

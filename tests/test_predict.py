@@ -1018,6 +1018,8 @@ def test_splitnn_resume_after_a_kill_gives_the_uninterrupted_model(tmp_path):
 
 
 def test_checkpoints_refuse_methods_whose_hooks_hold_state(tmp_path, capsys):
+    """hdp-vfl resumes (tests/test_checkpoint_dp.py) except with tune=true, whose
+    cross-validation trains many models: refused in one line, naming why."""
     rc = main(
         [
             "run",
@@ -1026,6 +1028,8 @@ def test_checkpoints_refuse_methods_whose_hooks_hold_state(tmp_path, capsys):
             "1",
             "--seed",
             "1",
+            "--tune",
+            "true",
             "--checkpoint-every",
             "1",
             "--checkpoint",
@@ -1033,16 +1037,17 @@ def test_checkpoints_refuse_methods_whose_hooks_hold_state(tmp_path, capsys):
         ]
     )
     err = capsys.readouterr().err.strip().splitlines()
-    assert rc == 2 and len(err) == 1 and "method 'hdp-vfl'" in err[0]
+    assert rc == 2 and len(err) == 1 and "hdp-vfl" in err[0] and "tune=true" in err[0]
 
 
 def test_splitnn_checkpoints_refuse_a_dp_method(tmp_path, capsys):
-    """ldp-vfl on the split-NN trainer: its noise streams and releases are not checkpointed,
-    so --checkpoint-every is refused (a resume would forget releases)."""
+    """pbm-vfl on the split-NN trainer: its hooks' state (PBM sampling, secure aggregation's
+    masks) is not checkpointed, so --checkpoint-every is refused (ldp-vfl and afe-vfl resume:
+    tests/test_checkpoint_dp.py)."""
     rc = main(
         [
             "run",
-            "ldp-vfl",
+            "pbm-vfl",
             "--model",
             "mlp",
             "--dataset",
@@ -1060,7 +1065,7 @@ def test_splitnn_checkpoints_refuse_a_dp_method(tmp_path, capsys):
         ]
     )
     err = capsys.readouterr().err.strip().splitlines()
-    assert rc == 2 and len(err) == 1 and "method 'ldp-vfl'" in err[0]
+    assert rc == 2 and len(err) == 1 and "method 'pbm-vfl'" in err[0]
     assert not (tmp_path / "ck").exists()
 
 

@@ -11,7 +11,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from securevfl.checkpoint_privacy import CountedNormals
 from securevfl.context import RunContext
+from securevfl.methods.afe_checkpoint import AFECheckpoint
 from securevfl.methods.dp_bottom_options import BottomPlan
 from securevfl.models.afe_losses import (
     contrastive_loss,
@@ -39,7 +41,7 @@ from securevfl.training.private_bottom import BottomDP
 from securevfl.training.splitnn_trainer import DEFAULT_MLP_LR
 
 
-class AFEHooks(SplitNNHooks):
+class AFEHooks(AFECheckpoint, SplitNNHooks):
     """The passive parties' clip / rescale / noise, local losses, and the ledger's events."""
 
     bounded_embeddings = False
@@ -63,9 +65,10 @@ class AFEHooks(SplitNNHooks):
         local = [k for k in ctx.rt.local_parties if k in self.passive]
         self.kept = ReleasedBatches()  # the last epoch's received embeddings (head epochs)
         self.norms: list[float] = []  # mean ||r_i|| / C of the last epoch's training rows
-        self.rngs = {k: ctx.noise_rng(k, "afe/embedding") for k in local}
-        self.stats_rngs = {k: ctx.noise_rng(k, "afe/stats") for k in local}
-        self.bottom_rngs = {k: ctx.noise_rng(k, "afe/bottom") for k in local}
+        # counted draws: a checkpoint keeps each generator's position (``afe_checkpoint``)
+        self.rngs = {k: CountedNormals(ctx.noise_rng(k, "afe/embedding")) for k in local}
+        self.stats_rngs = {k: CountedNormals(ctx.noise_rng(k, "afe/stats")) for k in local}
+        self.bottom_rngs = {k: CountedNormals(ctx.noise_rng(k, "afe/bottom")) for k in local}
         self.released: dict[int, np.ndarray] = {}
         self.scalers = {
             k: RescaleState(ctx.spec.embedding_dim, confidence=cfg["confidence"]) for k in local

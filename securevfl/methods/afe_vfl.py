@@ -185,8 +185,13 @@ class AFEVFL(Method):
         )
         if plan.dp is not None:
             test = PrivacyLedger("party-row")
+            # a resume under the CSPRNG re-scored the test rows: each scoring is a release
+            again = (hooks.resumed or {}).get("counted_twice") and hooks.resumed[
+                "scorings_re_released"
+            ]
             for k in hooks.passive:
-                test.compose(k, gaussian_event(sigma=hooks.sigma_test, sensitivity=2 * hooks.C))
+                ev = gaussian_event(sigma=hooks.sigma_test, sensitivity=2 * hooks.C)
+                test.compose(k, ev, 1 + int(again or 0))
             report = with_test_rows(report, test, delta)
         # passive parties get their rows' exact label-dependent gradients: no sample unit
         report = label_unit(report, labels_protected=False)

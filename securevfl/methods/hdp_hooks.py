@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from securevfl.context import RunContext
+from securevfl.errors import ConfigError
 from securevfl.models.active_refit import refit_active
 from securevfl.models.glm import GLMLoss
 from securevfl.models.logistic_threshold import recording_start, refit_threshold
@@ -129,6 +130,43 @@ class HDPHooks(GLMHooks):
         }
         state.w[0], state.bias = w, b
         state.passive_scale = {k: float(a) for k, a in zip(passives, scales, strict=True)}
+
+    def checkpoint_refusal(self, ctx: RunContext) -> str | None:
+        return None  # its state is below; the weights are the trainer's
+
+    def checkpoint_state(self, ctx: RunContext, k: int) -> tuple[dict[str, np.ndarray], dict]:
+        """Party k's noise position (draws handed out: public, the key is never kept); at the
+        label holder what it kept of its own: the noisy messages it received (final_fit
+        'refit') and its exact derivatives (threshold 'deconvolved')."""
+        kept: dict[str, np.ndarray] = {}
+        if k == 0 and self.last_received is not None:
+            kept["received"] = self.last_received
+        if k == 0 and self.record_from is not None:
+            kept["mean_deriv"] = np.asarray(self.mean_deriv, dtype=float)
+            kept["recorded_steps"] = np.asarray([t for t, _ in self.recorded], dtype=np.int64)
+            kept["recorded_sizes"] = np.asarray([len(d) for _, d in self.recorded], dtype=np.int64)
+            kept["recorded"] = np.concatenate([d for _, d in self.recorded] or [np.zeros(0)])
+        return kept, {"noise_draws": self.noise[k].taken}
+
+    def restore_checkpoint(
+        self, ctx: RunContext, k: int, arrays: dict[str, np.ndarray], counts: dict, replay: bool
+    ) -> None:
+        if replay:  # noise from --seed: resume the stream where it stopped
+            self.noise[k].skip(int(counts["noise_draws"]))
+        if k == 0 and "received" in arrays:
+            got, want = arrays["received"].shape, (ctx.info.n_train, ctx.info.data_parties - 1)
+            if got != want:
+                raise ConfigError(f"checkpoint's received messages must be {want}, got {got}")
+            self.last_received = np.array(arrays["received"], dtype=float)
+        if k == 0 and self.record_from is not None:
+            sizes = arrays["recorded_sizes"]
+            if int(sizes.sum()) != len(arrays["recorded"]) or (sizes < 0).any():
+                raise ConfigError("checkpoint's recorded derivatives must match their sizes")
+            parts = np.split(arrays["recorded"], np.cumsum(sizes)[:-1]) if len(sizes) else []
+            self.mean_deriv = [float(v) for v in arrays["mean_deriv"]]
+            self.recorded = [
+                (int(t), np.array(d)) for t, d in zip(arrays["recorded_steps"], parts, strict=True)
+            ]
 
     def score_weights(self, ctx: RunContext, k: int, w: np.ndarray) -> np.ndarray:
         if self.plan.sigma_w == 0:

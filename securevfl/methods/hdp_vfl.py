@@ -66,6 +66,7 @@ from typing import Any
 import numpy as np
 
 import securevfl.models.glm_family  # noqa: F401  (registers svm, poisson, gamma, l1, elastic-net)
+from securevfl import checkpoint
 from securevfl.context import Option, RunContext, RunSpec, parse_bool
 from securevfl.errors import ConfigError
 from securevfl.methods.base import Method, register_method
@@ -215,6 +216,11 @@ class HDPVFL(Method):
         extra: dict[str, Any] = {}
         outside: list[str] = []
         tuned = parse_bool(spec.option("tune", self))
+        if tuned and checkpoint.active() is not None:
+            raise ConfigError(
+                "--checkpoint-every/--resume do not apply to hdp-vfl with tune=true: its "
+                "cross-validation trains many models, a checkpoint keeps one"
+            )
         if tuned:
             setting, table = self.tune(ctx, ledger, run_opts)
             extra["tuning"] = {

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from securevfl.checkpoint_privacy import CountedNormals
 from securevfl.context import RunContext
 from securevfl.errors import ConfigError
 from securevfl.methods.base import register_method
@@ -35,10 +36,12 @@ from securevfl.methods.release_options import (
 )
 from securevfl.privacy.accountant import Accountant, PrivacyLedger, calibrate
 from securevfl.privacy.dp_bottom import test_noise_multiplier, with_test_rows
+from securevfl.privacy.events import PrivacyReport
 from securevfl.privacy.pbm import ldp_sigma
 from securevfl.privacy.pbm_accountant import ldp_event
+from securevfl.privacy.units import label_unit
 from securevfl.results import FitResult
-from securevfl.training import EVAL, row_uses
+from securevfl.training import EVAL, fit_splitnn, row_uses
 from securevfl.training.release_once import fit_release_once
 
 
@@ -59,11 +62,28 @@ class LDPHooks(BoundedSumHooks):
         self.sigma = sigma
         self.sigma_test = sigma if sigma_test is None else sigma_test
         self.delta = delta
+        # counted draws: a checkpoint keeps each generator's position, never its key
         self.rngs = {
-            k: ctx.noise_rng(k, "ldp-vfl")
+            k: CountedNormals(ctx.noise_rng(k, "ldp-vfl"))
             for k in ctx.rt.local_parties
             if k < ctx.info.data_parties
         }
+        self.bottom_rngs = {k: CountedNormals(r) for k, r in self.bottom_rngs.items()}
+
+    def checkpoint_refusal(self, ctx: RunContext) -> str | None:
+        return None  # its state is the two draw counts below (and the trainer's models)
+
+    def checkpoint_state(self, ctx: RunContext, k: int) -> tuple[dict, dict]:
+        if k not in self.rngs:
+            return {}, {}
+        return {}, {"noise_draws": self.rngs[k].drawn, "bottom_draws": self.bottom_rngs[k].drawn}
+
+    def restore_checkpoint(
+        self, ctx: RunContext, k: int, arrays: dict, counts: dict, replay: bool
+    ) -> None:
+        if replay and k in self.rngs:  # noise from --seed: continue where the run stopped
+            self.rngs[k].skip(int(counts["noise_draws"]))
+            self.bottom_rngs[k].skip(int(counts["bottom_draws"]))
 
     def scoring_release(self, ctx: RunContext) -> dict[str, Any] | None:
         """A scored row: N(0, sigma_test^2) on each of its P tanh-bounded coordinates, the
@@ -124,10 +144,10 @@ class LDPVFL(SumSplitNN):
         # a party's rows counts (module docstring of pbm_vfl)
         uses = E if plan.dp is not None else row_uses(ctx, private_eval=private)
 
-        def eps_of(unit: str, sigma: float, uses: int = uses) -> float:
+        def eps_of(unit: str, sigma: float, uses: int = uses, grads: int = E) -> float:
             ev = ldp_event(unit, sigma=sigma, n_parties=M, dim=P, uses=uses, bound=BOUND)
             acc = Accountant().compose(ev)
-            for grad in plan.events(E):  # a sample moves every party's bottom update
+            for grad in plan.events(grads):  # a sample moves every party's bottom update
                 acc.compose(grad, M if unit == "sample" else 1)
             return acc.get_epsilon(delta)
 
@@ -145,40 +165,59 @@ class LDPVFL(SumSplitNN):
                 raise ConfigError(
                     f"epsilon {spec.epsilon:g} cannot be met within 2%: sigma 1e-4 gives {eps:.4g}"
                 )
-        ledger, test = PrivacyLedger("party-row"), PrivacyLedger("party-row")
         sigma_test = sigma
         if plan.dp is not None and private:  # a test row's one release gets the whole target
             sens = 2.0 * BOUND * P**0.5
             sigma_test = sens * test_noise_multiplier(float(spec.epsilon), delta)
-        for k in ctx.data_parties:
-            ledger.compose(
-                k, ldp_event("party-row", sigma=sigma, n_parties=M, dim=P, uses=uses, bound=BOUND)
-            )
-            for grad in plan.events(E):
-                ledger.compose(k, grad)
-            if plan.dp is not None and private:
-                test.compose(
-                    k, ldp_event("party-row", sigma=sigma_test, n_parties=M, dim=P, uses=1)
-                )
-        report = ledger.report(
-            delta,
-            target_epsilon=spec.epsilon,
-            outside_guarantee=outside(self, spec),
-            extra={
-                "by_unit": {
-                    "party-row": eps_of("party-row", sigma),
-                    "sample": eps_of("sample", sigma),
+
+        def report_of(epochs_again: int, scorings_again: int) -> PrivacyReport:
+            """The record's privacy; a resume's stages released twice (``checkpoint_privacy``)
+            add their uses: an epoch a use of every training row (DP bottoms: one per row and
+            a gradient release), a private scoring a use of every test row."""
+            n_uses = uses + epochs_again * (1 if plan.dp is not None else ctx.info.n_train)
+            if plan.dp is None and private:
+                n_uses += scorings_again * ctx.info.n_test
+            grads = E + epochs_again
+            ledger, test = PrivacyLedger("party-row"), PrivacyLedger("party-row")
+            for k in ctx.data_parties:
+                ev = ldp_event("party-row", sigma=sigma, n_parties=M, dim=P, uses=n_uses)
+                ledger.compose(k, ev)
+                for grad in plan.events(grads):
+                    ledger.compose(k, grad)
+                if plan.dp is not None and private:
+                    test.compose(
+                        k,
+                        ldp_event(
+                            "party-row",
+                            sigma=sigma_test,
+                            n_parties=M,
+                            dim=P,
+                            uses=1 + scorings_again,
+                        ),
+                    )
+            report = ledger.report(
+                delta,
+                target_epsilon=spec.epsilon,
+                outside_guarantee=outside(self, spec),
+                extra={
+                    "by_unit": {
+                        "party-row": eps_of("party-row", sigma, n_uses, grads),
+                        "sample": eps_of("sample", sigma, n_uses, grads),
+                    },
+                    "per_row_only": None if plan.dp is not None else eps_of("party-row", sigma, E),
+                    "sigma": sigma,
+                    "sigma_test": sigma_test,
+                    "bottom": "exact" if plan.dp is None else "dp",
+                    "bottom_noise_multiplier": None
+                    if plan.dp is None
+                    else plan.dp.noise_multiplier,
+                    "releases_per_row": {"train": P * E, "test": P if private else 0},
                 },
-                "per_row_only": None if plan.dp is not None else eps_of("party-row", sigma, E),
-                "sigma": sigma,
-                "sigma_test": sigma_test,
-                "bottom": "exact" if plan.dp is None else "dp",
-                "bottom_noise_multiplier": None if plan.dp is None else plan.dp.noise_multiplier,
-                "releases_per_row": {"train": P * E, "test": P if private_eval(self, spec) else 0},
-            },
-        )
-        if plan.dp is not None and private:
-            report = with_test_rows(report, test, delta)
+            )
+            return (
+                with_test_rows(report, test, delta) if plan.dp is not None and private else report
+            )
+
         hooks = LDPHooks(
             ctx,
             sigma=sigma,
@@ -187,7 +226,17 @@ class LDPVFL(SumSplitNN):
             sigma_test=sigma_test,
             delta=delta,
         )
-        return self.finish(ctx, hooks, report, {"sigma": sigma})
+        run = fit_splitnn(ctx, hooks)
+        resumed = hooks.resumed or {}
+        twice = bool(resumed.get("counted_twice"))
+        report = report_of(
+            resumed.get("epochs_re_released", 0) if twice else 0,
+            resumed.get("scorings_re_released", 0) if twice else 0,
+        )
+        if resumed:
+            report.extra["resumed"] = resumed
+        privacy = label_unit(report, labels_protected=False)
+        return self.score(ctx, run, privacy, {"sigma": sigma})
 
     def fit_release_once(self, ctx: RunContext, delta: float) -> FitResult:
         """Release-once (``training.release_once``): a training row's one Gaussian release

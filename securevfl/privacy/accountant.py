@@ -267,6 +267,7 @@ class PrivacyLedger:
     def __init__(self, unit: str, kind: str = "pld") -> None:
         PrivacyReport(epsilon=0.0, delta=0.0, accountant="", unit=unit)  # validates the unit
         self.unit, self.kind = unit, kind
+        self.notes: dict[str, object] = {}  # facts the record adds (e.g. a checkpoint resume)
         self.parties: dict[int, Accountant] = {}
         self.sample = Accountant(kind)
 
@@ -328,6 +329,7 @@ class PrivacyLedger:
             per_party[p].update((per_party_extra or {}).get(p, {}))
         eps = None if void else self.epsilon(delta)
         more: dict[str, object] = {"by_unit": self.by_unit(delta), "releases": self.releases()}
+        more.update(self.notes)
         more.update(extra or {})
         return PrivacyReport(
             epsilon=eps,

@@ -16,6 +16,7 @@ class NoiseStream:
         self.rng, self.sigma, self.chunk = rng, sigma, max(1, chunk)
         self.buf = np.empty(0)
         self.pos = 0
+        self.taken = 0  # values handed out: the stream's position (what a checkpoint keeps)
 
     def take(self, m: int) -> np.ndarray:
         """The next ``m`` noise values (a read-only view: callers add it, never modify it)."""
@@ -25,4 +26,14 @@ class NoiseStream:
             self.pos = 0
         out = self.buf[self.pos : self.pos + m]
         self.pos += m
+        self.taken += m
         return out
+
+    def skip(self, n: int) -> None:
+        """Continue as a stream that has handed out ``n`` values (a seeded generator resumed
+        from a checkpoint): the values are the generator's normals in order, whatever the
+        chunking, so discarding ``n`` of them puts the next ``take`` where it was."""
+        from securevfl.checkpoint_privacy import skip_normals
+
+        skip_normals(self.rng, n)
+        self.buf, self.pos, self.taken = np.empty(0), 0, n

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from securevfl import checkpoint
+from securevfl.checkpoint_privacy import ResumableHooks, private_resume
 from securevfl.context import RunContext, fingerprint
 from securevfl.errors import ConfigError
 from securevfl.models.glm import GLMLoss, Penalty, default_loss_for, make_loss, make_penalty
@@ -40,7 +41,7 @@ def default_lr(loss: GLMLoss) -> float:
     return 0.5
 
 
-class GLMHooks:
+class GLMHooks(ResumableHooks):
     """Plug points of the GLM trainer; the defaults give non-private VFL.
 
     Training, per minibatch (``step`` counts training steps over all epochs): each passive party
@@ -55,6 +56,8 @@ class GLMHooks:
     passive parties then score with ``score_weights`` (phase ``eval``), and the trainer composes
     ``eval_releases``.
     """
+
+    resumable_as_is = True  # a checkpoint resumes the plain run (``checkpoint_privacy``)
 
     def passive_message(self, ctx: RunContext, k: int, ir: np.ndarray, step: int) -> np.ndarray:
         """What passive party ``k`` sends instead of its exact IR_k."""
@@ -189,11 +192,14 @@ def train_glm(
     t0 = time.perf_counter()
     n_run = hooks.batches_per_epoch(ctx, n_batches(info.n_train, spec.batch_size))
     ck = checkpoint.active()
-    first = 0
+    first, guard = 0, None
     if ck is not None:
-        ck.check_method(type(hooks) is GLMHooks, spec.method)
+        ck.check_method(hooks.checkpoint_refusal(ctx), spec.method)
         first, step = _resume(ck, state, clock.stats)
+        guard = private_resume(ck, ctx, hooks, ledger, list(state.w), clock.stats)
     for epoch in range(first, spec.epochs):
+        if guard is not None:  # written before the epoch's first release
+            guard.mark(f"epoch {epoch}")
         clock.start()
         for batch, idx in train_batches(ctx, epoch, step):
             if batch.index >= n_run:
@@ -234,16 +240,14 @@ def train_glm(
         clock.stop()
         if ck is not None and ck.every and (epoch + 1) % ck.every == 0 and epoch + 1 < spec.epochs:
             for k, w in state.w.items():
-                extra = {"step": step, "bias": state.bias, "stats": _epoch_stats(clock.stats)}
-                ck.save(k, epoch + 1, {"w": w}, extra)
+                arrays, extra = guard.state(k)
+                extra.update(step=step, bias=state.bias, stats=checkpoint.epoch_stats(clock.stats))
+                ck.save(k, epoch + 1, {"w": w, **arrays}, extra)
+    if guard is not None:  # scoring may release next (noisy weights)
+        guard.mark("eval")
     for k, w in state.w.items():
         rt.keep_model(k, w.copy())
     return state, time.perf_counter() - t0
-
-
-def _epoch_stats(stats: RunStats) -> dict[str, list]:
-    keys = ("epoch_s", "epoch_cpu_s", "epoch_loss", "epoch_accuracy")
-    return {k: list(getattr(stats, k)) for k in keys}
 
 
 def _resume(ck: checkpoint.Checkpoints, state: GLMState, stats: RunStats) -> tuple[int, int]:
@@ -265,8 +269,7 @@ def _resume(ck: checkpoint.Checkpoints, state: GLMState, stats: RunStats) -> tup
             state.bias = float(doc["bias"])
         epochs.add(int(doc["epoch"]))
         step = int(doc["step"])
-        for key, values in doc.get("stats", {}).items():
-            setattr(stats, key, list(values))
+        checkpoint.restore_stats(stats, doc)
     if len(epochs) != 1:
         raise ConfigError(f"the parties' checkpoints must be of one epoch, got {sorted(epochs)}")
     return epochs.pop(), step

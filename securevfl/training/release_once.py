@@ -40,6 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from securevfl import checkpoint
 from securevfl.context import RunContext
 from securevfl.errors import ConfigError
 from securevfl.models.nets import seeded_init, top_mlp
@@ -89,6 +90,10 @@ def randomized_response(
     return np.where(keep, y, other).astype(np.int64)
 
 
+REFUSAL = (
+    "the release-once schedule (label randomized response, DP-SGD bottoms, one release, head "
+    "epochs) is not checkpointed; --release-schedule split is"
+)
 PROBE_SCALE = 4.0  # logits = PROBE_SCALE·(r @ A): a row at the bound can be confident
 
 
@@ -285,6 +290,8 @@ def fit_release_once(ctx: RunContext, hooks: SplitNNHooks, *, plan: ReleaseOnceP
             "schedule 'release-once' trains bottoms against labels by class: it needs a "
             f"classification task, got {info.task!r} (use --release-schedule split)"
         )
+    if checkpoint.active() is not None:  # refused before any release
+        checkpoint.active().check_method(REFUSAL, ctx.spec.method)
     if ctx.audit is not None:  # securevfl audit only: it draws further releases from hooks
         ctx.audit.saw(ctx, hooks)
     state = build_models(ctx, hooks)

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from securevfl import checkpoint
+from securevfl.checkpoint_privacy import ResumableHooks, private_resume
 from securevfl.context import RunContext, fingerprint
 from securevfl.errors import ConfigError
 from securevfl.models.nets import seeded_init, top_mlp
@@ -44,7 +45,7 @@ from securevfl.training.private_bottom import BottomDP, output_gradient, private
 DEFAULT_MLP_LR = 0.01
 
 
-class SplitNNHooks:
+class SplitNNHooks(ResumableHooks):
     """Plug points of the split-NN trainer; the defaults give non-private split learning.
 
     Before each batch, training or evaluation, ``begin_batch`` receives its public
@@ -62,6 +63,7 @@ class SplitNNHooks:
     ``eval_releases``.
     """
 
+    resumable_as_is = True  # a checkpoint resumes the plain run (``checkpoint_privacy``)
     aggregation = "sum"  # "sum" or "concat"
     bounded_embeddings = False  # tanh on the bottom output (PBM needs a bound C)
     batch: Batch | None = None  # the current batch, set by ``begin_batch``
@@ -225,11 +227,15 @@ def train_splitnn(
     step = 0
     t0 = time.perf_counter()
     ck = checkpoint.active()
-    first = 0
-    if ck is not None:  # plain runs only: a DP hook's noise streams and releases are not kept
-        ck.check_method(type(hooks) is SplitNNHooks, spec.method)
+    first, guard = 0, None
+    if ck is not None:  # hooks that keep no state of theirs, or keep it (checkpoint_privacy)
+        ck.check_method(hooks.checkpoint_refusal(ctx), spec.method)
         first, step = _resume(ck, ctx, state, opts, top_opt, clock.stats)
+        parties = sorted({*state.bottoms, *([L] if state.top is not None else [])})
+        guard = private_resume(ck, ctx, hooks, ledger, parties, clock.stats)
     for epoch in range(first, spec.epochs):
+        if guard is not None:  # written before the epoch's first release
+            guard.mark(f"epoch {epoch}")
         clock.start()
         for batch, idx in train_batches(ctx, epoch, step):
             hooks.begin_batch(ctx, batch)
@@ -289,7 +295,9 @@ def train_splitnn(
         compose_releases(ledger, hooks.epoch_releases(ctx, epoch))
         clock.stop()
         if ck is not None and ck.every and (epoch + 1) % ck.every == 0 and epoch + 1 < spec.epochs:
-            _checkpoint(ck, ctx, epoch + 1, step, state, opts, top_opt, clock.stats)
+            _checkpoint(ck, guard, ctx, epoch + 1, step, state, opts, top_opt, clock.stats)
+    if guard is not None:  # scoring may release next (private scoring)
+        guard.mark("eval")
     for k, m in state.bottoms.items():
         rt.keep_model(k, m)
     if state.top is not None:
@@ -299,6 +307,7 @@ def train_splitnn(
 
 def _checkpoint(
     ck: checkpoint.Checkpoints,
+    guard: Any,
     ctx: RunContext,
     epoch: int,
     step: int,
@@ -307,11 +316,12 @@ def _checkpoint(
     top_opt: Any,
     stats: RunStats,
 ) -> None:
-    """Every local party's bottom (and the label holder's head) with their Adam state."""
+    """Every local party's bottom (and the label holder's head) with their Adam state, and
+    the hooks' state and the run's releases (``guard``: ``checkpoint_privacy``)."""
     L = ctx.info.label_party
-    extra = {"step": step, "stats": checkpoint.epoch_stats(stats)}
     for k in sorted({*state.bottoms, *([L] if state.top is not None else [])}):
-        arrays = {}
+        arrays, extra = guard.state(k)
+        extra.update(step=step, stats=checkpoint.epoch_stats(stats))
         if k in state.bottoms:
             arrays.update(checkpoint.torch_arrays("bottom.", state.bottoms[k], opts[k]))
         if k == L and state.top is not None:
