@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from securevfl.context import Option, RunContext, fingerprint, parse_bool
-from securevfl.errors import ConfigError
 from securevfl.methods.base import Method, register_method
+from securevfl.methods.fm_options import clip_l1, parse_l1_bound, resolve_l1_bound
 from securevfl.methods.fm_vfl import (
     RIDGE_OPTION,
     fm_common_defaults,
@@ -68,34 +68,6 @@ def central_fm(
     E_U, E_l, _ = unit_noise
     w = solve_noisy_quadratic(linear + scale * E_l, U + scale * E_U, scale=scale, ridge=ridge)
     return w, scale, sens[(0, 0)], fm_ledger(sens, {(0, 0): scale})
-
-
-def parse_l1_bound(value: Any) -> float | str:
-    """'auto', 'box' or a number > 0."""
-    if isinstance(value, str) and value.strip().lower() in ("auto", "box"):
-        return value.strip().lower()
-    x = float(value)
-    if not (0 < x <= 1e6):  # B² enters the sensitivity: beyond 1e6 it overflows
-        raise ConfigError(f"l1_bound must be auto, box or a number in (0, 1e6], got {value!r}")
-    return x
-
-
-def resolve_l1_bound(value: float | str, d_features: int, intercept: bool) -> float:
-    """The rows' L1 bound B (intercept included): auto 2 sqrt(d), box d (module docstring)."""
-    c0 = 1.0 if intercept else 0.0
-    if value == "box":
-        return c0 + d_features
-    if value == "auto":
-        return c0 + min(float(d_features), 2.0 * math.sqrt(d_features))
-    if float(value) <= c0:
-        raise ConfigError(f"l1_bound must exceed the intercept's 1, got {value}")
-    return float(value)
-
-
-def clip_l1(X: np.ndarray, bound: float) -> np.ndarray:
-    """Each row scaled down (if needed) so its L1 norm is at most ``bound``."""
-    norms = np.abs(X).sum(axis=1, keepdims=True)
-    return X * np.minimum(1.0, bound / np.maximum(norms, 1e-300))
 
 
 @register_method

@@ -45,6 +45,7 @@ _METHOD_GROUPS = {
         "bottom",
         "budget",
         "calibration",
+        "centre_share",
         "clip",
         "clip_mode",
         "clip_norm",

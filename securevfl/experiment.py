@@ -42,7 +42,13 @@ from securevfl.errors import ConfigError
 from securevfl.evaluation import metrics_for
 from securevfl.methods.base import Method
 from securevfl.outcome import finite_values, outcome_warnings
-from securevfl.privacy.centring import centre, centring_epsilon, compose_into, released_means
+from securevfl.privacy.centring import (
+    CENTRE_SHARE,
+    centre,
+    centring_epsilon,
+    compose_into,
+    released_means,
+)
 from securevfl.privacy.centring import reserve as centring_reserve
 from securevfl.registry import create
 from securevfl.resources import check_memory, cpu_seconds, current_rss_bytes, peak_rss_bytes
@@ -138,6 +144,7 @@ def center_released(
     parties: list[int],
     unit: str,
     facts: dict[str, Any] | None = None,
+    share: float = CENTRE_SHARE,
 ) -> tuple[Any, Any]:
     """Centring in a run with an ε: each party's numeric columns on their Laplace-released
     training means, scaled by the public 1 + |m~| (``privacy.centring``; the record composes
@@ -145,7 +152,7 @@ def center_released(
     numeric = np.asarray([g[0] for g in train.groups if len(g) == 1], dtype=int)
     held = np.arange(train.X.shape[1]) if train.columns is None else np.asarray(train.columns)
     Xtr, Xte = train.X.copy(), test.X.copy()
-    eps_c = centring_epsilon(float(spec.epsilon), unit=unit, parties=spec.parties)
+    eps_c = centring_epsilon(float(spec.epsilon), unit=unit, parties=spec.parties, share=share)
     for k in parties:
         cols = np.intersect1d(np.intersect1d(blocks[k], numeric), held)
         pos = np.searchsorted(held, cols)
@@ -214,7 +221,9 @@ def build_views(
         facts["feature_names"] = list(getattr(train, "feature_names", None) or [])
     if spec.center and has_budget(spec):  # the means are released under the budget
         here = list(range(K)) if method.pooled_data else [k for k in wanted if k < K]
-        train, test = center_released(train, test, spec, blocks, here, method.privacy_unit, facts)
+        train, test = center_released(
+            train, test, spec, blocks, here, method.privacy_unit, facts, method.centre_share(spec)
+        )
     elif spec.center:
         train, test = center_numeric_columns(train, test, facts)
     bound_sq = sum(schema_norm_bound(groups, b) for b in blocks)
@@ -340,7 +349,7 @@ def run_experiment(
         )
         fit_spec = spec
         if spec.center and has_budget(spec):  # the centring releases take their share of ε
-            cost = centring_reserve(float(spec.epsilon))
+            cost = centring_reserve(float(spec.epsilon), method.centre_share(spec))
             fit_spec = dataclasses.replace(spec, epsilon=float(spec.epsilon) - cost)
         ctx = RunContext(
             rt=rt,
@@ -456,6 +465,7 @@ def run_experiment(
                     epsilon=float(spec.epsilon),
                     unit=method.privacy_unit,
                     parties=spec.parties,
+                    share=method.centre_share(spec),
                 )
         if record["privacy"] is not None:  # every DP record says what no ε covers here
             record["privacy"]["threat_model"] = record["threat_model"]

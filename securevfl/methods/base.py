@@ -16,6 +16,7 @@ from securevfl.context import Option, RunContext, RunSpec
 from securevfl.data import check_image_dataset
 from securevfl.errors import ConfigError
 from securevfl.options import dash
+from securevfl.privacy.centring import CENTRE_SHARE
 from securevfl.registry import register
 from securevfl.results import FitResult
 from securevfl.run_options import COMMON_OPTIONS, not_an_option
@@ -42,6 +43,11 @@ class Method(ABC):
     options: ClassVar[dict[str, Option]] = {}
     # the unit of the method's ε (sizes the budget reserved for released centring means)
     privacy_unit: ClassVar[str] = "party-row"
+
+    def centre_share(self, spec: RunSpec) -> float:
+        """The share of ε that a run with ``--center`` and ``--epsilon`` spends on the released
+        column means (``privacy.centring``)."""
+        return CENTRE_SHARE
 
     def has_server(self, spec: RunSpec) -> bool:
         """Whether this run has a server at index K (``uses_server`` unless an option says)."""

@@ -12,9 +12,13 @@ before noising them, nobody sees an exact cross-party coefficient. The server as
 noisy objective and minimises it.
 
 Inputs follow the paper's range: each party multiplies its block back by sqrt(T) (T the public
-row-norm bound of the partition) so every feature lies in [-1, 1], labels in {0, 1} / [-1, 1];
-Lemma 1 then holds with B_k = d_k. Option ``intercept`` adds a constant-1 column at the label
-party (counted in d). Solving: :func:`securevfl.privacy.fm_objective.solve_noisy_quadratic`.
+row-norm bound of the partition) so every feature lies in [-1, 1], labels in {0, 1} / [-1, 1].
+The paper's Lemma 1 bound B_k = d_k is the L1 norm of the box's corner; real rows sit far inside
+it, so (issue 25) each party scales its rows down to L1 norm <= 2 sqrt(d_k) (``--l1-bound
+auto``; a public row-wise map, applied to test and predicted rows alike) and Lemma 1 is used
+with those B_k: on breast Δ_f 271 -> 84.5. ``--l1-bound box`` is the paper's (and the seed's).
+Option ``intercept`` adds a constant-1 column at the label party (counted in d, adding 1 to
+B_0). Solving: :func:`securevfl.privacy.fm_objective.solve_noisy_quadratic`.
 
 Δ_f grows as d², so the encoding matters: on adult, ``--encoding compact`` (the paper's 41
 columns, d = 42 with the intercept) against the default one-hot (108 columns, d = 109). The
@@ -23,12 +27,15 @@ party's secure-phase seconds and peak memory (VmHWM of its own process), ``extra
 ``extra.phases_bytes`` the secure phase's parts (slowest party's seconds, payload bytes).
 
 Defaults (``securevfl run fm-vfl --dataset D --epsilon E``; a value the user gives wins): each
-party centres its numeric columns (``--center``; off: ``--no-center``), adult-like datasets use
-their compact encoding (``--encoding compact`` where the dataset has one: Δ_f grows as d²), and
-``ridge auto`` = 2 below 10,000 training rows, else 1. Chosen on seeds 3-7 (breast) / 3-4
-(adult), reported on seeds 0-2: breast ε = 10 0.699 -> 0.894 (vfl 0.909); ε = 1 0.646 -> 0.79
-(d = 31 on 456 rows: Laplace scale Δ_f/ε = 271 per coefficient, see the record's delta_f); adult
-ε = 1 0.68 -> 0.78 (the majority class is 0.76: at ε = 1 the noisy objective learns little).
+party centres its numeric columns (``--center``; off: ``--no-center``) on means released under
+``--centre-share`` 0.2 of ε (split over the K parties; other methods and the seed: 0.1),
+adult-like datasets use their compact encoding, ``ridge auto`` = 2 below 10,000 training rows,
+else 1, and ``--l1-bound auto``. Why the last two (issue 25, docs/methods.md has the table): at
+small ε fm-vfl fell below the majority class because (1) the box bound made every coefficient's
+Laplace scale 3.2x larger than it needs to be, and (2) the released means' noise shifts every
+centred column, so every score, by an offset the heavily ridged intercept cannot absorb: the
+model ranks well (breast ε = 4: AUC 0.97) but thresholds badly (accuracy 0.72 where the best
+threshold on the same scores gives 0.94). Share 0.2 chosen on breast seeds 3-7.
 
 Precision: inputs are rounded to 2**-f (``frac_bits``: 16 unless the noise bound needs fewer),
 products are exact, so an opened coefficient is within n * 2**-f of the real sum. Scale: the
@@ -46,7 +53,15 @@ import numpy as np
 from securevfl.context import Option, RunContext, RunSpec, fingerprint, parse_bool
 from securevfl.errors import ConfigError
 from securevfl.methods.base import Method, register_method
-from securevfl.methods.fm_options import RIDGE_OPTION, fm_common_defaults, resolve_ridge
+from securevfl.methods.fm_options import (
+    CENTRE_SHARE_OPTION,
+    RIDGE_OPTION,
+    VFL_L1_BOUND_OPTION,
+    clip_l1,
+    fm_common_defaults,
+    resolve_l1_bound,
+    resolve_ridge,
+)
 from securevfl.privacy.fm_objective import (
     NOISE_TAIL,
     assemble_objective,
@@ -84,10 +99,12 @@ MPC_IMPLS = ("rns", "vectorized", "naive")
 LEGACY_MAX_ROWS = 100_000  # MPyC's own arithmetic runs in a 56-bit field sized for this many rows
 
 
-def _box(ctx: RunContext, k: int, intercept: bool, test: bool = False) -> np.ndarray:
-    """Party k's block back in the paper's range [-1, 1] (+ the constant column at party 0)."""
+def _box(ctx: RunContext, k: int, intercept: bool, l1: float, test: bool = False) -> np.ndarray:
+    """Party k's block back in the paper's range [-1, 1], each row scaled to L1 norm <= ``l1``
+    (a public row-wise map), and the constant column at party 0."""
     v = ctx.views[k]
     X = np.clip((v.X_test if test else v.X_train) * math.sqrt(ctx.info.row_norm_bound_sq), -1, 1)
+    X = clip_l1(X, l1)
     if k == 0 and intercept:
         X = np.hstack([np.ones((X.shape[0], 1)), X])
     return X
@@ -130,12 +147,18 @@ class FMVFL(Method):
             "a constant-1 feature at the label party (counted in d)",
         ),
         "ridge": RIDGE_OPTION,
+        "l1_bound": VFL_L1_BOUND_OPTION,
+        "centre_share": CENTRE_SHARE_OPTION,
     }
 
     @classmethod
     def common_defaults(cls, given: dict[str, Any]) -> dict[str, Any]:
         """Centred columns and the compact encoding where the dataset has one."""
         return fm_common_defaults(given)
+
+    def centre_share(self, spec: RunSpec) -> float:
+        """fm-vfl's own share for the released means (``--centre-share``)."""
+        return float(spec.option("centre_share", self))
 
     def validate(self, spec: RunSpec) -> None:
         super().validate(spec)
@@ -156,9 +179,13 @@ class FMVFL(Method):
         intercept = bool(spec.option("intercept", self))
         t0 = time.perf_counter()
         dims = [info.features_per_party[k] + (1 if k == 0 and intercept else 0) for k in range(K)]
-        sens = block_sensitivities(task, dims)
+        l1_mode = spec.option("l1_bound", self)
+        feats = info.features_per_party
+        # each party's rows' L1 bound, its constant column excluded (Lemma 1 adds it back)
+        l1 = [resolve_l1_bound(l1_mode, feats[k], False) for k in range(K)]
+        sens = block_sensitivities(task, [l1[k] + dims[k] - feats[k] for k in range(K)])
         scales = self._scales(spec, sens, K)
-        X = {k: _box(ctx, k, intercept) for k in ctx.views if k < K}
+        X = {k: _box(ctx, k, intercept, l1[k]) for k in ctx.views if k < K}
         v = label_vector(task, ctx.views[0].y_train) if rt.here(0) else None
         rngs = {k: ctx.noise_rng(k, "fm") for k in rt.local_parties}
         # single-party blocks: computed and perturbed by their owner, sent to the server
@@ -194,7 +221,7 @@ class FMVFL(Method):
             for k in range(K)
         }
         train_s = time.perf_counter() - t0
-        scores = _score(ctx, task, intercept, w_k)
+        scores = _score(ctx, task, intercept, l1, w_k)
         privacy = _privacy(spec, sens, scales, dims, self)
         fps = {k: fingerprint(w_k[k]) for k in range(K) if rt.here(k)}
         extra = {
@@ -208,7 +235,11 @@ class FMVFL(Method):
         }
         transform = {"input_scale": math.sqrt(info.row_norm_bound_sq), "input_clip": 1.0}
         model = {
-            k: ModelPart("linear", {"w": np.asarray(w_k[k], dtype=np.float64)}, dict(transform))
+            k: ModelPart(
+                "linear",
+                {"w": np.asarray(w_k[k], dtype=np.float64)},
+                {**transform, "input_l1": l1[k]},
+            )
             for k in range(K)
             if rt.here(k)
         }
@@ -275,13 +306,15 @@ def _cross_request(ctx: RunContext, task: str, impl: str, dims, scales, X, v, rn
     return request, mats, noises
 
 
-def _score(ctx: RunContext, task: str, intercept: bool, w_k: dict) -> np.ndarray | None:
+def _score(
+    ctx: RunContext, task: str, intercept: bool, l1: list[float], w_k: dict
+) -> np.ndarray | None:
     """Test scoring: each party sends X_k,test w_k to the label party (phase ``eval``)."""
     rt, K = ctx.rt, ctx.info.data_parties
     with rt.meter.in_phase("eval"):
         # every party lists every sender (None where it does not live): SPMD lockstep
         partial = {
-            k: rt.local(k, lambda k=k: _box(ctx, k, intercept, test=True) @ w_k[k])
+            k: rt.local(k, lambda k=k: _box(ctx, k, intercept, l1[k], test=True) @ w_k[k])
             for k in range(K)
         }
         got = rt.gather(partial, dst=0)

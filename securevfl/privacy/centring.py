@@ -9,9 +9,10 @@ Given the released mean m~, the scale 1 + |m~| is public and maps [-1, 1] into [
 rest is row-wise. The release is pure ε_c-DP per party; with a method's (ε_m, δ)-DP it composes
 to (ε_m + ε_c, δ) (basic composition, adaptive) for the unit party-row (one party's row: that
 party's release only) and (ε_m + K·ε_c, δ) for the unit sample (a row in every party's block).
-ε_c is ``CENTRE_SHARE`` of the run's ε for a party-row method and that share over K for a sample
-method, so the releases cost the share in the method's unit; the method is run at ε minus it
-and the record adds the releases back.
+ε_c is the method's share of the run's ε (``CENTRE_SHARE`` unless the method says otherwise:
+fm-vfl's ``--centre-share``) for a party-row method and that share over K for a sample method,
+so the releases cost the share in the method's unit; the method is run at ε minus it and the
+record adds the releases back.
 """
 
 from __future__ import annotations
@@ -26,11 +27,14 @@ from securevfl.errors import ConfigError
 CENTRE_SHARE = 0.1  # of the run's ε, for the released means (a public choice, docs say why)
 
 
-def centring_epsilon(epsilon: float, *, unit: str, parties: int) -> float:
+def centring_epsilon(
+    epsilon: float, *, unit: str, parties: int, share: float = CENTRE_SHARE
+) -> float:
     """ε_c of each party's mean release in a run at ``epsilon`` whose ε is in ``unit``: the
     share of ε for party-row (one party's release touches the row), split over the K parties
-    for sample (a row is in every party's block)."""
-    return CENTRE_SHARE * float(epsilon) / (parties if unit == "sample" else 1)
+    for sample (a row is in every party's block). ``share``: the method's
+    (``Method.centre_share``)."""
+    return share * float(epsilon) / (parties if unit == "sample" else 1)
 
 
 def cost(eps_party: float, *, unit: str, parties: int) -> float:
@@ -38,9 +42,9 @@ def cost(eps_party: float, *, unit: str, parties: int) -> float:
     return eps_party * (parties if unit == "sample" else 1)
 
 
-def reserve(epsilon: float) -> float:
+def reserve(epsilon: float, share: float = CENTRE_SHARE) -> float:
     """The part of ε the centring releases take in the method's own unit."""
-    return CENTRE_SHARE * float(epsilon)
+    return share * float(epsilon)
 
 
 def laplace_scale(*, n: int, d: int, epsilon: float) -> float:
@@ -65,12 +69,17 @@ def centre(X: np.ndarray, mean: np.ndarray) -> np.ndarray:
 
 
 def compose_into(
-    privacy: dict[str, Any], *, epsilon: float, unit: str, parties: int
+    privacy: dict[str, Any],
+    *,
+    epsilon: float,
+    unit: str,
+    parties: int,
+    share: float = CENTRE_SHARE,
 ) -> dict[str, Any]:
     """The record's ``privacy`` with the centring releases added (headline, per party, units);
-    ``unit``: the unit the releases were sized for (the method's)."""
+    ``unit``: the unit the releases were sized for (the method's); ``share``: of ε, as run."""
     out = dict(privacy)
-    eps_c = centring_epsilon(epsilon, unit=unit, parties=parties)
+    eps_c = centring_epsilon(epsilon, unit=unit, parties=parties, share=share)
     if out.get("epsilon") is not None:
         out["epsilon"] = float(out["epsilon"]) + cost(
             eps_c, unit=str(out.get("unit")), parties=parties
@@ -106,7 +115,7 @@ def compose_into(
     out["centring"] = {
         "mechanism": "laplace",
         "epsilon_per_party": eps_c,
-        "share": CENTRE_SHARE,
+        "share": share,
         "composition": "basic (pure ε_c added to the method's ε at the same δ)",
     }
     return out
