@@ -1,12 +1,14 @@
 """Write the shipped calibration table from a cache directory.
 
-    SECUREVFL_CACHE_DIR=/tmp/cal securevfl bench --suite compare --methods pbm-vfl --out /tmp/o
-    SECUREVFL_CACHE_DIR=/tmp/cal securevfl bench --suite default --methods pbm-vfl --out /tmp/o2
+    export SECUREVFL_CACHE_DIR=/tmp/cal SECUREVFL_SHIPPED_CALIBRATIONS=off
+    securevfl bench --suite compare --methods pbm-vfl --seeds 0 --out /tmp/o
+    securevfl bench --suite default --methods pbm-vfl --out /tmp/o2
     python tools/ship_calibrations.py /tmp/cal
 
 collects every entry the runs computed (``KIND/KEY.json``) into
 ``securevfl/privacy/calibrations.json`` (``securevfl.privacy.calibration_cache.SHIPPED``). Rerun it
-after a change to the accountant's code: the keys name the code version, so old entries only miss.
+after a change to the accountant's code: the keys name the code version, so old entries only miss
+(``SECUREVFL_SHIPPED_CALIBRATIONS=off``: the runs must compute every entry, not reuse the table).
 """
 
 from __future__ import annotations

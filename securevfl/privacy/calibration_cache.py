@@ -84,9 +84,15 @@ SHIPPED = Path(__file__).with_name("calibrations.json")
 SHIPPED_MAX_BYTES = 1 << 20  # a few thousand entries at most
 
 
+SHIPPED_ENV = "SECUREVFL_SHIPPED_CALIBRATIONS"  # "off": ignore the table (regenerating it)
+
+
 @functools.cache
 def _shipped() -> dict[str, dict[str, Any]]:
-    """kind -> key -> entry of the shipped table ({} if absent or malformed: only time is lost)."""
+    """kind -> key -> entry of the shipped table ({} if absent, malformed or switched off with
+    ``$SECUREVFL_SHIPPED_CALIBRATIONS=off``: only time is lost)."""
+    if os.environ.get(SHIPPED_ENV, "").strip().lower() == "off":
+        return {}
     try:
         with SHIPPED.open("rb") as f:
             raw = f.read(SHIPPED_MAX_BYTES + 1)
