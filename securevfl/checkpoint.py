@@ -55,7 +55,7 @@ class Checkpoints:
     def save(self, k: int, epoch: int, arrays: dict[str, np.ndarray], extra: dict) -> None:
         """Party ``k``'s state after ``epoch`` epochs: written in a directory of its own, then
         ``latest.json`` is replaced atomically to point at it (a kill at any moment leaves a
-        whole checkpoint), then the older directories go."""
+        whole checkpoint), then all but the previous one go."""
         party = self.root / f"party_{k}"
         tmp = party / f"e{epoch}"
         shutil.rmtree(tmp, ignore_errors=True)
@@ -68,9 +68,24 @@ class Checkpoints:
         (tmp / "state.json").write_text(json.dumps(doc))
         (party / "latest.tmp").write_text(json.dumps({"dir": tmp.name}))
         os.replace(party / "latest.tmp", party / "latest.json")
-        for old in party.glob("e*"):
-            if old.name != tmp.name:
-                shutil.rmtree(old, ignore_errors=True)
+        # keep the previous checkpoint too: the parties of one process write one after the
+        # other, so a kill between them leaves some a checkpoint ahead (resume uses the newest
+        # epoch every party has)
+        for old in _whole_epochs(party)[:-2]:
+            shutil.rmtree(party / f"e{old}", ignore_errors=True)
+
+    def _common_epoch(self, latest: int) -> int:
+        """The newest epoch whose checkpoint every party directory holds (at most ``latest``,
+        this party's own pointer): a kill between two parties' saves leaves one ahead."""
+        held = [set(_whole_epochs(p)) for p in sorted(self.root.glob("party_*"))]
+        common = set.intersection(*held) if held else set()
+        common = {e for e in common if e <= latest}
+        if not common:
+            raise DataError(
+                f"checkpoint {str(self.root)!r} must hold one epoch saved by every party, got "
+                f"{[sorted(h) for h in held]}"
+            )
+        return max(common)
 
     def load(self, k: int) -> tuple[dict, dict[str, np.ndarray]] | None:
         """Party ``k``'s checkpoint (hash-checked), None when resuming is off."""
@@ -89,7 +104,7 @@ class Checkpoints:
             name = str(json.loads(latest.read_text())["dir"])
             if not re.fullmatch(r"e\d+", name):
                 raise ValueError(f"a checkpoint directory is e<epoch>, got {name!r}")
-            d = party / name
+            d = party / f"e{self._common_epoch(int(name[1:]))}"
             path = d / "state.json"
             doc = json.loads(path.read_text())
         except (ValueError, KeyError, OSError) as exc:
@@ -107,6 +122,15 @@ class Checkpoints:
         for name, digest in doc["files"].items():
             arrays[name[: -len(".npy")]] = _load_array(d / name, digest)
         return doc, arrays
+
+
+def _whole_epochs(party: Path) -> list[int]:
+    """The epochs of a party's whole checkpoints (``state.json`` is written last), ascending."""
+    out = []
+    for d in party.glob("e*"):
+        if re.fullmatch(r"e\d+", d.name) and (d / "state.json").is_file():
+            out.append(int(d.name[1:]))
+    return sorted(out)
 
 
 def epoch_stats(stats: Any) -> dict[str, list]:

@@ -1017,6 +1017,41 @@ def test_splitnn_resume_after_a_kill_gives_the_uninterrupted_model(tmp_path):
     assert len(resumed["stats"]["epoch_s"]) == 8  # the epochs before the kill are kept
 
 
+def test_a_kill_between_two_parties_saves_resumes_from_their_common_epoch(tmp_path):
+    """The parties of one process save one after the other: a kill between them leaves party
+    0 an epoch ahead. Each keeps its previous checkpoint, and resume takes the newest epoch
+    every party holds (the model still equals an uninterrupted run's)."""
+    import shutil
+
+    from securevfl.checkpoint import make_checkpoints
+    from securevfl.errors import DataError
+
+    ck = tmp_path / "ck"
+    args = {"method": "vfl", "model": "mlp", "dataset": "breast", "epochs": 4, "seed": 3}
+    spec = build_spec(dict(args))
+    whole = securevfl.run_experiment(
+        spec, checkpoints=make_checkpoints(spec, every=1, directory=str(ck), resume=None)
+    )
+    assert sorted(p.name for p in (ck / "party_0").glob("e*")) == ["e2", "e3"]
+    # as if killed after party 0 wrote e3 and before party 1 did
+    shutil.rmtree(ck / "party_1" / "e3")
+    (ck / "party_1" / "latest.json").write_text(json.dumps({"dir": "e2"}))
+    resumed = securevfl.run_experiment(
+        build_spec(dict(args)),
+        checkpoints=make_checkpoints(build_spec(dict(args)), every=None, directory=None,
+                                     resume=str(ck)),
+    )  # fmt: skip
+    assert resumed["model_fingerprint"] == whole["model_fingerprint"]
+    assert resumed["metrics"] == whole["metrics"]
+    shutil.rmtree(ck / "party_1" / "e2")  # no epoch held by both: one line, exit 2
+    with pytest.raises(DataError, match="one epoch saved by every party"):
+        securevfl.run_experiment(
+            build_spec(dict(args)),
+            checkpoints=make_checkpoints(build_spec(dict(args)), every=None, directory=None,
+                                         resume=str(ck)),
+        )  # fmt: skip
+
+
 def test_checkpoints_refuse_methods_whose_hooks_hold_state(tmp_path, capsys):
     """hdp-vfl resumes (tests/test_checkpoint_dp.py) except with tune=true, whose
     cross-validation trains many models: refused in one line, naming why."""
