@@ -36,11 +36,14 @@ def _majority(params: dict) -> float:
 @pytest.mark.parametrize("method", ["dpsgd-c", "fm-central"])
 @pytest.mark.parametrize("dataset", sorted(SIZES))
 def test_no_dp_reference_falls_below_the_majority_class(method, dataset):
-    """Mean of seeds 0-2 at ε 1, 2, 4, 8 within 1 point of the majority class or above."""
+    """Mean of seeds 0-2 at ε 1, 2, 4, 8 within 1 point of the majority class or above, with
+    the noise drawn from the seeds (the reproduction mode): with fresh CSPRNG noise the outcome
+    is random, and fm-central on breast at ε = 1 still flips sign in about 1 run of 30 (0.37;
+    measured 2026-11-26), which made this test fail about one time in ten."""
     for eps in (1.0, 2.0, 4.0, 8.0):
         accs, majs = [], []
         for seed in (0, 1, 2):
-            p = _params(method, dataset, seed, eps)
+            p = _params(method, dataset, seed, eps, reproducible_noise=True)
             accs.append(run_experiment(build_spec(p))["metrics"]["accuracy"])
             majs.append(_majority(p))
         assert np.mean(accs) >= np.mean(majs) - 0.01, (eps, accs, majs)
