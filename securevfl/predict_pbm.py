@@ -181,11 +181,9 @@ def pbm_aggregate(
     return np.concatenate(outs) if rt.here(L) else None
 
 
-def scoring_privacy_pbm(
-    rel: dict[str, Any], *, noise_seed: int | None, training: Any
-) -> dict[str, Any]:
-    """The ``privacy`` entry of a predict record for a PBM release (``predict_privacy``)."""
-    from securevfl.disclosure import NOT_A_GUARANTEE
+def scoring_privacy_pbm(rel: dict[str, Any]) -> tuple[dict[str, float], str, dict[str, Any]]:
+    """(ε per scored row by unit, the release's description, its facts) of a PBM release, for
+    ``predict_privacy``'s record."""
     from securevfl.privacy.pbm_accountant import pbm_epsilon
 
     b, beta, M, P = int(rel["b"]), float(rel["beta"]), int(rel["n_parties"]), int(rel["dim"])
@@ -198,26 +196,13 @@ def scoring_privacy_pbm(
         f"the label holder unmasks only the secure sum over the {M} parties, once per row, as "
         "a test row at training's end"
     )
-    out = {
-        "scored_rows_epsilon": eps["party-row"],
-        "unit": "party-row",
+    facts = {
         "delta": delta,
-        "by_unit": eps,
         "mechanism": MECHANISM,
         "b": b,
         "beta": beta,
         "secure_sum_parties": M,
         "dim": P,
         "accountant": "pld (dp_accounting), PBM's dominating pair, one use of P coordinates",
-        "noise": "aes-ctr-csprng",
-        "release": text,
-        "training": training,
     }
-    if noise_seed is not None:  # seeded noise protects nothing: no ε may be printed
-        out.update(
-            scored_rows_epsilon=None,
-            by_unit=None,
-            noise="pcg64 (seeded)",
-            not_a_guarantee=NOT_A_GUARANTEE,
-        )
-    return out
+    return eps, text, facts

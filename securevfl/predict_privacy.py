@@ -121,7 +121,8 @@ def scoring_privacy(
         from securevfl.predict_pbm import check_release as check_pbm
         from securevfl.predict_pbm import scoring_privacy_pbm
 
-        return scoring_privacy_pbm(check_pbm(release), noise_seed=noise_seed, training=training)
+        eps, text, facts = scoring_privacy_pbm(check_pbm(release))
+        return _noisy_record(eps, text, facts, noise_seed=noise_seed, training=training)
     eps = per_row_epsilon(release, senders=senders)
     steps = check_release(release)
     shaped = ""
@@ -134,14 +135,30 @@ def scoring_privacy(
         f"{shaped}, plus N(0, {steps['sigma']:.6g}^2) per coordinate (L2 sensitivity "
         f"{steps['sensitivity']:.6g}), fresh noise, as a test row at training's end"
     )
-    out = {
-        "scored_rows_epsilon": eps["party-row"],
-        "unit": "party-row",
+    facts = {
         "delta": float(release["delta"]),
-        "by_unit": eps,
         "mechanism": "gaussian",
         "sigma": float(release["sigma"]),
         "sensitivity": float(release["sensitivity"]),
+    }
+    return _noisy_record(eps, text, facts, noise_seed=noise_seed, training=training)
+
+
+def _noisy_record(
+    eps: dict[str, float],
+    text: str,
+    facts: dict[str, Any],
+    *,
+    noise_seed: int | None,
+    training: Any,
+) -> dict[str, Any]:
+    """The record of a noisy scoring release: its ε per scored row (unit party-row; every unit
+    in ``by_unit``), the mechanism's ``facts``, the training run's record."""
+    out = {
+        "scored_rows_epsilon": eps["party-row"],
+        "unit": "party-row",
+        "by_unit": eps,
+        **facts,
         "noise": "aes-ctr-csprng",
         "release": text,
         "training": training,

@@ -42,6 +42,7 @@ class HDPHooks(GLMHooks):
     record_from: int | None = None  # steps >= this keep the exact derivative (threshold)
     refit: dict[str, Any] | None = None  # threshold 'deconvolved': lr and free_bias
     final_fit: str = "trained"  # 'refit': the label holder refits on what it received
+    last_received: np.ndarray | None = None  # refit: each training row's latest messages
 
     def __init__(self, ctx: RunContext, plan: StreamPlan, *, clip: float, tag: str) -> None:
         self.plan, self.clip = plan, clip
@@ -94,8 +95,6 @@ class HDPHooks(GLMHooks):
         for j, k in enumerate(sorted(received)):
             self.last_received[idx, j] = received[k]
 
-    last_received: np.ndarray | None = None
-
     def configure_evaluate(self, ctx: RunContext, state: GLMState) -> None:
         """final_fit 'refit': the label holder refits its weights, bias and one factor per
         passive party on its training rows (``models.active_refit``); threshold
@@ -103,7 +102,7 @@ class HDPHooks(GLMHooks):
         and received (post-processing, no release)."""
         if not ctx.rt.here(0):
             return
-        if self.final_fit == "refit" and self.refit is None and self.last_received is not None:
+        if self.final_fit == "refit" and self.last_received is not None:
             self._refit(ctx, state)
             return
         if self.refit is None:
@@ -235,7 +234,8 @@ def train_hdp(
         feature_norm=c,
     )
     hooks = HDPHooks(ctx, plan, clip=clip, tag=tag)
-    hooks.final_fit = final_fit
+    # a deconvolved threshold is refitted on Algorithm 1's weights as trained
+    hooks.final_fit = "trained" if threshold == "deconvolved" else final_fit
     facts = plan.facts
     if threshold == "deconvolved":
         check_deconvolvable(loss.name, intercept)
