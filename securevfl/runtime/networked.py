@@ -215,7 +215,11 @@ class NetworkedRuntime(Runtime):
             ", ".join(map(str, quiet)) + " during the wait)"
         )
 
-    def _check_peer(self, k: int) -> None:
+    def _check_peer(self, k: int, what: str) -> None:
+        if self._dead is not None and self._dead.done():
+            # the first cause wins: a peer whose frame was refused between two waits has also
+            # been disconnected by that refusal, which says less than the refusal itself
+            raise ProtocolError(f"party {self.index} stopped while {what}: {self._dead.result()}")
         if k != self.index and self.mpc.parties[k].protocol is None:
             raise ProtocolError(f"party {k} has disconnected (seen by party {self.index})")
 
@@ -232,7 +236,7 @@ class NetworkedRuntime(Runtime):
         self, data: bytes | None, senders: list[int], receivers: list[int], what: str
     ) -> list[bytes]:
         for k in set(senders) | set(receivers):
-            self._check_peer(k)
+            self._check_peer(k, what)
         return self._run(mpyc_net.exchange(self.mpc, data, senders, receivers), what)
 
     # Every party calls exchange for every primitive, involved or not: MPyC labels messages
