@@ -348,7 +348,8 @@ def run_experiment(
             else rt.control(secrets.randbits(62) if rt.here(0) else None, src=0)
         )
         fit_spec = spec
-        if spec.center and has_budget(spec):  # the centring releases take their share of ε
+        composes = method.composes_centring(spec)  # else the record adds them (basic)
+        if spec.center and has_budget(spec) and not composes:  # the means take their share
             cost = centring_reserve(float(spec.epsilon), method.centre_share(spec))
             fit_spec = dataclasses.replace(spec, epsilon=float(spec.epsilon) - cost)
         ctx = RunContext(
@@ -456,7 +457,7 @@ def run_experiment(
             "version": __version__,
             "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         }
-        if record["privacy"] is not None and spec.center and has_budget(spec):
+        if record["privacy"] is not None and spec.center and has_budget(spec) and not composes:
             # a resumed run under the CSPRNG: every earlier run's centring was a release too
             again = 0 if checkpoints is None else checkpoints.centrings_again
             for _ in range(1 + again):

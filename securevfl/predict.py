@@ -37,7 +37,7 @@ SCORING_RELEASE = PLAIN_RELEASE  # the plain path's release (kept under its old 
 
 
 def _linear_input(meta: Mapping[str, Any], X: np.ndarray, *, head: bool) -> np.ndarray:
-    """A linear part's input transform (fm-vfl: back to [-1, 1]; fm-central: L1-clipped rows;
+    """A linear part's input transform (fm-vfl: back to [-1, 1]; fm: L1- or L2-clipped rows;
     an intercept column)."""
     if meta.get("input_scale") is not None:
         X = X * float(meta["input_scale"])
@@ -47,6 +47,9 @@ def _linear_input(meta: Mapping[str, Any], X: np.ndarray, *, head: bool) -> np.n
     if meta.get("input_l1") is not None:  # fm-central: each whole row to L1 norm <= bound
         norms = np.abs(X).sum(axis=1, keepdims=True)
         X = X * np.minimum(1.0, float(meta["input_l1"]) / np.maximum(norms, 1e-300))
+    if meta.get("input_l2") is not None:  # the Gaussian FM: each row (block) to L2 norm <= bound
+        norms = np.sqrt(np.einsum("ij,ij->i", X, X))[:, None]
+        X = X * np.minimum(1.0, float(meta["input_l2"]) / np.maximum(norms, 1e-300))
     if head and meta.get("intercept"):
         X = np.hstack([np.ones((X.shape[0], 1)), X])
     return X

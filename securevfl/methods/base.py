@@ -44,6 +44,12 @@ class Method(ABC):
     # the unit of the method's ε (sizes the budget reserved for released centring means)
     privacy_unit: ClassVar[str] = "party-row"
 
+    def composes_centring(self, spec: RunSpec) -> bool:
+        """Whether the method composes the released column means into its own ledger (one
+        accountant with its releases, tight) instead of the record adding them by basic
+        composition; such a method is run at the whole ε and sizes its noise for both."""
+        return False
+
     def centre_share(self, spec: RunSpec) -> float:
         """The share of ε that a run with ``--center`` and ``--epsilon`` spends on the released
         column means (``privacy.centring``)."""

@@ -53,14 +53,22 @@ import numpy as np
 from securevfl.context import Option, RunContext, RunSpec, fingerprint, parse_bool
 from securevfl.errors import ConfigError
 from securevfl.methods.base import Method, register_method
+from securevfl.methods.fm_noise import fm_privacy, noise_plan
 from securevfl.methods.fm_options import (
     CENTRE_SHARE_OPTION,
+    L2_BOUND_OPTION,
+    MECHANISM_OPTION,
     RIDGE_OPTION,
     VFL_L1_BOUND_OPTION,
     clip_l1,
     fm_common_defaults,
-    resolve_l1_bound,
     resolve_ridge,
+    resolve_share,
+)
+from securevfl.privacy.fm_gaussian import (
+    clip_l2,
+    draw,
+    ridge_scale,
 )
 from securevfl.privacy.fm_objective import (
     NOISE_TAIL,
@@ -75,11 +83,7 @@ from securevfl.privacy.fm_objective import (
 )
 from securevfl.privacy.functional import (
     BUDGETS,
-    block_sensitivities,
     bottom_up_scales,
-    fm_ledger,
-    global_sensitivity,
-    party_sensitivity,
     target_bottom_up_scales,
     top_down_scales,
 )
@@ -99,12 +103,14 @@ MPC_IMPLS = ("rns", "vectorized", "naive")
 LEGACY_MAX_ROWS = 100_000  # MPyC's own arithmetic runs in a 56-bit field sized for this many rows
 
 
-def _box(ctx: RunContext, k: int, intercept: bool, l1: float, test: bool = False) -> np.ndarray:
-    """Party k's block back in the paper's range [-1, 1], each row scaled to L1 norm <= ``l1``
-    (a public row-wise map), and the constant column at party 0."""
+def _box(
+    ctx: RunContext, k: int, intercept: bool, bound: tuple[str, float], test: bool = False
+) -> np.ndarray:
+    """Party k's block back in the paper's range [-1, 1], each row scaled to its norm bound
+    (``("l1", B)`` or ``("l2", R)``: a public row-wise map), and the constant column at party 0."""
     v = ctx.views[k]
     X = np.clip((v.X_test if test else v.X_train) * math.sqrt(ctx.info.row_norm_bound_sq), -1, 1)
-    X = clip_l1(X, l1)
+    X = clip_l2(X, bound[1]) if bound[0] == "l2" else clip_l1(X, bound[1])
     if k == 0 and intercept:
         X = np.hstack([np.ones((X.shape[0], 1)), X])
     return X
@@ -149,6 +155,8 @@ class FMVFL(Method):
         "ridge": RIDGE_OPTION,
         "l1_bound": VFL_L1_BOUND_OPTION,
         "centre_share": CENTRE_SHARE_OPTION,
+        "mechanism": MECHANISM_OPTION,
+        "l2_bound": L2_BOUND_OPTION,
     }
 
     @classmethod
@@ -156,13 +164,23 @@ class FMVFL(Method):
         """Centred columns and the compact encoding where the dataset has one."""
         return fm_common_defaults(given)
 
+    def composes_centring(self, spec: RunSpec) -> bool:
+        """The Gaussian composes the means' releases in its own PLD ledger (tight)."""
+        return spec.option("mechanism", self) == "gaussian"
+
     def centre_share(self, spec: RunSpec) -> float:
         """fm-vfl's own share for the released means (``--centre-share``)."""
-        return float(spec.option("centre_share", self))
+        return resolve_share(spec.option("centre_share", self), spec.option("mechanism", self))
 
     def validate(self, spec: RunSpec) -> None:
         super().validate(spec)
         offers = parse_party_epsilons(spec.option("party_epsilons", self), spec.parties)
+        gaussian = spec.option("mechanism", self) == "gaussian"
+        if gaussian and spec.option("budget", self) == "bottom-up":
+            raise ConfigError(
+                "budget bottom-up needs --mechanism laplace (each party's own Laplace offer; "
+                "the Gaussian noises the whole objective at one sigma), got --mechanism gaussian"
+            )
         if offers is not None and spec.epsilon is not None:
             raise ConfigError(
                 "epsilon must not be given with party_epsilons (the parties' offers set the "
@@ -179,20 +197,23 @@ class FMVFL(Method):
         intercept = bool(spec.option("intercept", self))
         t0 = time.perf_counter()
         dims = [info.features_per_party[k] + (1 if k == 0 and intercept else 0) for k in range(K)]
-        l1_mode = spec.option("l1_bound", self)
-        feats = info.features_per_party
-        # each party's rows' L1 bound, its constant column excluded (Lemma 1 adds it back)
-        l1 = [resolve_l1_bound(l1_mode, feats[k], False) for k in range(K)]
-        sens = block_sensitivities(task, [l1[k] + dims[k] - feats[k] for k in range(K)])
-        scales = self._scales(spec, sens, K)
-        X = {k: _box(ctx, k, intercept, l1[k]) for k in ctx.views if k < K}
+        noise = noise_plan(self, spec, task, dims, info.features_per_party, intercept)
+        scales, bounds, gauss = noise["scales"], noise["bounds"], noise["gaussian"]
+        X = {k: _box(ctx, k, intercept, bounds[k]) for k in ctx.views if k < K}
         v = label_vector(task, ctx.views[0].y_train) if rt.here(0) else None
         rngs = {k: ctx.noise_rng(k, "fm") for k in rt.local_parties}
         # single-party blocks: computed and perturbed by their owner, sent to the server
         singles = {
             k: rt.send(
                 rt.local(
-                    k, _single, task, X.get(k), v if k == 0 else None, scales[(k, k)], rngs.get(k)
+                    k,
+                    _single,
+                    task,
+                    X.get(k),
+                    v if k == 0 else None,
+                    scales[(k, k)],
+                    rngs.get(k),
+                    gauss,
                 ),
                 src=k,
                 dst=server,
@@ -201,7 +222,7 @@ class FMVFL(Method):
         }
         # cross-party blocks: one secure product each, party a's noise in, opened at the server
         impl = spec.option("mpc_impl", self)
-        request, mats, noises = _cross_request(ctx, task, impl, dims, scales, X, v, rngs)
+        request, mats, noises = _cross_request(ctx, task, impl, dims, scales, X, v, rngs, gauss)
         t_mpc = time.perf_counter()
         res = rt.secure_products(request, mats, noises, stats_at=info.label_party)
         mpc_s = time.perf_counter() - t_mpc
@@ -209,8 +230,9 @@ class FMVFL(Method):
         def assemble_and_solve():
             cross = {(p[0], p[1]): res.blocks[j] for j, p in enumerate(request.pairs)}
             lam, U = assemble_objective(task, dims, singles, cross)
-            ridge = resolve_ridge(spec.option("ridge", self), info.n_train)
-            w = solve_noisy_quadratic(lam, U, scale=max(scales.values()), ridge=ridge)
+            ridge = resolve_ridge(spec.option("ridge", self), info.n_train, noise["mechanism"])
+            top = ridge_scale(gauss, max(scales.values()))
+            w = solve_noisy_quadratic(lam, U, scale=top, ridge=ridge)
             offs = np.cumsum([0, *dims])
             return [w[offs[k] : offs[k + 1]] for k in range(K)]
 
@@ -221,8 +243,8 @@ class FMVFL(Method):
             for k in range(K)
         }
         train_s = time.perf_counter() - t0
-        scores = _score(ctx, task, intercept, l1, w_k)
-        privacy = _privacy(spec, sens, scales, dims, self)
+        scores = _score(ctx, task, intercept, bounds, w_k)
+        privacy = fm_privacy(spec, noise, dims, self)
         fps = {k: fingerprint(w_k[k]) for k in range(K) if rt.here(k)}
         extra = {
             "d": int(sum(dims)),
@@ -238,7 +260,7 @@ class FMVFL(Method):
             k: ModelPart(
                 "linear",
                 {"w": np.asarray(w_k[k], dtype=np.float64)},
-                {**transform, "input_l1": l1[k]},
+                {**transform, f"input_{bounds[k][0]}": bounds[k][1]},
             )
             for k in range(K)
             if rt.here(k)
@@ -261,17 +283,21 @@ class FMVFL(Method):
         return bottom_up_scales(sens, offers)
 
 
-def _single(task: str, X: np.ndarray, v: np.ndarray | None, s: float, rng: Any) -> dict:
-    """A party's own block, perturbed by itself (v: the label column, at the label party)."""
+def _single(
+    task: str, X: np.ndarray, v: np.ndarray | None, s: float, rng: Any, gauss: bool = False
+) -> dict:
+    """A party's own block, perturbed by itself (v: the label column, at the label party):
+    Laplace(s) or N(0, s²) on every released coefficient."""
     lam0, lam, U = single_coefficients(task, X, v)
-    U = U + laplace_upper(rng, X.shape[1], s)
+    d = X.shape[1]
+    U = U + (np.triu(draw(rng, True, s, (d, d))) if gauss else laplace_upper(rng, d, s))
     if lam is not None:
-        lam = lam + rng.laplace(0.0, s, size=lam.shape)
-        lam0 = lam0 + (rng.laplace(0.0, s) if task == "linear" else 0.0)
+        lam = lam + draw(rng, gauss, s, lam.shape)
+        lam0 = lam0 + (float(draw(rng, gauss, s, None)) if task == "linear" else 0.0)
     return {"lam0": lam0, "lam": lam, "U": U}
 
 
-def _cross_request(ctx: RunContext, task: str, impl: str, dims, scales, X, v, rngs):
+def _cross_request(ctx: RunContext, task: str, impl: str, dims, scales, X, v, rngs, gauss=False):
     """The secure-product job for every cross block (a < b, noised by a) and this process's
     inputs: M_0 = [v | X_0], M_k = X_k; noise in the MPC's units (λ = factor * R)."""
     rt, info, spec = ctx.rt, ctx.info, ctx.spec
@@ -293,7 +319,7 @@ def _cross_request(ctx: RunContext, task: str, impl: str, dims, scales, X, v, rn
             div = np.full((dims[a] + (1 if a == 0 else 0), 1), 2 * c)
             if a == 0:
                 div[0] = alpha
-            noises[j] = rngs[a].laplace(0.0, scales[(a, b)], size=(len(div), dims[b])) / div
+            noises[j] = draw(rngs[a], gauss, scales[(a, b)], (len(div), dims[b])) / div
     request = ProductRequest(
         pairs=tuple((a, b, a) for a, b in pairs),
         shapes={k: (info.n_train, dims[k] + (1 if k == 0 else 0)) for k in range(K)},
@@ -307,14 +333,14 @@ def _cross_request(ctx: RunContext, task: str, impl: str, dims, scales, X, v, rn
 
 
 def _score(
-    ctx: RunContext, task: str, intercept: bool, l1: list[float], w_k: dict
+    ctx: RunContext, task: str, intercept: bool, bounds: list, w_k: dict
 ) -> np.ndarray | None:
     """Test scoring: each party sends X_k,test w_k to the label party (phase ``eval``)."""
     rt, K = ctx.rt, ctx.info.data_parties
     with rt.meter.in_phase("eval"):
         # every party lists every sender (None where it does not live): SPMD lockstep
         partial = {
-            k: rt.local(k, lambda k=k: _box(ctx, k, intercept, l1[k], test=True) @ w_k[k])
+            k: rt.local(k, lambda k=k: _box(ctx, k, intercept, bounds[k], test=True) @ w_k[k])
             for k in range(K)
         }
         got = rt.gather(partial, dst=0)
@@ -322,26 +348,3 @@ def _score(
         return None
     z = sum(got.values())
     return 1.0 / (1.0 + np.exp(-z)) if task == "logistic" else z
-
-
-def _privacy(spec: RunSpec, sens: dict, scales: dict, dims: list[int], method: Method):
-    """The accountant's report for the released noisy objective (every block's Laplace)."""
-    K = len(dims)
-    return fm_ledger(sens, scales).report(
-        0.0,
-        target_epsilon=spec.epsilon,
-        outside_guarantee=[
-            "test scoring: each party sends X_k,test w_k in the clear (test rows; the model "
-            "w is post-processing of the noisy objective, so training rows stay covered)"
-        ],
-        per_party_extra={k: {"sensitivity": party_sensitivity(sens, k)} for k in range(K)},
-        extra={
-            "delta_f": global_sensitivity(sens),
-            "budget": spec.option("budget", method),
-            "d": int(sum(dims)),
-            "blocks": {
-                f"{a},{b}": {"sensitivity": sens[(a, b)], "scale": scales[(a, b)]}
-                for (a, b) in sens
-            },
-        },
-    )

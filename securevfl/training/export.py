@@ -207,8 +207,8 @@ def pooled_linear(w: np.ndarray, bias: np.ndarray, *, link: str, **transform: An
     """A pooled baseline's linear model: one part, at party 0, over every column.
 
     ``transform``: ``input_scale`` (rows multiplied by it), ``input_clip`` (then clipped to
-    [-c, c]), ``input_l1`` (then each row scaled down to L1 norm <= it), ``intercept`` (a
-    constant 1 prepended; its weight is ``w[0]``)."""
+    [-c, c]), ``input_l1`` / ``input_l2`` (then each row scaled down to that L1 / L2 norm),
+    ``intercept`` (a constant 1 prepended; its weight is ``w[0]``)."""
     arrays = {"w": np.asarray(w, dtype=np.float64).copy()}
     arrays["bias"] = np.atleast_1d(np.asarray(bias, dtype=np.float64)).copy()
     return ModelPart("linear", arrays, {"head": True, "link": link, "pooled": True, **transform})
