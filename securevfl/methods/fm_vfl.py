@@ -17,25 +17,25 @@ The paper's Lemma 1 bound B_k = d_k is the L1 norm of the box's corner; real row
 it, so (issue 25) each party scales its rows down to L1 norm <= 2 sqrt(d_k) (``--l1-bound
 auto``; a public row-wise map, applied to test and predicted rows alike) and Lemma 1 is used
 with those B_k: on breast Δ_f 271 -> 84.5. ``--l1-bound box`` is the paper's (and the seed's).
-Option ``intercept`` adds a constant-1 column at the label party (counted in d, adding 1 to
-B_0). Solving: :func:`securevfl.privacy.fm_objective.solve_noisy_quadratic`.
+Option ``intercept``: a constant-1 column at the label party (in d). Solver: ``fm_objective``.
 
-Δ_f grows as d², so the encoding matters: on adult, ``--encoding compact`` (the paper's 41
-columns, d = 42 with the intercept) against the default one-hot (108 columns, d = 109). The
+Δ_f grows as d², so the encoding matters (adult: ``--encoding compact``, d = 42, not 109). The
 record reports d, Δ_f, the global ε and every party's ε^(k); ``extra.mpc`` has each MPyC
 party's secure-phase seconds and peak memory (VmHWM of its own process), ``extra.phases_s`` /
 ``extra.phases_bytes`` the secure phase's parts (slowest party's seconds, payload bytes).
 
+Mechanism (issue 25): ``--mechanism gaussian`` (the default) puts N(0, σ²) on every released
+coefficient, each party's row block scaled to L2 norm <= ``--l2-bound`` (1), σ sized for the
+whole vector's L2 sensitivity and the released means together (``securevfl.privacy.fm_gaussian``
+derives it); ``--mechanism laplace`` is the paper's Lemma 1 with the L1 bounds above.
+
 Defaults (``securevfl run fm-vfl --dataset D --epsilon E``; a value the user gives wins): each
 party centres its numeric columns (``--center``; off: ``--no-center``) on means released under
-``--centre-share`` 0.2 of ε (split over the K parties; other methods and the seed: 0.1),
-adult-like datasets use their compact encoding, ``ridge auto`` = 2 below 10,000 training rows,
-else 1, and ``--l1-bound auto``. Why the last two (issue 25, docs/methods.md has the table): at
-small ε fm-vfl fell below the majority class because (1) the box bound made every coefficient's
-Laplace scale 3.2x larger than it needs to be, and (2) the released means' noise shifts every
-centred column, so every score, by an offset the heavily ridged intercept cannot absorb: the
-model ranks well (breast ε = 4: AUC 0.97) but thresholds badly (accuracy 0.72 where the best
-threshold on the same scores gives 0.94). Share 0.2 chosen on breast seeds 3-7.
+``--centre-share`` 0.25 of ε (Laplace: 0.2; split over the K parties; the seed: 0.1), the
+compact encoding where a dataset has one, ``ridge auto`` (Gaussian 1; Laplace 2 below 10,000
+training rows, else 1) and, with Laplace, ``--l1-bound auto``. Why (issue 25, docs/methods.md):
+Lemma 1's noise drowned every coefficient at small ε, and the means' noise shifts every score by
+an offset the ridged intercept cannot absorb (breast ε = 4, Laplace: AUC 0.97, accuracy 0.72).
 
 Precision: inputs are rounded to 2**-f (``frac_bits``: 16 unless the noise bound needs fewer),
 products are exact, so an opened coefficient is within n * 2**-f of the real sum. Scale: the
