@@ -33,7 +33,7 @@ OPTIONAL = ("goal", "timeout_s", "runs")
 MAX_TIMEOUT_S = 24 * 3600
 MAX_RUNS = 100
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
-_FIELD = re.compile(r"\{[^{}]*\}")
+_FIELD = re.compile(r"\{[A-Za-z_]+\}")  # a placeholder; other braces (JSON, code) are literal
 
 
 @dataclass(frozen=True)
@@ -67,8 +67,9 @@ def _str_list(where: str, key: str, value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-def load_envs(path: Path = ENVS_FILE) -> dict[str, PeerEnv]:
-    """The peer environments declared in ``path`` (bench/peers/envs.toml)."""
+def load_envs(path: Path | None = None) -> dict[str, PeerEnv]:
+    """The peer environments declared in ``path`` (default: bench/peers/envs.toml)."""
+    path = ENVS_FILE if path is None else path
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

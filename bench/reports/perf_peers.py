@@ -12,10 +12,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from bench.perf import read_perf  # noqa: E402
 
 PLOT = "perf_ratios.png"
+TICKS = [m * 10**e for e in range(-3, 5) for m in (1, 2, 5)] + [3]
 HEADER = (
     "| job | goal | ours median s | peer median s | ratio (peer / ours) | met | "
     "peak MB ours / peer | bytes ours / peer | runs ok ours / peer |"
@@ -47,8 +49,8 @@ def ratio_table(recs: list[dict[str, Any]]) -> list[str]:
         md.append(
             f"| {r['job']} | {goal} | {_num(o['median_s'])} | {_num(t['median_s'])} | {ratio} | "
             f"{_met(r)} | {_num(o['peak_mb'], '.0f')} / {_num(t['peak_mb'], '.0f')} | "
-            f"{_int(o['bytes'])} / {_int(t['bytes'])} | {o['ok']}/{o['runs']} / "
-            f"{t['ok']}/{t['runs']} |"
+            f"{_int(o['bytes'])} / {_int(t['bytes'])} | {o['ok']} of {o['runs']} / "
+            f"{t['ok']} of {t['runs']} |"
         )
     return md
 
@@ -91,12 +93,20 @@ def plot_ratios(recs: list[dict[str, Any]], out: Path) -> str | None:
     fig, ax = plt.subplots(figsize=(8, 0.55 * len(shown) + 1.6))
     labels = [r["job"] for r in shown]
     colours = ["grey" if r.get("met") is None else ("C2" if r["met"] else "C3") for r in shown]
-    ax.barh(labels, [r["ratio"] for r in shown], color=colours)
+    ratios = [r["ratio"] for r in shown]
+    # bars start at parity (1): right of it ours is faster, left of it the peer is
+    ax.barh(labels, [x - 1 for x in ratios], left=1, color=colours)
     for i, r in enumerate(shown):
         if r.get("goal") is not None:
             ax.plot([r["goal"]] * 2, [i - 0.4, i + 0.4], color="k", lw=2.5)
     ax.axvline(1.0, color="k", ls=":", lw=1)
     ax.set_xscale("log")
+    ends = ratios + [r["goal"] for r in shown if r.get("goal") is not None] + [1.0]
+    low, high = min(ends) / 1.5, max(ends) * 1.5
+    ax.set_xlim(low, high)
+    ax.set_xticks([t for t in TICKS if low <= t <= high])
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}×"))
+    ax.xaxis.set_minor_formatter(FuncFormatter(lambda x, _: ""))
     ax.set_xlabel("peer median s / our median s (> 1: ours faster); black tick: the goal")
     ax.set_title("Performance against peers (green: goal met, red: not met, grey: not judged)")
     ax.invert_yaxis()
