@@ -79,7 +79,9 @@ def test_interleaved_runs_median_ratio_and_report(stand_in, capsys):
     row = next(ln for ln in md.splitlines() if ln.startswith("| stand-in-job |"))
     assert "| ≥ 3× | 2.000 | 8.000 | 4.00× | yes | 30 / 30 | 1,000 / 1,000 |" in row
     html = (out / "report.html").read_text()
-    assert "Performance against peers" in html and "stand-in-job" in html
+    assert '<a href="#peers">Performance against peers</a>' in html  # linked from the top
+    assert '<details id="peers" open><summary>Performance against peers' in html
+    assert "stand-in-job" in html and "<td>4.00×</td>" in html
     assert "ours 1.0" in html and "theirs 1.0" in html  # both sides' versions
     # --perf-runs overrides the job's runs; a rerun replaces the job's line
     log.unlink()
