@@ -147,6 +147,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out must be a directory, got the file {str(out)!r}")
     errors: list[str] = []
+    peers = None
+    if not args.render_only and perf_jobs:  # before any cell: a peer that cannot install stops us
+        from bench.perf import prepare_peers, run_perf
+
+        peers = prepare_peers(perf_jobs)
     if not args.render_only and suite.cells and args.perf_jobs is None:
         jobs = check_int("jobs", args.jobs, minimum=1, maximum=os.cpu_count() or 1)
         ran, skipped, errors = run_suite(suite, out, progress=not args.no_progress, jobs=jobs)
@@ -154,10 +159,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
             f"suite {suite.name}: ran {ran}, skipped {skipped} already in {out / 'results.jsonl'}, "
             f"failed {len(errors)}"
         )
-    if not args.render_only and perf_jobs:
-        from bench.perf import run_perf
-
-        errors += run_perf(perf_jobs, out, runs=perf_runs)
+    if peers is not None:
+        errors += run_perf(perf_jobs, out, runs=perf_runs, peers=peers)
         print(f"suite {suite.name}: {len(perf_jobs)} perf jobs in {out / 'perf.jsonl'}")
     extras = suite.extras + (["perf"] if suite.perf and "perf" not in suite.extras else [])
     cell_ids = {c.cell_id for c in suite.cells}

@@ -131,7 +131,10 @@ def run_command(argv: list[str], timeout_s: float, env: dict[str, str]) -> dict[
     try:
         stdout, stderr = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # it ended meanwhile
         stdout, stderr = proc.communicate()
         rec["failed"] = f"timed out after {timeout_s:g} s"
     rec["wall_s"] = round(time.perf_counter() - t0, 3)
@@ -168,12 +171,14 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def verdict(job: PerfJob, ours: dict[str, Any], theirs: dict[str, Any]) -> tuple[Any, Any]:
-    """(ratio, met): ratio of medians when both sides have one; met only when no run failed."""
+    """(ratio, met): ratio of medians when both sides have one; met only when no run failed and
+    our output was not found wrong (a fast wrong answer meets no goal)."""
     if not ours["median_s"] or not theirs["median_s"]:
         return None, None
     ratio = theirs["median_s"] / ours["median_s"]
     complete = ours["ok"] == ours["runs"] and theirs["ok"] == theirs["runs"]
-    met = None if job.goal is None or not complete else ratio >= job.goal
+    judged = job.goal is not None and complete and ours["exact"] is not False
+    met = ratio >= job.goal if judged else None
     return ratio, met
 
 
@@ -240,19 +245,27 @@ def write_job(out: Path, rec: dict[str, Any]) -> None:
     tmp.replace(out / PERF_FILE)
 
 
+def prepare_peers(
+    jobs: list[PerfJob], envs: dict[str, PeerEnv] | None = None, log: Log = print
+) -> dict[str, PeerPython]:
+    """Every peer environment the jobs need, installed when missing (PeerEnvError if not)."""
+    envs = load_envs() if envs is None else envs
+    return {name: ensure_peer(envs[name], log) for name in dict.fromkeys(j.peer for j in jobs)}
+
+
 def run_perf(
     jobs: list[PerfJob],
     out: Path,
     *,
     runs: int | None = None,
     envs: dict[str, PeerEnv] | None = None,
+    peers: dict[str, PeerPython] | None = None,
     log: Log = print,
 ) -> list[str]:
     """Run ``jobs`` (each ``runs`` times per side, else its own ``runs``); return the failures.
 
-    Every peer environment is made ready before the first timing, so a missing index fails fast."""
-    envs = load_envs() if envs is None else envs
-    peers = {name: ensure_peer(envs[name], log) for name in dict.fromkeys(j.peer for j in jobs)}
+    ``peers``: from :func:`prepare_peers`, else made ready here before the first timing."""
+    peers = prepare_peers(jobs, envs, log) if peers is None else peers
     out.mkdir(parents=True, exist_ok=True)
     errors = []
     with OutputLock(out):

@@ -103,6 +103,14 @@ def test_a_goal_not_met_and_an_informational_job(stand_in):
     info = PerfJob(**{**job.__dict__, "goal": None})
     run_perf([info], stand_in / "out", runs=1, log=lambda _: None)
     assert read_perf(stand_in / "out")[0]["met"] is None
+    # a fast wrong answer meets no goal: our output reported not exact
+    log.unlink()
+    wrong = ("{python}", "-c", 'print(\'{"seconds": 0.1, "exact": false}\')')
+    job = PerfJob(**{**job.__dict__, "ours": wrong})
+    run_perf([job], stand_in / "out", runs=1, log=lambda _: None)
+    (rec,) = read_perf(stand_in / "out")
+    assert rec["ratio"] == pytest.approx(30.0) and rec["met"] is None
+    assert rec["ours"]["exact"] is False
 
 
 @pytest.mark.parametrize(

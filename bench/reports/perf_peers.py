@@ -35,6 +35,8 @@ def _int(v: Any) -> str:
 def _met(rec: dict[str, Any]) -> str:
     if rec.get("goal") is None:
         return "informational"
+    if rec.get("met") is None and rec["ours"].get("exact") is False:
+        return "not judged (our output was not exact)"
     if rec.get("met") is None:
         return "not judged (a run failed)"
     return "yes" if rec["met"] else "**no**"
