@@ -57,17 +57,23 @@ def ratio_table(recs: list[dict[str, Any]]) -> list[str]:
     return md
 
 
-def _runs(side: dict[str, Any]) -> str:
-    parts = []
-    for run in side["per_run"]:
-        load = f"load {run['load_before'][0]:.2f}→{run['load_after'][0]:.2f}"
-        what = f"failed: {run['failed']}" if "failed" in run else f"{run['seconds']:.3f} s"
-        parts.append(f"{what} ({load})")
-    return "; ".join(parts)
+def _run(run: dict[str, Any]) -> str:
+    load = f"load {run['load_before'][0]:.2f}→{run['load_after'][0]:.2f}"
+    what = f"failed: {run['failed']}" if "failed" in run else f"{run['seconds']:.3f} s"
+    return f"{what} ({load})"
+
+
+def _rounds(r: dict[str, Any]) -> list[str]:
+    """One line per round, in the order run (ours first in each round)."""
+    pairs = zip(r["ours"]["per_run"], r["theirs"]["per_run"], strict=False)
+    return [
+        f"- round {i}: ours {_run(o)}, then peer {_run(t)}" for i, (o, t) in enumerate(pairs, 1)
+    ]
 
 
 def job_details(r: dict[str, Any]) -> list[str]:
-    """Per job: what it measures, both commands as run, versions and each run with its load."""
+    """Per job: what it measures, both commands as run, versions, each round with its load
+    average (1 minute) before and after each run."""
     o, t = r["ours"], r["theirs"]
     md = [
         f"**{r['job']}**: {r['title']} (declared in `{Path(r['source']).name}`, run from "
@@ -77,7 +83,7 @@ def job_details(r: dict[str, Any]) -> list[str]:
         f"output exact: {o.get('exact')}",
         f"- peer `{r['peer']}`: `{r['commands']['theirs']}`; {t.get('version') or 'no version'}"
         f" ({r['peer_env']['version']}, {r['peer_env']['how']}); output exact: {t.get('exact')}",
-        f"- runs in order {', '.join(r['order'])}: ours {_runs(o)}; peer {_runs(t)}",
+        *_rounds(r),
     ]
     for name, side in (("ours", o), ("peer", t)):
         for run in side["per_run"]:
