@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.perf_jobs import add_perf_args
 from bench.predict_cli import add_checkpoint_args, add_predict_parser, add_save_arg
 from bench.run_args import add_run_args, method_in, spec_from_args
 from securevfl.errors import ConfigError, SecureVFLError, check_int
@@ -380,24 +381,7 @@ def build_parser(method: str | None = None) -> argparse.ArgumentParser:
         help="a quick look: the suite's first dataset and first seed, ε 1 and 8 (what a filter "
         "above gives explicitly wins); e.g. `bench --suite compare --quick`",
     )
-    g = p.add_argument_group(
-        "perf jobs",
-        "a suite's [[perf]] jobs (the perf suite: bench/suites/perf.d/) run our command and a peer "
-        "library's alternately, each peer in its own virtual environment made with pip on first "
-        "use ($SECUREVFL_PEER_DIR/NAME or ~/.cache/securevfl/peers/NAME; "
-        "SECUREVFL_PEER_PYTHON_NAME=/path/to/python uses an existing one); results in "
-        "OUT/perf.jsonl, the ratio table in report.html under 'Performance against peers'",
-    )
-    g.add_argument(
-        "--perf-jobs",
-        metavar="NAME,...",
-        help="run only these perf jobs (see --list), and none of the suite's cells",
-    )
-    g.add_argument(
-        "--perf-runs",
-        metavar="N",
-        help="runs per side of each perf job (median of them); default: the job's runs, else 3",
-    )
+    add_perf_args(p)
     p.set_defaults(func=cmd_bench)
     p = sub.add_parser(
         "align",

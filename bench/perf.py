@@ -250,7 +250,11 @@ def prepare_peers(
 ) -> dict[str, PeerPython]:
     """Every peer environment the jobs need, installed when missing (PeerEnvError if not)."""
     envs = load_envs() if envs is None else envs
-    return {name: ensure_peer(envs[name], log) for name in dict.fromkeys(j.peer for j in jobs)}
+    peers = {}
+    for name in dict.fromkeys(j.peer for j in jobs):
+        peers[name] = peer = ensure_peer(envs[name], log)
+        log(f"perf: peer {name!r} is {peer.version} ({peer.how})")
+    return peers
 
 
 def run_perf(

@@ -17,6 +17,7 @@ suite is loaded, before anything runs or installs.
 
 from __future__ import annotations
 
+import argparse
 import math
 import re
 import tomllib
@@ -188,3 +189,25 @@ def select_jobs(jobs: list[PerfJob], names: str | None) -> list[PerfJob]:
         if n not in known:
             raise ConfigError(f"--perf-jobs must name jobs of the suite {sorted(known)}, got {n!r}")
     return [known[n] for n in dict.fromkeys(wanted)]
+
+
+def add_perf_args(parser: argparse.ArgumentParser) -> None:
+    """``securevfl bench``'s perf-job options."""
+    g = parser.add_argument_group(
+        "perf jobs",
+        "a suite's [[perf]] jobs (the perf suite: bench/suites/perf.d/) run our command and a peer "
+        "library's alternately, each peer in its own virtual environment made with pip on first "
+        "use ($SECUREVFL_PEER_DIR/NAME or ~/.cache/securevfl/peers/NAME; "
+        "SECUREVFL_PEER_PYTHON_NAME=/path/to/python uses an existing one); results in "
+        "OUT/perf.jsonl, the ratio table in report.html under 'Performance against peers'",
+    )
+    g.add_argument(
+        "--perf-jobs",
+        metavar="NAME,...",
+        help="run only these perf jobs (see --list), and none of the suite's cells",
+    )
+    g.add_argument(
+        "--perf-runs",
+        metavar="N",
+        help="runs per side of each perf job (median of them); default: the job's runs, else 3",
+    )
