@@ -240,6 +240,7 @@ def test_peer_env_reused_from_its_stamp_or_refused(tmp_path, monkeypatch):
         ensure_peer(STAND_IN)
 
 
+@pytest.mark.slow  # a real `python -m venv` (about 4 s)
 def test_pip_failure_is_one_clear_line(tmp_path, monkeypatch):
     """A real venv and a real pip run, offline: an index without the release is one line."""
     monkeypatch.setenv("SECUREVFL_PEER_DIR", str(tmp_path / "peers"))
