@@ -112,6 +112,14 @@ def expand(cmd: tuple[str, ...], peer_python: str) -> list[str]:
     ]
 
 
+def _kill(proc: subprocess.Popen) -> None:
+    """End a run and every process it started (its own session, so its own group)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # it ended meanwhile
+
+
 def run_command(argv: list[str], timeout_s: float, env: dict[str, str]) -> dict[str, Any]:
     """One run: its parsed result, or ``failed`` with the reason and stderr's tail."""
     rec: dict[str, Any] = {"load_before": loadavg()}
@@ -123,7 +131,8 @@ def run_command(argv: list[str], timeout_s: float, env: dict[str, str]) -> dict[
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            text=True,
+            encoding="utf-8",
+            errors="replace",
             start_new_session=True,
         )
     except OSError as exc:
@@ -131,12 +140,12 @@ def run_command(argv: list[str], timeout_s: float, env: dict[str, str]) -> dict[
     try:
         stdout, stderr = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass  # it ended meanwhile
+        _kill(proc)
         stdout, stderr = proc.communicate()
         rec["failed"] = f"timed out after {timeout_s:g} s"
+    except BaseException:  # Ctrl-C reaches only our session: end the run's processes too
+        _kill(proc)
+        raise
     rec["wall_s"] = round(time.perf_counter() - t0, 3)
     rec["load_after"] = loadavg()
     rec["rc"] = proc.returncode

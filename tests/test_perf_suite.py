@@ -9,7 +9,9 @@ installed and no peer library runs (except one real, offline `python -m venv` + 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ import pytest
 import bench.perf_jobs as perf_jobs
 from bench.cli import main
 from bench.peer_envs import STAMP, PeerEnvError, ensure_peer, override_var
-from bench.perf import parse_result, read_perf, run_perf
+from bench.perf import parse_result, read_perf, run_command, run_perf
 from bench.perf_jobs import PeerEnv, PerfJob, select_jobs
 from bench.suites import load_suite
 from securevfl.errors import ConfigError
@@ -256,3 +258,22 @@ def test_pip_failure_is_one_clear_line(tmp_path, monkeypatch):
     assert "securevfl-no-such-package==0.0.0" in msg and "\n" not in msg
     assert override_var("ghost") in msg and "installing peer environment 'ghost'" in lines[0]
     assert not (tmp_path / "peers" / "ghost" / STAMP).exists()  # never reused half-made
+
+
+def test_a_timeout_ends_the_processes_the_run_started(tmp_path):
+    """A party process left behind by a timed-out run would load every later run."""
+    pid_file = tmp_path / "child.pid"
+    code = (
+        "import subprocess, sys, time; "
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+        f"open({str(pid_file)!r}, 'w').write(str(p.pid)); time.sleep(60)"
+    )
+    rec = run_command([sys.executable, "-c", code], 2, dict(os.environ))
+    # the left-behind child would hold stdout open, so the run would end only with it, at 60 s
+    assert rec["failed"] == "timed out after 2 s" and rec["wall_s"] < 30
+    status = Path(f"/proc/{pid_file.read_text()}/status")
+    for _ in range(50):  # killed at once; its parent init reaps it shortly after
+        if not status.exists() or "State:\tZ" in status.read_text():
+            break
+        time.sleep(0.1)
+    assert not status.exists() or "State:\tZ" in status.read_text()
