@@ -277,3 +277,21 @@ def test_a_timeout_ends_the_processes_the_run_started(tmp_path):
             break
         time.sleep(0.1)
     assert not status.exists() or "State:\tZ" in status.read_text()
+
+
+def test_cells_then_jobs_and_perf_jobs_alone(stand_in):
+    """Without --perf-jobs a suite's cells run and then its jobs; with it, the jobs only."""
+    suite = stand_in / "s.toml"
+    job = _job_toml(stand_in / "o.log", [1.0], [2.0])
+    suite.write_text('[[cells]]\nmethod = "vfl"\nepochs = 1\n' + job)
+    out = stand_in / "out"
+    argv = ["bench", "--suite", str(suite), "--no-progress", "--perf-runs", "1"]
+    assert main([*argv, "--out", str(out)]) == 0
+    assert (out / "results.jsonl").read_text().count('"method": "vfl"') == 1
+    assert read_perf(out)[0]["ratio"] == pytest.approx(2.0)
+    md = (out / "report.md").read_text()
+    assert "## Summary" in md and "## Performance against peers" in md
+    (stand_in / "o.log").unlink()
+    alone = stand_in / "alone"
+    assert main([*argv, "--out", str(alone), "--perf-jobs", "stand-in-job"]) == 0
+    assert not (alone / "results.jsonl").exists() and read_perf(alone)
