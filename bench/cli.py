@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.perf_jobs import add_perf_args
 from bench.predict_cli import add_checkpoint_args, add_predict_parser, add_save_arg
 from bench.run_args import add_run_args, method_in, spec_from_args
 from securevfl.errors import ConfigError, SecureVFLError, check_int
@@ -114,6 +115,7 @@ def cmd_party(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    from bench.perf_jobs import MAX_RUNS, select_jobs
     from bench.report import render_report
     from bench.runner import failure_of, read_results, run_suite, succeeded
     from bench.suite_filter import Filters, filter_suite, parse_filters, quick
@@ -122,9 +124,20 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.list:
         for name in suite_names():
             s = load_suite(name)
-            print(f"{name:24s} {len(s.cells):4d} runs  {s.description}")
+            jobs = (
+                f" + {len(s.perf)} perf jobs ({', '.join(j.name for j in s.perf)})"
+                if s.perf
+                else ""
+            )
+            print(f"{name:24s} {len(s.cells):4d} runs{jobs}  {s.description}")
         return 0
     suite = load_suite(args.suite)
+    perf_jobs = select_jobs(suite.perf, args.perf_jobs)
+    perf_runs = (
+        None
+        if args.perf_runs is None
+        else check_int("--perf-runs", args.perf_runs, minimum=1, maximum=MAX_RUNS)
+    )
     filters = parse_filters(args.methods, args.datasets, args.epsilons, args.seeds)
     if args.quick:
         filters = quick(suite, filters)
@@ -135,13 +148,22 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out must be a directory, got the file {str(out)!r}")
     errors: list[str] = []
-    if not args.render_only:
+    peers = None
+    if not args.render_only and perf_jobs:  # before any cell: a peer that cannot install stops us
+        from bench.perf import prepare_peers, run_perf
+
+        peers = prepare_peers(perf_jobs)
+    if not args.render_only and suite.cells and args.perf_jobs is None:
         jobs = check_int("jobs", args.jobs, minimum=1, maximum=os.cpu_count() or 1)
         ran, skipped, errors = run_suite(suite, out, progress=not args.no_progress, jobs=jobs)
         print(
             f"suite {suite.name}: ran {ran}, skipped {skipped} already in {out / 'results.jsonl'}, "
             f"failed {len(errors)}"
         )
+    if peers is not None:
+        errors += run_perf(perf_jobs, out, runs=perf_runs, peers=peers)
+        print(f"suite {suite.name}: {len(perf_jobs)} perf jobs in {out / 'perf.jsonl'}")
+    extras = suite.extras + (["perf"] if suite.perf and "perf" not in suite.extras else [])
     cell_ids = {c.cell_id for c in suite.cells}
     records = [
         r
@@ -158,7 +180,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         records,
         out,
         title=f"securevfl bench: {suite.name}",
-        extras=suite.extras,
+        extras=extras,
         errors=errors,
         failed=failed,
     )
@@ -359,6 +381,7 @@ def build_parser(method: str | None = None) -> argparse.ArgumentParser:
         help="a quick look: the suite's first dataset and first seed, ε 1 and 8 (what a filter "
         "above gives explicitly wins); e.g. `bench --suite compare --quick`",
     )
+    add_perf_args(p)
     p.set_defaults(func=cmd_bench)
     p = sub.add_parser(
         "align",

@@ -15,6 +15,7 @@ from typing import Any
 from bench.md_html import markdown_to_html
 from bench.report_sections import SECTIONS
 
+PEERS_HEADING, PEERS_ID = "Performance against peers", "peers"
 CSS = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1d2330;
        margin: 0 auto; padding: 1.2em 2em 4em; max-width: 1500px; background: #fff; }
@@ -51,8 +52,9 @@ def md_sections(md: str, out: Path) -> list[str]:
     for chunk in chunks[1:]:
         heading, _, body = chunk.partition("\n")
         folded = heading.strip() == "Plots"
+        anchor = f' id="{PEERS_ID}"' if heading.strip() == PEERS_HEADING else ""
         parts.append(
-            f"<details{'' if folded else ' open'}><summary>{html.escape(heading.strip())}"
+            f"<details{anchor}{'' if folded else ' open'}><summary>{html.escape(heading.strip())}"
             f"</summary>{markdown_to_html(body, out, heading_shift=1)}</details>"
         )
     return parts
@@ -101,6 +103,8 @@ def render_html(
     body_md = "\n".join(md.splitlines()[1:])  # report.md's title is the page's <h1>
     nav = "".join(f'<a href="#{key}">{name}</a>' for key, name, _ in sections)
     nav += '<a href="#tables">Tables (report.md)</a>'
+    if f"\n## {PEERS_HEADING}\n" in md:  # the perf jobs' ratio table (bench.reports.perf_peers)
+        nav += f'<a href="#{PEERS_ID}">{PEERS_HEADING}</a>'
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     page = [
         "<!DOCTYPE html>",

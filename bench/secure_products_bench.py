@@ -2,14 +2,20 @@
 [1, X_0]ᵀX_1 + N (21 x 20), 3 MPyC parties (fresh processes per run), opened to party 2.
 
     python -m bench.secure_products_bench --impl rns --n 10000,100000 [--reps 3]
+    python -m bench.secure_products_bench --n 100000 --json
 
 Prints per run: exactness against the plaintext integer product, the slowest party's secure
 seconds, each party's CPU seconds, seconds per phase, payload bytes per phase, peak memory.
+With ``--json`` (one n, one run): the last stdout line is the perf-job JSON object
+(bench/suites/perf.d/): seconds = the slowest party's secure phase, peak_mb = the largest
+party's peak RSS, bytes = every payload byte the parties sent (metered by our runtime).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 import time
 
 import numpy as np
@@ -18,7 +24,7 @@ from protocols import shamir_launch as sl
 from protocols import shamir_products as sp
 
 
-def run_once(n: int, impl: str, rng: np.random.Generator) -> str:
+def run_once(n: int, impl: str, rng: np.random.Generator) -> dict:
     f, bound = 16, 1e4
     X0 = np.hstack([np.ones((n, 1)), rng.uniform(-1, 1, (n, 20))])
     M = {0: sp.encode_fixed(X0, f), 1: sp.encode_fixed(rng.uniform(-1, 1, (n, 20)), f)}
@@ -39,12 +45,44 @@ def run_once(n: int, impl: str, rng: np.random.Generator) -> str:
     wall = time.perf_counter() - t
     # |entries| <= 2**16, so the int64 product is exact for n < 2**31
     exact = bool((got[0] == M[0].T @ M[1] + sp.encode_noise(noises[0], f, bound)).all())
-    phases = {k: {p: round(s, 3) for p, s in v.items()} for k, v in st.phases_s.items()}
+    return {
+        "seconds": max(st.secure_s.values()),
+        "peak_mb": max(st.peak_rss_mb.values()),
+        "bytes": sum(st.phases_bytes().values()),
+        "version": version(),
+        "exact": exact,
+        "detail": {
+            "n": n,
+            "impl": impl,
+            "phases_s": {k: {p: round(s, 4) for p, s in v.items()} for k, v in st.phases_s.items()},
+            "phases_bytes": st.phases_bytes(),
+            "cpu_s": {k: round(v, 3) for k, v in st.cpu_s.items()},
+            "peak_mb": {k: round(v, 1) for k, v in st.peak_rss_mb.items()},
+            "wall_s": round(wall, 3),
+            "parties": 3,
+            "threshold": 1,
+        },
+    }
+
+
+def version() -> str:
+    """Our library and the MPyC transport it runs on."""
+    from importlib.metadata import version as dist_version  # noqa: PLC0415
+
+    from securevfl.version import __version__  # noqa: PLC0415
+
+    # not `import mpyc`: importing its runtime parses this process's sys.argv
+    return f"securevfl {__version__} (MPyC {dist_version('mpyc')})"
+
+
+def text(rec: dict) -> str:
+    """The old one-line text form of a run."""
+    d = rec["detail"]
     return (
-        f"{impl} n={n} exact={exact} slowest_secure_s={max(st.secure_s.values()):.3f} "
-        f"cpu_s={ {k: round(v, 3) for k, v in st.cpu_s.items()} } wall_s={wall:.2f} "
-        f"phases_s={phases} phases_bytes={st.phases_bytes()} "
-        f"peak_mb={ {k: round(v) for k, v in st.peak_rss_mb.items()} }"
+        f"{d['impl']} n={d['n']} exact={rec['exact']} slowest_secure_s={rec['seconds']:.3f} "
+        f"cpu_s={d['cpu_s']} wall_s={d['wall_s']:.2f} phases_s={d['phases_s']} "
+        f"phases_bytes={d['phases_bytes']} "
+        f"peak_mb={ {k: round(v) for k, v in d['peak_mb'].items()} }"
     )
 
 
@@ -53,11 +91,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--impl", default="rns", choices=sp.IMPLS)
     ap.add_argument("--n", default="10000,100000", help="comma-separated row counts")
     ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--json", action="store_true", help="one run; last line: the perf-job JSON")
     a = ap.parse_args(argv)
+    try:
+        ns = [int(v) for v in a.n.split(",")]
+    except ValueError:
+        ns = []
+    if not ns or min(ns) < 1:
+        print(f"--n must be comma-separated positive integers, got {a.n!r}", file=sys.stderr)
+        return 2
+    if a.json and (len(ns) != 1 or a.reps != 1):
+        print(f"--json runs one n once, got --n {a.n!r} --reps {a.reps}", file=sys.stderr)
+        return 2
     rng = np.random.default_rng(0)
-    for n in (int(v) for v in a.n.split(",")):
+    for n in ns:
         for _ in range(a.reps):
-            print(run_once(n, a.impl, rng), flush=True)
+            rec = run_once(n, a.impl, rng)
+            print(json.dumps(rec) if a.json else text(rec), flush=True)
     return 0
 
 

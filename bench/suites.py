@@ -15,9 +15,11 @@ A suite file ``bench/suites/NAME.toml`` (or any path) looks like::
     model = ["glm", "mlp"]
     [report]
     extras = ["hdp"]      # extra report sections: bench/reports/<name>.py
+    [[perf]]              # optional: a perf job, ours beside a peer library (bench.perf_jobs)
 
-Fragments in ``bench/suites/NAME.d/*.toml`` add their ``[[cells]]`` (and report extras) to suite
-NAME, so each method contributes its own cells to the default suite without editing a shared file.
+Fragments in ``bench/suites/NAME.d/*.toml`` add their ``[[cells]]``, ``[[perf]]`` jobs and report
+extras to suite NAME, so each method contributes its own cells to the default suite without
+editing a shared file.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.perf_jobs import PerfJob, parse_jobs
 from bench.plugins import load_plugins
 from securevfl.context import RunSpec
 from securevfl.errors import ConfigError
@@ -37,6 +40,7 @@ from securevfl.options import parse_bool
 from securevfl.run_options import build_spec
 
 SUITES_DIR = Path(__file__).parent / "suites"
+FRAGMENT_KEYS = ("cells", "perf", "report")
 
 
 @dataclass
@@ -69,6 +73,7 @@ class Suite:
     description: str
     cells: list[Cell]
     extras: list[str] = field(default_factory=list)
+    perf: list[PerfJob] = field(default_factory=list)  # side-by-side jobs (bench.perf)
 
 
 def suite_names() -> list[str]:
@@ -161,6 +166,12 @@ def load_suite(name_or_path: str) -> Suite:
         )
     fragments = sorted((path.parent / f"{path.stem}.d").glob("*.toml"))
     docs = [(path, _read_toml(path))] + [(p, _read_toml(p)) for p in fragments]
+    for p, d in docs[1:]:  # a misspelt table in a fragment would be silently ignored
+        stray = sorted(set(d) - set(FRAGMENT_KEYS))
+        if stray:
+            raise ConfigError(
+                f"suite fragment {p} may hold only {', '.join(FRAGMENT_KEYS)}, got {stray[0]!r}"
+            )
     doc = docs[0][1]
     load_plugins()  # cells are checked against their methods' options as they are read
     seeds = _seeds(path, doc.get("seeds", [0]))
@@ -182,7 +193,8 @@ def load_suite(name_or_path: str) -> Suite:
                     audit = params.get("audit", defaults.get("audit"))
                     cells.append(Cell(spec, processes, attack, rows, audit))
         extras += [e for e in _extras(p, d) if e not in extras]
-    if not cells:
-        raise ConfigError(f"a suite must have at least one cell, got none in {path}")
+    perf = parse_jobs(docs)
+    if not cells and not perf:
+        raise ConfigError(f"a suite must have at least one cell or perf job, got none in {path}")
     name = _typed(path, doc, "name", str, path.stem)
-    return Suite(name, _typed(path, doc, "description", str, ""), cells, extras)
+    return Suite(name, _typed(path, doc, "description", str, ""), cells, extras, perf)

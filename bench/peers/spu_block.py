@@ -6,11 +6,16 @@ thread limit libspu's matrix threads spin on a 2-core machine). Not imported by 
 SPU 0.9.5 ABY3 (3 processes on loopback, FM64, 18 fraction bits) computing the FM-VFL block
 [1, X_0]^T X_1 + N (21 x 20): party 0 holds [1, X_0] and N, party 1 X_1, opened to party 2.
 Timed from a barrier after compilation: input sharing (make_shares + send), the secure product
-(rt.run), opening (shares to party 2, reconstruct). Usage: spu_block.py N [REPS]"""
+(rt.run), opening (shares to party 2, reconstruct). Usage: spu_block.py N [REPS] [--json]; with
+--json one run, and the last stdout line is the perf-job JSON (bench/suites/perf.d/): seconds =
+the slowest party's timed region, peak_mb = the largest party's VmHWM, bytes = the payload bytes
+this script sends itself (input shares, output shares; rt.run's own traffic is not exposed by
+libspu's Python link API, so "bytes" is null and these go to detail)."""
 
 import os
 
 os.environ.setdefault("OMP_THREAD_LIMIT", "1")
+import json
 import multiprocessing as mp
 import pickle
 import socket
@@ -53,6 +58,7 @@ def party(rank, n, ports, reps, q):
     B = rng.uniform(-1, 1, (n, 20))
     N = rng.laplace(0, 1.0, (21, 20))
     times = []
+    sent = 0  # payload bytes this party sent itself (pickled shares), per run
     for _ in range(reps):
         rt = api.Runtime(lctx, config)
         lctx.barrier()
@@ -63,7 +69,9 @@ def party(rank, n, ports, reps, q):
                 shares = io.make_shares(x, SEC)
                 for r in range(3):
                     if r != rank:
-                        lctx.send(r, pickle.dumps((shares[r].meta, list(shares[r].share_chunks))))
+                        msg = pickle.dumps((shares[r].meta, list(shares[r].share_chunks)))
+                        sent += len(msg)
+                        lctx.send(r, msg)
                 mine = shares[rank]
             else:
                 meta, chunks = pickle.loads(lctx.recv(owner))
@@ -75,7 +83,9 @@ def party(rank, n, ports, reps, q):
         t2 = time.perf_counter()
         out = rt.get_var("out")
         if rank != 2:
-            lctx.send(2, pickle.dumps((out.meta, list(out.share_chunks))))
+            msg = pickle.dumps((out.meta, list(out.share_chunks)))
+            sent += len(msg)
+            lctx.send(2, msg)
             res = None
         else:
             got = {2: out}
@@ -94,12 +104,20 @@ def party(rank, n, ports, reps, q):
         for line in fh:
             if line.startswith("VmHWM:"):
                 rss = int(line.split()[1]) / 1024
-    q.put((rank, times, err if rank == 2 else None, rss))
+    q.put((rank, times, err if rank == 2 else None, rss, sent // reps))
 
 
 def main():
-    n = int(sys.argv[1])
-    reps = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    args = [a for a in sys.argv[1:] if a != "--json"]
+    as_json = len(args) < len(sys.argv) - 1
+    if not args or not args[0].isdigit() or int(args[0]) < 1:
+        print(
+            f"usage: spu_block.py N [REPS] [--json]; N must be a positive integer, got {args}",
+            file=sys.stderr,
+        )
+        return 2
+    n = int(args[0])
+    reps = 1 if as_json else (int(args[1]) if len(args) > 1 else 3)
     ports = []
     for _ in range(3):
         s = socket.socket()
@@ -121,8 +139,35 @@ def main():
             f"run={ph[1]:.3f} open={ph[2]:.3f} cpu_s={cpu}"
         )
     print(f"max_abs_err={out[2][2]:.2e} peak_rss_mb={[round(o[3]) for o in out]}")
+    if as_json:
+        import spu  # noqa: PLC0415
+
+        k = 0
+        rec = {
+            "seconds": max(o[1][k][0] for o in out),
+            "peak_mb": max(o[3] for o in out),
+            "bytes": None,
+            "version": f"spu {spu.__version__} (ABY3, FM64, fxp 18 bits)",
+            # fixed point (18 fraction bits, truncated products): approximate by design, so not
+            # "exact"; its error against the float64 product is in detail.max_abs_err
+            "exact": None,
+            "detail": {
+                "n": n,
+                "phases_s": {
+                    ph: max(o[1][k][i] for o in out)
+                    for i, ph in ((1, "input sharing"), (2, "run"), (3, "opening"))
+                },
+                "cpu_s": [o[1][k][4] for o in out],
+                "peak_mb": [o[3] for o in out],
+                "script_sent_bytes": [o[4] for o in out],
+                "max_abs_err": out[2][2],
+                "omp_thread_limit": os.environ.get("OMP_THREAD_LIMIT"),
+            },
+        }
+        print(json.dumps(rec))
+    return 0
 
 
 if __name__ == "__main__":
     mp.set_start_method("spawn")
-    main()
+    sys.exit(main())

@@ -1,4 +1,5 @@
-"""Report section ``perf``: where each second and byte of a job goes, for ANY record that carries
+"""Report section ``perf``: first the perf jobs' ratios against peers (bench.reports.perf_peers,
+from OUT/perf.jsonl), then where each second and byte of a job goes, for ANY record that carries
 ``extra["phases_s"] = {phase: seconds}`` and ``extra["phases_bytes"] = {phase: bytes}``.
 
 Records are grouped by method, dataset, training rows, parties and the config keys that vary
@@ -22,6 +23,7 @@ import numpy as np  # noqa: E402
 
 from bench.record_keys import variant, varying_keys  # noqa: E402
 from bench.records import fmt, mean_std  # noqa: E402
+from bench.reports import perf_peers  # noqa: E402
 
 PLOT = "perf_phases.png"
 
@@ -100,9 +102,12 @@ def plot_phases(groups: dict[str, list[dict[str, Any]]], out: Path) -> str | Non
 
 
 def render(records: list[dict[str, Any]], out: Path) -> str:
+    peers = perf_peers.render(records, out) + "\n\n" if perf_peers.read_perf(out) else ""
     groups = phase_groups(records)
-    md = ["## Performance: phase breakdown", ""]
+    md = [peers + "## Performance: phase breakdown", ""]
     if not groups:
+        if peers:  # only perf jobs ran here
+            return peers
         return "\n".join(md + ["No record carries extra.phases_s and extra.phases_bytes."])
     md += [
         "Seconds per phase (mean ± std over seeds) and payload bytes as metered on the channel, "
