@@ -153,7 +153,8 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
     if a.scheme == "ckks":
         detail["ckks"] = e["ckks"] | {"security": "128-bit classical (HE standard, SEAL TC128)"}
     else:
-        detail["paillier"] = e["paillier"]
+        assumption = "DCR + DJN short exponent" if a.randomness == "djn" else "DCR (textbook)"
+        detail["paillier"] = e["paillier"] | {"assumption": assumption}
     version = f"securevfl {rec['version']} ({versions(a.scheme)})"
     return {
         "seconds": float(e["epoch_s"][0]),
