@@ -1,10 +1,10 @@
 """Private entity alignment: each party's table keyed by an ID column, aligned by PSI.
 
 Each party reads its own CSV, checks its ID column (present, no empty or duplicate values, one
-type), and the parties run ECDH-PSI (:mod:`protocols.psi`) on the runtime, so every payload is
-metered. Every party ends with the indices of its rows in the intersection, sorted by ID: every
-party knows the IDs of the intersection, so this order reveals nothing more, and it makes the
-result independent of the runtime and of the rows' order in the files.
+type), and the parties run ECDH-PSI over X25519 (:mod:`protocols.psi`) on the runtime, so every
+payload is metered. Every party ends with the indices of its rows in the intersection, sorted by
+ID: every party knows the IDs of the intersection, so this order reveals nothing more, and it
+makes the result independent of the runtime and of the rows' order in the files.
 
 What PSI reveals: the intersection (which of its rows each party keeps) and its size; the active
 party also learns each party's row count and which of its rows each other party holds.
@@ -123,19 +123,25 @@ def align_ids(
 
     K = rt.n_parties
     with rt.meter.in_phase("psi"):
-        # the ID type is schema, not data: party 0 checks that everyone's matches
-        kinds = rt.gather({k: id_kind(ids[k]) if k in ids else None for k in range(K)}, dst=0)
-        verdict = None
-        if kinds is not None:
+        # the ID type is schema, not data: party 0 checks that everyone's matches; the row
+        # counts (which PSI reveals to party 0 anyway, and |X| to every party) size the frames
+        got = rt.gather(
+            {k: (id_kind(ids[k]), len(ids[k])) if k in ids else None for k in range(K)}, dst=0
+        )
+        verdict, counts = None, None
+        if got is not None:
+            kinds = {k: v[0] for k, v in got.items()}
+            counts = {k: int(v[1]) for k, v in got.items()}
             diff = [k for k in range(1, K) if kinds[k] != kinds[0]]
             if diff:
                 verdict = (
                     f"the ID column must have one type at every party: party 0's is "
                     f"{kinds[0]}, party {diff[0]}'s is {kinds[diff[0]]}"
                 )
-        verdict = rt.broadcast(verdict, src=0)
+        verdict, n_x = rt.broadcast((verdict, None if counts is None else counts[0]), src=0)
         if verdict:
             raise ConfigError(verdict)
+        _limit_frames(rt, int(n_x), counts)
         encoded = {k: [v.encode() for v in ids[k]] for k in rt.local_parties}
         try:
             with Crypto(workers=workers, progress=progress) as crypto:
@@ -147,6 +153,19 @@ def align_ids(
     if len(next(iter(out.values()))) == 0:
         raise ConfigError("the parties' IDs must intersect, got an empty intersection")
     return out
+
+
+def _limit_frames(rt: Runtime, n_x: int, counts: dict[int, int] | None) -> None:
+    """Networked runtime: accept PSI's largest frames. Party k receives party 0's n_x points
+    (and at most n_x positions); party 0 receives n_x re-blinded points with party k's n_k."""
+    if not hasattr(rt, "limit_frames"):
+        return
+    from protocols.psi import POINT_BYTES
+    from securevfl.runtime.frame_limits import MAX_FRAME, SLACK_BYTES, SLACK_FACTOR
+
+    n_k = max((v for k, v in counts.items() if k != 0), default=0) if counts else 0
+    largest = POINT_BYTES * (n_x + n_k)
+    rt.limit_frames(max(rt.frame_limit, min(SLACK_FACTOR * largest + SLACK_BYTES, MAX_FRAME)))
 
 
 def default_workers() -> int:
