@@ -133,12 +133,11 @@ class _CryptoMB:
         step = np.arange(m, dtype=np.uint64) * POINT_BYTES
         in_ptrs, out_ptrs = src.ctypes.data + step, out.ctypes.data + step
         cast, f = self.ffi.cast, self.lib.mbx_x25519_mb8
-        sp, ip, op = sk_ptrs.ctypes.data, in_ptrs.ctypes.data, out_ptrs.ctypes.data
+        sp = cast("uint64_t *", sk_ptrs.ctypes.data)
+        ip, op = cast("uint64_t *", in_ptrs.ctypes.data), cast("uint64_t *", out_ptrs.ctypes.data)
         status = 0
-        for j in range(0, m * 8, 64):  # 64 = 8 lanes of an 8-byte address
-            status |= f(
-                cast("uint64_t *", op + j), cast("uint64_t *", sp), cast("uint64_t *", ip + j)
-            )
+        for j in range(0, m, 8):  # cdata pointer arithmetic: 8 lanes (addresses) a call
+            status |= f(op + j, sp, ip + j)
         lanes = [(status >> (4 * i)) & 0xF for i in range(8)]  # 4 status bits per lane
         if any(v & ~4 for v in lanes):
             raise PSIError(f"crypto_mb's X25519 failed (status {status:#x})")
