@@ -320,7 +320,7 @@ def psi_star(
     def blind_own(k: int) -> bytes:
         check_ids(ids[k], k)
         perms[k] = _os_rng().permutation(len(ids[k]))  # send order: positions reveal nothing
-        return crypto.hash_blind([ids[k][i] for i in perms[k]], scalars[k])
+        return crypto.hash_blind([ids[k][i] for i in perms[k].tolist()], scalars[k])
 
     # every party blinds its own IDs first: with one process per party this runs in parallel
     own = {k: blind_own(k) for k in parties if tp.here(k)}

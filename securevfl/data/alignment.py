@@ -25,8 +25,22 @@ import numpy as np
 from securevfl.errors import ConfigError, DataError, ProtocolError
 from securevfl.runtime.base import Runtime
 
-_INT = re.compile(r"^[+-]?\d+$")
-_DECIMAL = re.compile(r"^[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?$")
+_INT_ITEM = r"[+-]?\d+"
+_DECIMAL_ITEM = r"[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?"
+_INT = re.compile(f"^{_INT_ITEM}$")
+_DECIMAL = re.compile(f"^{_DECIMAL_ITEM}$")
+# whole columns at once (one regex call on the newline-joined IDs: 1M rows in ~0.1 s, not ~1 s)
+_INTS = re.compile(f"{_INT_ITEM}(?:\n{_INT_ITEM})*")
+_DECIMALS = re.compile(f"{_DECIMAL_ITEM}(?:\n{_DECIMAL_ITEM})*")
+
+
+def _all_match(joined: re.Pattern[str], one: re.Pattern[str], ids: Sequence[str]) -> bool:
+    """Every ID matches ``one``; by ``joined`` on the newline-joined IDs when no ID holds a
+    newline (then ``$`` can only match at an ID's end, as in ``one``)."""
+    text = "\n".join(ids)
+    if ids and text.count("\n") == len(ids) - 1:
+        return joined.fullmatch(text) is not None
+    return all(one.match(v) for v in ids)
 
 
 @dataclass
@@ -75,30 +89,32 @@ def read_party_csv(path: str | os.PathLike, id_column: str, party: int) -> Party
 
 def id_kind(ids: Sequence[str]) -> str:
     """``integer`` if every ID is an integer literal, else ``text``."""
-    return "integer" if all(_INT.match(v) for v in ids) else "text"
+    return "integer" if _all_match(_INTS, _INT, ids) else "text"
 
 
 def check_ids(ids: Sequence[str], party: int, where: str, column: str) -> None:
     """No empty, decimal or duplicate IDs (PSI could not tell duplicates apart)."""
-    seen: dict[str, int] = {}
-    for i, v in enumerate(ids):
-        if not v:
-            raise ConfigError(
-                f"party {party}'s ID column {column!r} ({where}) must not be empty, "
-                f"got an empty value on line {i + 2}"
-            )
-        if v in seen:
-            raise ConfigError(
-                f"party {party}'s ID column {column!r} ({where}) must hold distinct IDs, "
-                f"got {v!r} on lines {seen[v] + 2} and {i + 2}"
-            )
-        seen[v] = i
-    decimals = [v for v in ids if not _INT.match(v) and _DECIMAL.match(v)]
-    if decimals and len(decimals) + sum(bool(_INT.match(v)) for v in ids) == len(ids):
-        # "17.0" next to "17": a float-converted ID column would silently never match
+    if len(ids) != len(set(ids)) or "" in ids:  # rare: find the first offending line
+        seen: dict[str, int] = {}
+        for i, v in enumerate(ids):
+            if not v:
+                raise ConfigError(
+                    f"party {party}'s ID column {column!r} ({where}) must not be empty, "
+                    f"got an empty value on line {i + 2}"
+                )
+            if v in seen:
+                raise ConfigError(
+                    f"party {party}'s ID column {column!r} ({where}) must hold distinct IDs, "
+                    f"got {v!r} on lines {seen[v] + 2} and {i + 2}"
+                )
+            seen[v] = i
+    # all numbers, not all integers: "17.0" next to "17", a float-converted ID column would
+    # silently never match
+    if id_kind(ids) == "text" and _all_match(_DECIMALS, _DECIMAL, ids):
+        first = next(v for v in ids if not _INT.match(v))
         raise ConfigError(
             f"party {party}'s ID column {column!r} ({where}) must hold integers or text, "
-            f"got the decimal number {decimals[0]!r}"
+            f"got the decimal number {first!r}"
         )
 
 
@@ -193,7 +209,7 @@ def align_tables(
         workers = default_workers()
     rows = align_ids(rt, {k: t.ids for k, t in tables.items()}, workers=workers, progress=progress)
     kept = {
-        k: PartyTable(t.path, t.header, t.id_index, [t.rows[i] for i in rows[k]])
+        k: PartyTable(t.path, t.header, t.id_index, [t.rows[i] for i in rows[k].tolist()])
         for k, t in tables.items()
     }
     counts = rt.collect({k: len(t.rows) for k, t in tables.items()}, dst=0)
