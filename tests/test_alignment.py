@@ -211,3 +211,16 @@ def test_column_checks_match_the_per_id_rules(ids):
             al.check_ids(ids, 0, "f.csv", "cid")
     else:
         al.check_ids(ids, 0, "f.csv", "cid")
+
+
+def test_read_party_csv_strips_ids_skips_blank_lines_and_names_a_short_row(tmp_path):
+    from securevfl.data.alignment import read_party_csv
+    from securevfl.errors import DataError
+
+    p = tmp_path / "p.csv"
+    p.write_text("v, cid\n1, 7 \n\n2,8\n")
+    t = read_party_csv(p, "cid", 0)
+    assert t.ids == ["7", "8"] and t.rows == [["1", "7"], ["2", "8"]]  # the ID stripped only
+    p.write_text("v,cid\n1,7\n2\n3,9\n")
+    with pytest.raises(DataError, match="must have 2 fields per row, got 1 on line 3"):
+        read_party_csv(p, "cid", 0)

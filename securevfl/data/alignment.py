@@ -17,6 +17,7 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,7 @@ class PartyTable:
 
     @property
     def ids(self) -> list[str]:
-        return [r[self.id_index] for r in self.rows]
+        return list(map(itemgetter(self.id_index), self.rows))
 
 
 def read_party_csv(path: str | os.PathLike, id_column: str, party: int) -> PartyTable:
@@ -66,7 +67,7 @@ def read_party_csv(path: str | os.PathLike, id_column: str, party: int) -> Party
         with p.open(newline="", encoding="utf-8") as f:
             reader = csv.reader(f)
             header = [h.strip() for h in next(reader, [])]
-            rows = [r for r in reader if r]
+            rows = list(filter(None, reader))  # blank lines dropped
     except (UnicodeDecodeError, csv.Error) as exc:  # binary or broken: one line, no traceback
         raise DataError(f"party {party}'s CSV {p.name!r} must be UTF-8 CSV text: {exc}") from None
     if id_column not in header:
@@ -75,13 +76,18 @@ def read_party_csv(path: str | os.PathLike, id_column: str, party: int) -> Party
             f"got columns {header}"
         )
     j = header.index(id_column)
-    for i, r in enumerate(rows):
-        if len(r) != len(header):
-            raise DataError(
-                f"party {party}'s CSV {p.name!r} must have {len(header)} fields per row, "
-                f"got {len(r)} on line {i + 2}"
-            )
-        r[j] = r[j].strip()
+    # map/filter run these per-row checks at C speed; Python loops only where a row needs it
+    if any(n != len(header) for n in set(map(len, rows))):
+        i, r = next((i, r) for i, r in enumerate(rows) if len(r) != len(header))
+        raise DataError(
+            f"party {party}'s CSV {p.name!r} must have {len(header)} fields per row, "
+            f"got {len(r)} on line {i + 2}"
+        )
+    col = list(map(itemgetter(j), rows))
+    stripped = list(map(str.strip, col))
+    if stripped != col:
+        for r, v in zip(rows, stripped, strict=True):
+            r[j] = v
     table = PartyTable(p, header, j, rows)
     check_ids(table.ids, party, p.name, id_column)
     return table
