@@ -64,9 +64,9 @@ def run_one(n: int, overlap: float, processes: bool, workers: int | None) -> dic
     with tempfile.TemporaryDirectory(prefix="psi-bench-") as tmp:
         a, b = make_csvs(n, overlap, Path(tmp))
         load = os.getloadavg()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         rec = align_files([a, b], "cid", Path(tmp) / "out", processes=processes, workers=workers)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         got = [_out_ids(Path(f)) for f in rec["files"]]
     start = n - round(overlap * n)
     expect = [f"C{i:09d}" for i in range(start, n)]  # zero-padded: text order is number order
@@ -77,6 +77,8 @@ def run_one(n: int, overlap: float, processes: bool, workers: int | None) -> dic
         "runtime": rec["runtime"],
         "kept": rec["kept"],
         "seconds": round(wall, 2),
+        # CPU seconds of the timed region, all threads of this process (in-process runtime)
+        "cpu_s_timed": round(cpu, 2),
         "bytes_total": rec["comm"]["bytes_total"],
         "peak_rss_mb": round(_peak_kb() / 1024, 1),
         # CPU seconds of this process and its workers: wall time on an idle machine is about
