@@ -172,7 +172,7 @@ def backend() -> tuple[str, Callable[[bytes, bytes], bytes]]:
                 if mb.mult(KAT[0], KAT[1]) == KAT[2]:
                     _BACKEND = ("crypto_mb", mb.mult)
                     break
-            except (OSError, AttributeError, PSIError):  # missing runtime, old CPU: OpenSSL
+            except (ImportError, OSError, AttributeError, PSIError):  # no cffi/runtime, old CPU
                 continue
     return _BACKEND
 
