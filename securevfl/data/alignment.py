@@ -124,9 +124,13 @@ def check_ids(ids: Sequence[str], party: int, where: str, column: str) -> None:
         )
 
 
-def _sort_by_id(ids: list[str], rows: np.ndarray, kind: str) -> np.ndarray:
-    key = (lambda i: int(ids[i])) if kind == "integer" else ids.__getitem__
-    return np.array(sorted(rows.tolist(), key=key), dtype=np.int64)
+def _id_order(ids: list[str], rows: np.ndarray, kind: str) -> np.ndarray:
+    """Positions that sort ``rows`` (in PSI's agreed order) by ID: every party holds the same
+    IDs in that order, so one party's order sorts every local party's rows."""
+    vals: list[Any] = [ids[i] for i in rows.tolist()]
+    if kind == "integer":
+        vals = list(map(int, vals))
+    return np.array(sorted(range(len(vals)), key=vals.__getitem__), dtype=np.int64)
 
 
 def align_ids(
@@ -170,8 +174,9 @@ def align_ids(
                 rows = psi_star(rt, encoded, crypto=crypto)
         except PSIError as exc:
             raise ProtocolError(str(exc)) from None
-    kind = id_kind(next(iter(ids.values())))
-    out = {k: _sort_by_id(ids[k], rows[k], kind) for k in rt.local_parties}
+    first = rt.local_parties[0]
+    order = _id_order(ids[first], rows[first], id_kind(ids[first]))
+    out = {k: rows[k][order] for k in rt.local_parties}
     if len(next(iter(out.values()))) == 0:
         raise ConfigError("the parties' IDs must intersect, got an empty intersection")
     return out
