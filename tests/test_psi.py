@@ -1,5 +1,6 @@
 """ECDH-PSI (protocols.psi) against a plain set intersection; metered bytes; malformed peers."""
 
+import json
 import os
 import subprocess
 import sys
@@ -154,3 +155,36 @@ def test_openssl_fallback_runs_the_whole_protocol():
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "openssl [b'a', b'c']"
+
+
+def test_align_raises_a_networked_frame_limit_to_psis_largest_message_never_lowers_it():
+    """Party 0 receives n_x re-blinded points with party k's n_k own: 32 (n_x + n_k) bytes."""
+    from securevfl.data.alignment import _limit_frames
+    from securevfl.runtime.frame_limits import SLACK_BYTES, SLACK_FACTOR
+
+    class Net:
+        frame_limit = 1 << 20
+
+        def limit_frames(self, nbytes):
+            self.frame_limit = nbytes
+
+    rt = Net()
+    _limit_frames(rt, 1_000_000, {0: 1_000_000, 1: 300_000, 2: 700_000})
+    assert rt.frame_limit == SLACK_FACTOR * 32 * 1_700_000 + SLACK_BYTES
+    _limit_frames(rt, 10, None)  # a data party knows n_x only; a smaller bound keeps the limit
+    assert rt.frame_limit == SLACK_FACTOR * 32 * 1_700_000 + SLACK_BYTES
+    rt2 = Net()
+    _limit_frames(rt2, 100_000, None)
+    assert rt2.frame_limit == SLACK_FACTOR * 32 * 100_000 + SLACK_BYTES
+
+
+def test_psi_bench_json_line_is_exact_and_names_the_backend(capsys):
+    from bench.psi_bench import main
+
+    assert main(["--json", "--sizes", "300"]) == 0
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert line["exact"] is True and line["detail"]["kept"] == 150
+    assert line["bytes"] > 3 * 300 * POINT_BYTES and line["seconds"] > 0
+    assert line["detail"]["x25519_backend"] in line["version"]
+    assert main(["--json", "--sizes", "10,20"]) == 2
+    assert "--json runs one size" in capsys.readouterr().err
