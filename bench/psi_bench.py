@@ -3,9 +3,9 @@
 For each size n, two party CSVs of n rows (an ID and one value column) sharing ``overlap * n``
 IDs are aligned end to end as ``securevfl align`` does (read, PSI, write), each size in a fresh
 process so its peak memory is its own. Appends one JSON line per run to OUT/results.jsonl and
-prints a markdown table: seconds, CPU seconds (party and workers), bytes on the wire, peak
-resident memory of the party process (in-process: both parties; each worker process holds one
-chunk, ~40 MB) and the load average at the start (the machine may be shared).
+prints a markdown table: seconds, CPU seconds (the process, its threads and any party processes),
+bytes on the wire, peak resident memory of the process (in-process: both parties; the group
+operations run on threads) and the load average at the start (the machine may be shared).
 
 ``python -m bench.psi_bench --json --sizes 1000000`` runs one size and prints the perf-job line
 (bench/suites/perf.d/psi.toml): seconds = reading both CSVs, PSI, writing both aligned CSVs (the
