@@ -224,3 +224,20 @@ def test_read_party_csv_strips_ids_skips_blank_lines_and_names_a_short_row(tmp_p
     p.write_text("v,cid\n1,7\n2\n3,9\n")
     with pytest.raises(DataError, match="must have 2 fields per row, got 1 on line 3"):
         read_party_csv(p, "cid", 0)
+
+
+def test_paused_gc_restores_the_collector_and_nests():
+    import gc
+
+    from securevfl.data.alignment import paused_gc
+
+    assert gc.isenabled()
+    with paused_gc():
+        assert not gc.isenabled()
+        with paused_gc():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the inner pause does not re-enable inside the outer one
+    assert gc.isenabled()
+    with pytest.raises(ValueError), paused_gc():
+        raise ValueError("a failing read")
+    assert gc.isenabled()

@@ -12,10 +12,12 @@ party also learns each party's row count and which of its rows each other party 
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import gc
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
@@ -44,6 +46,23 @@ def _all_match(joined: re.Pattern[str], one: re.Pattern[str], ids: Sequence[str]
     return all(one.match(v) for v in ids)
 
 
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector (restored after; also a function decorator).
+
+    A table is a million row lists, each a tracked container: their allocation triggers
+    collections that walk every live row (reading a 1M-row CSV took 1.9-2.6 CPU s with the
+    collector, 0.8 s without). Reading, aligning and writing tables create no reference cycles.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 @dataclass
 class PartyTable:
     """One party's CSV: header, rows as text, and its ID column."""
@@ -58,6 +77,7 @@ class PartyTable:
         return list(map(itemgetter(self.id_index), self.rows))
 
 
+@paused_gc()
 def read_party_csv(path: str | os.PathLike, id_column: str, party: int) -> PartyTable:
     """Read party ``party``'s CSV and check its ID column (ConfigError naming value and rule)."""
     p = Path(path)
@@ -204,6 +224,7 @@ def default_workers() -> int:
     return os.cpu_count() or 1
 
 
+@paused_gc()
 def align_tables(
     rt: Runtime,
     tables: dict[int, PartyTable],
@@ -249,6 +270,7 @@ def align_tables(
     return kept, record
 
 
+@paused_gc()
 def write_table(table: PartyTable, path: Path) -> None:
     """Write a party's (aligned) rows with its header."""
     with path.open("w", newline="") as f:
