@@ -141,7 +141,8 @@ class _CryptoMB:
         lanes = [(status >> (4 * i)) & 0xF for i in range(8)]  # 4 status bits per lane
         if any(v & ~4 for v in lanes):
             raise PSIError(f"crypto_mb's X25519 failed (status {status:#x})")
-        if any(lanes) or not out[:n].any(axis=1).all():  # 4: MBX_STATUS_LOW_ORDER_ERR
+        # 4: what crypto_mb reports for a low-order point (u = 0, u = 1: tests/test_psi.py)
+        if any(lanes) or not out[:n].any(axis=1).all():
             raise PSIError("a peer sent a small-order point (its X25519 product is zero)")
         return out[:n].tobytes()
 
@@ -163,17 +164,18 @@ def backend() -> tuple[str, Callable[[bytes, bytes], bytes]]:
     ``SECUREVFL_CRYPTO_MB=off`` forces OpenSSL; ``=DIR`` looks for libcrypto_mb.so.13 in DIR."""
     global _BACKEND
     if _BACKEND is None:
-        _BACKEND = ("openssl", _openssl_mult)
+        chosen: tuple[str, Callable[[bytes, bytes], bytes]] = ("openssl", _openssl_mult)
         for d in _crypto_mb_dirs():
             if not (d / "libcrypto_mb.so.13").exists():
                 continue
             try:
                 mb = _CryptoMB(d)
                 if mb.mult(KAT[0], KAT[1]) == KAT[2]:
-                    _BACKEND = ("crypto_mb", mb.mult)
+                    chosen = ("crypto_mb", mb.mult)
                     break
             except (ImportError, OSError, AttributeError, PSIError):  # no cffi/runtime, old CPU
                 continue
+        _BACKEND = chosen  # set once, whole: a thread never sees a half-made choice
     return _BACKEND
 
 
