@@ -3,9 +3,14 @@
 For each size n, two party CSVs of n rows (an ID and one value column) sharing ``overlap * n``
 IDs are aligned end to end as ``securevfl align`` does (read, PSI, write), each size in a fresh
 process so its peak memory is its own. Appends one JSON line per run to OUT/results.jsonl and
-prints a markdown table: seconds, CPU seconds (party and workers), bytes on the wire, peak
-resident memory of the party process (in-process: both parties; each worker process holds one
-chunk, ~40 MB) and the load average at the start (the machine may be shared).
+prints a markdown table: seconds, CPU seconds (the process, its threads and any party processes),
+bytes on the wire, peak resident memory of the process (in-process: both parties; the group
+operations run on threads) and the load average at the start (the machine may be shared).
+
+``python -m bench.psi_bench --json --sizes 1000000`` runs one size and prints the perf-job line
+(bench/suites/perf.d/psi.toml): seconds = reading both CSVs, PSI, writing both aligned CSVs (the
+same region bench/peers/spu_psi.py times for SPU), peak RSS, metered bytes, and ``exact``: both
+outputs hold exactly the plain intersection, in the same (sorted) order.
 """
 
 from __future__ import annotations
@@ -47,21 +52,33 @@ def _peak_kb() -> float:
     return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
+def _out_ids(path: Path) -> list[str]:
+    with path.open() as f:
+        next(f)
+        return [line.split(",", 1)[0] for line in f]
+
+
 def run_one(n: int, overlap: float, processes: bool, workers: int | None) -> dict[str, Any]:
     from securevfl.data.align_files import align_files
 
     with tempfile.TemporaryDirectory(prefix="psi-bench-") as tmp:
         a, b = make_csvs(n, overlap, Path(tmp))
         load = os.getloadavg()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         rec = align_files([a, b], "cid", Path(tmp) / "out", processes=processes, workers=workers)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        got = [_out_ids(Path(f)) for f in rec["files"]]
+    start = n - round(overlap * n)
+    expect = [f"C{i:09d}" for i in range(start, n)]  # zero-padded: text order is number order
     return {
+        "exact": got[0] == got[1] == expect,
         "n": n,
         "overlap": overlap,
         "runtime": rec["runtime"],
         "kept": rec["kept"],
         "seconds": round(wall, 2),
+        # CPU seconds of the timed region, all threads of this process (in-process runtime)
+        "cpu_s_timed": round(cpu, 2),
         "bytes_total": rec["comm"]["bytes_total"],
         "peak_rss_mb": round(_peak_kb() / 1024, 1),
         # CPU seconds of this process and its workers: wall time on an idle machine is about
@@ -83,6 +100,29 @@ def run_one(n: int, overlap: float, processes: bool, workers: int | None) -> dic
     }
 
 
+def perf_record(r: dict[str, Any]) -> dict[str, Any]:
+    """The perf-job line (bench/suites/perf.d/psi.toml) of one :func:`run_one` record."""
+    import mpyc
+
+    from protocols.psi import backend
+    from securevfl.version import __version__
+
+    detail = {
+        k: v for k, v in r.items() if k not in ("seconds", "peak_rss_mb", "bytes_total", "exact")
+    }
+    detail["group"] = "X25519 (RFC 7748), hash SHA-256 to u"
+    detail["x25519_backend"] = backend()[0]
+    rt = "" if r["runtime"] == "inprocess" else f", MPyC {mpyc.__version__} transport"
+    return {
+        "seconds": r["seconds"],
+        "peak_mb": r["peak_rss_mb"],
+        "bytes": r["bytes_total"],
+        "version": f"securevfl {__version__} (ECDH-PSI X25519, {backend()[0]}{rt})",
+        "exact": r["exact"],
+        "detail": detail,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.psi_bench", description=__doc__)
     ap.add_argument("--sizes", default="10000,100000,1000000", help="IDs per party, comma list")
@@ -91,7 +131,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, help="worker processes per party; default: cores")
     ap.add_argument("--out", default="bench-out/psi", help="directory for results.jsonl")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # internal: run one size here
+    ap.add_argument("--json", action="store_true", help="one size: print the perf-job JSON line")
     a = ap.parse_args(argv)
+    if a.json:
+        sizes = a.sizes.split(",")
+        if len(sizes) != 1 or not sizes[0].isdigit() or int(sizes[0]) < 1:
+            print(
+                f"--json runs one size (a positive integer), got --sizes {a.sizes}", file=sys.stderr
+            )
+            return 2
+        print(json.dumps(perf_record(run_one(int(sizes[0]), a.overlap, a.processes, a.workers))))
+        return 0
     if a.one is not None:
         print(json.dumps(run_one(a.one, a.overlap, a.processes, a.workers)))
         return 0

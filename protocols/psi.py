@@ -1,24 +1,37 @@
-"""ECDH private set intersection over ristretto255 (libsodium), star-shaped for K parties.
+"""ECDH private set intersection over Curve25519 (X25519, RFC 7748), star-shaped for K parties.
 
 Every party holds a list of distinct IDs (bytes). Party 0, the active party, learns which of
 its rows every other party also holds; every party learns which of ITS rows are in the common
 intersection and one agreed order of them, so all parties can reorder their rows alike.
 
-* Hash to the group: ``H(id) = ristretto255_from_hash(SHA-512(domain || id))`` (libsodium's
-  Elligator map), so nobody knows a discrete log relation between two hashed IDs. (Hashing to a
-  scalar times the base point would let a receiver test ID guesses by ratios.)
-* Party 0 draws a secret scalar ``a`` from OS entropy, sends ``a*H(X)`` in a random order to
-  every data party k (one broadcast).
+* Hash to the group: ``H(id) = SHA-256(domain || id)`` with bit 255 cleared, read as an X25519
+  u-coordinate (a point of Curve25519 or of its twist, both of prime order times a cofactor of
+  8 or 4; Curve25519 is twist-secure). Nobody knows a discrete log relation between two hashed
+  IDs (a random oracle into the group, not ``hash * base point``, which would let a receiver
+  test ID guesses by ratios). Blinding is X25519 itself: the scalar is clamped to a multiple of
+  8, which removes every cofactor component, and ``X25519(a, X25519(b, u)) = X25519(b,
+  X25519(a, u))`` because clamped scalars multiply (SecretFlow's ECDH-PSI over Curve25519 is the
+  same construction).
+* Party 0 draws a secret scalar ``a`` (32 bytes from OS entropy), sends ``a*H(X)`` in a random
+  order to every data party k (one broadcast).
 * Party k draws ``b_k``; it re-blinds party 0's points, ``b_k*a*H(X)`` (in the order received),
   and sends them back with its own ``b_k*H(Y_k)`` shuffled (one gather).
 * Party 0 computes ``a*b_k*H(Y_k)`` and compares the doubly blinded sets: equal points are equal
-  IDs (scalar multiplication commutes). The intersection over all k is put in a random order
-  and party 0 tells each k only the positions of ITS shuffled points that are in it.
+  IDs. The intersection over all k is put in a random order and party 0 tells each k only the
+  positions of ITS shuffled points that are in it.
 
 What each party learns (semi-honest): party 0 learns every |Y_k| and, for each of its rows,
 which parties hold that ID (the pairwise intersections); party k learns |X|, the size of the
 common intersection and which of its rows are in it. Nobody sees an ID outside the
-intersection. Blinded points travel as one packed bytes blob (32 bytes each).
+intersection. Blinded points travel as one packed bytes blob (32 bytes each); a point from a peer
+must be a canonical u-coordinate (< 2^255 - 19) and must not be of small order (its product is
+then zero), else :class:`PSIError`.
+
+Two interchangeable backends compute X25519 (same bytes, tests compare them): Intel's
+multi-buffer ``crypto_mb`` (``mbx_x25519_mb8``: eight points per call in AVX-512 IFMA lanes,
+from the ``ipp-crypto`` wheel, ~6x OpenSSL's speed per point) where it loads and passes the
+RFC 7748 test vector, else OpenSSL's X25519 through ``cryptography``. Both release the GIL, so
+chunks run on ``workers`` threads.
 
 Nothing here imports ``securevfl``: the caller hands a transport (``here``, ``send``,
 ``broadcast``, ``gather``; the securevfl runtime has them and meters every payload).
@@ -26,36 +39,28 @@ Nothing here imports ``securevfl``: the caller hands a transport (``here``, ``se
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
-import tempfile
+import sys
+import sysconfig
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from multiprocessing import get_context
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-import rbcl
-
-
-def _drop_rbcl_temp_file() -> None:
-    """rbcl writes its bundled libsodium to a fresh temporary file at every import and never
-    removes it (~2.8 MB per process, worker processes included). The library is loaded by then;
-    on POSIX the file can go at once."""
-    path = getattr(getattr(rbcl, "_sodium", None), "_name", None)
-    if os.name == "posix" and isinstance(path, str) and path.startswith(tempfile.gettempdir()):
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
-
-
-_drop_rbcl_temp_file()
 
 POINT_BYTES = 32
-DOMAIN = b"securevfl/psi/v1/ristretto255/"
-CHUNK = 8192  # IDs per worker task: big enough to amortise task overhead, small for progress
+DOMAIN = b"securevfl/psi/v2/x25519/"
+CHUNK = 8192  # IDs per thread task: amortises the task overhead, small for progress
+# RFC 7748, 5.2, first test vector: (scalar, u) -> X25519(scalar, u); a backend must match it
+KAT = (
+    bytes.fromhex("a546e36bf0527c9d3b16154b82465edd62144c0ac1fc5a18506a2244ba449ac4"),
+    bytes.fromhex("e6db6867583030db3594c1a424b15f7c726624ec26b3353b10a903a6d0ab1c4c"),
+    bytes.fromhex("c3da55379de9c6908e94ea4df28d084f32eccf03491c71f754b4075577a28552"),
+)
 
 
 class PSIError(RuntimeError):
@@ -76,50 +81,138 @@ class Transport(Protocol):
     def gather(self, values: Mapping[int, Any], *, dst: int) -> dict[int, Any] | None: ...
 
 
-# --------------------------------------------------------------------------- group operations
+# --------------------------------------------------------------------------- X25519 backends
+
+
+def _openssl_mult(scalar: bytes, points: bytes) -> bytes:
+    """X25519(scalar, u) for each packed u, one OpenSSL call each (releases the GIL)."""
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+
+    exchange, public = X25519PrivateKey.from_private_bytes(scalar).exchange, X25519PublicKey
+    try:
+        return b"".join(
+            exchange(public.from_public_bytes(points[o : o + POINT_BYTES]))
+            for o in range(0, len(points), POINT_BYTES)
+        )
+    except ValueError:  # OpenSSL refuses an all-zero result: a small-order point
+        raise PSIError("a peer sent a small-order point (its X25519 product is zero)") from None
+
+
+class _CryptoMB:
+    """Intel crypto_mb's ``mbx_x25519_mb8`` through cffi (ABI mode: nothing to compile)."""
+
+    def __init__(self, lib_dir: Path) -> None:
+        import cffi
+
+        # the wheel's library needs Intel's compiler runtime (intel-cmplr-lib-rt) and has no
+        # rpath: load those first, globally, so the dynamic loader finds them by soname
+        for name in ("libintlc.so.5", "libimf.so", "libsvml.so", "libirng.so"):
+            if (lib_dir / name).exists():
+                ctypes.CDLL(str(lib_dir / name), mode=ctypes.RTLD_GLOBAL)
+        self.ffi = cffi.FFI()
+        # each argument is an array of 8 pointers; passed as uint64 addresses (same ABI)
+        self.ffi.cdef(
+            "uint64_t mbx_x25519_mb8(uint64_t *out, uint64_t *sk, uint64_t *pk);"
+            "int mbx_is_crypto_mb_applicable(uint64_t features);"
+        )
+        self.lib = self.ffi.dlopen(str(lib_dir / "libcrypto_mb.so.13"))
+        if not self.lib.mbx_is_crypto_mb_applicable(0):  # 0: this CPU's features
+            raise OSError("crypto_mb needs AVX-512 IFMA, which this CPU lacks")
+
+    def mult(self, scalar: bytes, points: bytes) -> bytes:
+        n = len(points) // POINT_BYTES
+        if n == 0:
+            return b""
+        m = -(-n // 8) * 8  # whole calls of 8 lanes; the padding lanes repeat point 0
+        src = np.empty((m, POINT_BYTES), np.uint8)
+        src[:n] = np.frombuffer(points, np.uint8).reshape(n, POINT_BYTES)
+        src[n:] = src[0]
+        out = np.empty_like(src)
+        sk = np.frombuffer(scalar, np.uint8).copy()
+        sk_ptrs = np.full(8, sk.ctypes.data, np.uint64)
+        step = np.arange(m, dtype=np.uint64) * POINT_BYTES
+        in_ptrs, out_ptrs = src.ctypes.data + step, out.ctypes.data + step
+        cast, f = self.ffi.cast, self.lib.mbx_x25519_mb8
+        sp = cast("uint64_t *", sk_ptrs.ctypes.data)
+        ip, op = cast("uint64_t *", in_ptrs.ctypes.data), cast("uint64_t *", out_ptrs.ctypes.data)
+        status = 0
+        for j in range(0, m, 8):  # cdata pointer arithmetic: 8 lanes (addresses) a call
+            status |= f(op + j, sp, ip + j)
+        lanes = [(status >> (4 * i)) & 0xF for i in range(8)]  # 4 status bits per lane
+        if any(v & ~4 for v in lanes):
+            raise PSIError(f"crypto_mb's X25519 failed (status {status:#x})")
+        # 4: what crypto_mb reports for a low-order point (u = 0, u = 1: tests/test_psi.py)
+        if any(lanes) or not out[:n].any(axis=1).all():
+            raise PSIError("a peer sent a small-order point (its X25519 product is zero)")
+        return out[:n].tobytes()
+
+
+def _crypto_mb_dirs() -> list[Path]:
+    """Where pip puts the ipp-crypto wheel's libraries (its data scheme: <prefix>/lib)."""
+    env = os.environ.get("SECUREVFL_CRYPTO_MB", "").strip()
+    if env:
+        return [] if env.lower() in ("0", "off", "no") else [Path(env)]
+    dirs = [Path(sysconfig.get_path("data")) / "lib", Path(sys.prefix) / "lib"]
+    return list(dict.fromkeys(dirs))
+
+
+_BACKEND: tuple[str, Callable[[bytes, bytes], bytes]] | None = None
+
+
+def backend() -> tuple[str, Callable[[bytes, bytes], bytes]]:
+    """``(name, mult)``: crypto_mb where it loads and passes the RFC 7748 vector, else OpenSSL.
+    ``SECUREVFL_CRYPTO_MB=off`` forces OpenSSL; ``=DIR`` looks for libcrypto_mb.so.13 in DIR."""
+    global _BACKEND
+    if _BACKEND is None:
+        chosen: tuple[str, Callable[[bytes, bytes], bytes]] = ("openssl", _openssl_mult)
+        for d in _crypto_mb_dirs():
+            if not (d / "libcrypto_mb.so.13").exists():
+                continue
+            try:
+                mb = _CryptoMB(d)
+                if mb.mult(KAT[0], KAT[1]) == KAT[2]:
+                    chosen = ("crypto_mb", mb.mult)
+                    break
+            except (ImportError, OSError, AttributeError, PSIError):  # no cffi/runtime, old CPU
+                continue
+        _BACKEND = chosen  # set once, whole: a thread never sees a half-made choice
+    return _BACKEND
 
 
 def new_scalar() -> bytes:
-    """A secret blinding scalar, uniform mod the group order, from libsodium's OS entropy."""
-    return rbcl.crypto_core_ristretto255_scalar_random()
+    """A secret blinding scalar: 32 bytes of OS entropy (X25519 clamps it to 2^254 + 8k)."""
+    return os.urandom(32)
+
+
+def hash_ids(ids: Sequence[bytes]) -> bytes:
+    """``H(id)`` for each id, packed: SHA-256(domain || id) with bit 255 cleared (RFC 7748 u)."""
+    sha = hashlib.sha256
+    raw = bytearray(b"".join([sha(DOMAIN + i).digest() for i in ids]))
+    np.frombuffer(raw, np.uint8)[POINT_BYTES - 1 :: POINT_BYTES] &= 0x7F
+    return bytes(raw)
 
 
 def _hash_blind(ids: Sequence[bytes], scalar: bytes) -> bytes:
     """``scalar * H(id)`` for each id, packed."""
-    from_hash, mult, sha = (
-        rbcl.crypto_core_ristretto255_from_hash,
-        rbcl.crypto_scalarmult_ristretto255,
-        hashlib.sha512,
-    )
-    return b"".join(mult(scalar, from_hash(sha(DOMAIN + i).digest())) for i in ids)
+    return backend()[1](scalar, hash_ids(ids))
 
 
 def _reblind(blob: bytes, scalar: bytes) -> bytes:
-    """``scalar * P`` for each packed point P; raises PSIError on an invalid point."""
-    mult = rbcl.crypto_scalarmult_ristretto255
-    try:
-        return b"".join(
-            mult(scalar, blob[o : o + POINT_BYTES]) for o in range(0, len(blob), POINT_BYTES)
-        )
-    except (RuntimeError, ValueError, TypeError) as exc:  # libsodium rejects non-canonical points
-        raise PSIError(
-            f"a peer sent a point that is not a valid ristretto255 element: {exc}"
-        ) from None
+    """``scalar * P`` for each packed point P (checked canonical by :func:`check_blob`)."""
+    return backend()[1](scalar, blob)
 
 
 @dataclass
 class Crypto:
-    """Runs the group operations in chunks, on ``workers`` processes when > 1.
+    """Runs the group operations in chunks of :data:`CHUNK` points on ``workers`` threads.
 
-    libsodium's scalar multiplication (~37 us) dwarfs the Python call around it (~1 us), so the
-    lever at 1M IDs is using every core, not removing the loop. Workers are spawned (not forked:
-    the caller may hold torch threads), once per protocol run (``with Crypto(...)`` or
-    :meth:`close`), and only ever see one party's own data and scalar.
+    Both backends release the GIL while they compute (cffi and OpenSSL calls), so threads use
+    every core without the start-up and copying of worker processes; results keep their order.
     """
 
     workers: int = 1
     progress: Callable[[int], None] | None = None  # called with the number of points done
-    _pool: ProcessPoolExecutor | None = field(default=None, init=False, repr=False)
+    _pool: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
 
     def __enter__(self) -> Crypto:
         return self
@@ -128,20 +221,26 @@ class Crypto:
         self.close()
 
     def close(self) -> None:
-        """Stop the worker processes (if any were started)."""
+        """Stop the worker threads (if any were started)."""
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
 
+    @property
+    def backend(self) -> str:
+        """The X25519 implementation in use (``crypto_mb`` or ``openssl``)."""
+        return backend()[0]
+
     def _map(self, fn: Callable[..., bytes], chunks: list[Any], scalar: bytes) -> bytes:
         out: list[bytes] = []
+        backend()  # load once, before the threads race for it
         if self.workers <= 1 or len(chunks) <= 1:
             for c in chunks:
                 out.append(fn(c, scalar))
                 self._tick(len(out[-1]))
             return b"".join(out)
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=get_context("spawn"))
+            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="psi")
         for part in self._pool.map(fn, chunks, [scalar] * len(chunks)):
             out.append(part)
             self._tick(len(part))
@@ -170,6 +269,12 @@ def check_blob(blob: Any, count: int | None = None) -> int:
     n = len(blob) // POINT_BYTES
     if count is not None and n != count:
         raise PSIError(f"expected {count} re-blinded points, got {n}")
+    pts = np.frombuffer(blob, np.uint8).reshape(n, POINT_BYTES)
+    # canonical u < p = 2^255 - 19 (little-endian): top bit clear, and not 7f ff..ff [ed, ff]
+    high = pts[:, 31] >= 0x80
+    over_p = (pts[:, 31] == 0x7F) & (pts[:, 1:31] == 0xFF).all(axis=1) & (pts[:, 0] >= 0xED)
+    if (high | over_p).any():
+        raise PSIError("a peer sent a point that is not a canonical X25519 u-coordinate (< p)")
     return n
 
 
@@ -217,7 +322,7 @@ def psi_star(
     def blind_own(k: int) -> bytes:
         check_ids(ids[k], k)
         perms[k] = _os_rng().permutation(len(ids[k]))  # send order: positions reveal nothing
-        return crypto.hash_blind([ids[k][i] for i in perms[k]], scalars[k])
+        return crypto.hash_blind([ids[k][i] for i in perms[k].tolist()], scalars[k])
 
     # every party blinds its own IDs first: with one process per party this runs in parallel
     own = {k: blind_own(k) for k in parties if tp.here(k)}

@@ -179,3 +179,65 @@ def test_psi_demo_shows_points_positions_and_the_agreed_order(capsys):
     assert "blinded IDs, 5 points x 32 bytes" in out and "positions of its points kept" in out
     assert "agreed order of the intersection" in out and "bytes on the wire" in out
     assert demo.NAME == "psi"
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        ["1", "-2", "+3", "40"],
+        ["1", "2.0"],
+        ["1", ".5", "5.", "1e3", "-2E-1"],
+        ["1", "a"],
+        ["12\n", "3"],  # a newline inside an ID (a quoted CSV field): the per-ID path
+        ["1", "2\n3"],
+        ["\u0663", "7"],  # Arabic-Indic three: a decimal digit for \d, as per ID
+        ["C000000001", "C000000002"],
+        ["1.0"],
+        [],
+    ],
+)
+def test_column_checks_match_the_per_id_rules(ids):
+    """id_kind / the decimal rule on the joined column agree with the per-ID regexes."""
+    from securevfl.data import alignment as al
+
+    kind = "integer" if all(al._INT.match(v) for v in ids) else "text"
+    assert al.id_kind(ids) == kind
+    decimals = [v for v in ids if not al._INT.match(v) and al._DECIMAL.match(v)]
+    refused = bool(decimals) and len(decimals) + sum(bool(al._INT.match(v)) for v in ids) == len(
+        ids
+    )
+    if refused:
+        with pytest.raises(ConfigError, match=f"decimal number {decimals[0]!r}"):
+            al.check_ids(ids, 0, "f.csv", "cid")
+    else:
+        al.check_ids(ids, 0, "f.csv", "cid")
+
+
+def test_read_party_csv_strips_ids_skips_blank_lines_and_names_a_short_row(tmp_path):
+    from securevfl.data.alignment import read_party_csv
+    from securevfl.errors import DataError
+
+    p = tmp_path / "p.csv"
+    p.write_text("v, cid\n1, 7 \n\n2,8\n")
+    t = read_party_csv(p, "cid", 0)
+    assert t.ids == ["7", "8"] and t.rows == [["1", "7"], ["2", "8"]]  # the ID stripped only
+    p.write_text("v,cid\n1,7\n2\n3,9\n")
+    with pytest.raises(DataError, match="must have 2 fields per row, got 1 on line 3"):
+        read_party_csv(p, "cid", 0)
+
+
+def test_paused_gc_restores_the_collector_and_nests():
+    import gc
+
+    from securevfl.data.alignment import paused_gc
+
+    assert gc.isenabled()
+    with paused_gc():
+        assert not gc.isenabled()
+        with paused_gc():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the inner pause does not re-enable inside the outer one
+    assert gc.isenabled()
+    with pytest.raises(ValueError), paused_gc():
+        raise ValueError("a failing read")
+    assert gc.isenabled()

@@ -1,11 +1,15 @@
 """ECDH-PSI (protocols.psi) against a plain set intersection; metered bytes; malformed peers."""
 
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
-import rbcl
 
 import protocols.psi as psi
-from protocols.psi import POINT_BYTES, Crypto, PSIError, psi_star
+from protocols.psi import KAT, POINT_BYTES, Crypto, PSIError, psi_star
 from securevfl.runtime import InProcessRuntime
 
 
@@ -61,10 +65,8 @@ def test_the_wire_carries_no_plain_hash_and_fresh_scalars_each_run():
 
     for _ in range(2):
         psi_star(Tap(2), ids)
-    plain = {
-        rbcl.crypto_core_ristretto255_from_hash(psi.hashlib.sha512(psi.DOMAIN + i).digest())
-        for i in ids[0]
-    }
+    hashed = psi.hash_ids(ids[0])
+    plain = {hashed[o : o + 32] for o in range(0, len(hashed), 32)}
     for blob in seen:
         pts = {blob[o : o + 32] for o in range(0, len(blob), 32)}
         assert len(pts) == 2 and not pts & plain and b"alice" not in blob
@@ -73,12 +75,18 @@ def test_the_wire_carries_no_plain_hash_and_fresh_scalars_each_run():
 
 def test_invalid_or_truncated_points_from_a_peer_are_refused():
     s = psi.new_scalar()
-    with pytest.raises(PSIError, match="not a valid ristretto255 element"):
-        Crypto().reblind(b"\xff" * 32, s)
+    ok = psi.hash_ids([b"a", b"b"])
+    p = (2**255 - 19).to_bytes(32, "little")  # u = p: not canonical
+    for bad in (b"\xff" * 32, p, ok + b"\x00" * 31 + b"\x80"):  # the last: bit 255 set
+        with pytest.raises(PSIError, match="not a canonical X25519 u-coordinate"):
+            Crypto().reblind(bad, s)
+    for small in (b"\x00" * 32, b"\x01" + b"\x00" * 31):  # u = 0 and u = 1: small order
+        with pytest.raises(PSIError, match="small-order point"):
+            Crypto().reblind(ok + small, s)
     with pytest.raises(PSIError, match="32-byte points, got 33"):
         Crypto().reblind(b"\x00" * 33, s)
     with pytest.raises(PSIError, match="expected 3 re-blinded points, got 2"):
-        psi.check_blob(b"\x00" * 64, 3)
+        psi.check_blob(ok, 3)
 
 
 def test_duplicate_ids_are_refused_before_anything_is_sent():
@@ -88,7 +96,7 @@ def test_duplicate_ids_are_refused_before_anything_is_sent():
     assert rt.meter.summary(2)["bytes_total"] == 0
 
 
-def test_worker_processes_compute_the_same_points(monkeypatch):
+def test_worker_threads_compute_the_same_points(monkeypatch):
     monkeypatch.setattr(psi, "CHUNK", 16)  # several chunks from few IDs
     ids = [f"id{i}".encode() for i in range(40)]
     s = psi.new_scalar()
@@ -96,7 +104,7 @@ def test_worker_processes_compute_the_same_points(monkeypatch):
     one = Crypto(workers=1).hash_blind(ids, s)
     with Crypto(workers=2, progress=done.append) as crypto:
         two = crypto.hash_blind(ids, s)
-        again = crypto.reblind(two, s)  # the same worker pool serves every call of a run
+        again = crypto.reblind(two, s)  # the same thread pool serves every call of a run
         assert crypto._pool is not None
     assert crypto._pool is None  # workers stopped on leaving the block
     assert one == two and len(one) == 40 * POINT_BYTES and sum(done) == 80
@@ -106,7 +114,77 @@ def test_worker_processes_compute_the_same_points(monkeypatch):
     assert Crypto().reblind(one, t) == Crypto().reblind(Crypto().hash_blind(ids, t), s)
 
 
-def test_importing_the_protocol_leaves_no_libsodium_copy_in_tmp():
-    import os
+def test_hash_to_group_is_sha256_of_domain_and_id_with_the_top_bit_cleared():
+    import hashlib
 
-    assert not os.path.exists(rbcl._sodium._name)  # rbcl's temp copy is removed once loaded
+    ids = [f"C{i:09d}".encode() for i in range(300)]
+    h = psi.hash_ids(ids)
+    for k, i in enumerate(ids):
+        d = bytearray(hashlib.sha256(psi.DOMAIN + i).digest())
+        d[31] &= 0x7F
+        assert h[32 * k : 32 * k + 32] == bytes(d)
+    assert len(set(h[o : o + 32] for o in range(0, len(h), 32))) == 300
+
+
+def test_each_backend_meets_rfc7748_and_they_agree_point_for_point():
+    """OpenSSL's X25519 and (where this CPU and install have it) Intel crypto_mb give the same
+    bytes: the RFC 7748 vector, and 1,001 hashed IDs (not a multiple of 8: padded lanes)."""
+    scalar, u, expect = KAT
+    assert psi._openssl_mult(scalar, u) == expect
+    assert psi.backend()[1](scalar, u) == expect
+    pts = psi.hash_ids([f"C{i:09d}".encode() for i in range(1001)])
+    s = psi.new_scalar()
+    ref = psi._openssl_mult(s, pts)
+    assert psi.backend()[1](s, pts) == ref and len(ref) == len(pts)
+    if psi.backend()[0] != "crypto_mb":
+        pytest.skip("crypto_mb not loaded here (no ipp-crypto install or no AVX-512 IFMA)")
+
+
+def test_openssl_fallback_runs_the_whole_protocol():
+    """SECUREVFL_CRYPTO_MB=off forces OpenSSL: same intersection, fresh process (one backend
+    is chosen per process)."""
+    code = (
+        "from protocols.psi import backend, psi_star\n"
+        "from securevfl.runtime import InProcessRuntime\n"
+        "ids = {0: [b'a', b'b', b'c'], 1: [b'c', b'x', b'a']}\n"
+        "rows = psi_star(InProcessRuntime(2), ids)\n"
+        "print(backend()[0], sorted(ids[0][i] for i in rows[0]))\n"
+    )
+    env = {**os.environ, "SECUREVFL_CRYPTO_MB": "off"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "openssl [b'a', b'c']"
+
+
+def test_align_raises_a_networked_frame_limit_to_psis_largest_message_never_lowers_it():
+    """Party 0 receives n_x re-blinded points with party k's n_k own: 32 (n_x + n_k) bytes."""
+    from securevfl.data.alignment import _limit_frames
+    from securevfl.runtime.frame_limits import SLACK_BYTES, SLACK_FACTOR
+
+    class Net:
+        frame_limit = 1 << 20
+
+        def limit_frames(self, nbytes):
+            self.frame_limit = nbytes
+
+    rt = Net()
+    _limit_frames(rt, 1_000_000, {0: 1_000_000, 1: 300_000, 2: 700_000})
+    assert rt.frame_limit == SLACK_FACTOR * 32 * 1_700_000 + SLACK_BYTES
+    _limit_frames(rt, 10, None)  # a data party knows n_x only; a smaller bound keeps the limit
+    assert rt.frame_limit == SLACK_FACTOR * 32 * 1_700_000 + SLACK_BYTES
+    rt2 = Net()
+    _limit_frames(rt2, 100_000, None)
+    assert rt2.frame_limit == SLACK_FACTOR * 32 * 100_000 + SLACK_BYTES
+
+
+def test_psi_bench_json_line_is_exact_and_names_the_backend(capsys):
+    from bench.psi_bench import main
+
+    assert main(["--json", "--sizes", "300"]) == 0
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert line["exact"] is True and line["detail"]["kept"] == 150
+    assert line["bytes"] > 3 * 300 * POINT_BYTES and line["seconds"] > 0
+    assert line["detail"]["x25519_backend"] in line["version"]
+    assert main(["--json", "--sizes", "10,20"]) == 2
+    assert "--json runs one size" in capsys.readouterr().err

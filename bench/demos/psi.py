@@ -69,7 +69,7 @@ def main(args: list[str]) -> int:
     for k in range(K):
         print(f"party {k}{' (active)' if k == 0 else ''} holds IDs {ids[k]}")
     print(
-        "\nEach party hashes its IDs to ristretto255 points H(id) and multiplies them by its own "
+        "\nEach party hashes its IDs to Curve25519 points H(id) and multiplies them by its own "
         "secret scalar\n(OS entropy); scalar multiplication commutes, so a*b*H(x) = b*a*H(y) iff "
         "x = y.\n"
     )

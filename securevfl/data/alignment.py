@@ -1,10 +1,10 @@
 """Private entity alignment: each party's table keyed by an ID column, aligned by PSI.
 
 Each party reads its own CSV, checks its ID column (present, no empty or duplicate values, one
-type), and the parties run ECDH-PSI (:mod:`protocols.psi`) on the runtime, so every payload is
-metered. Every party ends with the indices of its rows in the intersection, sorted by ID: every
-party knows the IDs of the intersection, so this order reveals nothing more, and it makes the
-result independent of the runtime and of the rows' order in the files.
+type), and the parties run ECDH-PSI over X25519 (:mod:`protocols.psi`) on the runtime, so every
+payload is metered. Every party ends with the indices of its rows in the intersection, sorted by
+ID: every party knows the IDs of the intersection, so this order reveals nothing more, and it
+makes the result independent of the runtime and of the rows' order in the files.
 
 What PSI reveals: the intersection (which of its rows each party keeps) and its size; the active
 party also learns each party's row count and which of its rows each other party holds.
@@ -12,11 +12,14 @@ party also learns each party's row count and which of its rows each other party 
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import gc
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +28,39 @@ import numpy as np
 from securevfl.errors import ConfigError, DataError, ProtocolError
 from securevfl.runtime.base import Runtime
 
-_INT = re.compile(r"^[+-]?\d+$")
-_DECIMAL = re.compile(r"^[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?$")
+_INT_ITEM = r"[+-]?\d+"
+_DECIMAL_ITEM = r"[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?"
+_INT = re.compile(f"^{_INT_ITEM}$")
+_DECIMAL = re.compile(f"^{_DECIMAL_ITEM}$")
+# whole columns at once (one regex call on the newline-joined IDs: 1M rows in ~0.1 s, not ~1 s)
+_INTS = re.compile(f"{_INT_ITEM}(?:\n{_INT_ITEM})*")
+_DECIMALS = re.compile(f"{_DECIMAL_ITEM}(?:\n{_DECIMAL_ITEM})*")
+
+
+def _all_match(joined: re.Pattern[str], one: re.Pattern[str], ids: Sequence[str]) -> bool:
+    """Every ID matches ``one``; by ``joined`` on the newline-joined IDs when no ID holds a
+    newline (then ``$`` can only match at an ID's end, as in ``one``)."""
+    text = "\n".join(ids)
+    if ids and text.count("\n") == len(ids) - 1:
+        return joined.fullmatch(text) is not None
+    return all(one.match(v) for v in ids)
+
+
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector (restored after; also a function decorator).
+
+    A table is a million row lists, each a tracked container: their allocation triggers
+    collections that walk every live row (reading a 1M-row CSV took 1.9-2.6 CPU s with the
+    collector, 0.8 s without). Reading, aligning and writing tables create no reference cycles.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 @dataclass
@@ -40,9 +74,10 @@ class PartyTable:
 
     @property
     def ids(self) -> list[str]:
-        return [r[self.id_index] for r in self.rows]
+        return list(map(itemgetter(self.id_index), self.rows))
 
 
+@paused_gc()
 def read_party_csv(path: str | os.PathLike, id_column: str, party: int) -> PartyTable:
     """Read party ``party``'s CSV and check its ID column (ConfigError naming value and rule)."""
     p = Path(path)
@@ -52,7 +87,7 @@ def read_party_csv(path: str | os.PathLike, id_column: str, party: int) -> Party
         with p.open(newline="", encoding="utf-8") as f:
             reader = csv.reader(f)
             header = [h.strip() for h in next(reader, [])]
-            rows = [r for r in reader if r]
+            rows = list(filter(None, reader))  # blank lines dropped
     except (UnicodeDecodeError, csv.Error) as exc:  # binary or broken: one line, no traceback
         raise DataError(f"party {party}'s CSV {p.name!r} must be UTF-8 CSV text: {exc}") from None
     if id_column not in header:
@@ -61,13 +96,18 @@ def read_party_csv(path: str | os.PathLike, id_column: str, party: int) -> Party
             f"got columns {header}"
         )
     j = header.index(id_column)
-    for i, r in enumerate(rows):
-        if len(r) != len(header):
-            raise DataError(
-                f"party {party}'s CSV {p.name!r} must have {len(header)} fields per row, "
-                f"got {len(r)} on line {i + 2}"
-            )
-        r[j] = r[j].strip()
+    # map/filter run these per-row checks at C speed; Python loops only where a row needs it
+    if any(n != len(header) for n in set(map(len, rows))):
+        i, r = next((i, r) for i, r in enumerate(rows) if len(r) != len(header))
+        raise DataError(
+            f"party {party}'s CSV {p.name!r} must have {len(header)} fields per row, "
+            f"got {len(r)} on line {i + 2}"
+        )
+    col = list(map(itemgetter(j), rows))
+    stripped = list(map(str.strip, col))
+    if stripped != col:
+        for r, v in zip(rows, stripped, strict=True):
+            r[j] = v
     table = PartyTable(p, header, j, rows)
     check_ids(table.ids, party, p.name, id_column)
     return table
@@ -75,36 +115,42 @@ def read_party_csv(path: str | os.PathLike, id_column: str, party: int) -> Party
 
 def id_kind(ids: Sequence[str]) -> str:
     """``integer`` if every ID is an integer literal, else ``text``."""
-    return "integer" if all(_INT.match(v) for v in ids) else "text"
+    return "integer" if _all_match(_INTS, _INT, ids) else "text"
 
 
 def check_ids(ids: Sequence[str], party: int, where: str, column: str) -> None:
     """No empty, decimal or duplicate IDs (PSI could not tell duplicates apart)."""
-    seen: dict[str, int] = {}
-    for i, v in enumerate(ids):
-        if not v:
-            raise ConfigError(
-                f"party {party}'s ID column {column!r} ({where}) must not be empty, "
-                f"got an empty value on line {i + 2}"
-            )
-        if v in seen:
-            raise ConfigError(
-                f"party {party}'s ID column {column!r} ({where}) must hold distinct IDs, "
-                f"got {v!r} on lines {seen[v] + 2} and {i + 2}"
-            )
-        seen[v] = i
-    decimals = [v for v in ids if not _INT.match(v) and _DECIMAL.match(v)]
-    if decimals and len(decimals) + sum(bool(_INT.match(v)) for v in ids) == len(ids):
-        # "17.0" next to "17": a float-converted ID column would silently never match
+    if len(ids) != len(set(ids)) or "" in ids:  # rare: find the first offending line
+        seen: dict[str, int] = {}
+        for i, v in enumerate(ids):
+            if not v:
+                raise ConfigError(
+                    f"party {party}'s ID column {column!r} ({where}) must not be empty, "
+                    f"got an empty value on line {i + 2}"
+                )
+            if v in seen:
+                raise ConfigError(
+                    f"party {party}'s ID column {column!r} ({where}) must hold distinct IDs, "
+                    f"got {v!r} on lines {seen[v] + 2} and {i + 2}"
+                )
+            seen[v] = i
+    # all numbers, not all integers: "17.0" next to "17", a float-converted ID column would
+    # silently never match
+    if id_kind(ids) == "text" and _all_match(_DECIMALS, _DECIMAL, ids):
+        first = next(v for v in ids if not _INT.match(v))
         raise ConfigError(
             f"party {party}'s ID column {column!r} ({where}) must hold integers or text, "
-            f"got the decimal number {decimals[0]!r}"
+            f"got the decimal number {first!r}"
         )
 
 
-def _sort_by_id(ids: list[str], rows: np.ndarray, kind: str) -> np.ndarray:
-    key = (lambda i: int(ids[i])) if kind == "integer" else ids.__getitem__
-    return np.array(sorted(rows.tolist(), key=key), dtype=np.int64)
+def _id_order(ids: list[str], rows: np.ndarray, kind: str) -> np.ndarray:
+    """Positions that sort ``rows`` (in PSI's agreed order) by ID: every party holds the same
+    IDs in that order, so one party's order sorts every local party's rows."""
+    vals: list[Any] = [ids[i] for i in rows.tolist()]
+    if kind == "integer":
+        vals = list(map(int, vals))
+    return np.array(sorted(range(len(vals)), key=vals.__getitem__), dtype=np.int64)
 
 
 def align_ids(
@@ -123,30 +169,50 @@ def align_ids(
 
     K = rt.n_parties
     with rt.meter.in_phase("psi"):
-        # the ID type is schema, not data: party 0 checks that everyone's matches
-        kinds = rt.gather({k: id_kind(ids[k]) if k in ids else None for k in range(K)}, dst=0)
-        verdict = None
-        if kinds is not None:
+        # the ID type is schema, not data: party 0 checks that everyone's matches; the row
+        # counts (which PSI reveals to party 0 anyway, and |X| to every party) size the frames
+        got = rt.gather(
+            {k: (id_kind(ids[k]), len(ids[k])) if k in ids else None for k in range(K)}, dst=0
+        )
+        verdict, counts = None, None
+        if got is not None:
+            kinds = {k: v[0] for k, v in got.items()}
+            counts = {k: int(v[1]) for k, v in got.items()}
             diff = [k for k in range(1, K) if kinds[k] != kinds[0]]
             if diff:
                 verdict = (
                     f"the ID column must have one type at every party: party 0's is "
                     f"{kinds[0]}, party {diff[0]}'s is {kinds[diff[0]]}"
                 )
-        verdict = rt.broadcast(verdict, src=0)
+        verdict, n_x = rt.broadcast((verdict, None if counts is None else counts[0]), src=0)
         if verdict:
             raise ConfigError(verdict)
+        _limit_frames(rt, int(n_x), counts)
         encoded = {k: [v.encode() for v in ids[k]] for k in rt.local_parties}
         try:
             with Crypto(workers=workers, progress=progress) as crypto:
                 rows = psi_star(rt, encoded, crypto=crypto)
         except PSIError as exc:
             raise ProtocolError(str(exc)) from None
-    kind = id_kind(next(iter(ids.values())))
-    out = {k: _sort_by_id(ids[k], rows[k], kind) for k in rt.local_parties}
+    first = rt.local_parties[0]
+    order = _id_order(ids[first], rows[first], id_kind(ids[first]))
+    out = {k: rows[k][order] for k in rt.local_parties}
     if len(next(iter(out.values()))) == 0:
         raise ConfigError("the parties' IDs must intersect, got an empty intersection")
     return out
+
+
+def _limit_frames(rt: Runtime, n_x: int, counts: dict[int, int] | None) -> None:
+    """Networked runtime: accept PSI's largest frames. Party k receives party 0's n_x points
+    (and at most n_x positions); party 0 receives n_x re-blinded points with party k's n_k."""
+    if not hasattr(rt, "limit_frames"):
+        return
+    from protocols.psi import POINT_BYTES
+    from securevfl.runtime.frame_limits import MAX_FRAME, SLACK_BYTES, SLACK_FACTOR
+
+    n_k = max((v for k, v in counts.items() if k != 0), default=0) if counts else 0
+    largest = POINT_BYTES * (n_x + n_k)
+    rt.limit_frames(max(rt.frame_limit, min(SLACK_FACTOR * largest + SLACK_BYTES, MAX_FRAME)))
 
 
 def default_workers() -> int:
@@ -158,6 +224,7 @@ def default_workers() -> int:
     return os.cpu_count() or 1
 
 
+@paused_gc()
 def align_tables(
     rt: Runtime,
     tables: dict[int, PartyTable],
@@ -174,7 +241,7 @@ def align_tables(
         workers = default_workers()
     rows = align_ids(rt, {k: t.ids for k, t in tables.items()}, workers=workers, progress=progress)
     kept = {
-        k: PartyTable(t.path, t.header, t.id_index, [t.rows[i] for i in rows[k]])
+        k: PartyTable(t.path, t.header, t.id_index, [t.rows[i] for i in rows[k].tolist()])
         for k, t in tables.items()
     }
     counts = rt.collect({k: len(t.rows) for k, t in tables.items()}, dst=0)
@@ -203,6 +270,7 @@ def align_tables(
     return kept, record
 
 
+@paused_gc()
 def write_table(table: PartyTable, path: Path) -> None:
     """Write a party's (aligned) rows with its header."""
     with path.open("w", newline="") as f:
