@@ -92,9 +92,10 @@ def from_residues(R: np.ndarray, primes: Sequence[int]) -> np.ndarray:
     return np.where(acc > P // 2, acc - P, acc)
 
 
-def pack(R: np.ndarray) -> bytes:
-    """Centred residues (|v| <= 2**20) -> bytes: float32, exact for integers below 2**24."""
-    return np.ascontiguousarray(R, dtype="<f4").tobytes()
+def pack(R: np.ndarray) -> memoryview:
+    """Centred residues (|v| <= 2**20) -> bytes: float32, exact for integers below 2**24 (a
+    byte view of ``R`` itself when it is already contiguous little-endian float32: no copy)."""
+    return memoryview(np.ascontiguousarray(R, dtype="<f4")).cast("B")
 
 
 def unpack(data: bytes, r: int, shape: tuple[int, ...]) -> np.ndarray:
@@ -138,14 +139,23 @@ class ResidueStream:
             bad = bad[more.size :]
         return out
 
-    def centred(self, primes: Sequence[int], shape: tuple[int, ...]) -> np.ndarray:
-        """Uniform residues as float64 in [-(p-1)/2, (p-1)/2], shape ``(r, *shape)``."""
+    def centred(
+        self, primes: Sequence[int], shape: tuple[int, ...], dtype: type = np.float64
+    ) -> np.ndarray:
+        """Uniform residues in [-(p-1)/2, (p-1)/2], shape ``(r, *shape)``, as ``dtype`` (float32
+        holds them exactly: the same values as float64, drawn in the same order)."""
         count = int(np.prod(shape))
-        out = np.empty((len(primes), count), dtype=np.float64)
+        out = np.empty((len(primes), count), dtype=dtype)
         for i, p in enumerate(primes):
-            out[i] = self.uniform(p, count)
-            out[i] -= (p - 1) // 2
+            self.fill_centred(p, out[i])
         return out.reshape(len(primes), *shape)
+
+    def fill_centred(self, p: int, dst: np.ndarray) -> None:
+        """Write ``dst.size`` uniform residues mod ``p``, centred, into the contiguous float
+        array ``dst`` (the next draws of the stream, as :meth:`centred` draws them)."""
+        flat = dst.reshape(-1)  # a view: dst is contiguous
+        flat[:] = self.uniform(p, flat.size)
+        flat -= (p - 1) // 2
 
 
 def matmul_t_mod(A: np.ndarray, B: np.ndarray, primes: Sequence[int]) -> np.ndarray:

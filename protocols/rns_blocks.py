@@ -1,13 +1,25 @@
 """Row-block machinery of the rns secure product (:mod:`protocols.shamir_rns`): dealing a
 block of rows into Shamir shares (seeded and explicit), issuing its messages, and a node's
 running local product over the blocks (why the sum of per-block products of shares is a share of
-the product: see :mod:`protocols.shamir_rns`, step 3)."""
+the product: see :mod:`protocols.shamir_rns`, step 3).
+
+Scaled shares (:func:`deal_rows`): the dealer of M with pseudo-random shares s_k = f(x_k) at the
+t seeded nodes k gives every other node j the share f(x_j) MULTIPLIED by a public integer D_j,
+the common denominator of its Lagrange coefficients through 0 and the x_k, so that
+D_j f(x_j) = n_0 M + Σ_k n_k s_k with small integers n (x = 1, 2, 3, t = 1: 2M + s or M + 2s, D =
+3). This costs two float32 passes per residue instead of float64 field multiplications. Node j's
+local product is then D_aj D_bj (f_aᵀf_b)(x_j); it multiplies its accumulated block by the
+inverse of D_aj D_bj mod p once, before the re-randomisation, so what it opens is exactly the
+unscaled H_j. What a party sees changes only by a public invertible factor (D_j f(x_j) is a
+bijection of f(x_j) mod p), so privacy is as before."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -44,6 +56,70 @@ def deal(
                 acc += np.multiply(seeded[k][i], float(c), out=tmp)  # |terms| <= 2**40: exact
             rns.reduce(acc, p, tmp)
     return out
+
+
+def dealing_coefficients(
+    seeded: Sequence[int], targets: Sequence[int]
+) -> dict[int, tuple[int, tuple[int, ...]]]:
+    """For each target party j: ``(D_j, (n_0, n_k for k in sorted(seeded)))``, integers with
+    D_j f(x_j) = n_0 f(0) + Σ_k n_k f(x_k) for every polynomial f of degree <= len(seeded)
+    (Lagrange through 0 and the seeded points, x = party + 1; D_j > 0 the lcm of denominators)."""
+    xs = [0, *[k + 1 for k in sorted(seeded)]]
+    out = {}
+    for j in targets:
+        lams = []
+        for a, xa in enumerate(xs):
+            lam = Fraction(1)
+            for b, xb in enumerate(xs):
+                if b != a:
+                    lam *= Fraction(j + 1 - xb, xa - xb)
+            lams.append(lam)
+        d = math.lcm(*(lam.denominator for lam in lams))
+        out[j] = (d, tuple(int(lam * d) for lam in lams))
+    return out
+
+
+def share_scale(node: int, seeded: Sequence[int]) -> int:
+    """The public factor D by which ``node`` holds its share of a dealer whose seeded nodes are
+    ``seeded`` (1 for a seeded node: its share is the stream's output itself)."""
+    return 1 if node in seeded else dealing_coefficients(seeded, [node])[node][0]
+
+
+def combine_dtype(coeffs: dict[int, tuple[int, tuple[int, ...]]], mmax: float, primes) -> type:
+    """float32 where every combination ``n_0 M + Σ n_k s_k`` stays within 1.5 p in magnitude
+    (then float32 holds it and :func:`combine` reduces it exactly, see there), else float64
+    (exact below 2**51 with :func:`rns.reduce`)."""
+    h = (max(primes) - 1) / 2
+    bound = max(abs(n[0]) * mmax + sum(abs(c) for c in n[1:]) * h for _, n in coeffs.values())
+    if bound <= 1.5 * min(primes):
+        return np.float32
+    if bound < 2.0**51:
+        return np.float64
+    raise ValueError(f"share combinations must stay below 2**51, got a bound of {bound:.3g}")
+
+
+def combine(
+    Mn: np.ndarray, seeded: Sequence[np.ndarray], nums: Sequence[int], p: int, acc, tmp
+) -> np.ndarray:
+    """``acc = Mn + Σ_k nums[k] seeded[k]`` (``Mn`` = n_0 M, made once per chunk for every
+    prime) reduced to the centred residue mod p, in place (``acc``, ``tmp``: arrays of M's shape
+    and dtype). In float32, exact for |v| <= 1.5 p (the caller checks it,
+    :func:`combine_dtype`): v and q p are integers below 2**24; fl(v * fl(1/p)) is within
+    2**-23 * 1.5 < 1/(2p) of v/p, and v/p, p odd, is never closer than 1/(2p) to a
+    half-integer, so rint gives the nearest q and v - q p is the centred residue in [-p/2, p/2]."""
+    np.copyto(acc, Mn)
+    for c, sk in zip(nums, seeded):
+        if c == 1:
+            acc += sk
+        else:
+            acc += np.multiply(sk, c, out=tmp)
+    if acc.dtype == np.float64:
+        return rns.reduce(acc, p, tmp)
+    np.multiply(acc, np.float32(1.0 / p), out=tmp)
+    np.rint(tmp, out=tmp)
+    tmp *= np.float32(p)
+    acc -= tmp
+    return acc
 
 
 @dataclass
@@ -83,8 +159,9 @@ class Accumulator:
     the sum over row blocks of the products of shares is the share of the sum (same degree 2t,
     same evaluation point), so H_j is exactly the unchunked local product."""
 
-    def __init__(self, is_node, pairs, shapes, primes, phases, t0):
+    def __init__(self, is_node, pairs, shapes, primes, phases, t0, scales=None):
         self.is_node, self.pairs, self.shapes, self.primes = is_node, pairs, shapes, primes
+        self.scales = scales or {}  # dealer -> the public factor D of this node's shares
         self.phases, self.t0 = phases, t0
         self.out_shapes = [(shapes[p.a][1], shapes[p.b][1]) for p in pairs]
         width = sum(a * b for a, b in self.out_shapes)
@@ -119,6 +196,16 @@ class Accumulator:
             self.phases.seconds["input sharing"] = time.perf_counter() - self.t0
             return None
         r = len(self.primes)
+        off = 0
+        for p, (a, b) in zip(self.pairs, self.out_shapes):
+            d = self.scales.get(p.a, 1) * self.scales.get(p.b, 1)
+            if d != 1:  # unscale: H_j of the scaled shares is D_a D_b times the share of f_aᵀf_b
+                seg = self.H[:, off : off + a * b]
+                for i, q in enumerate(self.primes):
+                    inv = pow(d, -1, q)
+                    seg[i] *= float(inv - q if inv > q // 2 else inv)  # |.| <= 2**40: exact
+                    rns.reduce(seg[i], q)
+            off += a * b
         for z in zs.values():
             if not isinstance(z, np.ndarray):
                 z = rns.unpack((await z)[0], r, (1, width))
@@ -136,16 +223,29 @@ def deal_rows(
     streams: dict[int, rns.ResidueStream],
     targets: Sequence[int],
 ) -> dict[int, np.ndarray]:
-    """The dealer's shares of ``rows`` for ``targets`` (float32 residues (r, rows, c)), in
-    :data:`DEAL_ROWS` chunks; the seeded shares are drawn from ``streams`` chunk by chunk,
-    exactly as :func:`expand_rows` draws them."""
+    """The dealer's SCALED shares D_j f(x_j) of ``rows`` for ``targets`` (float32 residues
+    (r, rows, c), see the module docstring), in :data:`DEAL_ROWS` chunks; the seeded shares are
+    drawn from ``streams`` chunk by chunk, exactly as :func:`expand_rows` draws them."""
     n, c = rows.shape
+    ks = sorted(streams)
+    coeffs = dealing_coefficients(ks, targets)
+    mmax = float(np.abs(rows).max()) if rows.size else 0.0
+    dtype = combine_dtype(coeffs, mmax, primes)
     out = {j: np.empty((len(primes), n, c), dtype=np.float32) for j in targets}
     for s in range(0, n, DEAL_ROWS):
-        Mc = np.asarray(rows[s : s + DEAL_ROWS], dtype=np.float64)
-        seeded = {k: st.centred(primes, Mc.shape) for k, st in streams.items()}
-        for j, sh in deal(Mc, primes, seeded, targets).items():
-            out[j][:, s : s + DEAL_ROWS] = sh
+        Mc = np.asarray(rows[s : s + DEAL_ROWS], dtype=dtype)
+        seeded = {k: streams[k].centred(primes, Mc.shape, dtype) for k in ks}
+        tmp = np.empty(Mc.shape, dtype=dtype)
+        work = tmp.copy() if dtype != np.float32 else None
+        Mn = {n[0]: Mc * n[0] if n[0] != 1 else Mc for _, n in coeffs.values()}
+        for i, p in enumerate(primes):
+            for j in targets:
+                dst = out[j][i, s : s + DEAL_ROWS]
+                acc = dst if work is None else work
+                nums = coeffs[j][1]
+                combine(Mn[nums[0]], [seeded[k][i] for k in ks], nums[1:], p, acc, tmp)
+                if work is not None:
+                    dst[...] = work
     return out
 
 
@@ -157,5 +257,6 @@ def expand_rows(
     n, c = shape
     out = np.empty((len(primes), n, c), dtype=np.float32)
     for s in range(0, n, DEAL_ROWS):
-        out[:, s : s + DEAL_ROWS] = stream.centred(primes, (min(DEAL_ROWS, n - s), c))
+        for i, p in enumerate(primes):
+            stream.fill_centred(p, out[i, s : s + DEAL_ROWS])
     return out

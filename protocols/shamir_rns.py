@@ -77,6 +77,7 @@ from protocols.rns_blocks import (  # noqa: F401  (deal, *_ROWS: part of this mo
     deal_rows,
     expand_rows,
     post_block,
+    share_scale,
 )
 
 PHASES = ("input sharing", "local product", "opening")
@@ -208,7 +209,8 @@ async def rns_block_products(
     # shares are in by now) is multiplied into H and dropped; a party holds O(2 blocks) of shares
     n = shapes[dealers[0]][0]
     streams = {i: {k: rns.ResidueStream(sd) for k, sd in seeds[i].items()} for i in dealers}
-    acc = Accumulator(me in nodes, pairs, shapes, primes, phases, t0)
+    scales = {i: share_scale(me, seeded[i]) for i in dealers} if me in nodes else {}
+    acc = Accumulator(me in nodes, pairs, shapes, primes, phases, t0, scales)
     prev = None
     for s in [*range(0, n, block_rows), None]:
         cur = None

@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 
-from protocols import rns, shamir_rns
+from protocols import rns, rns_blocks, shamir_rns
 from protocols import shamir_launch as sl
 from protocols import shamir_products as sp
 
@@ -111,6 +111,85 @@ def test_one_party_receives_uniform_shares_whatever_the_input():
     # two-sample chi-square between the inputs: the receiver cannot tell them apart
     a, b = hists[0], hists[2]
     assert float(((a - b) ** 2 / (a + b)).sum()) < 50.0
+
+
+@pytest.mark.parametrize("t,m", [(1, 3), (1, 4), (2, 5)])
+def test_scaled_dealing_is_the_field_dealing_times_a_public_factor(t, m):
+    """deal_rows (the fast path: small-integer combinations, float32 where exact) gives every
+    target D_j times the share the field-arithmetic dealing gives, from the same seeds, in the
+    centred range; float64 where float32 would not be exact (t = 2, or a large M)."""
+    primes = rns.PRIMES[:3]
+    rng = np.random.default_rng(5)
+    ks, targets = list(range(t)), list(range(t, m))
+    for hi in (2**16, 2**19):  # 2**19: n_0 M + n_1 s leaves float32's exact range
+        M = rng.integers(-hi, hi + 1, (3000, 3))
+        M[0], M[1] = hi, -hi  # the extremes
+        seeds = {k: os.urandom(32) for k in ks}
+        streams = {k: rns.ResidueStream(sd) for k, sd in seeds.items()}
+        got = rns_blocks.deal_rows(M, primes, streams, targets)
+        seeded = {
+            k: rns_blocks.expand_rows(rns.ResidueStream(sd), primes, M.shape)
+            for k, sd in seeds.items()
+        }
+        ref = shamir_rns.deal(
+            M.astype(np.float64),
+            primes,
+            {k: v.astype(np.float64) for k, v in seeded.items()},
+            targets,
+        )
+        coeffs = rns_blocks.dealing_coefficients(ks, targets)
+        for j in targets:
+            assert rns_blocks.share_scale(j, ks) == coeffs[j][0]
+            for i, p in enumerate(primes):
+                g = got[j][i].astype(np.int64)
+                assert np.abs(g).max() <= (p - 1) // 2
+                assert ((g - coeffs[j][0] * ref[j][i].astype(np.int64)) % p == 0).all()
+    for k in ks:
+        assert rns_blocks.share_scale(k, ks) == 1
+
+
+def test_dealing_coefficients_interpolate_exactly():
+    p = rns.PRIMES[0]
+    rng = np.random.default_rng(2)
+    for ks, targets in (([2], [0, 1]), ([3], [0, 1, 2]), ([3, 4], [0, 1, 2])):
+        coeffs = rns_blocks.dealing_coefficients(ks, targets)
+        for _ in range(20):
+            poly = [int(c) for c in rng.integers(0, p, len(ks) + 1)]
+
+            def f(x, poly=poly):
+                return sum(c * x**e for e, c in enumerate(poly)) % p
+
+            for j, (d, nums) in coeffs.items():
+                rhs = nums[0] * f(0) + sum(c * f(k + 1) for c, k in zip(nums[1:], ks))
+                assert (d * f(j + 1) - rhs) % p == 0
+    assert rns_blocks.dealing_coefficients([2], [0, 1]) == {0: (3, (2, 1)), 1: (3, (1, 2))}
+
+
+def test_float32_reduction_is_exact_over_its_whole_range():
+    """combine in float32 reduces every integer |v| <= 1.5 p to its centred residue (checked on
+    all of them for the largest and smallest prime)."""
+    for p in (rns.PRIMES[0], rns.PRIMES[-1]):
+        lim = int(1.5 * p)
+        v = np.arange(-lim, lim + 1, dtype=np.float32)
+        acc, tmp = np.empty_like(v), np.empty_like(v)
+        r = rns_blocks.combine(v, [], [], p, acc, tmp).astype(np.int64)
+        assert np.abs(r).max() <= (p - 1) // 2
+        assert ((r - np.arange(-lim, lim + 1)) % p == 0).all()
+
+
+def test_scaled_explicit_share_is_uniform_whatever_the_input():
+    """The explicit (scaled) share a data party receives from deal_rows (t = 1, m = 3) is
+    uniform mod p, with the same distribution for two different inputs."""
+    p = rns.PRIMES[0]
+    n, bins = 40_000, 16
+    hists = []
+    for value in (0, 2**16):
+        M = np.full((n, 1), value)
+        share = rns_blocks.deal_rows(M, [p], {2: rns.ResidueStream(os.urandom(32))}, [1])[1]
+        h = np.bincount(share[0, :, 0].astype(np.int64) % p * bins // p, minlength=bins)
+        assert float(((h - n / bins) ** 2 / (n / bins)).sum()) < 50.0
+        hists.append(h)
+    assert float(((hists[0] - hists[1]) ** 2 / (hists[0] + hists[1])).sum()) < 50.0
 
 
 def test_rerandomised_opening_reveals_only_the_constant_term():
