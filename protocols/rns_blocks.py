@@ -177,7 +177,8 @@ class Accumulator:
         for i, fut in seed_msgs.items():
             if i not in self.expanders:
                 self.expanders[i] = rns.ResidueStream((await fut)[0])
-            shares[i] = expand_rows(self.expanders[i], self.primes, (block.rows, self.shapes[i][1]))
+            shape = (block.rows, self.shapes[i][1])
+            shares[i] = expand_rows(self.expanders[i], self.primes, shape, np.float64)
         for i, fut in block.pending.items():
             shares[i] = rns.unpack((await fut)[0], r, (block.rows, self.shapes[i][1]))
         t1 = time.perf_counter()
@@ -250,12 +251,16 @@ def deal_rows(
 
 
 def expand_rows(
-    stream: rns.ResidueStream, primes: Sequence[int], shape: tuple[int, int]
+    stream: rns.ResidueStream,
+    primes: Sequence[int],
+    shape: tuple[int, int],
+    dtype: type = np.float32,
 ) -> np.ndarray:
-    """The next ``shape`` rows of a seeded share (float32 residues (r, rows, c)), drawn in the
-    dealer's chunk order (:func:`deal_rows` on the same block)."""
+    """The next ``shape`` rows of a seeded share (residues (r, rows, c), float32, or float64 for
+    a share used only here: the product then converts nothing), drawn in the dealer's chunk
+    order (:func:`deal_rows` on the same block)."""
     n, c = shape
-    out = np.empty((len(primes), n, c), dtype=np.float32)
+    out = np.empty((len(primes), n, c), dtype=dtype)
     for s in range(0, n, DEAL_ROWS):
         for i, p in enumerate(primes):
             stream.fill_centred(p, out[i, s : s + DEAL_ROWS])
