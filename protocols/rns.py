@@ -158,17 +158,25 @@ class ResidueStream:
         flat -= (p - 1) // 2
 
 
-def matmul_t_mod(A: np.ndarray, B: np.ndarray, primes: Sequence[int]) -> np.ndarray:
-    """``A[i].T @ B[i] mod p_i`` for centred residues ``(r, n, ca)`` and ``(r, n, cb)`` (|v| <=
-    2**20): one exact float64 product per prime and chunk of :data:`CHUNK_ROWS` rows; returns
-    float64 in [-p/2, p/2]."""
+def matmul_t_mod(
+    A: np.ndarray,
+    B: np.ndarray,
+    primes: Sequence[int],
+    a_max: float = 2**20,
+    b_max: float = 2**20,
+) -> np.ndarray:
+    """``A[i].T @ B[i] mod p_i`` for residues ``(r, n, ca)`` and ``(r, n, cb)`` with |A| <=
+    ``a_max``, |B| <= ``b_max`` (centred residues: 2**20): one exact float64 product per prime
+    and chunk of rows (:data:`CHUNK_ROWS`, fewer for larger bounds, so that a chunk's sums stay
+    below 2**53); returns float64 in [-p/2, p/2]."""
     r, n = A.shape[0], A.shape[1]
+    step = int(min(CHUNK_ROWS, 2**53 // (a_max * b_max)))
     out = np.zeros((r, A.shape[2], B.shape[2]))
-    for s in range(0, n, CHUNK_ROWS):
+    for s in range(0, n, step):
         for i, p in enumerate(primes):
-            a = np.asarray(A[i, s : s + CHUNK_ROWS], dtype=np.float64)
-            b = np.asarray(B[i, s : s + CHUNK_ROWS], dtype=np.float64)
-            out[i] += reduce(a.T @ b, p)  # |a.T @ b| <= 8192 * 2**40 = 2**53: exact
+            a = np.asarray(A[i, s : s + step], dtype=np.float64)
+            b = np.asarray(B[i, s : s + step], dtype=np.float64)
+            out[i] += reduce(a.T @ b, p)  # |a.T @ b| <= step * a_max * b_max <= 2**53: exact
     for i, p in enumerate(primes):
         reduce(out[i], p)
     return out

@@ -27,6 +27,7 @@ import numpy as np
 from protocols import rns
 
 DEAL_ROWS = 8192  # dealing and seed expansion run in row chunks that stay in cache
+KEPT_MAX = 3 * 2**20  # a dealer's own share, left unreduced: |v| <= 1.5 p < 3 * 2**20
 BLOCK_ROWS = 8 * DEAL_ROWS  # explicit shares travel in blocks of this many rows (pipelining;
 # and MPyC frames a message with a 4-byte length, so one message must stay below 4 GiB)
 
@@ -99,20 +100,30 @@ def combine_dtype(coeffs: dict[int, tuple[int, tuple[int, ...]]], mmax: float, p
 
 
 def combine(
-    Mn: np.ndarray, seeded: Sequence[np.ndarray], nums: Sequence[int], p: int, acc, tmp
+    Mn: np.ndarray,
+    seeded: Sequence[np.ndarray],
+    nums: Sequence[int],
+    p: int,
+    acc,
+    tmp,
+    reduce: bool = True,
 ) -> np.ndarray:
     """``acc = Mn + Σ_k nums[k] seeded[k]`` (``Mn`` = n_0 M, made once per chunk for every
     prime) reduced to the centred residue mod p, in place (``acc``, ``tmp``: arrays of M's shape
     and dtype). In float32, exact for |v| <= 1.5 p (the caller checks it,
     :func:`combine_dtype`): v and q p are integers below 2**24; fl(v * fl(1/p)) is within
     2**-23 * 1.5 < 1/(2p) of v/p, and v/p, p odd, is never closer than 1/(2p) to a
-    half-integer, so rint gives the nearest q and v - q p is the centred residue in [-p/2, p/2]."""
+    half-integer, so rint gives the nearest q and v - q p is the centred residue in [-p/2, p/2].
+    ``reduce=False`` leaves the float32 sum as it is (|v| <= 1.5 p, exact: a share that stays
+    with the dealer, whose product is reduced after the multiplication)."""
     np.copyto(acc, Mn)
     for c, sk in zip(nums, seeded):
         if c == 1:
             acc += sk
         else:
             acc += np.multiply(sk, c, out=tmp)
+    if acc.dtype == np.float32 and not reduce:
+        return acc
     if acc.dtype == np.float64:
         return rns.reduce(acc, p, tmp)
     np.multiply(acc, np.float32(1.0 / p), out=tmp)
@@ -141,7 +152,8 @@ def post_block(me, s, rows, matrix, dealers, nodes, seeded, streams, shapes, pri
         explicit = [j for j in nodes if j != i and j not in seeded[i]]
         if me == i:
             targets = [*explicit, i] if i in nodes else explicit
-            dealt = deal_rows(matrix[s : s + rows], primes, streams[i], targets)
+            keep = i if i in nodes else None
+            dealt = deal_rows(matrix[s : s + rows], primes, streams[i], targets, keep)
             if i in nodes:
                 own[i] = dealt.pop(i)
             for j in explicit:
@@ -184,7 +196,8 @@ class Accumulator:
         t1 = time.perf_counter()
         off = 0
         for p, (a, b) in zip(self.pairs, self.out_shapes):
-            prod = rns.matmul_t_mod(shares[p.a], shares[p.b], self.primes)
+            bounds = [KEPT_MAX if i in block.own else 2**20 for i in (p.a, p.b)]
+            prod = rns.matmul_t_mod(shares[p.a], shares[p.b], self.primes, *bounds)
             self.H[:, off : off + a * b] += prod.reshape(r, -1)
             off += a * b
         for i, q in enumerate(self.primes):  # |H| stays <= p: a sum of two centred residues
@@ -223,10 +236,13 @@ def deal_rows(
     primes: Sequence[int],
     streams: dict[int, rns.ResidueStream],
     targets: Sequence[int],
+    keep: int | None = None,
 ) -> dict[int, np.ndarray]:
     """The dealer's SCALED shares D_j f(x_j) of ``rows`` for ``targets`` (float32 residues
     (r, rows, c), see the module docstring), in :data:`DEAL_ROWS` chunks; the seeded shares are
-    drawn from ``streams`` chunk by chunk, exactly as :func:`expand_rows` draws them."""
+    drawn from ``streams`` chunk by chunk, exactly as :func:`expand_rows` draws them. The share
+    of target ``keep`` (the dealer's own, never sent) may be left unreduced, |v| <=
+    :data:`KEPT_MAX` (the same class mod p)."""
     n, c = rows.shape
     ks = sorted(streams)
     coeffs = dealing_coefficients(ks, targets)
@@ -244,7 +260,8 @@ def deal_rows(
                 dst = out[j][i, s : s + DEAL_ROWS]
                 acc = dst if work is None else work
                 nums = coeffs[j][1]
-                combine(Mn[nums[0]], [seeded[k][i] for k in ks], nums[1:], p, acc, tmp)
+                sk = [seeded[k][i] for k in ks]
+                combine(Mn[nums[0]], sk, nums[1:], p, acc, tmp, reduce=j != keep)
                 if work is not None:
                     dst[...] = work
     return out

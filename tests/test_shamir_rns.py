@@ -126,7 +126,7 @@ def test_scaled_dealing_is_the_field_dealing_times_a_public_factor(t, m):
         M[0], M[1] = hi, -hi  # the extremes
         seeds = {k: os.urandom(32) for k in ks}
         streams = {k: rns.ResidueStream(sd) for k, sd in seeds.items()}
-        got = rns_blocks.deal_rows(M, primes, streams, targets)
+        got = rns_blocks.deal_rows(M, primes, streams, targets, keep=targets[-1])
         seeded = {
             k: rns_blocks.expand_rows(rns.ResidueStream(sd), primes, M.shape)
             for k, sd in seeds.items()
@@ -142,10 +142,29 @@ def test_scaled_dealing_is_the_field_dealing_times_a_public_factor(t, m):
             assert rns_blocks.share_scale(j, ks) == coeffs[j][0]
             for i, p in enumerate(primes):
                 g = got[j][i].astype(np.int64)
-                assert np.abs(g).max() <= (p - 1) // 2
+                # the kept (dealer's own) share may be unreduced, the others are centred
+                lim = rns_blocks.KEPT_MAX if j == targets[-1] else (p - 1) // 2
+                assert np.abs(g).max() <= lim
                 assert ((g - coeffs[j][0] * ref[j][i].astype(np.int64)) % p == 0).all()
     for k in ks:
         assert rns_blocks.share_scale(k, ks) == 1
+
+
+def test_product_of_an_unreduced_share_is_exact():
+    """matmul_t_mod with one operand up to KEPT_MAX (a dealer's own unreduced share): the chunk
+    shrinks so the float64 sums stay exact; checked against Python integers."""
+    primes = rns.PRIMES[:2]
+    rng = np.random.default_rng(4)
+    big = rns_blocks.KEPT_MAX
+    A = rng.integers(-big, big + 1, (2, 9000, 2)).astype(np.float32)
+    A[:, :, 0] = big  # every term at the bound
+    B = rng.integers(-(2**20), 2**20 + 1, (2, 9000, 3)).astype(np.float32)
+    B[:, :, 0] = 2**20
+    got = rns.matmul_t_mod(A, B, primes, big, 2**20)
+    for i, p in enumerate(primes):
+        want = (A[i].astype(np.int64).astype(object).T @ B[i].astype(np.int64).astype(object)) % p
+        assert ((got[i].astype(np.int64) - want.astype(np.int64)) % p == 0).all()
+        assert np.abs(got[i]).max() <= p // 2
 
 
 def test_dealing_coefficients_interpolate_exactly():
