@@ -113,6 +113,9 @@ def packed_size(r: int, count: int) -> int:
     return 4 * r * count
 
 
+_ZEROS = b""  # the plaintext of every keystream draw, grown to the largest draw
+
+
 class ResidueStream:
     """Uniform residues mod each prime from a 32-byte seed: AES-256-CTR keystream, 21-bit words,
     values >= p replaced by the next accepted words of the stream (exactly uniform). Two holders
@@ -125,8 +128,16 @@ class ResidueStream:
         self._enc = Cipher(algorithms.AES(seed), modes.CTR(b"\0" * 16)).encryptor()
 
     def _words(self, count: int) -> np.ndarray:
-        raw = self._enc.update(bytes(4 * count))
-        return np.frombuffer(raw, dtype="<u4") & np.uint32(_MASK)
+        # the keystream (CTR of zeros) written straight into the array that is returned: no
+        # fresh zero input, no bytes object, no second array for the mask
+        global _ZEROS
+        if len(_ZEROS) < 4 * count:
+            _ZEROS = bytes(4 * count)
+        out = np.empty(count + 4, dtype="<u4")  # update_into wants 15 bytes of slack
+        self._enc.update_into(memoryview(_ZEROS)[: 4 * count], memoryview(out).cast("B"))
+        out = out[:count]
+        out &= np.uint32(_MASK)
+        return out
 
     def uniform(self, p: int, count: int) -> np.ndarray:
         """``count`` independent uniform integers in [0, p) (uint32)."""

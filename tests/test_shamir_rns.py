@@ -167,6 +167,18 @@ def test_product_of_an_unreduced_share_is_exact():
         assert np.abs(got[i]).max() <= p // 2
 
 
+def test_stream_words_are_the_aes_ctr_keystream():
+    """ResidueStream draws AES-256-CTR(seed, counter 0) of zeros, 21-bit words, call after call
+    (the same keystream as the previous bytes-based implementation)."""
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    seed = os.urandom(32)
+    st = rns.ResidueStream(seed)
+    got = np.concatenate([st._words(5), st._words(1000), st._words(3)])
+    raw = Cipher(algorithms.AES(seed), modes.CTR(bytes(16))).encryptor().update(bytes(4 * 1008))
+    assert (got == np.frombuffer(raw, dtype="<u4") & np.uint32(2**21 - 1)).all()
+
+
 def test_dealing_coefficients_interpolate_exactly():
     p = rns.PRIMES[0]
     rng = np.random.default_rng(2)
