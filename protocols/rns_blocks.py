@@ -116,8 +116,14 @@ def combine(
     half-integer, so rint gives the nearest q and v - q p is the centred residue in [-p/2, p/2].
     ``reduce=False`` leaves the float32 sum as it is (|v| <= 1.5 p, exact: a share that stays
     with the dealer, whose product is reduced after the multiplication)."""
-    np.copyto(acc, Mn)
-    for c, sk in zip(nums, seeded):
+    if not nums:
+        np.copyto(acc, Mn)
+    elif nums[0] == 1:  # the first term written with the sum: one pass fewer
+        np.add(Mn, seeded[0], out=acc)
+    else:
+        np.multiply(seeded[0], nums[0], out=acc)
+        acc += Mn
+    for c, sk in zip(nums[1:], seeded[1:]):
         if c == 1:
             acc += sk
         else:
