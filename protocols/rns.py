@@ -164,7 +164,9 @@ class ResidueStream:
     def fill_centred(self, p: int, dst: np.ndarray) -> None:
         """Write ``dst.size`` uniform residues mod ``p``, centred, into the contiguous float
         array ``dst`` (the next draws of the stream, as :meth:`centred` draws them)."""
-        flat = dst.reshape(-1)  # a view: dst is contiguous
+        if not dst.flags.c_contiguous:  # reshape would copy, and the draws would be lost
+            raise ValueError(f"dst must be C-contiguous, got strides {dst.strides}")
+        flat = dst.reshape(-1)  # a view
         flat[:] = self.uniform(p, flat.size)
         flat -= (p - 1) // 2
 

@@ -185,30 +185,44 @@ class Accumulator:
         width = sum(a * b for a, b in self.out_shapes)
         self.H = np.zeros((len(primes), width)) if is_node else None
         self.expanders: dict[int, rns.ResidueStream] = {}  # dealer -> its seed's stream here
+        self.buffers: dict[int, np.ndarray] = {}  # dealer -> one chunk of its seeded share
         self.product_s = 0.0
 
     async def add(self, block: Block, seed_msgs: dict[int, Any]) -> None:
+        """Multiply one row block in, :data:`DEAL_ROWS` rows at a time; seeded shares are
+        expanded chunk by chunk into buffers reused across chunks and blocks (float64: the
+        product converts nothing), in the dealer's draw order."""
         if not self.is_node:
             return
         r = len(self.primes)
-        shares = dict(block.own)
+        full = dict(block.own)
+        for i, fut in block.pending.items():
+            full[i] = rns.unpack((await fut)[0], r, (block.rows, self.shapes[i][1]))
         for i, fut in seed_msgs.items():
             if i not in self.expanders:
                 self.expanders[i] = rns.ResidueStream((await fut)[0])
-            shape = (block.rows, self.shapes[i][1])
-            shares[i] = expand_rows(self.expanders[i], self.primes, shape, np.float64)
-        for i, fut in block.pending.items():
-            shares[i] = rns.unpack((await fut)[0], r, (block.rows, self.shapes[i][1]))
+                self.buffers[i] = np.empty((r, DEAL_ROWS, self.shapes[i][1]))
         t1 = time.perf_counter()
-        off = 0
-        for p, (a, b) in zip(self.pairs, self.out_shapes):
-            bounds = [KEPT_MAX if i in block.own else 2**20 for i in (p.a, p.b)]
-            prod = rns.matmul_t_mod(shares[p.a], shares[p.b], self.primes, *bounds)
-            self.H[:, off : off + a * b] += prod.reshape(r, -1)
-            off += a * b
-        for i, q in enumerate(self.primes):  # |H| stays <= p: a sum of two centred residues
-            rns.reduce(self.H[i], q)
-        self.product_s += time.perf_counter() - t1
+        expand_s = 0.0
+        for s in range(0, block.rows, DEAL_ROWS):
+            rows = min(DEAL_ROWS, block.rows - s)
+            shares = {i: v[:, s : s + rows] for i, v in full.items()}
+            te = time.perf_counter()
+            for i, stream in self.expanders.items():
+                buf = self.buffers[i][:, :rows]
+                for k, q in enumerate(self.primes):
+                    stream.fill_centred(q, buf[k])  # buf[k]: contiguous (rows, c)
+                shares[i] = buf
+            expand_s += time.perf_counter() - te
+            off = 0
+            for p, (a, b) in zip(self.pairs, self.out_shapes):
+                bounds = [KEPT_MAX if i in block.own else 2**20 for i in (p.a, p.b)]
+                prod = rns.matmul_t_mod(shares[p.a], shares[p.b], self.primes, *bounds)
+                self.H[:, off : off + a * b] += prod.reshape(r, -1)
+                off += a * b
+            for i, q in enumerate(self.primes):  # |H| stays <= p: a sum of two centred residues
+                rns.reduce(self.H[i], q)
+        self.product_s += time.perf_counter() - t1 - expand_s  # expansion: input sharing
 
     async def finish(self, zs: dict[int, Any], width: int) -> np.ndarray | None:
         """Add Σ_i Z_i(x_j) (the re-randomisation) once; None at other parties."""

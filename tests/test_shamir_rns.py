@@ -317,3 +317,28 @@ def test_streamed_product_equals_plaintext_and_unchunked_for_any_block_size():
         assert len(to_1) == -(-n // rows) + 1, rows
         # the same shares cross the channel, only cut into blocks
         assert st.phases_bytes() == runs[n][1].phases_bytes(), rows
+
+
+@pytest.mark.networked
+@pytest.mark.parametrize("block_rows", [20_000, 9_000])
+def test_blocks_longer_than_a_dealing_chunk_open_the_exact_product(block_rows):
+    """Blocks of more than DEAL_ROWS rows (the receiver expands its seeded shares chunk by
+    chunk, the dealers keep their own share unreduced): exact against the plaintext."""
+    rng = np.random.default_rng(9)
+    n, f, bound = 20_000, 16, 1e3
+    M = {k: sp.encode_fixed(rng.uniform(-1, 1, (n, 2 + k)), f) for k in (0, 1)}
+    noise = {0: rng.laplace(0, 5.0, (2, 3))}
+    got, _ = sl.run_block_products(
+        M,
+        noise,
+        [sp.Pair(0, 1, 0)],
+        n_parties=3,
+        receiver=2,
+        frac_bits=f,
+        noise_bound=bound,
+        impl="rns",
+        timeout=60,
+        block_rows=block_rows,
+    )
+    want = M[0].astype(object).T @ M[1].astype(object) + sp.encode_noise(noise[0], f, bound)
+    assert (got[0].astype(object) == want).all()
