@@ -28,8 +28,11 @@ from protocols import rns
 
 DEAL_ROWS = 8192  # dealing and seed expansion run in row chunks that stay in cache
 KEPT_MAX = 3 * 2**20  # a dealer's own share, left unreduced: |v| <= 1.5 p < 3 * 2**20
-BLOCK_ROWS = 8 * DEAL_ROWS  # explicit shares travel in blocks of this many rows (pipelining;
-# and MPyC frames a message with a 4-byte length, so one message must stay below 4 GiB)
+# explicit shares travel in blocks of this many rows (pipelining; and MPyC frames a message with a
+# 4-byte length, so one message must stay below 4 GiB). One dealing chunk: a block's shares (2 MB
+# for 21 columns and 3 primes) stay in cache from dealing to sending and multiplying; 100k rows,
+# 3 parties: 0.28 s and 0.26 CPU-s in all against 0.49 s and 0.41 CPU-s with 65,536-row blocks
+BLOCK_ROWS = DEAL_ROWS
 
 
 def deal(
