@@ -26,6 +26,7 @@ import hashlib
 import hmac
 import os
 import ssl
+import struct
 import time
 from asyncio import Future
 from collections.abc import Mapping, Sequence
@@ -34,6 +35,7 @@ from typing import Any
 from protocols.wire import DEFAULT_MAX_FRAME, WireError
 
 MAGIC = b"SVFL\x01"
+BIG_FRAME = 1 << 20  # frames from this size on are collected as chunks and joined once
 DIGEST_LEN = 32
 NONCE_LEN = 16
 HELLO_LEN = len(MAGIC) + DIGEST_LEN + NONCE_LEN
@@ -71,13 +73,27 @@ def _exchanger_class():
     from mpyc.asyncoro import MessageExchanger
 
     class CheckedExchanger(MessageExchanger):
-        """MPyC's connection protocol, refusing clients that claim an id they may not have."""
+        """MPyC's connection protocol, refusing clients that claim an id they may not have.
 
-        __slots__ = ()
+        A large frame (a block of shares, tens of MB) is collected as a list of the chunks the
+        socket delivers and joined once: MPyC appends every chunk to one growing ``bytearray``
+        (copied again at each reallocation) and copies the payload out at the end."""
+
+        __slots__ = ("_big_pc", "_big_need", "_big_parts")
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._big_pc: int | None = None  # the frame being collected, its missing bytes
+            self._big_need = 0
+            self._big_parts: list[bytes] = []
 
         def data_received(self, data: bytes) -> None:
             if self.peer_pid is not None:  # when each peer was last heard from (names a silent one)
                 self.runtime._securevfl_last_seen[self.peer_pid] = time.monotonic()
+                if self._big_pc is not None:
+                    data = self._collect(data)
+                    if not data:
+                        return
                 if self._oversize(data):
                     return
             if self.peer_pid is None and len(self.bytes) + len(data) >= 2:
@@ -89,7 +105,49 @@ def _exchanger_class():
                     return
             super().data_received(data)
             if self.peer_pid is not None and self.transport is not None:
-                self._oversize(b"")  # a header left in MPyC's buffer (the first chunk)
+                if self._oversize(b""):  # a header left in MPyC's buffer (the first chunk)
+                    return
+                self._start_big()
+
+        def _start_big(self) -> None:
+            """Take over a large frame whose header (already checked) is in MPyC's buffer."""
+            buf = self.bytes
+            if len(buf) < 12:
+                return
+            pc, size = struct.unpack_from("<qI", buf)
+            if size < BIG_FRAME or len(buf) >= 12 + size:
+                return
+            self._big_pc, self._big_need = pc, size - (len(buf) - 12)
+            self._big_parts = [bytes(buf[12:])]
+            self.bytes = bytearray()
+
+        def _collect(self, data: bytes) -> bytes:
+            """Add ``data`` to the large frame; once complete, deliver it as MPyC would and
+            return what follows it (the start of the next frames)."""
+            if len(data) < self._big_need:
+                self._big_parts.append(data)
+                self._big_need -= len(data)
+                return b""
+            k = self._big_need
+            self._big_parts.append(data[:k])
+            payload, pc = b"".join(self._big_parts), self._big_pc
+            self._big_pc, self._big_need, self._big_parts = None, 0, []
+            if pc in self.buffers:  # MPyC's delivery: a waiting future, or kept for later
+                self.buffers.pop(pc).set_result(payload)
+            else:
+                self.buffers[pc] = payload
+            return data[k:]
+
+        def send(self, pc: int, payload: bytes | memoryview) -> None:
+            """MPyC's frame (pc, payload size, payload) as two writes: MPyC's own ``send``
+            copies every payload into one ``struct.pack``-ed string first (a share block of
+            tens of MB); the bytes on the wire are the same."""
+            if isinstance(payload, memoryview) and payload.format != "B":
+                payload = payload.cast("B")  # its length in bytes
+            size = len(payload)
+            self.transport.write(struct.pack("<qI", pc, size))
+            self.transport.write(payload)
+            self.nbytes_sent += 12 + size
 
         def _oversize(self, data: bytes) -> bool:
             """Walk the frame headers in MPyC's partial buffer + ``data`` (frames start at its

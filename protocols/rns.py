@@ -92,9 +92,10 @@ def from_residues(R: np.ndarray, primes: Sequence[int]) -> np.ndarray:
     return np.where(acc > P // 2, acc - P, acc)
 
 
-def pack(R: np.ndarray) -> bytes:
-    """Centred residues (|v| <= 2**20) -> bytes: float32, exact for integers below 2**24."""
-    return np.ascontiguousarray(R, dtype="<f4").tobytes()
+def pack(R: np.ndarray) -> memoryview:
+    """Centred residues (|v| <= 2**20) -> bytes: float32, exact for integers below 2**24 (a
+    byte view of ``R`` itself when it is already contiguous little-endian float32: no copy)."""
+    return memoryview(np.ascontiguousarray(R, dtype="<f4")).cast("B")
 
 
 def unpack(data: bytes, r: int, shape: tuple[int, ...]) -> np.ndarray:
@@ -112,6 +113,9 @@ def packed_size(r: int, count: int) -> int:
     return 4 * r * count
 
 
+_ZEROS = b""  # the plaintext of every keystream draw, grown to the largest draw
+
+
 class ResidueStream:
     """Uniform residues mod each prime from a 32-byte seed: AES-256-CTR keystream, 21-bit words,
     values >= p replaced by the next accepted words of the stream (exactly uniform). Two holders
@@ -124,8 +128,16 @@ class ResidueStream:
         self._enc = Cipher(algorithms.AES(seed), modes.CTR(b"\0" * 16)).encryptor()
 
     def _words(self, count: int) -> np.ndarray:
-        raw = self._enc.update(bytes(4 * count))
-        return np.frombuffer(raw, dtype="<u4") & np.uint32(_MASK)
+        # the keystream (CTR of zeros) written straight into the array that is returned: no
+        # fresh zero input, no bytes object, no second array for the mask
+        global _ZEROS
+        if len(_ZEROS) < 4 * count:
+            _ZEROS = bytes(4 * count)
+        out = np.empty(count + 4, dtype="<u4")  # update_into wants 15 bytes of slack
+        self._enc.update_into(memoryview(_ZEROS)[: 4 * count], memoryview(out).cast("B"))
+        out = out[:count]
+        out &= np.uint32(_MASK)
+        return out
 
     def uniform(self, p: int, count: int) -> np.ndarray:
         """``count`` independent uniform integers in [0, p) (uint32)."""
@@ -138,27 +150,46 @@ class ResidueStream:
             bad = bad[more.size :]
         return out
 
-    def centred(self, primes: Sequence[int], shape: tuple[int, ...]) -> np.ndarray:
-        """Uniform residues as float64 in [-(p-1)/2, (p-1)/2], shape ``(r, *shape)``."""
+    def centred(
+        self, primes: Sequence[int], shape: tuple[int, ...], dtype: type = np.float64
+    ) -> np.ndarray:
+        """Uniform residues in [-(p-1)/2, (p-1)/2], shape ``(r, *shape)``, as ``dtype`` (float32
+        holds them exactly: the same values as float64, drawn in the same order)."""
         count = int(np.prod(shape))
-        out = np.empty((len(primes), count), dtype=np.float64)
+        out = np.empty((len(primes), count), dtype=dtype)
         for i, p in enumerate(primes):
-            out[i] = self.uniform(p, count)
-            out[i] -= (p - 1) // 2
+            self.fill_centred(p, out[i])
         return out.reshape(len(primes), *shape)
 
+    def fill_centred(self, p: int, dst: np.ndarray) -> None:
+        """Write ``dst.size`` uniform residues mod ``p``, centred, into the contiguous float
+        array ``dst`` (the next draws of the stream, as :meth:`centred` draws them)."""
+        if not dst.flags.c_contiguous:  # reshape would copy, and the draws would be lost
+            raise ValueError(f"dst must be C-contiguous, got strides {dst.strides}")
+        flat = dst.reshape(-1)  # a view
+        flat[:] = self.uniform(p, flat.size)
+        flat -= (p - 1) // 2
 
-def matmul_t_mod(A: np.ndarray, B: np.ndarray, primes: Sequence[int]) -> np.ndarray:
-    """``A[i].T @ B[i] mod p_i`` for centred residues ``(r, n, ca)`` and ``(r, n, cb)`` (|v| <=
-    2**20): one exact float64 product per prime and chunk of :data:`CHUNK_ROWS` rows; returns
-    float64 in [-p/2, p/2]."""
+
+def matmul_t_mod(
+    A: np.ndarray,
+    B: np.ndarray,
+    primes: Sequence[int],
+    a_max: float = 2**20,
+    b_max: float = 2**20,
+) -> np.ndarray:
+    """``A[i].T @ B[i] mod p_i`` for residues ``(r, n, ca)`` and ``(r, n, cb)`` with |A| <=
+    ``a_max``, |B| <= ``b_max`` (centred residues: 2**20): one exact float64 product per prime
+    and chunk of rows (:data:`CHUNK_ROWS`, fewer for larger bounds, so that a chunk's sums stay
+    below 2**53); returns float64 in [-p/2, p/2]."""
     r, n = A.shape[0], A.shape[1]
+    step = int(min(CHUNK_ROWS, 2**53 // (a_max * b_max)))
     out = np.zeros((r, A.shape[2], B.shape[2]))
-    for s in range(0, n, CHUNK_ROWS):
+    for s in range(0, n, step):
         for i, p in enumerate(primes):
-            a = np.asarray(A[i, s : s + CHUNK_ROWS], dtype=np.float64)
-            b = np.asarray(B[i, s : s + CHUNK_ROWS], dtype=np.float64)
-            out[i] += reduce(a.T @ b, p)  # |a.T @ b| <= 8192 * 2**40 = 2**53: exact
+            a = np.asarray(A[i, s : s + step], dtype=np.float64)
+            b = np.asarray(B[i, s : s + step], dtype=np.float64)
+            out[i] += reduce(a.T @ b, p)  # |a.T @ b| <= step * a_max * b_max <= 2**53: exact
     for i, p in enumerate(primes):
         reduce(out[i], p)
     return out

@@ -16,8 +16,11 @@ shares, so only nodes compute and open):
    nodes S_a (the receiver first) are pseudo-random: a sends each k in S_a a fresh 32-byte seed
    and k expands it with AES-256-CTR into its share f(x_k) (:class:`protocols.rns.ResidueStream`);
    the other nodes' shares follow by Lagrange interpolation through 0 and S_a and are sent
-   explicitly (float32 residues, in blocks of rows sent as they are dealt). So a seed replaces
-   t of the shares (t = 1: the receiver gets only seeds and the input traffic is halved).
+   explicitly (float32 residues, in blocks of rows sent as they are dealt), each multiplied by a
+   public integer D_j so that it is a small-integer combination of M_a and the seeded shares
+   (float32 arithmetic; node j divides its product by the D's once, see
+   :mod:`protocols.rns_blocks`). So a seed replaces t of the shares (t = 1: the receiver gets
+   only seeds and the input traffic is halved).
 2. Re-randomisation. Every node i, and every noise party, deals a random degree-2t sharing of
    Z_i (Z_i = its noise N for the pairs it noises, else 0) to the other nodes (output-sized).
 3. Local product, streamed with step 1 over row blocks B_1, ..., B_L (``block_rows`` each):
@@ -77,6 +80,7 @@ from protocols.rns_blocks import (  # noqa: F401  (deal, *_ROWS: part of this mo
     deal_rows,
     expand_rows,
     post_block,
+    share_scale,
 )
 
 PHASES = ("input sharing", "local product", "opening")
@@ -208,7 +212,8 @@ async def rns_block_products(
     # shares are in by now) is multiplied into H and dropped; a party holds O(2 blocks) of shares
     n = shapes[dealers[0]][0]
     streams = {i: {k: rns.ResidueStream(sd) for k, sd in seeds[i].items()} for i in dealers}
-    acc = Accumulator(me in nodes, pairs, shapes, primes, phases, t0)
+    scales = {i: share_scale(me, seeded[i]) for i in dealers} if me in nodes else {}
+    acc = Accumulator(me in nodes, pairs, shapes, primes, phases, t0, scales)
     prev = None
     for s in [*range(0, n, block_rows), None]:
         cur = None

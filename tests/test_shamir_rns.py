@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 
-from protocols import rns, shamir_rns
+from protocols import rns, rns_blocks, shamir_rns
 from protocols import shamir_launch as sl
 from protocols import shamir_products as sp
 
@@ -113,6 +113,116 @@ def test_one_party_receives_uniform_shares_whatever_the_input():
     assert float(((a - b) ** 2 / (a + b)).sum()) < 50.0
 
 
+@pytest.mark.parametrize("t,m", [(1, 3), (1, 4), (2, 5)])
+def test_scaled_dealing_is_the_field_dealing_times_a_public_factor(t, m):
+    """deal_rows (the fast path: small-integer combinations, float32 where exact) gives every
+    target D_j times the share the field-arithmetic dealing gives, from the same seeds, in the
+    centred range; float64 where float32 would not be exact (t = 2, or a large M)."""
+    primes = rns.PRIMES[:3]
+    rng = np.random.default_rng(5)
+    ks, targets = list(range(t)), list(range(t, m))
+    for hi in (2**16, 2**19):  # 2**19: n_0 M + n_1 s leaves float32's exact range
+        M = rng.integers(-hi, hi + 1, (3000, 3))
+        M[0], M[1] = hi, -hi  # the extremes
+        seeds = {k: os.urandom(32) for k in ks}
+        streams = {k: rns.ResidueStream(sd) for k, sd in seeds.items()}
+        got = rns_blocks.deal_rows(M, primes, streams, targets, keep=targets[-1])
+        seeded = {
+            k: rns_blocks.expand_rows(rns.ResidueStream(sd), primes, M.shape)
+            for k, sd in seeds.items()
+        }
+        ref = shamir_rns.deal(
+            M.astype(np.float64),
+            primes,
+            {k: v.astype(np.float64) for k, v in seeded.items()},
+            targets,
+        )
+        coeffs = rns_blocks.dealing_coefficients(ks, targets)
+        for j in targets:
+            assert rns_blocks.share_scale(j, ks) == coeffs[j][0]
+            for i, p in enumerate(primes):
+                g = got[j][i].astype(np.int64)
+                # the kept (dealer's own) share may be unreduced, the others are centred
+                lim = rns_blocks.KEPT_MAX if j == targets[-1] else (p - 1) // 2
+                assert np.abs(g).max() <= lim
+                assert ((g - coeffs[j][0] * ref[j][i].astype(np.int64)) % p == 0).all()
+    for k in ks:
+        assert rns_blocks.share_scale(k, ks) == 1
+
+
+def test_product_of_an_unreduced_share_is_exact():
+    """matmul_t_mod with one operand up to KEPT_MAX (a dealer's own unreduced share): the chunk
+    shrinks so the float64 sums stay exact; checked against Python integers."""
+    primes = rns.PRIMES[:2]
+    rng = np.random.default_rng(4)
+    big = rns_blocks.KEPT_MAX
+    A = rng.integers(-big, big + 1, (2, 9000, 2)).astype(np.float32)
+    A[:, :, 0] = big  # every term at the bound
+    B = rng.integers(-(2**20), 2**20 + 1, (2, 9000, 3)).astype(np.float32)
+    B[:, :, 0] = 2**20
+    got = rns.matmul_t_mod(A, B, primes, big, 2**20)
+    for i, p in enumerate(primes):
+        want = (A[i].astype(np.int64).astype(object).T @ B[i].astype(np.int64).astype(object)) % p
+        assert ((got[i].astype(np.int64) - want.astype(np.int64)) % p == 0).all()
+        assert np.abs(got[i]).max() <= p // 2
+
+
+def test_stream_words_are_the_aes_ctr_keystream():
+    """ResidueStream draws AES-256-CTR(seed, counter 0) of zeros, 21-bit words, call after call
+    (the same keystream as the previous bytes-based implementation)."""
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    seed = os.urandom(32)
+    st = rns.ResidueStream(seed)
+    got = np.concatenate([st._words(5), st._words(1000), st._words(3)])
+    raw = Cipher(algorithms.AES(seed), modes.CTR(bytes(16))).encryptor().update(bytes(4 * 1008))
+    assert (got == np.frombuffer(raw, dtype="<u4") & np.uint32(2**21 - 1)).all()
+
+
+def test_dealing_coefficients_interpolate_exactly():
+    p = rns.PRIMES[0]
+    rng = np.random.default_rng(2)
+    for ks, targets in (([2], [0, 1]), ([3], [0, 1, 2]), ([3, 4], [0, 1, 2])):
+        coeffs = rns_blocks.dealing_coefficients(ks, targets)
+        for _ in range(20):
+            poly = [int(c) for c in rng.integers(0, p, len(ks) + 1)]
+
+            def f(x, poly=poly):
+                return sum(c * x**e for e, c in enumerate(poly)) % p
+
+            for j, (d, nums) in coeffs.items():
+                rhs = nums[0] * f(0) + sum(c * f(k + 1) for c, k in zip(nums[1:], ks))
+                assert (d * f(j + 1) - rhs) % p == 0
+    assert rns_blocks.dealing_coefficients([2], [0, 1]) == {0: (3, (2, 1)), 1: (3, (1, 2))}
+
+
+def test_float32_reduction_is_exact_over_its_whole_range():
+    """combine in float32 reduces every integer |v| <= 1.5 p to its centred residue (checked on
+    all of them for the largest and smallest prime)."""
+    for p in (rns.PRIMES[0], rns.PRIMES[-1]):
+        lim = int(1.5 * p)
+        v = np.arange(-lim, lim + 1, dtype=np.float32)
+        acc, tmp = np.empty_like(v), np.empty_like(v)
+        r = rns_blocks.combine(v, [], [], p, acc, tmp).astype(np.int64)
+        assert np.abs(r).max() <= (p - 1) // 2
+        assert ((r - np.arange(-lim, lim + 1)) % p == 0).all()
+
+
+def test_scaled_explicit_share_is_uniform_whatever_the_input():
+    """The explicit (scaled) share a data party receives from deal_rows (t = 1, m = 3) is
+    uniform mod p, with the same distribution for two different inputs."""
+    p = rns.PRIMES[0]
+    n, bins = 40_000, 16
+    hists = []
+    for value in (0, 2**16):
+        M = np.full((n, 1), value)
+        share = rns_blocks.deal_rows(M, [p], {2: rns.ResidueStream(os.urandom(32))}, [1])[1]
+        h = np.bincount(share[0, :, 0].astype(np.int64) % p * bins // p, minlength=bins)
+        assert float(((h - n / bins) ** 2 / (n / bins)).sum()) < 50.0
+        hists.append(h)
+    assert float(((hists[0] - hists[1]) ** 2 / (hists[0] + hists[1])).sum()) < 50.0
+
+
 def test_rerandomised_opening_reveals_only_the_constant_term():
     """The receiver's 2t + 1 points of h = product + Σ Z_i: with a fresh uniform degree-2t Z,
     one party's point of h is uniform (independent of the product), and h(0) is exact."""
@@ -207,3 +317,28 @@ def test_streamed_product_equals_plaintext_and_unchunked_for_any_block_size():
         assert len(to_1) == -(-n // rows) + 1, rows
         # the same shares cross the channel, only cut into blocks
         assert st.phases_bytes() == runs[n][1].phases_bytes(), rows
+
+
+@pytest.mark.networked
+@pytest.mark.parametrize("block_rows", [20_000, 9_000])
+def test_blocks_longer_than_a_dealing_chunk_open_the_exact_product(block_rows):
+    """Blocks of more than DEAL_ROWS rows (the receiver expands its seeded shares chunk by
+    chunk, the dealers keep their own share unreduced): exact against the plaintext."""
+    rng = np.random.default_rng(9)
+    n, f, bound = 20_000, 16, 1e3
+    M = {k: sp.encode_fixed(rng.uniform(-1, 1, (n, 2 + k)), f) for k in (0, 1)}
+    noise = {0: rng.laplace(0, 5.0, (2, 3))}
+    got, _ = sl.run_block_products(
+        M,
+        noise,
+        [sp.Pair(0, 1, 0)],
+        n_parties=3,
+        receiver=2,
+        frac_bits=f,
+        noise_bound=bound,
+        impl="rns",
+        timeout=60,
+        block_rows=block_rows,
+    )
+    want = M[0].astype(object).T @ M[1].astype(object) + sp.encode_noise(noise[0], f, bound)
+    assert (got[0].astype(object) == want).all()

@@ -64,7 +64,12 @@ def party(rank, n, ports, reps, q):
         lctx.barrier()
         t0 = time.perf_counter()
         c0 = time.process_time()
-        for owner, x, name in ((0, A, "a"), (1, B, "b"), (0, N, "nz")):
+        # every owner shares all its inputs first, then every party receives the others' (the
+        # two data owners share at the same time, as SecretFlow places each party's inputs
+        # concurrently; one after the other, party 1 waited for all of party 0's shares)
+        inputs = ((0, A, "a"), (1, B, "b"), (0, N, "nz"))
+        mine = {}
+        for owner, x, name in inputs:
             if rank == owner:
                 shares = io.make_shares(x, SEC)
                 for r in range(3):
@@ -72,12 +77,14 @@ def party(rank, n, ports, reps, q):
                         msg = pickle.dumps((shares[r].meta, list(shares[r].share_chunks)))
                         sent += len(msg)
                         lctx.send(r, msg)
-                mine = shares[rank]
-            else:
+                mine[name] = shares[rank]
+        for owner, _, name in inputs:
+            if rank != owner:
                 meta, chunks = pickle.loads(lctx.recv(owner))
-                mine = libspu.Share()
-                mine.meta, mine.share_chunks = meta, chunks
-            rt.set_var(name, mine)
+                mine[name] = libspu.Share()
+                mine[name].meta, mine[name].share_chunks = meta, chunks
+        for _, _, name in inputs:
+            rt.set_var(name, mine[name])
         t1 = time.perf_counter()
         rt.run(exe)
         t2 = time.perf_counter()
