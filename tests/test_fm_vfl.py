@@ -338,3 +338,23 @@ def test_breast_small_epsilon_learns_above_the_seed_variant():
             ]
         )
         assert new >= floor and new > old + 0.04, (eps, new, old)
+
+
+def test_gaussian_sigma_is_cached_and_a_bad_entry_is_recomputed(tmp_path, monkeypatch):
+    """σ for the Gaussian and the means together is a pure function of public inputs: cached,
+    and a tampered entry (too little noise) is re-checked by the accountant and replaced."""
+    import json
+
+    from securevfl.privacy import fm_gaussian as fg
+
+    monkeypatch.setenv("SECUREVFL_CACHE_DIR", str(tmp_path))
+    args = dict(epsilon=1.0, delta=1e-5, parties=2, centring_epsilon=0.125)
+    sigma, _ = fg.gaussian_sigma("logistic", math.sqrt(3), **args)
+    (entry,) = list(tmp_path.rglob("*.json"))
+    assert json.loads(entry.read_text())["sigma"] == sigma
+    assert fg.gaussian_sigma("logistic", math.sqrt(3), **args)[0] == sigma  # the hit
+    entry.write_text(json.dumps({"sigma": sigma * 0.9, "epsilon": 1.0}))  # a lie
+    again, sens = fg.gaussian_sigma("logistic", math.sqrt(3), **args)
+    assert again == sigma
+    eps = fg.gaussian_ledger(sens, again, 2, 0.125).epsilon(1e-5)
+    assert 0.99 <= eps <= 1.0
