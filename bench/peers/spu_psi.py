@@ -6,8 +6,9 @@ imported by securevfl or by a test:
 
 Two processes on loopback (brpc link), party 0 the receiver with the result broadcast, so both
 parties write their aligned rows as ``securevfl align`` does. The inputs are the same CSVs as
-ours (bench/psi_bench.make_csvs, copied here since this venv cannot import the project: N IDs
-each, ``overlap * N`` shared, seed 0). ECDH uses CURVE_25519 (SPU's default ECDH curve); RR22 its
+ours (``bench.psi_bench.make_csvs``, imported from the repository: that module needs only the
+standard library and numpy, so no project package enters this venv; N IDs each, ``overlap * N``
+shared, seed 0). ECDH uses CURVE_25519 (SPU's default ECDH curve); RR22 its
 default (not the low-communication mode). ``keys_unique=True``: SPU's fastest path (ours checks
 for duplicates). Timed per party from a link barrier (after connecting) to the end of
 ``psi_execute`` (reading the CSV, PSI, writing the aligned CSV); the figure is the slower
@@ -31,22 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
-
-def make_csvs(n: int, overlap: float, where: Path) -> tuple[Path, Path]:
-    """The two party CSVs of bench/psi_bench.make_csvs (same generator, same bytes)."""
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    start = n - round(overlap * n)
-    paths = []
-    for k, ids in enumerate((np.arange(n), np.arange(start, start + n))):
-        ids = ids[rng.permutation(n)]
-        p = where / f"party{k}.csv"
-        with p.open("w") as f:
-            f.write(f"cid,v{k}\n")
-            f.writelines(f"C{i:09d},{i % 97}\n" for i in ids)
-        paths.append(p)
-    return paths[0], paths[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for bench.psi_bench
+from bench.psi_bench import make_csvs  # noqa: E402  (stdlib + numpy only: the same CSV bytes)
 
 
 def _peak_mb() -> float:

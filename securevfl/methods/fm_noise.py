@@ -11,11 +11,15 @@ from securevfl.methods.base import Method
 from securevfl.methods.fm_options import DEFAULT_DELTA, resolve_l1_bound
 from securevfl.privacy.centring import centring_epsilon
 from securevfl.privacy.fm_gaussian import gaussian_ledger, gaussian_sigma, row_l2_bound
+from securevfl.privacy.fm_objective import parse_party_epsilons
 from securevfl.privacy.functional import (
     block_sensitivities,
+    bottom_up_scales,
     fm_ledger,
     global_sensitivity,
     party_sensitivity,
+    target_bottom_up_scales,
+    top_down_scales,
 )
 
 
@@ -40,6 +44,16 @@ def centring_facts(method: Method, spec: RunSpec, eps_c: float) -> dict[str, Any
         "share": method.centre_share(spec),
         "composition": "pld (the K pure releases composed with the objective's Gaussian)",
     }
+
+
+def laplace_scales(method: Method, spec: RunSpec, sens: dict, K: int) -> dict:
+    """Laplace scale per block: top-down from ε, or bottom-up from the parties' offers."""
+    offers = parse_party_epsilons(spec.option("party_epsilons", method), K)
+    if spec.option("budget", method) == "top-down":
+        return top_down_scales(sens, spec.epsilon)
+    if offers is None:
+        return target_bottom_up_scales(sens, spec.epsilon)
+    return bottom_up_scales(sens, offers)
 
 
 def noise_plan(
@@ -74,7 +88,7 @@ def noise_plan(
     return {
         "mechanism": mechanism,
         "gaussian": False,
-        "scales": method._scales(spec, sens, K),
+        "scales": laplace_scales(method, spec, sens, K),
         "bounds": [("l1", b) for b in l1],
         "sens": sens,
     }

@@ -83,9 +83,6 @@ from securevfl.privacy.fm_objective import (
 )
 from securevfl.privacy.functional import (
     BUDGETS,
-    bottom_up_scales,
-    target_bottom_up_scales,
-    top_down_scales,
 )
 from securevfl.results import FitResult, ModelPart
 from securevfl.runtime.secure_products import ProductRequest
@@ -272,15 +269,6 @@ class FMVFL(Method):
         return FitResult(
             scores, train_s, privacy=privacy, fingerprints=fps, extra=extra, model=model
         )
-
-    def _scales(self, spec: RunSpec, sens: dict, K: int) -> dict:
-        """Laplace scale per block: top-down from ε, or bottom-up from the parties' offers."""
-        offers = parse_party_epsilons(spec.option("party_epsilons", self), K)
-        if spec.option("budget", self) == "top-down":
-            return top_down_scales(sens, spec.epsilon)
-        if offers is None:
-            return target_bottom_up_scales(sens, spec.epsilon)
-        return bottom_up_scales(sens, offers)
 
 
 def _single(
