@@ -241,3 +241,33 @@ def test_paused_gc_restores_the_collector_and_nests():
     with pytest.raises(ValueError), paused_gc():
         raise ValueError("a failing read")
     assert gc.isenabled()
+
+
+def test_plain_and_quoted_csv_paths_read_and_write_the_same(tmp_path):
+    from securevfl.data.alignment import read_party_csv, write_table
+
+    body = "cid,v,w\n7,1.5,a b\r\n007,2,x\n\n-3,3, y \n"
+    plain, quoted = tmp_path / "plain.csv", tmp_path / "quoted.csv"
+    plain.write_bytes(body.encode())
+    quoted.write_bytes(body.replace("a b", '"a b"').encode())  # a quote: the csv module parses
+    a, b = read_party_csv(plain, "cid", 0), read_party_csv(quoted, "cid", 0)
+    assert a.lines is not None and b.lines is None
+    assert a.ids == b.ids == ["7", "007", "-3"] and a.rows == b.rows
+    kept = [a.take([2, 0]), b.take([2, 0])]
+    for t, name in zip(kept, ("a.csv", "b.csv")):
+        write_table(t, tmp_path / name)
+    assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
+    assert (tmp_path / "a.csv").read_text() == "cid,v,w\n-3,3, y \n7,1.5,a b\n"
+
+
+def test_integer_ids_sort_by_value_and_ties_keep_the_agreed_order():
+    import numpy as np
+
+    from securevfl.data.alignment import _id_order
+
+    ids = ["10", "007", "9", "7", str(2**70), "-1"]
+    rows = np.array([3, 0, 1, 4, 2, 5])  # PSI's agreed order of these rows
+    got = [ids[i] for i in rows[_id_order(ids, rows, "integer")]]
+    assert got == ["-1", "7", "007", "9", "10", str(2**70)]  # Python ints past 64 bits too
+    small = np.array([3, 1, 2])
+    assert [ids[i] for i in small[_id_order(ids, small, "integer")]] == ["7", "007", "9"]

@@ -35,9 +35,9 @@ def test_intersection_equals_the_plain_one_in_one_agreed_order(K, overlap):
     assert set(kept[0]) == common and len(kept[0]) == len(common)
     for k in range(1, K):
         assert kept[k] == kept[0]  # same IDs in the same order at every party
-    # 0's blinded set out (1 round), (re-blinded, own) back (1), kept positions to each k (K-1)
+    # k's own points in (1 round), 0's out (1), re-blinded back (1), kept positions to each k
     c = rt.meter.summary(K)
-    assert c["rounds"] == 2 + (K - 1) and c["messages"] == 3 * (K - 1)
+    assert c["rounds"] == 3 + (K - 1) and c["messages"] == 4 * (K - 1)
     points = 200 * 3 * (K - 1)  # per pair: 0's points out and back, k's points in
     assert (
         points * POINT_BYTES
@@ -188,3 +188,27 @@ def test_psi_bench_json_line_is_exact_and_names_the_backend(capsys):
     assert line["detail"]["x25519_backend"] in line["version"]
     assert main(["--json", "--sizes", "10,20"]) == 2
     assert "--json runs one size" in capsys.readouterr().err
+
+
+def test_match_points_equals_the_whole_point_intersection_even_when_prefixes_collide():
+    from protocols.psi import PSIError, match_points
+
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 256, (300, POINT_BYTES), dtype=np.uint8)
+    y = np.concatenate([x[:120], rng.integers(0, 256, (200, POINT_BYTES), np.uint8)])
+
+    def pairs(ix, iy):
+        return sorted(zip(ix.tolist(), iy.tolist()))
+
+    def plain(x, y):
+        return sorted((i, j) for i in range(len(x)) for j in range(len(y)) if (x[i] == y[j]).all())
+
+    assert plain(x, y) == [(i, i) for i in range(120)]
+    assert pairs(*match_points(x.tobytes(), y.tobytes())) == plain(x, y)  # prefix path
+    y[130, :8] = x[200, :8]  # a decoy: y's point shares x's prefix but is another point
+    assert pairs(*match_points(x.tobytes(), y.tobytes())) == plain(x, y)
+    x[250, :8] = x[260, :8]  # two points of one set share a prefix: the whole-point path
+    assert pairs(*match_points(x.tobytes(), y.tobytes())) == plain(x, y)
+    assert pairs(*match_points(x.tobytes(), b"")) == []
+    with pytest.raises(PSIError, match="repeats a point"):
+        match_points(np.concatenate([x, x[:1]]).tobytes(), y.tobytes())

@@ -23,17 +23,15 @@ HELP = "private set intersection: what each party sends and learns when aligning
 class _Tap(InProcessRuntime):
     """The in-process runtime, printing every payload it carries (sizes are the metered ones)."""
 
-    def _show(self, value: Any, src: int, dst: str) -> None:
-        if isinstance(value, tuple):
-            for v, what in zip(value, ("re-blinded points of party 0", "its own blinded IDs")):
-                self._show_one(v, src, dst, what)
-        else:
-            self._show_one(value, src, dst, None)
+    # the two gathers carry, in this order, each party's own blinded IDs and party 0's points
+    # re-blinded by it (protocols/psi.py)
+    GATHERED = ("its own blinded IDs", "party 0's points, re-blinded with its scalar")
+    gathers = 0
 
-    def _show_one(self, v: Any, src: int, dst: str, what: str | None) -> None:
+    def _show(self, v: Any, src: int, dst: str, what: str | None = None) -> None:
         if isinstance(v, bytes):
             pts = [v[o : o + POINT_BYTES].hex()[:16] + "..." for o in range(0, len(v), 32)]
-            label = what or "blinded IDs"
+            label = what or "its own blinded IDs"
             print(f"  party {src} -> {dst}: {label}, {len(pts)} points x 32 bytes: {pts}")
         elif isinstance(v, np.ndarray):
             print(f"  party {src} -> {dst}: positions of its points kept, in the agreed order {v}")
@@ -49,9 +47,11 @@ class _Tap(InProcessRuntime):
         return super().broadcast(value, src=src, dsts=dsts)
 
     def gather(self, values, *, dst: int):
+        what = self.GATHERED[min(self.gathers, len(self.GATHERED) - 1)]
+        self.gathers += 1
         for k, v in values.items():
             if k != dst:
-                self._show(v, k, f"party {dst}")
+                self._show(v, k, f"party {dst}", what)
         return super().gather(values, dst=dst)
 
 

@@ -60,9 +60,7 @@ def align_files(
     if workers is not None:
         check_int("workers", workers, minimum=1)
     t0 = time.perf_counter()
-    if processes:
-        for k, p in enumerate(ps):  # fail on bad input here, with exit 2, not in a party process
-            read_party_csv(p, id_column, k)
+    if processes:  # a party's bad input ends the group as a ConfigError (_party_error): exit 2
         record = _run_processes(ps, id_column, Path(out_dir), timeout=timeout, workers=workers)
     else:
         from securevfl.runtime.inprocess import InProcessRuntime

@@ -17,8 +17,9 @@ import csv
 import gc
 import os
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -65,16 +66,66 @@ def paused_gc() -> Iterator[None]:
 
 @dataclass
 class PartyTable:
-    """One party's CSV: header, rows as text, and its ID column."""
+    """One party's CSV: header, ID column, and its rows.
+
+    A file without quotes keeps each row as its line of text (``lines``): reading, checking and
+    writing a 1M-row file then takes ~0.5 s instead of ~2.5 s, and rows are split into fields
+    only if someone asks for :attr:`rows`. A file with quoted fields is parsed by the csv module
+    (``parsed``). Exactly one of the two is set.
+    """
 
     path: Path
     header: list[str]
     id_index: int
-    rows: list[list[str]]
+    ids: list[str]
+    lines: list[str] | None = None
+    parsed: list[list[str]] | None = None
 
     @property
-    def ids(self) -> list[str]:
-        return list(map(itemgetter(self.id_index), self.rows))
+    def rows(self) -> list[list[str]]:
+        """The rows as lists of fields (split from ``lines`` on first use: no quotes there)."""
+        if self.parsed is None:
+            self.parsed = [ln.split(",") for ln in self.lines or []]
+        return self.parsed
+
+    def take(self, index: Sequence[int]) -> PartyTable:
+        """The table of the rows at ``index``, in that order."""
+        ids = [self.ids[i] for i in index]
+        if self.lines is not None:
+            return PartyTable(
+                self.path, self.header, self.id_index, ids, [self.lines[i] for i in index]
+            )
+        rows = self.rows
+        return PartyTable(
+            self.path, self.header, self.id_index, ids, parsed=[rows[i] for i in index]
+        )
+
+
+def _too_short(party: int, p: Path, header: list[str], rows: Iterable[Sequence[str]]) -> DataError:
+    i, r = next((i, r) for i, r in enumerate(rows) if len(r) != len(header))
+    return DataError(
+        f"party {party}'s CSV {p.name!r} must have {len(header)} fields per row, "
+        f"got {len(r)} on line {i + 2}"
+    )
+
+
+def _missing_id(party: int, p: Path, id_column: str, header: list[str]) -> ConfigError:
+    return ConfigError(
+        f"party {party}'s CSV {p.name!r} must have the ID column {id_column!r}, "
+        f"got columns {header}"
+    )
+
+
+def _plain_lines(text: str) -> list[str] | None:
+    """The non-blank lines of a CSV text that needs no CSV parsing: no quote, NUL or lone CR
+    (then a field is exactly the text between commas); None where the csv module must parse."""
+    if '"' in text or "\0" in text or text.startswith(("\n", "\r")):
+        return None
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+        if "\r" in text:
+            return None
+    return list(filter(None, text.split("\n")))  # blank lines dropped, as the csv path does
 
 
 @paused_gc()
@@ -84,6 +135,38 @@ def read_party_csv(path: str | os.PathLike, id_column: str, party: int) -> Party
     if not p.is_file():
         raise DataError(f"party {party}'s CSV must exist, got {str(p)!r}")
     try:
+        lines = _plain_lines(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:  # binary: one line, no traceback
+        raise DataError(f"party {party}'s CSV {p.name!r} must be UTF-8 CSV text: {exc}") from None
+    table = _from_lines(p, lines, id_column, party) if lines is not None else None
+    if table is None:  # quotes, or IDs to strip: the csv module's path
+        table = _parse_csv(p, id_column, party)
+    check_ids(table.ids, party, p.name, id_column)
+    return table
+
+
+def _from_lines(p: Path, lines: list[str], id_column: str, party: int) -> PartyTable | None:
+    """The fast path: rows kept as their lines; None if an ID needs stripping (csv path)."""
+    header = [h.strip() for h in lines[0].split(",")] if lines else []
+    if id_column not in header:
+        raise _missing_id(party, p, id_column, header)
+    j, body = header.index(id_column), lines[1:]
+    if any(c != len(header) - 1 for c in set(map(str.count, body, repeat(",")))):
+        raise _too_short(party, p, header, (ln.split(",") for ln in body))
+    if len(header) == 1:
+        ids = list(body)
+    elif j == 0:
+        ids = list(map(itemgetter(0), map(str.partition, body, repeat(","))))
+    else:
+        ids = [ln.split(",", j + 1)[j] for ln in body]
+    if list(map(str.strip, ids)) != ids:
+        return None
+    return PartyTable(p, header, j, ids, lines=body)
+
+
+def _parse_csv(p: Path, id_column: str, party: int) -> PartyTable:
+    """The csv module's path (quoted fields): rows as field lists, IDs stripped."""
+    try:
         with p.open(newline="", encoding="utf-8") as f:
             reader = csv.reader(f)
             header = [h.strip() for h in next(reader, [])]
@@ -91,26 +174,17 @@ def read_party_csv(path: str | os.PathLike, id_column: str, party: int) -> Party
     except (UnicodeDecodeError, csv.Error) as exc:  # binary or broken: one line, no traceback
         raise DataError(f"party {party}'s CSV {p.name!r} must be UTF-8 CSV text: {exc}") from None
     if id_column not in header:
-        raise ConfigError(
-            f"party {party}'s CSV {p.name!r} must have the ID column {id_column!r}, "
-            f"got columns {header}"
-        )
+        raise _missing_id(party, p, id_column, header)
     j = header.index(id_column)
     # map/filter run these per-row checks at C speed; Python loops only where a row needs it
     if any(n != len(header) for n in set(map(len, rows))):
-        i, r = next((i, r) for i, r in enumerate(rows) if len(r) != len(header))
-        raise DataError(
-            f"party {party}'s CSV {p.name!r} must have {len(header)} fields per row, "
-            f"got {len(r)} on line {i + 2}"
-        )
+        raise _too_short(party, p, header, rows)
     col = list(map(itemgetter(j), rows))
     stripped = list(map(str.strip, col))
     if stripped != col:
         for r, v in zip(rows, stripped, strict=True):
             r[j] = v
-    table = PartyTable(p, header, j, rows)
-    check_ids(table.ids, party, p.name, id_column)
-    return table
+    return PartyTable(p, header, j, stripped, parsed=rows)
 
 
 def id_kind(ids: Sequence[str]) -> str:
@@ -146,10 +220,15 @@ def check_ids(ids: Sequence[str], party: int, where: str, column: str) -> None:
 
 def _id_order(ids: list[str], rows: np.ndarray, kind: str) -> np.ndarray:
     """Positions that sort ``rows`` (in PSI's agreed order) by ID: every party holds the same
-    IDs in that order, so one party's order sorts every local party's rows."""
+    IDs in that order, so one party's order sorts every local party's rows. Stable, so
+    integer IDs of equal value ("7", "007") keep the agreed order at every party alike."""
     vals: list[Any] = [ids[i] for i in rows.tolist()]
     if kind == "integer":
         vals = list(map(int, vals))
+        try:  # 500k IDs: ~0.05 s in numpy, ~0.3 s for sorted()
+            return np.argsort(np.array(vals, dtype=np.int64), kind="stable")
+        except OverflowError:  # beyond 64 bits: Python's integers
+            pass
     return np.array(sorted(range(len(vals)), key=vals.__getitem__), dtype=np.int64)
 
 
@@ -194,6 +273,7 @@ def align_ids(
                 rows = psi_star(rt, encoded, crypto=crypto)
         except PSIError as exc:
             raise ProtocolError(str(exc)) from None
+
     first = rt.local_parties[0]
     order = _id_order(ids[first], rows[first], id_kind(ids[first]))
     out = {k: rows[k][order] for k in rt.local_parties}
@@ -240,10 +320,8 @@ def align_tables(
     if workers is None:
         workers = default_workers()
     rows = align_ids(rt, {k: t.ids for k, t in tables.items()}, workers=workers, progress=progress)
-    kept = {
-        k: PartyTable(t.path, t.header, t.id_index, [t.rows[i] for i in rows[k].tolist()])
-        for k, t in tables.items()
-    }
+
+    kept = {k: t.take(rows[k].tolist()) for k, t in tables.items()}
     counts = rt.collect({k: len(t.rows) for k, t in tables.items()}, dst=0)
     meters = rt.collect(rt.meter.export(), dst=0)
     if counts is None:
@@ -276,4 +354,7 @@ def write_table(table: PartyTable, path: Path) -> None:
     with path.open("w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(table.header)
-        w.writerows(table.rows)
+        if table.lines is None:
+            w.writerows(table.rows)
+        elif table.lines:  # the rows' own text: what the csv module would write for them
+            f.write("\n".join(table.lines) + "\n")

@@ -60,6 +60,9 @@ def _is_connected(protocol: Any) -> bool:
     return protocol is not None and not isinstance(protocol, asyncio.Future)
 
 
+DRAIN_POLL_S = 0.0005  # how often a sender looks whether its write buffers are empty
+
+
 class NetworkedRuntime(Runtime):
     """This process is party ``index``; the others are reached through MPyC."""
 
@@ -237,7 +240,30 @@ class NetworkedRuntime(Runtime):
     ) -> list[bytes]:
         for k in set(senders) | set(receivers):
             self._check_peer(k, what)
-        return self._run(mpyc_net.exchange(self.mpc, data, senders, receivers), what)
+        got = self._run(mpyc_net.exchange(self.mpc, data, senders, receivers), what)
+        if data is not None:
+            self._drain(receivers, what)
+        return got
+
+    def _drain(self, peers: list[int], what: str) -> None:
+        """Return only once this party's bytes to ``peers`` have left its write buffers.
+
+        asyncio writes what the socket takes at once and the rest only while the event loop
+        runs, i.e. during this party's next wait: a party that sent 32 MB and then computed for
+        ten seconds held most of it back, and its peer idled that long (PSI at 1M IDs). The loop
+        keeps reading while it waits here, so two parties draining toward each other proceed.
+        """
+        transports = [self.mpc.parties[k].protocol for k in peers if k != self.index]
+        transports = [getattr(p, "transport", None) for p in transports]
+        pending = [t for t in transports if t is not None]
+        if not any(t.get_write_buffer_size() for t in pending):
+            return
+
+        async def drained() -> None:
+            while any(t.get_write_buffer_size() for t in pending if not t.is_closing()):
+                await asyncio.sleep(DRAIN_POLL_S)
+
+        self._run(drained(), what)
 
     # Every party calls exchange for every primitive, involved or not: MPyC labels messages
     # by a program counter that must advance in lockstep on all parties (SPMD).
