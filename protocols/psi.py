@@ -42,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import hashlib
+import importlib
 import os
 import sys
 import sysconfig
@@ -187,9 +188,23 @@ def new_scalar() -> bytes:
     return os.urandom(32)
 
 
+def _short_sha256() -> Callable[[bytes], Any]:
+    """CPython's own SHA-256 where it has one: on short inputs it skips OpenSSL's per-call
+    EVP set-up (1M IDs: ~0.8 s instead of ~1.1 s); the same function, hashlib's otherwise."""
+    for name in ("_sha2", "_sha256"):  # CPython 3.12+, 3.11
+        try:
+            return importlib.import_module(name).sha256
+        except (ImportError, AttributeError):
+            continue
+    return hashlib.sha256
+
+
+_SHA256 = _short_sha256()
+
+
 def hash_ids(ids: Sequence[bytes]) -> bytes:
     """``H(id)`` for each id, packed: SHA-256(domain || id) with bit 255 cleared (RFC 7748 u)."""
-    sha = hashlib.sha256
+    sha = _SHA256
     raw = bytearray(b"".join([sha(DOMAIN + i).digest() for i in ids]))
     np.frombuffer(raw, np.uint8)[POINT_BYTES - 1 :: POINT_BYTES] &= 0x7F
     return bytes(raw)
@@ -327,10 +342,9 @@ def match_points(x: bytes, y: bytes) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _match_whole(x: bytes, y: bytes) -> tuple[np.ndarray, np.ndarray]:
-    kx, ky = _as_keys(x), _as_keys(y)
-    if len(np.unique(kx)) != len(kx) or len(np.unique(ky)) != len(ky):
+    if repeats_a_point(x) or repeats_a_point(y):
         raise PSIError("a set of blinded points repeats a point (its IDs must be distinct)")
-    _, ix, iy = np.intersect1d(kx, ky, assume_unique=True, return_indices=True)
+    _, ix, iy = np.intersect1d(_as_keys(x), _as_keys(y), assume_unique=True, return_indices=True)
     return ix, iy
 
 
@@ -338,10 +352,14 @@ def _os_rng() -> np.random.Generator:
     return np.random.default_rng(int.from_bytes(os.urandom(32), "little"))
 
 
-def check_ids(ids: Sequence[bytes], party: int) -> None:
-    """Reject duplicates: two equal blinded points could not be told apart."""
-    if len(set(ids)) != len(ids):
-        raise ValueError(f"party {party}'s IDs must be distinct, got duplicates")
+def repeats_a_point(blob: bytes) -> bool:
+    """Whether a packed blob holds some point twice (prefixes sorted; whole points only where
+    two prefixes agree): equal IDs give equal blinded points, distinct ones do not (~2^-250)."""
+    words, _ = _sorted_words(blob)
+    if not (words[1:] == words[:-1]).any():
+        return False
+    keys = _as_keys(blob)
+    return len(np.unique(keys)) != len(keys)
 
 
 # --------------------------------------------------------------------------- the protocol
@@ -371,9 +389,11 @@ def psi_star(
     perms: dict[int, np.ndarray] = {}
 
     def blind_own(k: int) -> bytes:
-        check_ids(ids[k], k)
         perms[k] = _os_rng().permutation(len(ids[k]))  # send order: positions reveal nothing
-        return crypto.hash_blind([ids[k][i] for i in perms[k].tolist()], scalars[k])
+        blob = crypto.hash_blind([ids[k][i] for i in perms[k].tolist()], scalars[k])
+        if repeats_a_point(blob):  # checked before anything is sent: cheaper than set(ids)
+            raise ValueError(f"party {k}'s IDs must be distinct, got duplicates")
+        return blob
 
     # every party blinds its own IDs first: with one process per party this runs in parallel
     own = {k: blind_own(k) for k in parties if tp.here(k)}

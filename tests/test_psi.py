@@ -212,3 +212,13 @@ def test_match_points_equals_the_whole_point_intersection_even_when_prefixes_col
     assert pairs(*match_points(x.tobytes(), b"")) == []
     with pytest.raises(PSIError, match="repeats a point"):
         match_points(np.concatenate([x, x[:1]]).tobytes(), y.tobytes())
+
+
+def test_hash_to_u_is_sha256_of_the_domain_and_id_with_bit_255_cleared():
+    import hashlib
+
+    ids = [b"", b"C000000001", "é-17".encode(), bytes(range(200))]
+    want = bytearray(b"".join(hashlib.sha256(psi.DOMAIN + i).digest() for i in ids))
+    for o in range(31, len(want), 32):
+        want[o] &= 0x7F
+    assert psi.hash_ids(ids) == bytes(want)
