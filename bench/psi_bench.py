@@ -4,8 +4,9 @@ For each size n, two party CSVs of n rows (an ID and one value column) sharing `
 IDs are aligned end to end as ``securevfl align`` does (read, PSI, write), each size in a fresh
 process so its peak memory is its own. Appends one JSON line per run to OUT/results.jsonl and
 prints a markdown table: seconds, CPU seconds (the process, its threads and any party processes),
-bytes on the wire, peak resident memory of the process (in-process: both parties; the group
-operations run on threads) and the load average at the start (the machine may be shared).
+bytes on the wire, peak resident memory (in-process: this process, both parties, the group
+operations on threads; ``--processes``: the larger party process) and the load average at the
+start (the machine may be shared).
 
 ``python -m bench.psi_bench --json --sizes 1000000`` runs one size and prints the perf-job line
 (bench/suites/perf.d/psi.toml): seconds = reading both CSVs, PSI, writing both aligned CSVs (the
@@ -80,7 +81,14 @@ def run_one(n: int, overlap: float, processes: bool, workers: int | None) -> dic
         # CPU seconds of the timed region, all threads of this process (in-process runtime)
         "cpu_s_timed": round(cpu, 2),
         "bytes_total": rec["comm"]["bytes_total"],
-        "peak_rss_mb": round(_peak_kb() / 1024, 1),
+        # in-process: this process (both parties); --processes: the larger party process
+        # (ru_maxrss of the waited-for children is the largest one's peak, in KiB on Linux)
+        "peak_rss_mb": round(
+            (resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss if processes else _peak_kb())
+            / 1024,
+            1,
+        ),
+        "launcher_peak_rss_mb": round(_peak_kb() / 1024, 1),
         # CPU seconds of this process and its workers: wall time on an idle machine is about
         # this over the cores, whatever else was running during the measurement
         "cpu_s": round(
