@@ -322,7 +322,7 @@ def align_tables(
     rows = align_ids(rt, {k: t.ids for k, t in tables.items()}, workers=workers, progress=progress)
 
     kept = {k: t.take(rows[k].tolist()) for k, t in tables.items()}
-    counts = rt.collect({k: len(t.rows) for k, t in tables.items()}, dst=0)
+    counts = rt.collect({k: len(t.ids) for k, t in tables.items()}, dst=0)
     meters = rt.collect(rt.meter.export(), dst=0)
     if counts is None:
         return kept, None
