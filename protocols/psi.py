@@ -389,11 +389,13 @@ def psi_star(
     perms: dict[int, np.ndarray] = {}
 
     def blind_own(k: int) -> bytes:
-        perms[k] = _os_rng().permutation(len(ids[k]))  # send order: positions reveal nothing
-        blob = crypto.hash_blind([ids[k][i] for i in perms[k].tolist()], scalars[k])
+        blob = crypto.hash_blind(ids[k], scalars[k])
         if repeats_a_point(blob):  # checked before anything is sent: cheaper than set(ids)
             raise ValueError(f"party {k}'s IDs must be distinct, got duplicates")
-        return blob
+        # sent in a random order, so positions reveal nothing: the points are permuted, not the
+        # IDs before hashing (same result, a numpy gather instead of 1M Python lookups)
+        perms[k] = _os_rng().permutation(len(ids[k]))
+        return np.frombuffer(blob, np.uint8).reshape(-1, POINT_BYTES)[perms[k]].tobytes()
 
     # every party blinds its own IDs first: with one process per party this runs in parallel
     own = {k: blind_own(k) for k in parties if tp.here(k)}
@@ -447,7 +449,9 @@ def psi_star(
             n_k = len(ids[k])
             if pos.ndim != 1 or (len(pos) and (pos.min() < 0 or pos.max() >= n_k)):
                 raise PSIError(f"party {k} got positions outside its {n_k} rows")
-            if len(np.unique(pos)) != len(pos):
+            seen = np.zeros(n_k, dtype=bool)
+            seen[pos] = True
+            if int(seen.sum()) != len(pos):
                 raise PSIError(f"party {k} got repeated positions")
             out[k] = perms[k][pos.astype(np.int64)]
     return out
