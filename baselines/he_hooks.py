@@ -93,7 +93,25 @@ class HEHooks(GLMHooks):
             self.bytes[message] += _meter_bytes(self.scheme.ctx.rt) - b0
             self._open = None
 
+    def _next_rows(self, ctx, step: int) -> int:
+        """Rows of the minibatch after ``step`` (0 after the run's last one)."""
+        n, b = ctx.info.n_train, ctx.spec.batch_size
+        per_epoch = self.batches_per_epoch(ctx, -(-n // b))
+        nxt = step + 1
+        if nxt >= per_epoch * ctx.spec.epochs:
+            return 0
+        return min(b, n - (nxt % per_epoch) * b)
+
     # ---- GLM trainer plug points ----------------------------------------------------------
+
+    def after_passive_send(self, ctx, step):
+        # a passive party waits for the residual: half the next minibatch's Enc(0)s now, the
+        # rest while it waits for its opened gradient (data-free work off the critical path)
+        rows = self._next_rows(ctx, step)
+        for k in self.feats:
+            if k != 0:
+                with self.clock("encrypt"):
+                    self.scheme.precompute(k, rows, 0.5)
 
     def batches_per_epoch(self, ctx, n):
         return min(n, self.batches) if self.batches else n
@@ -121,16 +139,19 @@ class HEHooks(GLMHooks):
             msgs[k], masks[k] = self.scheme.gradient_message(
                 k, d_msg, self.feats[k][idx], self.rngs[k]
             )
-        got = self.send("gradient", rt.gather, {k: msgs.get(k) for k in range(C)}, dst=C)
-        opened = {}
-        if rt.here(C):
-            opened = {
-                k: self.scheme.open(got[k], ctx.info.features_per_party[k] + (k == 0))
-                for k in range(C)
-            }
-        out = {}
+        out, rows = {}, self._next_rows(ctx, step)
+        # one party at a time, party 0 first (it made the residual, so its products start
+        # first): the key holder opens each gradient as it arrives and returns it at once,
+        # while the next party still multiplies; same messages as a gather, same bytes
         for k in range(C):
-            back = self.send("opened", rt.send, opened.get(k), src=C, dst=k)
+            got = self.send("gradient", rt.send, msgs.get(k), src=k, dst=C)
+            opened = None
+            if rt.here(C):
+                opened = self.scheme.open(got, ctx.info.features_per_party[k] + (k == 0))
+            if k in derivs and k != 0:  # waiting for the key holder: next encryption's Enc(0)
+                with self.clock("encrypt"):
+                    self.scheme.precompute(k, rows, 1.0)
+            back = self.send("opened", rt.send, opened, src=C, dst=k)
             if k in derivs:
                 with self.clock("other"):
                     g = self.scheme.unmask(k, back, masks[k]) / (4.0 * b)  # undo the factor 4

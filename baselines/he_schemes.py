@@ -8,6 +8,7 @@ meters real sizes. The protocol itself is in :mod:`baselines.he_vfl`.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -52,6 +53,10 @@ class Scheme:
 
     def setup(self) -> None:
         """Key generation at the coordinator and shipping of public material (phase setup)."""
+
+    def precompute(self, k: int, rows: int, part: float) -> None:
+        """Party k waits for a peer: data-free work (``part`` of it) for encrypting ``rows``
+        values next (default: none)."""
 
     def encrypt_ir(self, k: int, v: np.ndarray) -> Any:
         raise NotImplementedError
@@ -163,6 +168,10 @@ class CKKSScheme(Scheme):
     def _load(self, side, payload) -> list[Any]:
         with self.clock("serialize"):
             return [side.from_bytes(x) for x in payload]
+
+    def precompute(self, k, rows, part):
+        if rows > 0 and k in self.sides:
+            self.sides[k].precompute_zeros(math.ceil(part * self.layout.n_chunks(rows)))
 
     def encrypt_ir(self, k, v):
         with self.clock("encrypt"):

@@ -187,6 +187,26 @@ class PublicSide:
         self.evaluator = seal.Evaluator(ctx)
         self.encoder = seal.CKKSEncoder(ctx)
         self.layout: PackedLayout | None = None
+        self.zeros: list[seal.Ciphertext] = []  # fresh encryptions of 0, each used once
+
+    def precompute_zeros(self, count: int) -> None:
+        """Draw public-key encryptions of 0 until ``count`` wait (the costly, data-free part of
+        an encryption: a party does it while it waits for a peer)."""
+        while len(self.zeros) < count:
+            ct = seal.Ciphertext()
+            self.encryptor.encrypt_zero(ct)
+            self.zeros.append(ct)
+
+    def encrypt(self, pt: seal.Plaintext) -> seal.Ciphertext:
+        """Enc(pt) as SEAL's Encryptor.encrypt makes it: a fresh Enc(0) plus pt (the same bytes
+        under the same randomness, tested); a precomputed Enc(0) is taken once, then dropped."""
+        ct = self.zeros.pop() if self.zeros else None
+        if ct is None:
+            ct = seal.Ciphertext()
+            self.encryptor.encrypt_zero(ct)
+        ct.scale = pt.scale
+        self.evaluator.add_plain_inplace(ct, pt)
+        return ct
 
     def keys_held(self) -> list[str]:
         return ["public"]
@@ -262,12 +282,8 @@ def complex_features(X: np.ndarray) -> np.ndarray:
 
 def encrypt_rows(side: PublicSide, layout: PackedLayout, v: np.ndarray) -> list[seal.Ciphertext]:
     """Encrypt a per-row vector in the tiled layout at the residual scale."""
-    scale, out = 2.0**side.params.scale_bits, []
-    for tile in layout.tile_rows(v):
-        ct = seal.Ciphertext()
-        side.encryptor.encrypt(side.encode(tile.tolist(), scale), ct)
-        out.append(ct)
-    return out
+    scale = 2.0**side.params.scale_bits
+    return [side.encrypt(side.encode(tile.tolist(), scale)) for tile in layout.tile_rows(v)]
 
 
 def add_rows(

@@ -103,6 +103,11 @@ class GLMHooks(ResumableHooks):
         """The privacy events of scoring ``n_rows`` rows (default: none)."""
         return ()
 
+    def after_passive_send(self, ctx: RunContext, step: int) -> None:
+        """Called on every process once the passive messages are sent, before the active
+        party's reply is awaited: local work that needs no reply (HE-VFL precomputes
+        encryption randomness there; default: nothing)."""
+
     def batches_per_epoch(self, ctx: RunContext, n: int) -> int:
         """How many of an epoch's ``n`` minibatches run (HE-VFL times a few and extrapolates)."""
         return n
@@ -207,6 +212,7 @@ def train_glm(
             rt.mark_batch(step, idx)
             sent = {k: rt.local(k, _passive_ir, ctx, hooks, state, k, idx, step) for k in passives}
             received = rt.gather(sent, dst=active)
+            hooks.after_passive_send(ctx, step)
             back = None
             exact = None
             if rt.here(active):
