@@ -63,6 +63,7 @@ class HEHooks(GLMHooks):
         self.feats = {k: ctx.views[k].X_train for k in local}
         if 0 in self.feats:
             self.feats[0] = np.hstack([self.feats[0], np.ones((ctx.info.n_train, 1))])
+        self.X: dict[int, np.ndarray] = {}  # party -> this minibatch's rows (from waiting)
         self._open: tuple[str, float, int] | None = None
         self.epoch_s: list[float] = []
         self.epoch_cpu: list[float] = []
@@ -104,14 +105,16 @@ class HEHooks(GLMHooks):
 
     # ---- GLM trainer plug points ----------------------------------------------------------
 
-    def after_passive_send(self, ctx, step):
-        # a passive party waits for the residual: half the next minibatch's Enc(0)s now, the
-        # rest while it waits for its opened gradient (data-free work off the critical path)
-        rows = self._next_rows(ctx, step)
-        for k in self.feats:
-            if k != 0:
-                with self.clock("encrypt"):
-                    self.scheme.precompute(k, rows, 0.5)
+    def waiting(self, ctx, k, idx, step, own=None, y=None):
+        # what party k's messages of this minibatch need but the awaited one does not: feature
+        # tiles and masks (and party 0's plain part of the residual), encoded now
+        t0 = time.perf_counter()
+        self.X[k] = self.feats[k][idx]
+        plain = own - 2.0 * y if own is not None else None
+        self.scheme.prepare(k, self.X[k], self.rngs[k], plain)
+        if self._open is not None:  # in-process, inside the IRs' transfer: not 'send' time
+            message, t_mark, b0 = self._open
+            self._open = (message, t_mark + time.perf_counter() - t0, b0)
 
     def batches_per_epoch(self, ctx, n):
         return min(n, self.batches) if self.batches else n
@@ -136,9 +139,9 @@ class HEHooks(GLMHooks):
         rt, C, b = ctx.rt, self.K, len(idx)
         masks, msgs = {}, {}
         for k, d_msg in derivs.items():
-            msgs[k], masks[k] = self.scheme.gradient_message(
-                k, d_msg, self.feats[k][idx], self.rngs[k]
-            )
+            X = self.X.pop(k, None)
+            X = X if X is not None and len(X) == len(idx) else self.feats[k][idx]
+            msgs[k], masks[k] = self.scheme.gradient_message(k, d_msg, X, self.rngs[k])
         out, rows = {}, self._next_rows(ctx, step)
         # one party at a time, party 0 first (it made the residual, so its products start
         # first): the key holder opens each gradient as it arrives and returns it at once,

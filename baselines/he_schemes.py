@@ -58,6 +58,10 @@ class Scheme:
         """Party k waits for a peer: data-free work (``part`` of it) for encrypting ``rows``
         values next (default: none)."""
 
+    def prepare(self, k: int, X: np.ndarray, rng: np.random.Generator, plain=None) -> None:
+        """Party k waits for a peer: work of :meth:`gradient_message` on ``X`` (and, at the
+        active party, of :meth:`combine` on ``plain``) that needs no message (default: none)."""
+
     def encrypt_ir(self, k: int, v: np.ndarray) -> Any:
         raise NotImplementedError
 
@@ -142,6 +146,9 @@ class CKKSScheme(Scheme):
         self.layout = ck.PackedLayout(self.params.slots, P)
         self.sides: dict[int, Any] = {}
         self.made: dict[int, tuple[list[bytes], list[Any]]] = {}
+        # plaintexts made while waiting: products (with the X they encode), combine's plain part
+        self.prepared: dict[int, tuple[np.ndarray, cp.Prepared]] = {}
+        self.plains: dict[int, tuple[np.ndarray, list[Any]]] = {}
         self.public_bytes = 0
         self.key_holder_keys = "CKKS secret key + public key (generates them; never sends sk)"
         self.data_party_keys = "CKKS parameters + public key only (no secret/Galois/relin keys)"
@@ -169,6 +176,12 @@ class CKKSScheme(Scheme):
         with self.clock("serialize"):
             return [side.from_bytes(x) for x in payload]
 
+    def prepare(self, k, X, rng, plain=None):
+        with self.clock("prepare"):
+            self.prepared[k] = (X, cp.prepare_products(self.sides[k], self.layout, X, rng))
+            if plain is not None:
+                self.plains[k] = (plain, cp.encode_rows(self.sides[k], self.layout, plain))
+
     def precompute(self, k, rows, part):
         if rows > 0 and k in self.sides:
             self.sides[k].precompute_zeros(math.ceil(part * self.layout.n_chunks(rows)))
@@ -182,8 +195,10 @@ class CKKSScheme(Scheme):
         side = self.sides[k]
         if payloads:
             parts = [self._load(side, p) for p in payloads]
+            made = self.plains.pop(k, None)  # encoded while waiting: only for this very vector
+            pts = made[1] if made is not None and np.array_equal(made[0], plain) else None
             with self.clock("combine"):
-                cts = cp.add_rows(side, parts, self.layout, plain)
+                cts = cp.add_rows(side, parts, self.layout, plain, pts)
         else:
             with self.clock("encrypt"):
                 cts = cp.encrypt_rows(side, self.layout, plain)
@@ -199,8 +214,10 @@ class CKKSScheme(Scheme):
         d_cts = (
             made[1] if made is not None and made[0] == d_payload else self._load(side, d_payload)
         )
+        made = self.prepared.pop(k, None)  # made while waiting, from this same X (and rng)
+        prep = made[1] if made is not None and made[0] is X else None
         with self.clock("multiply"):
-            cts, mask_sums = cp.masked_products(side, d_cts, self.layout, X, rng)
+            cts, mask_sums = cp.masked_products(side, d_cts, self.layout, X, rng, prep)
         return self._dump(side, cts), mask_sums
 
     def open(self, payload, features):

@@ -103,10 +103,13 @@ class GLMHooks(ResumableHooks):
         """The privacy events of scoring ``n_rows`` rows (default: none)."""
         return ()
 
-    def after_passive_send(self, ctx: RunContext, step: int) -> None:
-        """Called on every process once the passive messages are sent, before the active
-        party's reply is awaited: local work that needs no reply (HE-VFL precomputes
-        encryption randomness there; default: nothing)."""
+    def waiting(
+        self, ctx: RunContext, k: int, idx: np.ndarray, step: int, own=None, y=None
+    ) -> None:
+        """Local party ``k`` is about to wait for minibatch ``idx``'s message: the active party
+        for the passive ones (``own`` = X_0 w_0 + b, ``y`` its encoded labels), a passive party
+        for the reply. Work that needs no message can run here, off the critical path (HE-VFL
+        encodes its plaintexts; default: nothing)."""
 
     def batches_per_epoch(self, ctx: RunContext, n: int) -> int:
         """How many of an epoch's ``n`` minibatches run (HE-VFL times a few and extrapolates)."""
@@ -211,13 +214,18 @@ def train_glm(
                 break
             rt.mark_batch(step, idx)
             sent = {k: rt.local(k, _passive_ir, ctx, hooks, state, k, idx, step) for k in passives}
+            own = None
+            if rt.here(active):
+                own = ctx.views[active].X_train[idx] @ state.w[active] + state.bias
+                hooks.waiting(ctx, active, idx, step, own, y_enc[idx])
             received = rt.gather(sent, dst=active)
-            hooks.after_passive_send(ctx, step)
+            for k in passives:
+                if rt.here(k):
+                    hooks.waiting(ctx, k, idx, step)
             back = None
             exact = None
             if rt.here(active):
                 hooks.saw_received(ctx, idx, {k: received[k] for k in passives}, epoch)
-                own = ctx.views[active].X_train[idx] @ state.w[active] + state.bias
                 exact, back, value = hooks.combine(
                     ctx, loss, own, [received[k] for k in passives], y_enc[idx], step
                 )
