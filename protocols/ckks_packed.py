@@ -155,8 +155,10 @@ class _Spool:
         return os.pread(self.fd, os.fstat(self.fd).st_size, 0)
 
     def load(self, obj, data: bytes, *ctx):
-        os.ftruncate(self.fd, 0)
+        # overwrite, then cut to length: the file holds exactly ``data``, and the pages of a
+        # same-sized previous object are reused instead of freed and faulted in again
         os.pwrite(self.fd, data, 0)
+        os.ftruncate(self.fd, len(data))
         obj.load(*ctx, self.path)  # SEAL checks the object is valid for the context
         return obj
 

@@ -113,3 +113,16 @@ def test_record_check_catches_a_wrong_gradient(tmp_path):
     np.savez(tmp_path / "party1.npz", ir_0=ir, X_0=X1, g_0=g1 + 1e-3 * 4 * 8)
     checked, worst = rec.verify(str(tmp_path), 2, lambda d, b: 2.0**-20)
     assert checked == 2 and worst == pytest.approx(1e-3 * 2**20)
+
+
+def test_spool_loads_objects_of_any_size_in_turn():
+    side = _seeded_side(1)
+    big = side.encrypt(side.encode([0.5] * side.params.slots, 2.0**40))  # two primes
+    small = seal.Ciphertext()
+    side.evaluator.mod_switch_to_next(big, small)  # one prime: half the bytes
+    a, b = side.to_bytes(big), side.to_bytes(small)
+    assert len(b) < len(a)
+    for data in (a, b, a, b):  # the spool file is cut to each object's own length
+        assert side.to_bytes(side.from_bytes(data)) == data
+    with pytest.raises(cp.CKKSParameterError, match="valid SEAL ciphertext"):
+        side.from_bytes(a[: len(a) // 2])
