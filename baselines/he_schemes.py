@@ -30,12 +30,11 @@ DEFAULT_SCALE_BITS = 40  # CKKS scale of the residual d
 def parse_coeff_bits(text: str | Any) -> tuple[int, ...]:
     """``"60,40,40,60"`` -> (60, 40, 40, 60); ConfigError on anything else."""
     try:
-        bits = tuple(int(t) for t in str(text).replace(" ", "").split(",") if t)
+        return tuple(int(t) for t in str(text).replace(" ", "").split(",") if t)
     except ValueError:
         raise ConfigError(
             f"ckks_coeff_bits must be comma-separated integers, got {text!r}"
         ) from None
-    return bits
 
 
 class Scheme:
@@ -55,12 +54,10 @@ class Scheme:
         """Key generation at the coordinator and shipping of public material (phase setup)."""
 
     def precompute(self, k: int, rows: int, part: float) -> None:
-        """Party k waits for a peer: data-free work (``part`` of it) for encrypting ``rows``
-        values next (default: none)."""
+        """Party k waits: ``part`` of the data-free work of encrypting ``rows`` values next."""
 
     def prepare(self, k: int, X: np.ndarray, rng: np.random.Generator, plain=None) -> None:
-        """Party k waits for a peer: work of :meth:`gradient_message` on ``X`` (and, at the
-        active party, of :meth:`combine` on ``plain``) that needs no message (default: none)."""
+        """Party k waits: what gradient_message on X (and combine on plain) can do early."""
 
     def encrypt_ir(self, k: int, v: np.ndarray) -> Any:
         raise NotImplementedError
@@ -146,9 +143,8 @@ class CKKSScheme(Scheme):
         self.layout = ck.PackedLayout(self.params.slots, P)
         self.sides: dict[int, Any] = {}
         self.made: dict[int, tuple[list[bytes], list[Any]]] = {}
-        # plaintexts made while waiting: products (with the X they encode), combine's plain part
-        self.prepared: dict[int, tuple[np.ndarray, cp.Prepared]] = {}
-        self.plains: dict[int, tuple[np.ndarray, list[Any]]] = {}
+        self.prepared: dict[int, tuple[np.ndarray, cp.Prepared]] = {}  # made while waiting
+        self.plains: dict[int, tuple[np.ndarray, list[Any]]] = {}  # party 0's, while waiting
         self.public_bytes = 0
         self.key_holder_keys = "CKKS secret key + public key (generates them; never sends sk)"
         self.data_party_keys = "CKKS parameters + public key only (no secret/Galois/relin keys)"
