@@ -63,6 +63,7 @@ class HEHooks(GLMHooks):
         self.feats = {k: ctx.views[k].X_train for k in local}
         if 0 in self.feats:
             self.feats[0] = np.hstack([self.feats[0], np.ones((ctx.info.n_train, 1))])
+        self.X: dict[int, np.ndarray] = {}  # party -> this minibatch's rows (from waiting)
         self._open: tuple[str, float, int] | None = None
         self.epoch_s: list[float] = []
         self.epoch_cpu: list[float] = []
@@ -93,7 +94,27 @@ class HEHooks(GLMHooks):
             self.bytes[message] += _meter_bytes(self.scheme.ctx.rt) - b0
             self._open = None
 
+    def _next_rows(self, ctx, step: int) -> int:
+        """Rows of the minibatch after ``step`` (0 after the run's last one)."""
+        n, b = ctx.info.n_train, ctx.spec.batch_size
+        per_epoch = self.batches_per_epoch(ctx, -(-n // b))
+        nxt = step + 1
+        if nxt >= per_epoch * ctx.spec.epochs:
+            return 0
+        return min(b, n - (nxt % per_epoch) * b)
+
     # ---- GLM trainer plug points ----------------------------------------------------------
+
+    def waiting(self, ctx, k, idx, step, own=None, y=None):
+        # what party k's messages of this minibatch need but the awaited one does not: feature
+        # tiles and masks (and party 0's plain part of the residual), encoded now
+        t0 = time.perf_counter()
+        self.X[k] = self.feats[k][idx]
+        plain = own - 2.0 * y if own is not None else None
+        self.scheme.prepare(k, self.X[k], self.rngs[k], plain)
+        if self._open is not None:  # in-process, inside the IRs' transfer: not 'send' time
+            message, t_mark, b0 = self._open
+            self._open = (message, t_mark + time.perf_counter() - t0, b0)
 
     def batches_per_epoch(self, ctx, n):
         return min(n, self.batches) if self.batches else n
@@ -118,19 +139,22 @@ class HEHooks(GLMHooks):
         rt, C, b = ctx.rt, self.K, len(idx)
         masks, msgs = {}, {}
         for k, d_msg in derivs.items():
-            msgs[k], masks[k] = self.scheme.gradient_message(
-                k, d_msg, self.feats[k][idx], self.rngs[k]
-            )
-        got = self.send("gradient", rt.gather, {k: msgs.get(k) for k in range(C)}, dst=C)
-        opened = {}
-        if rt.here(C):
-            opened = {
-                k: self.scheme.open(got[k], ctx.info.features_per_party[k] + (k == 0))
-                for k in range(C)
-            }
-        out = {}
+            X = self.X.pop(k, None)
+            X = X if X is not None and len(X) == len(idx) else self.feats[k][idx]
+            msgs[k], masks[k] = self.scheme.gradient_message(k, d_msg, X, self.rngs[k])
+        out, rows = {}, self._next_rows(ctx, step)
+        # one party at a time, party 0 first (it made the residual, so its products start
+        # first): the key holder opens each gradient as it arrives and returns it at once,
+        # while the next party still multiplies; same messages as a gather, same bytes
         for k in range(C):
-            back = self.send("opened", rt.send, opened.get(k), src=C, dst=k)
+            got = self.send("gradient", rt.send, msgs.get(k), src=k, dst=C)
+            opened = None
+            if rt.here(C):
+                opened = self.scheme.open(got, ctx.info.features_per_party[k] + (k == 0))
+            if k in derivs and k != 0:  # waiting for the key holder: next encryption's Enc(0)
+                with self.clock("encrypt"):
+                    self.scheme.precompute(k, rows, 1.0)
+            back = self.send("opened", rt.send, opened, src=C, dst=k)
             if k in derivs:
                 with self.clock("other"):
                     g = self.scheme.unmask(k, back, masks[k]) / (4.0 * b)  # undo the factor 4

@@ -8,6 +8,7 @@ meters real sizes. The protocol itself is in :mod:`baselines.he_vfl`.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -29,12 +30,11 @@ DEFAULT_SCALE_BITS = 40  # CKKS scale of the residual d
 def parse_coeff_bits(text: str | Any) -> tuple[int, ...]:
     """``"60,40,40,60"`` -> (60, 40, 40, 60); ConfigError on anything else."""
     try:
-        bits = tuple(int(t) for t in str(text).replace(" ", "").split(",") if t)
+        return tuple(int(t) for t in str(text).replace(" ", "").split(",") if t)
     except ValueError:
         raise ConfigError(
             f"ckks_coeff_bits must be comma-separated integers, got {text!r}"
         ) from None
-    return bits
 
 
 class Scheme:
@@ -52,6 +52,12 @@ class Scheme:
 
     def setup(self) -> None:
         """Key generation at the coordinator and shipping of public material (phase setup)."""
+
+    def precompute(self, k: int, rows: int, part: float) -> None:
+        """Party k waits: ``part`` of the data-free work of encrypting ``rows`` values next."""
+
+    def prepare(self, k: int, X: np.ndarray, rng: np.random.Generator, plain=None) -> None:
+        """Party k waits: what gradient_message on X (and combine on plain) can do early."""
 
     def encrypt_ir(self, k: int, v: np.ndarray) -> Any:
         raise NotImplementedError
@@ -137,6 +143,8 @@ class CKKSScheme(Scheme):
         self.layout = ck.PackedLayout(self.params.slots, P)
         self.sides: dict[int, Any] = {}
         self.made: dict[int, tuple[list[bytes], list[Any]]] = {}
+        self.prepared: dict[int, tuple[np.ndarray, cp.Prepared]] = {}  # made while waiting
+        self.plains: dict[int, tuple[np.ndarray, list[Any]]] = {}  # party 0's, while waiting
         self.public_bytes = 0
         self.key_holder_keys = "CKKS secret key + public key (generates them; never sends sk)"
         self.data_party_keys = "CKKS parameters + public key only (no secret/Galois/relin keys)"
@@ -164,6 +172,16 @@ class CKKSScheme(Scheme):
         with self.clock("serialize"):
             return [side.from_bytes(x) for x in payload]
 
+    def prepare(self, k, X, rng, plain=None):
+        with self.clock("prepare"):
+            self.prepared[k] = (X, cp.prepare_products(self.sides[k], self.layout, X, rng))
+            if plain is not None:
+                self.plains[k] = (plain, cp.encode_rows(self.sides[k], self.layout, plain))
+
+    def precompute(self, k, rows, part):
+        if rows > 0 and k in self.sides:
+            self.sides[k].precompute_zeros(math.ceil(part * self.layout.n_chunks(rows)))
+
     def encrypt_ir(self, k, v):
         with self.clock("encrypt"):
             cts = cp.encrypt_rows(self.sides[k], self.layout, v)
@@ -173,8 +191,10 @@ class CKKSScheme(Scheme):
         side = self.sides[k]
         if payloads:
             parts = [self._load(side, p) for p in payloads]
+            made = self.plains.pop(k, None)  # encoded while waiting: only for this very vector
+            pts = made[1] if made is not None and np.array_equal(made[0], plain) else None
             with self.clock("combine"):
-                cts = cp.add_rows(side, parts, self.layout, plain)
+                cts = cp.add_rows(side, parts, self.layout, plain, pts)
         else:
             with self.clock("encrypt"):
                 cts = cp.encrypt_rows(side, self.layout, plain)
@@ -190,8 +210,10 @@ class CKKSScheme(Scheme):
         d_cts = (
             made[1] if made is not None and made[0] == d_payload else self._load(side, d_payload)
         )
+        made = self.prepared.pop(k, None)  # made while waiting, from this same X (and rng)
+        prep = made[1] if made is not None and made[0] is X else None
         with self.clock("multiply"):
-            cts, mask_sums = cp.masked_products(side, d_cts, self.layout, X, rng)
+            cts, mask_sums = cp.masked_products(side, d_cts, self.layout, X, rng, prep)
         return self._dump(side, cts), mask_sums
 
     def open(self, payload, features):

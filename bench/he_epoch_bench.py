@@ -1,18 +1,23 @@
 """One HE-VFL training epoch, timed beside SecretFlow HEU (bench/peers/heu_vfl.py).
 
     python -m bench.he_epoch_bench --scheme ckks --dataset adult --json
+    python -m bench.he_epoch_bench --scheme ckks --processes --json
     python -m bench.he_epoch_bench --scheme paillier --batches 4 --dump-blocks build/perf/he-adult
 
-The run is the method's own (``securevfl run he-vfl``: in-process runtime, every party in this
-process, one thread), K = 2 data parties and the coordinator. The timed quantity is the first
-epoch's wall time as the method's hooks clock it (the trainer's loop: IRs, encryption, the
-residual, masked products, decryption, unmasking, updates; not key generation, not scoring).
+The run is the method's own, K = 2 data parties and the coordinator: ``securevfl run he-vfl``
+(in-process runtime, every party in this process, one thread), or with ``--processes``
+``securevfl run he-vfl --processes`` (one OS process per party over MPyC's networked runtime,
+how a user deploys it). The timed quantity is the first epoch's wall time as the method's hooks
+clock it (at the label holder: the trainer's loop: IRs, encryption, the residual, masked
+products, decryption, unmasking, updates; not key generation, not scoring).
 With ``--batches N`` only the epoch's first N minibatches run (``timed_batches``), and the peer
 runs the same N. Every opened gradient is checked against the plaintext ``X^T (4d) / 4b`` of the
-same minibatch (``exact``: within 2^-20 for CKKS, the fixed-point bound for Paillier).
+same minibatch (``exact``: within 2^-20 for CKKS, the fixed-point bound for Paillier):
+in-process as each message is unmasked; with ``--processes`` after the run, from the plain
+values each party process kept locally (:mod:`bench.he_epoch_record`; nothing extra is sent).
 ``--dump-blocks DIR`` writes the blocks the peer needs (features, labels, minibatch order,
-learning rate) to ``DIR/blocks.npz`` before the timed epoch. The last stdout line is the perf
-interface's JSON object.
+learning rate) to ``DIR/blocks.npz`` (in-process before the timed epoch, else after the run).
+The last stdout line is the perf interface's JSON object.
 """
 
 from __future__ import annotations
@@ -21,20 +26,20 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 from typing import Any
 
 import numpy as np
 
 from baselines import he_schemes
 from baselines.he_schemes import U_FRAC_BITS, X_FRAC_BITS
-from bench.plugins import load_plugins
+from bench.he_epoch_record import RECORD_ENV, block_parts, blocks, verify
+from bench.plugins import load_plugins, plugin_modules
 from protocols.ckks_packed import GRAD_ERROR_BITS
 from securevfl.errors import SecureVFLError
-from securevfl.experiment import run_experiment
+from securevfl.experiment import run_experiment, run_in_processes
 from securevfl.resources import peak_rss_bytes
 from securevfl.run_options import build_spec
-from securevfl.training.batching import minibatches
-from securevfl.training.glm_trainer import default_lr, resolve_loss
 
 
 def checked(base: type) -> type:
@@ -92,21 +97,31 @@ def tolerance(scheme: str, d: np.ndarray, b: int) -> float:
 
 def dump_blocks(ctx: Any, out_dir: str) -> str:
     """The peer's inputs: each party's training block, labels in {-1, +1}, the epoch's order."""
+    return write_blocks(out_dir, block_parts(ctx, 0) | block_parts(ctx, 1))
+
+
+def write_blocks(out_dir: str, arrays: dict[str, np.ndarray]) -> str:
     os.makedirs(out_dir, exist_ok=True)
-    loss = resolve_loss(ctx)
-    spec, n = ctx.spec, ctx.info.n_train
-    order = np.concatenate(list(minibatches(n, spec.batch_size, seed=ctx.shared_seed, epoch=0)))
     path = os.path.join(out_dir, "blocks.npz")
-    np.savez(
-        path,
-        X0=ctx.views[0].X_train,
-        X1=ctx.views[1].X_train,
-        y=np.asarray(loss.encode_labels(ctx.views[0].y_train), dtype=np.float64),
-        order=order.astype(np.int64),
-        batch_size=np.int64(min(spec.batch_size, n)),
-        lr=np.float64(spec.lr if spec.lr is not None else default_lr(loss)),
-    )
+    np.savez(path, **arrays)
     return path
+
+
+def run_processes(a: argparse.Namespace, spec: Any) -> tuple[dict, int, float, float]:
+    """One OS process per party, as ``securevfl run he-vfl --processes``; every opened gradient
+    is checked after the run from what each party recorded locally (bench.he_epoch_record).
+    Returns (record, gradients checked, largest error / tolerance, peak RSS of a party, MiB)."""
+    with tempfile.TemporaryDirectory(prefix="he-epoch-") as tmp:
+        os.environ[RECORD_ENV] = tmp
+        try:
+            rec = run_in_processes(spec, plugins=(*plugin_modules(), "bench.he_epoch_record"))
+        finally:
+            os.environ.pop(RECORD_ENV, None)
+        checked, worst = verify(tmp, 2, lambda d, b: tolerance(a.scheme, d, b))
+        if a.dump_blocks:
+            write_blocks(a.dump_blocks, blocks(tmp, 2))
+    peak = max(rec["stats"]["peak_rss_bytes"].values()) / 2**20
+    return rec, checked, worst, peak
 
 
 def run(a: argparse.Namespace) -> dict[str, Any]:
@@ -125,6 +140,10 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
         params["paillier_bits"] = a.key_bits
     load_plugins()
     spec = build_spec(params)
+    if a.processes:
+        rec, n_checked, worst, peak = run_processes(a, spec)
+        runtime = "one OS process per party (3, MPyC networked runtime over loopback)"
+        return record(a, rec, n_checked, worst, peak, runtime)
     base = he_schemes.SCHEMES[a.scheme]
     cls = checked(base)
     cls.dump_dir = a.dump_blocks
@@ -135,7 +154,15 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
     finally:
         he_schemes.SCHEMES[a.scheme] = base
     assert rec is not None  # in-process: this process holds the label
-    scheme, e = cls.last, rec["extra"]
+    scheme = cls.last
+    runtime = "in-process: all 3 parties in this one process, one thread"
+    peak = peak_rss_bytes() / 2**20
+    return record(a, rec, scheme.checked, scheme.max_err, peak, runtime)
+
+
+def record(a, rec: dict, checked: int, worst: float, peak: float, runtime: str) -> dict:
+    """The perf interface's JSON object of a run's record and its exactness check."""
+    e = rec["extra"]
     detail: dict[str, Any] = {
         "batches": e["batches_run_per_epoch"],
         "batches_per_epoch": e["batches_per_epoch"],
@@ -144,11 +171,11 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
         "n_train": rec["n_train"],
         "epoch_cpu_s": e["epoch_cpu_s"][0],
         "phases_s": e["phases_s"],
-        "phases_bytes": e["phases_bytes"],
+        "phases_bytes": e["phases_bytes"],  # what the label holder's process sent
         "setup_s": e["setup_s"],
-        "gradients_checked": scheme.checked,
-        "max_error_over_tolerance": scheme.max_err,
-        "runtime": "in-process: all 3 parties in this one process, one thread",
+        "gradients_checked": checked,
+        "max_error_over_tolerance": worst,
+        "runtime": runtime,
     }
     if a.scheme == "ckks":
         detail["ckks"] = e["ckks"] | {"security": "128-bit classical (HE standard, SEAL TC128)"}
@@ -158,10 +185,11 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
     version = f"securevfl {rec['version']} ({versions(a.scheme)})"
     return {
         "seconds": float(e["epoch_s"][0]),
-        "peak_mb": peak_rss_bytes() / 2**20,
-        "bytes": int(sum(e["phases_bytes"].values())),
+        "peak_mb": peak,
+        # every party's training messages (the label holder's record merges their meters)
+        "bytes": int(rec["comm"]["by_phase"]["train"]["bytes"]),
         "version": version,
-        "exact": bool(scheme.checked > 0 and scheme.max_err <= 1.0),
+        "exact": bool(checked > 0 and worst <= 1.0),
         "detail": detail,
     }
 
@@ -184,6 +212,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--key-bits", type=int, default=2048, help="Paillier modulus bits")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dump-blocks", default=None, metavar="DIR")
+    ap.add_argument(
+        "--processes",
+        action="store_true",
+        help="one OS process per party (securevfl run --processes), not all in this one",
+    )
     ap.add_argument("--json", action="store_true", help="print only the JSON line")
     a = ap.parse_args(argv)
     if a.batches < 0 or a.batch_size < 1:

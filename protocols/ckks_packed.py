@@ -155,8 +155,10 @@ class _Spool:
         return os.pread(self.fd, os.fstat(self.fd).st_size, 0)
 
     def load(self, obj, data: bytes, *ctx):
-        os.ftruncate(self.fd, 0)
+        # overwrite, then cut to length: the file holds exactly ``data``, and the pages of a
+        # same-sized previous object are reused instead of freed and faulted in again
         os.pwrite(self.fd, data, 0)
+        os.ftruncate(self.fd, len(data))
         obj.load(*ctx, self.path)  # SEAL checks the object is valid for the context
         return obj
 
@@ -187,6 +189,26 @@ class PublicSide:
         self.evaluator = seal.Evaluator(ctx)
         self.encoder = seal.CKKSEncoder(ctx)
         self.layout: PackedLayout | None = None
+        self.zeros: list[seal.Ciphertext] = []  # fresh encryptions of 0, each used once
+
+    def precompute_zeros(self, count: int) -> None:
+        """Draw public-key encryptions of 0 until ``count`` wait (the costly, data-free part of
+        an encryption: a party does it while it waits for a peer)."""
+        while len(self.zeros) < count:
+            ct = seal.Ciphertext()
+            self.encryptor.encrypt_zero(ct)
+            self.zeros.append(ct)
+
+    def encrypt(self, pt: seal.Plaintext) -> seal.Ciphertext:
+        """Enc(pt) as SEAL's Encryptor.encrypt makes it: a fresh Enc(0) plus pt (the same bytes
+        under the same randomness, tested); a precomputed Enc(0) is taken once, then dropped."""
+        ct = self.zeros.pop() if self.zeros else None
+        if ct is None:
+            ct = seal.Ciphertext()
+            self.encryptor.encrypt_zero(ct)
+        ct.scale = pt.scale
+        self.evaluator.add_plain_inplace(ct, pt)
+        return ct
 
     def keys_held(self) -> list[str]:
         return ["public"]
@@ -262,18 +284,25 @@ def complex_features(X: np.ndarray) -> np.ndarray:
 
 def encrypt_rows(side: PublicSide, layout: PackedLayout, v: np.ndarray) -> list[seal.Ciphertext]:
     """Encrypt a per-row vector in the tiled layout at the residual scale."""
-    scale, out = 2.0**side.params.scale_bits, []
-    for tile in layout.tile_rows(v):
-        ct = seal.Ciphertext()
-        side.encryptor.encrypt(side.encode(tile.tolist(), scale), ct)
-        out.append(ct)
-    return out
+    scale = 2.0**side.params.scale_bits
+    return [side.encrypt(side.encode(tile.tolist(), scale)) for tile in layout.tile_rows(v)]
+
+
+def encode_rows(side: PublicSide, layout: PackedLayout, v) -> list[seal.Plaintext]:
+    """A plain per-row vector, tiled, at the residual's scale and level (for :func:`add_rows`)."""
+    scale = 2.0**side.params.scale_bits
+    return [side.encode(t.tolist(), scale) for t in layout.tile_rows(v)]
 
 
 def add_rows(
-    side: PublicSide, parts: Sequence[Sequence[seal.Ciphertext]], layout: PackedLayout, v
+    side: PublicSide,
+    parts: Sequence[Sequence[seal.Ciphertext]],
+    layout: PackedLayout,
+    v,
+    plains: Sequence[seal.Plaintext] | None = None,
 ) -> list[seal.Ciphertext]:
-    """Chunk-wise sum of encrypted tiled vectors plus a plain per-row vector (in place)."""
+    """Chunk-wise sum of encrypted tiled vectors plus a plain per-row vector (in place);
+    ``plains``: :func:`encode_rows` of ``v``, made before the ciphertexts arrived."""
     out = list(parts[0])
     for other in parts[1:]:
         if len(other) != len(out):
@@ -285,9 +314,57 @@ def add_rows(
     tiles = layout.tile_rows(v)
     if len(tiles) != len(out):
         raise CKKSParameterError(f"plain vector spans {len(tiles)} chunks, ciphertext {len(out)}")
-    for ct, t in zip(out, tiles, strict=True):
-        side.evaluator.add_plain_inplace(ct, side.encode(t.tolist(), ct.scale, ct.parms_id()))
+    for i, (ct, t) in enumerate(zip(out, tiles, strict=True)):
+        pt = plains[i] if plains is not None else None
+        if pt is None or pt.scale != ct.scale or pt.parms_id() != ct.parms_id():
+            pt = side.encode(t.tolist(), ct.scale, ct.parms_id())
+        side.evaluator.add_plain_inplace(ct, pt)
     return out
+
+
+@dataclass
+class Prepared:
+    """A data party's plaintexts of one minibatch's products, made before the residual arrives
+    (they do not depend on it): ``x[g][c]`` feature tiles, ``masks[g]`` at the final level."""
+
+    x: list[list[seal.Plaintext]]
+    masks: list[seal.Plaintext]
+    R: list[np.ndarray]  # kept to re-encode a mask if the residual arrives at another scale
+    mask_sums: np.ndarray
+
+
+def final_level(side: PublicSide) -> tuple[object, float]:
+    """(parms_id, scale) of a summed product of a residual at 2^scale_bits: what SEAL's
+    multiply_plain and rescale_to_next make (the scale divided by the dropped prime's value)."""
+    p, data = side.params, side.ctx.first_context_data()
+    scale = 2.0**p.scale_bits * 2.0**p.x_scale_bits
+    if not p.rescale:
+        return data.parms_id(), scale
+    return data.next_context_data().parms_id(), scale / float(
+        data.parms().coeff_modulus()[-1].value()
+    )
+
+
+def prepare_products(
+    side: PublicSide, layout: PackedLayout, X: np.ndarray, rng: np.random.Generator
+) -> Prepared:
+    """Encode the feature tiles and draw and encode the masks of :func:`masked_products`.
+
+    R is uniform in [-2^mask_bits, 2^mask_bits) in both the real and the imaginary part, one per
+    feature group (drawn in group order, as before), never sent.
+    """
+    p = side.params
+    bound, x_scale = 2.0**p.mask_bits, 2.0**p.x_scale_bits
+    level, scale = final_level(side)
+    x, masks, Rs, sums = [], [], [], []
+    for group in layout.tile_features(complex_features(X)):
+        x.append([side.encode(xs.tolist(), x_scale) for xs in group])
+        R = rng.uniform(-bound, bound, layout.slots) + 1j * rng.uniform(-bound, bound, layout.slots)
+        masks.append(side.encode(R.tolist(), scale, level))
+        Rs.append(R)
+        sums.append(_interleave(layout.block_sums(R)))
+    mask_sums = np.concatenate(sums)[: X.shape[1]] if sums else np.zeros(0)
+    return Prepared(x, masks, Rs, mask_sums)
 
 
 def masked_products(
@@ -296,40 +373,38 @@ def masked_products(
     layout: PackedLayout,
     X: np.ndarray,
     rng: np.random.Generator,
+    prepared: Prepared | None = None,
 ) -> tuple[list[seal.Ciphertext], np.ndarray]:
     """Encrypted ``sum_c X_c * d_c + R`` per feature group (two features per complex slot).
 
-    R is uniform in [-2^mask_bits, 2^mask_bits) in both the real and the imaginary part, drawn
-    here and never sent; returns the ciphertexts and the block sums of R per feature (length
-    ``X.shape[1]``) for the caller to subtract after :func:`open_blocks`.
+    Returns the ciphertexts and the block sums of R per feature (length ``X.shape[1]``) for the
+    caller to subtract after :func:`open_blocks`. ``prepared``: :func:`prepare_products` of the
+    same ``X`` and ``rng``, made earlier (the same plaintexts, so the same ciphertexts).
     """
-    p = side.params
-    tiles = layout.tile_features(complex_features(X))
-    if tiles and len(tiles[0]) != len(d_cts):
+    prep = prepared if prepared is not None else prepare_products(side, layout, X, rng)
+    if prep.x and len(prep.x[0]) != len(d_cts):
         raise CKKSParameterError(
-            f"X spans {len(tiles[0])} row chunks but the residual has {len(d_cts)}"
+            f"X spans {len(prep.x[0])} row chunks but the residual has {len(d_cts)}"
         )
-    bound, x_scale = 2.0**p.mask_bits, 2.0**p.x_scale_bits
-    out, mask_sums = [], []
-    for group in tiles:
+    out = []
+    for group, mask, R in zip(prep.x, prep.masks, prep.R, strict=True):
         acc = None
-        for ct, xs in zip(d_cts, group, strict=True):
+        for ct, pt in zip(d_cts, group, strict=True):
             prod = seal.Ciphertext()
-            side.evaluator.multiply_plain(ct, side.encode(xs.tolist(), x_scale), prod)
+            side.evaluator.multiply_plain(ct, pt, prod)
             if acc is None:
                 acc = prod
             else:
                 side.evaluator.add_inplace(acc, prod)
-        if p.rescale:
+        if side.params.rescale:
             # one rescale per group, not per product: the key holder then decrypts (and the
             # channel carries) one prime instead of two; the mask is encoded at that level
             side.evaluator.rescale_to_next_inplace(acc)
-        R = rng.uniform(-bound, bound, layout.slots) + 1j * rng.uniform(-bound, bound, layout.slots)
-        side.evaluator.add_plain_inplace(acc, side.encode(R.tolist(), acc.scale, acc.parms_id()))
+        if acc.scale != mask.scale or acc.parms_id() != mask.parms_id():
+            mask = side.encode(R.tolist(), acc.scale, acc.parms_id())  # a residual at another scale
+        side.evaluator.add_plain_inplace(acc, mask)
         out.append(acc)
-        mask_sums.append(_interleave(layout.block_sums(R)))
-    sums = np.concatenate(mask_sums)[: X.shape[1]] if mask_sums else np.zeros(0)
-    return out, sums
+    return out, prep.mask_sums
 
 
 def open_blocks(

@@ -103,6 +103,14 @@ class GLMHooks(ResumableHooks):
         """The privacy events of scoring ``n_rows`` rows (default: none)."""
         return ()
 
+    def waiting(
+        self, ctx: RunContext, k: int, idx: np.ndarray, step: int, own=None, y=None
+    ) -> None:
+        """Local party ``k`` is about to wait for minibatch ``idx``'s message: the active party
+        for the passive ones (``own`` = X_0 w_0 + b, ``y`` its encoded labels), a passive party
+        for the reply. Work that needs no message can run here, off the critical path (HE-VFL
+        encodes its plaintexts; default: nothing)."""
+
     def batches_per_epoch(self, ctx: RunContext, n: int) -> int:
         """How many of an epoch's ``n`` minibatches run (HE-VFL times a few and extrapolates)."""
         return n
@@ -206,12 +214,18 @@ def train_glm(
                 break
             rt.mark_batch(step, idx)
             sent = {k: rt.local(k, _passive_ir, ctx, hooks, state, k, idx, step) for k in passives}
+            own = None
+            if rt.here(active):
+                own = ctx.views[active].X_train[idx] @ state.w[active] + state.bias
+                hooks.waiting(ctx, active, idx, step, own, y_enc[idx])
             received = rt.gather(sent, dst=active)
+            for k in passives:
+                if rt.here(k):
+                    hooks.waiting(ctx, k, idx, step)
             back = None
             exact = None
             if rt.here(active):
                 hooks.saw_received(ctx, idx, {k: received[k] for k in passives}, epoch)
-                own = ctx.views[active].X_train[idx] @ state.w[active] + state.bias
                 exact, back, value = hooks.combine(
                     ctx, loss, own, [received[k] for k in passives], y_enc[idx], step
                 )
