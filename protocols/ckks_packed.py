@@ -284,8 +284,7 @@ def complex_features(X: np.ndarray) -> np.ndarray:
 
 def encrypt_rows(side: PublicSide, layout: PackedLayout, v: np.ndarray) -> list[seal.Ciphertext]:
     """Encrypt a per-row vector in the tiled layout at the residual scale."""
-    scale = 2.0**side.params.scale_bits
-    return [side.encrypt(side.encode(tile.tolist(), scale)) for tile in layout.tile_rows(v)]
+    return [side.encrypt(pt) for pt in encode_rows(side, layout, v)]
 
 
 def encode_rows(side: PublicSide, layout: PackedLayout, v) -> list[seal.Plaintext]:
