@@ -1,7 +1,7 @@
 """One party of the drain test (tests/test_networked.py), run as its own process.
 
 ``python tests/_drain_party.py K ADDR0 ADDR1``: party K of a two-party networked run. Party 0
-sends party 1 a 48 MiB message and prints, as one JSON line, the bytes still in its socket's
+sends party 1 a 24 MiB message and prints, as one JSON line, the bytes still in its socket's
 write buffer when ``send`` returned (the runtime drains them first), then computes for a while
 without the event loop, as PSI does after a broadcast; party 1 prints the seconds it waited.
 """
@@ -13,7 +13,7 @@ import json
 import sys
 import time
 
-SIZE = 48 << 20
+SIZE = 24 << 20
 
 
 def main() -> None:
@@ -28,7 +28,7 @@ def main() -> None:
     if me == 0:
         left = rt.mpc.parties[1].protocol.transport.get_write_buffer_size()
         print(json.dumps({"left": left}), flush=True)
-        time.sleep(3.0)  # busy elsewhere: no event loop runs to push anything still buffered
+        time.sleep(2.0)  # busy elsewhere: no event loop runs to push anything still buffered
     else:
         print(json.dumps({"waited": time.monotonic() - t0, "size": len(got)}), flush=True)
     rt.send(None, src=1, dst=0)  # party 0 stays until party 1 has it all
