@@ -111,10 +111,14 @@ def test_a_party_with_a_certificate_of_another_ca_or_party_is_refused(tmp_path):
     shutil.copytree(good, mixed)
     for ext in ("crt", "key"):
         shutil.copy(good / f"party_1.{ext}", mixed / f"party_2.{ext}")
-    for bad in (other, mixed):
-        addresses = [f"127.0.0.1:{p}" for p in free_ports(3)]
-        # party 2 (whom nobody accepts) waits out its timeout; long enough to start under load
-        procs = [_party(i, addresses, good if i < 2 else bad, timeout=25) for i in range(3)]
+    # both runs at once: each waits out the 25 s timeout of party 2 (whom nobody accepts), long
+    # enough to start under load; ports drawn for all six parties together, so none is shared
+    ports = free_ports(6)
+    runs = []
+    for r, bad in enumerate((other, mixed)):
+        addresses = [f"127.0.0.1:{p}" for p in ports[3 * r : 3 * r + 3]]
+        runs.append([_party(i, addresses, good if i < 2 else bad, timeout=25) for i in range(3)])
+    for procs in runs:
         outs = _finish(procs)
         for p, (out, err) in zip(procs, outs):
             assert p.returncode == 3 and not out, err
