@@ -19,10 +19,9 @@ setup: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/securevfl bench --suite default --out bench-out/default
 
-# three workers on two cores: many tests wait on sockets, timeouts and party processes, and a
-# third worker computes meanwhile (the suite: 497 s with 3 workers, 577 s with 2, same machine)
+# two workers: many tests wait on sockets, timeouts and party processes, so the other core works
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n 3 --dist worksteal
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist worksteal
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow and not networked"

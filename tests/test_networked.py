@@ -96,8 +96,11 @@ def test_a_missing_party_makes_the_others_fail_not_hang():
             p.kill()
     assert time.monotonic() - t0 < 60
     for p, (_, err) in zip(procs, outs):
-        assert p.returncode == 3
-        assert "waited more than 3 s" in err and "Traceback" not in err
+        assert p.returncode == 3 and "Traceback" not in err and len(err.splitlines()) == 1, err
+        # the first to give up names the wait; a party still starting (a loaded machine) may
+        # instead see that one leave
+        assert "waited more than 3 s" in err or "disconnected" in err, err
+    assert any("waited more than 3 s" in err for _, err in outs), outs
 
 
 def test_a_party_that_dies_mid_run_is_reported():
