@@ -82,6 +82,8 @@ def ciphertext_bytes(
 ) -> bytes:
     """``ct`` in SEAL's format, uncompressed; ``seal_dump``/``seal_load``: SEAL's own save and
     load (the check on first use, and the path taken if the check fails)."""
+    if ct.size() == 0:  # no coefficients to point at (an empty object): SEAL's own save
+        return seal_dump(ct)
     raw = _entry(ct, seal_dump, seal_load)
     return raw.dump(ct) if raw is not None else seal_dump(ct)
 

@@ -57,3 +57,8 @@ def test_a_failed_check_falls_back_to_seals_own_save(side, monkeypatch):
     spool = cp._spool()
     assert side.to_bytes(two) == spool.dump(two)  # zeros would not load as the same object
     assert sb._STATE["raw"] is None
+
+
+def test_an_empty_ciphertext_is_saved_by_seal(side):
+    empty = seal.Ciphertext()
+    assert side.to_bytes(empty) == cp._spool().dump(empty)
