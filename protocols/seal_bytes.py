@@ -85,7 +85,12 @@ def ciphertext_bytes(
     if ct.size() == 0:  # no coefficients to point at (an empty object): SEAL's own save
         return seal_dump(ct)
     raw = _entry(ct, seal_dump, seal_load)
-    return raw.dump(ct) if raw is not None else seal_dump(ct)
+    if raw is not None:
+        try:
+            return raw.dump(ct)
+        except ValueError:  # a read that does not match the accessors: SEAL's path from now on
+            _STATE["raw"] = None
+    return seal_dump(ct)
 
 
 def _entry(ct, seal_dump, seal_load) -> _Raw | None:

@@ -62,3 +62,12 @@ def test_a_failed_check_falls_back_to_seals_own_save(side, monkeypatch):
 def test_an_empty_ciphertext_is_saved_by_seal(side):
     empty = seal.Ciphertext()
     assert side.to_bytes(empty) == cp._spool().dump(empty)
+
+
+def test_a_read_that_disagrees_with_the_accessors_falls_back_for_good(side, monkeypatch):
+    two, _ = _ciphertexts(side)
+    side.to_bytes(two)  # the raw path checked and taken
+    monkeypatch.setattr(sb, "_STATE", dict(sb._STATE))
+    monkeypatch.setattr(two.__class__, "data", lambda self, i=0: -1, raising=True)
+    assert side.to_bytes(two) == cp._spool().dump(two)
+    assert sb._STATE["raw"] is None
