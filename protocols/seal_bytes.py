@@ -55,20 +55,15 @@ class _Raw:
 
     def dump(self, ct: seal.Ciphertext) -> bytes:
         """``ct`` in SEAL's format, uncompressed."""
-        meta = (ct.parms_id(), ct.is_ntt_form(), ct.size(), ct.poly_modulus_degree())
-        return self.write(*meta, ct.coeff_modulus_size(), ct.scale, self.coefficients(ct))
-
-    def write(self, parms_id, ntt: bool, size: int, n: int, primes: int, scale: float, data):
-        """SEAL's serialization of a ciphertext with these metadata and coefficient bytes."""
         major, minor = self.version
+        size, n, primes = ct.size(), ct.poly_modulus_degree(), ct.coeff_modulus_size()
         count = size * n * primes
-        if len(data) != 8 * count:
-            raise ValueError(f"a ciphertext of {count} coefficients needs {8 * count} bytes")
         # CKKS ciphertexts carry correction factor 1: SEAL changes it only in BGV mod switching
-        members = _MEMBERS.pack(*parms_id, int(ntt), size, n, primes, scale, 1)
+        members = _MEMBERS.pack(*ct.parms_id(), int(ct.is_ntt_form()), size, n, primes, ct.scale, 1)
         inner = _HEADER.pack(MAGIC, HEADER_SIZE, major, minor, COMPR_NONE, 0, 24 + 8 * count)
         total = _HEADER.size + len(members) + len(inner) + 8 + 8 * count
         outer = _HEADER.pack(MAGIC, HEADER_SIZE, major, minor, COMPR_NONE, 0, total)
+        data = self.coefficients(ct)
         return b"".join((outer, members, inner, count.to_bytes(8, "little"), data))
 
 
