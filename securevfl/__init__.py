@@ -9,9 +9,9 @@ Typical use::
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from securevfl.lazy import lazy_exports
 from securevfl.version import __version__
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerly
@@ -68,13 +68,7 @@ _EXPORTS = {  # public name -> its module: imported on first use (PEP 562), so a
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
-        globals()[name] = value  # once: later lookups do not come here
-        return value
-    raise AttributeError(f"module 'securevfl' has no attribute {name!r}")
-
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "Accountant",
@@ -108,7 +102,3 @@ __all__ = [
     "run_in_processes",
     "train_test_split",
 ]
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))

@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from dp_accounting import dp_event
 
 from securevfl.errors import DataError
-from securevfl.privacy.events import PMFPairDpEvent, PureDpEvent, describe_release
+
+if TYPE_CHECKING:  # the events are imported where one is read or written: a run without a
+    # ledger (no DP) never loads dp_accounting (~1.4 s a process)
+    from dp_accounting import dp_event
 
 STATEFUL = "its hooks hold state (noise streams, releases) a checkpoint does not keep"
 _LINE = re.compile(r"start|epoch \d+|eval")
@@ -45,11 +47,17 @@ def skip_normals(rng: Any, n: int) -> None:
 
 
 def event_json(event: dp_event.DpEvent, count: int) -> dict[str, Any]:
+    from securevfl.privacy.events import describe_release
+
     return describe_release(event, count)
 
 
 def event_of(doc: dict[str, Any]) -> tuple[dp_event.DpEvent, int]:
     """A leaf event and its count back from :func:`event_json` (plain data, checked)."""
+    from dp_accounting import dp_event
+
+    from securevfl.privacy.events import PMFPairDpEvent, PureDpEvent
+
     try:
         mech, n = doc["mechanism"], int(doc["count"])
         if mech == "gaussian":

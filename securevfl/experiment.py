@@ -10,6 +10,7 @@ import dataclasses
 import datetime as _dt
 import math
 import secrets
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -64,9 +65,6 @@ def check_spec(spec: RunSpec) -> Method:
     """Every rule that needs no data: options, generic fields, the method's own (ConfigError).
 
     A party process calls this before it connects, so a bad spec never waits for peers."""
-    from securevfl.methods import load_all
-
-    load_all()
     method: Method = create("method", spec.method)
     check_common(spec, min_parties=1 if method.pooled_data else 2)
     is_csv = isinstance(spec.dataset, str) and spec.dataset.startswith(CSV_PREFIX)
@@ -316,10 +314,12 @@ def run_experiment(
     method = validate_spec(spec)
     # The models here are small: torch's intra-op threads cost far more in synchronisation than
     # they gain (measured 40x slower split-NN steps with 2 threads on a loaded 2-core machine),
-    # and one thread per party process keeps in-process and networked timings comparable.
-    import torch
+    # and one thread per party process keeps in-process and networked timings comparable. A GLM
+    # run of a method whose module did not load torch never imports it (~1.8 s a process).
+    if spec.model != "glm" or "torch" in sys.modules:
+        import torch
 
-    torch.set_num_threads(1)
+        torch.set_num_threads(1)
     own_rt = rt is None
     if rt is None:
         rt = InProcessRuntime(method.n_parties(spec))
@@ -513,9 +513,6 @@ def threat_model_ref(method: str) -> str:
 
 def spec_from_dict(d: dict[str, Any]) -> RunSpec:
     """Rebuild a RunSpec from its ``__dict__`` (how the launcher hands it to party processes)."""
-    from securevfl.methods import load_all
-
-    load_all()
     return build_spec(d)
 
 
@@ -533,4 +530,13 @@ def run_in_processes(
         from securevfl.model_io import check_save
 
         check_save(save, list(range(n)), spec, method)
-    return run_local_processes(dict(spec.__dict__), n, timeout=overall, plugins=plugins, save=save)
+    # a party imports its method's module, not every method's (torch, the accountant: ~3 s)
+    module = type(method).__module__
+    return run_local_processes(
+        dict(spec.__dict__),
+        n,
+        timeout=overall,
+        plugins=plugins,
+        method_module="" if module == "__main__" else module,
+        save=save,
+    )

@@ -5,11 +5,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from securevfl.errors import ConfigError, UnknownNameError
 
 _REGISTRIES: dict[str, dict[str, Any]] = {}
+# per kind, the functions that register the rest of it (a package's ``load_all``): a process
+# imports only the modules it uses (a party process: its method's), the rest on demand
+_LOADERS: dict[str, list[Callable[[], None]]] = {}
+
+
+def add_loader(kind: str, loader: Callable[[], None]) -> None:
+    """``loader`` registers every ``kind`` it provides; :func:`lookup` calls it for a name not
+    registered yet, :func:`names` before listing. It must be cheap to call again."""
+    if loader not in _LOADERS.setdefault(kind, []):
+        _LOADERS[kind].append(loader)
+
+
+def loads_on_demand(loader: Callable[[], None]) -> bool:
+    """Whether ``loader`` was added for some kind (so nobody need call it ahead of a lookup)."""
+    return any(loader in fns for fns in _LOADERS.values())
+
+
+def _load(kind: str) -> None:
+    for loader in list(_LOADERS.get(kind, ())):
+        loader()
 
 
 def register(kind: str, name: str, obj: Any) -> Any:
@@ -23,6 +44,8 @@ def register(kind: str, name: str, obj: Any) -> Any:
 
 def lookup(kind: str, name: str) -> Any:
     """Return the object registered under ``name``; unknown names raise with the known ones."""
+    if name not in _REGISTRIES.get(kind, {}):
+        _load(kind)
     table = _REGISTRIES.get(kind, {})
     if name not in table:
         known = ", ".join(sorted(table)) or "none"
@@ -36,5 +59,6 @@ def create(kind: str, name: str, *args: Any, **kwargs: Any) -> Any:
 
 
 def names(kind: str) -> list[str]:
-    """Sorted names registered for ``kind``."""
+    """Sorted names registered for ``kind`` (its loaders run first: the list is complete)."""
+    _load(kind)
     return sorted(_REGISTRIES.get(kind, {}))

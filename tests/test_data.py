@@ -370,3 +370,16 @@ def test_credit_bad_csv(empty_env):
     (empty_env / "credit.csv").write_text(text)
     with pytest.raises(DataError, match="dataset 'credit'.*column 'LIMIT_BAL'"):
         load_dataset("credit")
+
+
+def test_breast_read_without_sklearn_is_sklearns_breast_cancer():
+    """The embedded default is read from scikit-learn's own file without importing sklearn
+    (~1 s a party process): the same rows, coding and column names as its loader."""
+    from sklearn.datasets import load_breast_cancer
+
+    from securevfl.data.real import BREAST_COLUMNS, read_breast
+
+    X, y = read_breast()
+    ref = load_breast_cancer()
+    assert np.array_equal(X, ref.data) and np.array_equal(y, ref.target)
+    assert list(BREAST_COLUMNS) == [str(f) for f in ref.feature_names]

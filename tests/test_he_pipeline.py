@@ -93,7 +93,9 @@ def test_processes_bench_checks_every_gradient_of_every_party(tmp_path, capsys):
     d = out["detail"]
     assert out["exact"] is True and d["gradients_checked"] == 2 * 2 and d["batches"] == 2
     assert d["runtime"].startswith("one OS process per party") and out["seconds"] > 0
-    assert out["bytes"] > 0 and out["peak_mb"] > 100  # every party's messages, largest party
+    # every party's messages; the largest party's peak (SEAL, numpy and its ciphertexts: 97 MB
+    # measured once it stopped loading torch, which no HE party uses)
+    assert out["bytes"] > 0 and out["peak_mb"] > 60
     assert d["ckks"]["poly_modulus_degree"] == 8192 and "128-bit" in d["ckks"]["security"]
     z = np.load(tmp_path / "blocks.npz", allow_pickle=False)
     assert sorted(z["order"].tolist()) == list(range(len(z["y"])))

@@ -17,11 +17,35 @@ from securevfl.runtime.launcher import free_ports
 pytestmark = [pytest.mark.networked, pytest.mark.slow]
 
 
-def test_processes_and_inprocess_give_the_same_model_and_bytes():
+# imported at each party's start (PYTHONPATH): which heavy packages the process loaded, at exit
+_MODULES_AT_EXIT = """
+import atexit, os, sys
+def _write():
+    heavy = [m for m in ("torch", "dp_accounting", "sklearn") if m in sys.modules]
+    with open(os.path.join(os.environ["MODULES_AT_EXIT"], str(os.getpid())), "w") as f:
+        f.write(",".join(heavy) + "\\n" + " ".join(sys.argv))
+atexit.register(_write)
+"""
+
+
+def test_processes_and_inprocess_give_the_same_model_and_bytes(tmp_path, monkeypatch):
     spec = RunSpec(
         method="vfl", dataset="breast", parties=3, epochs=3, batch_size=64, seed=7, timeout=60
     )
+    # each party imports its own method's module only: a plain GLM party loads neither torch
+    # nor the accountant nor scikit-learn (together ~4 s of CPU a process start); the label
+    # holder scores the AUC with scikit-learn
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(_MODULES_AT_EXIT)
+    (tmp_path / "seen").mkdir()
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path / 'site'}:{Path(__file__).parents[1]}")
+    monkeypatch.setenv("MODULES_AT_EXIT", str(tmp_path / "seen"))
     net = run_in_processes(spec, plugins=PLUGINS)
+    seen = {}
+    for path in (tmp_path / "seen").iterdir():
+        heavy, argv = path.read_text().split("\n")
+        seen[int(argv.split("--index ")[1].split()[0])] = heavy
+    assert seen == {0: "sklearn", 1: "", 2: ""}, seen
     local = run_experiment(spec)
     assert net["runtime"] == "processes" and local["runtime"] == "inprocess"
     assert net["model_fingerprint"] == local["model_fingerprint"]

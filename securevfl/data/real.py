@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import functools
 import gzip
+import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 
@@ -189,16 +190,46 @@ def _numeric_table(
     return encode_columns(specs)
 
 
+# the ten measurements of the Wisconsin breast cancer set; each appears as its mean over the
+# image's nuclei, its standard error and its worst (largest) value, in that order
+_BREAST_MEASURES = (
+    "radius", "texture", "perimeter", "area", "smoothness", "compactness", "concavity",
+    "concave points", "symmetry", "fractal dimension",
+)  # fmt: skip
+BREAST_COLUMNS = (
+    *(f"mean {m}" for m in _BREAST_MEASURES),
+    *(f"{m} error" for m in _BREAST_MEASURES),
+    *(f"worst {m}" for m in _BREAST_MEASURES),
+)
+
+
+def _sklearn_data_file(name: str) -> Path:
+    """A data file scikit-learn ships, found without importing it: ``sklearn.datasets`` takes
+    ~1 s to import, paid by every party process of a breast run (the embedded default)."""
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None or not spec.submodule_search_locations:
+        raise DataError("the breast, digits and diabetes datasets need scikit-learn installed")
+    return Path(spec.submodule_search_locations[0], "datasets", "data", name)
+
+
+def read_breast() -> tuple[np.ndarray, np.ndarray]:
+    """(X, y) of scikit-learn's ``breast_cancer.csv``: a header line ``n,d,class names``, then n
+    rows of d measurements and the class (0 = malignant, 1 = benign: sklearn's coding)."""
+    path = _sklearn_data_file("breast_cancer.csv")
+    with open(path, encoding="utf-8") as fh:
+        n, d = (int(v) for v in fh.readline().split(",")[:2])
+        rows = np.loadtxt(fh, delimiter=",", ndmin=2)
+    if rows.shape != (n, d + 1) or d != len(BREAST_COLUMNS):
+        raise DataError(f"{path} must hold {n} rows of {len(BREAST_COLUMNS)} + 1 values")
+    return rows[:, :d], rows[:, d].astype(np.int64)
+
+
 @functools.lru_cache(maxsize=1)
 def _load_breast_cached() -> Table:
-    from sklearn.datasets import load_breast_cancer
-
-    b = load_breast_cancer()
-    X, fnames, groups = _numeric_table(
-        b.data, [str(f) for f in b.feature_names], domains=list(dom.BREAST)
-    )
+    data, target = read_breast()
+    X, fnames, groups = _numeric_table(data, list(BREAST_COLUMNS), domains=list(dom.BREAST))
     # sklearn codes 0 = malignant, 1 = benign; keep its coding
-    return Table(X, _classes(b.target), fnames, groups, n_classes=2)
+    return Table(X, _classes(target), fnames, groups, n_classes=2)
 
 
 @functools.lru_cache(maxsize=1)

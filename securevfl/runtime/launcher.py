@@ -37,9 +37,13 @@ def run_local_processes(
     *,
     timeout: float,
     plugins: tuple[str, ...] = (),
+    method_module: str = "",
     save: str | None = None,
 ) -> dict[str, Any]:
-    """Run a spec with ``n_parties`` local party processes; return the label holder's record."""
+    """Run a spec with ``n_parties`` local party processes; return the label holder's record.
+
+    ``plugins``: modules each party imports (registries); ``method_module``: the one that
+    registers the spec's method, imported instead of its package's other modules."""
     addresses = [f"127.0.0.1:{p}" for p in free_ports(n_parties)]
     run_id, key = secrets.token_hex(8), secrets.token_bytes(32)
     with tempfile.TemporaryDirectory(prefix="securevfl-") as tmp:
@@ -57,6 +61,8 @@ def run_local_processes(
                 os.path.join(tmp, f"party{i}.json"),
                 "--plugins",
                 ",".join(plugins),
+                "--method-module",
+                method_module,
                 "--run-id",
                 run_id,
                 "--key-stdin",

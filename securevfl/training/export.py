@@ -11,15 +11,15 @@ code to load (``securevfl.model_layers`` rebuilds them).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from torch import nn
 
 from securevfl.context import RunContext
-from securevfl.models.conv_bottom import ConvBottom
-from securevfl.models.release_shapes import Corners, Sphere
 from securevfl.results import ModelPart
+
+if TYPE_CHECKING:  # torch is imported where a split-NN is flattened: a GLM run never loads it
+    from torch import nn
 
 
 class NotExportable(Exception):
@@ -33,6 +33,11 @@ def flatten_module(module: nn.Module, prefix: str) -> tuple[list[dict[str, Any]]
     """(layer specs, arrays) of a module built from the allow-listed layers (Sequential, Linear,
     ReLU, Tanh, the release shapes, and the CNN bottom's: its pixel placement, Conv2d,
     MaxPool2d, AdaptiveAvgPool2d, Flatten); ``securevfl.model_layers`` rebuilds them."""
+    from torch import nn
+
+    from securevfl.models.conv_bottom import ConvBottom
+    from securevfl.models.release_shapes import Corners, Sphere
+
     layers: list[dict[str, Any]] = []
     arrays: dict[str, np.ndarray] = {}
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,11 +22,13 @@ from securevfl.checkpoint_privacy import ResumableHooks, private_resume
 from securevfl.context import RunContext, fingerprint
 from securevfl.errors import ConfigError
 from securevfl.models.glm import GLMLoss, Penalty, default_loss_for, make_loss, make_penalty
-from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.results import RunStats
 from securevfl.training.batching import n_batches
 from securevfl.training.export import export_glm
 from securevfl.training.loop import EpochClock, Release, TrainRun, compose_releases, train_batches
+
+if TYPE_CHECKING:  # a ledger exists only in a DP run: the accountant is imported by its maker
+    from securevfl.privacy.accountant import PrivacyLedger
 
 DEFAULT_GLM_LR = 4.0  # safe for logistic with ||x|| <= 1 (smoothness 1/4: stable below 8)
 

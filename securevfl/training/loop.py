@@ -13,19 +13,22 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from dp_accounting import dp_event
 
 from securevfl.context import RunContext
-from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.results import FitResult, RunStats
 from securevfl.training.batching import minibatches, n_batches
 
+if TYPE_CHECKING:  # a ledger exists only in a DP run: the accountant is imported by its maker
+    from dp_accounting import dp_event
+
+    from securevfl.privacy.accountant import PrivacyLedger
+
 TRAIN, EVAL = "train", "eval"
 # a release: (party whose rows it depends on, its event); composed into the run's ledger
-Release = tuple[int, dp_event.DpEvent]
+Release = tuple[int, "dp_event.DpEvent"]
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -25,7 +25,6 @@ from securevfl.checkpoint_privacy import ResumableHooks, private_resume
 from securevfl.context import RunContext, fingerprint
 from securevfl.errors import ConfigError
 from securevfl.models.nets import seeded_init, top_mlp
-from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.results import RunStats
 from securevfl.rng import derive_seed
 from securevfl.training.bottom_models import bottom_model
@@ -41,6 +40,9 @@ from securevfl.training.loop import (
     train_batches,
 )
 from securevfl.training.private_bottom import BottomDP, output_gradient, private_step
+
+if TYPE_CHECKING:  # a ledger exists only in a DP run: the accountant is imported by its maker
+    from securevfl.privacy.accountant import PrivacyLedger
 
 DEFAULT_MLP_LR = 0.01
 
