@@ -158,3 +158,25 @@ def test_every_dp_method_reaches_its_target_from_below(method, target):
     assert priv["epsilon"] <= target * (1 + 1e-9)
     assert priv["epsilon"] >= target * 0.98
     assert priv["unit"] in ("sample", "party-row")
+
+
+def test_an_answer_is_computed_once_per_state_and_compose_moves_it(monkeypatch):
+    """A record asks ε(δ) of the same releases several times: the PLD is built once per
+    (query, argument, releases), and a release composed later gives a new, larger answer."""
+    from securevfl.privacy import accountant as acc_mod
+
+    built = []
+    real = acc_mod.Accountant._pld
+    monkeypatch.setattr(acc_mod.Accountant, "_pld", lambda self: built.append(1) or real(self))
+    acc = acc_mod.Accountant().compose(dp_event.LaplaceDpEvent(2.0), 3)
+    first = acc.get_epsilon(1e-5)
+    assert acc.get_epsilon(1e-5) == first and len(built) == 1
+    d = acc.get_delta(first)
+    assert acc.get_delta(first) == d and len(built) == 2
+    assert acc.get_epsilon(1e-6) >= first and len(built) == 3
+    acc.compose(dp_event.LaplaceDpEvent(2.0))
+    assert acc.get_epsilon(1e-5) > first and len(built) == 4
+    fresh = acc_mod.Accountant().compose(dp_event.LaplaceDpEvent(2.0), 4)
+    assert fresh.get_epsilon(1e-5) == acc.get_epsilon(1e-5)
+    acc.compose(dp_event.GaussianDpEvent(3.0))  # a Gaussian moves the state too
+    assert acc.get_epsilon(1e-5) > fresh.get_epsilon(1e-5)

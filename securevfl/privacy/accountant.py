@@ -101,6 +101,16 @@ class Accountant:
         self.others: list[tuple[dp_event.DpEvent, int]] = []
         self.log: list[tuple[dp_event.DpEvent, int]] = []  # every leaf, Gaussians not merged
         self.releases = 0
+        # answers by (query, argument, state): a record asks ε(δ) of the same releases several
+        # times (headline, by unit, per party) and each answer builds a PLD anew (0.1-40 s);
+        # the state is all a query reads, and compose only ever changes it
+        self._answers: dict[tuple[str, float, float, int], float] = {}
+
+    def _answer(self, query: str, arg: float, compute: Callable[[], float]) -> float:
+        key = (query, arg, self.mu_sq, len(self.others))
+        if key not in self._answers:
+            self._answers[key] = compute()
+        return self._answers[key]
 
     @property
     def name(self) -> str:
@@ -219,6 +229,9 @@ class Accountant:
         """Smallest ε such that the composed releases are (ε, δ)-DP (0 when nothing released)."""
         if delta != 0:
             check_open_unit("delta", delta)
+        return self._answer("epsilon", delta, lambda: self._epsilon(delta))
+
+    def _epsilon(self, delta: float) -> float:
         if self.mu_sq == 0 and not self.others:
             return 0.0
         if self.kind == "rdp":
@@ -238,6 +251,9 @@ class Accountant:
         """Smallest δ such that the composed releases are (ε, δ)-DP."""
         if not (epsilon >= 0 and math.isfinite(epsilon)):
             raise ConfigError(f"epsilon must be a finite number >= 0, got {epsilon}")
+        return self._answer("delta", epsilon, lambda: self._delta(epsilon))
+
+    def _delta(self, epsilon: float) -> float:
         if self.mu_sq == 0 and not self.others:
             return 0.0
         if self.kind == "rdp":

@@ -227,20 +227,6 @@ def pbm_event(unit: str, *, b: int, beta: float, n_parties: int) -> PMFPairDpEve
     return PMFPairDpEvent(log_lower=lower, log_upper=upper, symmetric=True)
 
 
-class _SharedAccountant(Accountant):
-    """An accountant whose epsilon(delta) is computed once per delta: the data parties' PBM
-    releases are identical, so one accountant stands for each of them in the ledger."""
-
-    def __init__(self, kind: str = "pld") -> None:
-        super().__init__(kind)
-        self._eps: dict[float, float] = {}
-
-    def get_epsilon(self, delta: float) -> float:
-        if delta not in self._eps:
-            self._eps[delta] = super().get_epsilon(delta)
-        return self._eps[delta]
-
-
 def pbm_ledger(
     *,
     b: int,
@@ -254,12 +240,13 @@ def pbm_ledger(
 ) -> PrivacyLedger:
     """Party-row ledger: ``uses`` uses of a row of each data party, ``dim`` coordinates each.
     Every party's releases are the same events (the dominating pair is the same for all), so
-    one accountant, composed once, is that of every party. ``extra_events``: each party's other
-    releases of a row (the DP bottom's gradient releases), composed at the same RDP orders."""
+    one accountant, composed once, is that of every party (and answers each δ once).
+    ``extra_events``: each party's other releases of a row (the DP bottom's gradient releases),
+    composed at the same RDP orders."""
     dim = check_int("dim", dim, minimum=1)
     uses = check_int("uses", uses, minimum=0)
     ledger = PrivacyLedger("party-row", kind=kind)
-    acc = _SharedAccountant(kind).compose(
+    acc = Accountant(kind).compose(
         pbm_event("party-row", b=b, beta=beta, n_parties=n_parties), dim * uses
     )
     for ev in extra_events:
