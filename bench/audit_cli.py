@@ -18,7 +18,7 @@ from bench.audit_cell import DEFAULT_VARIANTS, parse_variants
 def add_audit_parser(sub: Any, add_run_args: Callable[..., None]) -> None:
     p = sub.add_parser(
         "audit",
-        help="audit a DP method's ε from outside: an empirical lower bound at 95% confidence",
+        help="audit a DP method's ε from outside: an empirical lower bound at 95%% confidence",
         description="Runs the method as `securevfl run` does and distinguishes two neighbouring "
         "datasets (one canary row at opposite extremes) from what the auditor sees: either the "
         "run's own release code fed the canary at its bound many times (view release), or "

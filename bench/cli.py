@@ -270,74 +270,24 @@ def cmd_align(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser(method: str | None = None) -> argparse.ArgumentParser:
-    """The parser; ``run``/``party`` offer the common options and ``method``'s own."""
+# commands that neither parse nor use a method: their parser leaves out the method commands
+# (whose options list every method's), so they never import the methods (torch and the
+# accountant, ~3 s) and `securevfl predict` on new rows starts in a fraction of a second
+NO_METHODS = ("predict", "align", "certs", "datasets")
+
+
+def build_parser(method: str | None = None, command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; ``run``/``party`` offer the common options and ``method``'s own.
+    ``command``: the one being parsed; one of :data:`NO_METHODS` gets a parser without the
+    method commands (``run``, ``party``, ``attack``, ``audit``)."""
     ap = _Parser(
         prog="securevfl",
         description="Privacy-preserving vertical federated learning: "
         "DP, MPC and HE methods side by side on one training core.",
     )
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    p = sub.add_parser("run", help="train one method on one dataset and print its result record")
-    g = add_run_args(p, method)
-    g["protocol"].add_argument(
-        "--processes",
-        action="store_true",
-        help="one OS process per party over MPyC's networked runtime (default: in-process)",
-    )
-    out = g["output"]
-    out.add_argument("--json", action="store_true", help="print exactly one JSON result record")
-    add_save_arg(out)
-    add_checkpoint_args(out)
-    out.add_argument(
-        "--record-view",
-        type=int,
-        metavar="K",
-        help="keep every payload party K received (as delivered), its data and model; the "
-        "record gets a 'view' summary (in-process runs)",
-    )
-    p.set_defaults(func=cmd_run)
-    p = sub.add_parser("party", help="run one party of a networked run on this host")
-    g = add_run_args(p, method)
-    net = g["protocol"]
-    net.add_argument(
-        "--index", type=int, required=True, help="this party's index (0 = active party)"
-    )
-    net.add_argument(
-        "-P",
-        action="append",
-        required=True,
-        metavar="HOST:PORT",
-        help="address of every party, in index order (repeat once per party)",
-    )
-    net.add_argument(
-        "--ssl",
-        action="store_true",
-        help="mutual TLS with the certificates in ./.config (MPyC's layout); see --certs",
-    )
-    net.add_argument(
-        "--certs",
-        metavar="DIR",
-        help="mutual TLS with the certificates in DIR: mpyc_ca.crt, party_<i>.crt, party_<i>.key "
-        "(make a test set with `securevfl certs`); required when a party is off this host",
-    )
-    net.add_argument(
-        "--run-id",
-        default="",
-        help="a label every party of this run is given (e.g. a date and a name): parties of "
-        "another run on the same ports then refuse to connect",
-    )
-    g["output"].add_argument(
-        "--json", action="store_true", help="print the record as JSON (label holder only)"
-    )
-    add_save_arg(g["output"])
-    p.set_defaults(func=cmd_party)
-    from bench.attack_cli import add_attack_parser
-
-    add_attack_parser(sub, functools.partial(add_run_args, method=method, method_flag=True))
-    from bench.audit_cli import add_audit_parser
-
-    add_audit_parser(sub, functools.partial(add_run_args, method=method))
+    if command not in NO_METHODS:
+        _add_method_commands(sub, method)
     p = sub.add_parser("bench", help="run a benchmark suite and render its report")
     p.add_argument(
         "--suite",
@@ -425,14 +375,80 @@ def build_parser(method: str | None = None) -> argparse.ArgumentParser:
     return ap
 
 
+def _add_method_commands(sub: Any, method: str | None) -> None:
+    """``run``, ``party``, ``attack`` and ``audit``: the common options and ``method``'s own."""
+    p = sub.add_parser("run", help="train one method on one dataset and print its result record")
+    g = add_run_args(p, method)
+    g["protocol"].add_argument(
+        "--processes",
+        action="store_true",
+        help="one OS process per party over MPyC's networked runtime (default: in-process)",
+    )
+    out = g["output"]
+    out.add_argument("--json", action="store_true", help="print exactly one JSON result record")
+    add_save_arg(out)
+    add_checkpoint_args(out)
+    out.add_argument(
+        "--record-view",
+        type=int,
+        metavar="K",
+        help="keep every payload party K received (as delivered), its data and model; the "
+        "record gets a 'view' summary (in-process runs)",
+    )
+    p.set_defaults(func=cmd_run)
+    p = sub.add_parser("party", help="run one party of a networked run on this host")
+    g = add_run_args(p, method)
+    net = g["protocol"]
+    net.add_argument(
+        "--index", type=int, required=True, help="this party's index (0 = active party)"
+    )
+    net.add_argument(
+        "-P",
+        action="append",
+        required=True,
+        metavar="HOST:PORT",
+        help="address of every party, in index order (repeat once per party)",
+    )
+    net.add_argument(
+        "--ssl",
+        action="store_true",
+        help="mutual TLS with the certificates in ./.config (MPyC's layout); see --certs",
+    )
+    net.add_argument(
+        "--certs",
+        metavar="DIR",
+        help="mutual TLS with the certificates in DIR: mpyc_ca.crt, party_<i>.crt, party_<i>.key "
+        "(make a test set with `securevfl certs`); required when a party is off this host",
+    )
+    net.add_argument(
+        "--run-id",
+        default="",
+        help="a label every party of this run is given (e.g. a date and a name): parties of "
+        "another run on the same ports then refuse to connect",
+    )
+    g["output"].add_argument(
+        "--json", action="store_true", help="print the record as JSON (label holder only)"
+    )
+    add_save_arg(g["output"])
+    p.set_defaults(func=cmd_party)
+    from bench.attack_cli import add_attack_parser
+
+    add_attack_parser(sub, functools.partial(add_run_args, method=method, method_flag=True))
+    from bench.audit_cli import add_audit_parser
+
+    add_audit_parser(sub, functools.partial(add_run_args, method=method))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         from bench.runner import load_plugins
 
-        load_plugins()
         argv = list(sys.argv[1:] if argv is None else argv)
+        command = argv[0] if argv else None
+        load_plugins(on_demand=command in NO_METHODS)
         ap = build_parser(
-            method_in(argv) if argv[:1] in (["run"], ["party"], ["attack"], ["audit"]) else None
+            method_in(argv) if command in ("run", "party", "attack", "audit") else None,
+            command,
         )
         args = ap.parse_args(argv)
         return args.func(args)

@@ -22,8 +22,13 @@ def plugin_modules() -> tuple[str, ...]:
     return PLUGINS + tuple(m for m in user if m and m not in PLUGINS)
 
 
-def load_plugins() -> None:
-    """Register every method and baseline; each module is imported once per process."""
+def load_plugins(*, on_demand: bool = False) -> None:
+    """Register every method and baseline; each module is imported once per process.
+
+    ``on_demand``: a package whose ``load_all`` the registry runs for a name it lacks is only
+    imported (a command that names no method then never loads torch or the accountant)."""
+    from securevfl.registry import loads_on_demand
+
     for name in plugin_modules():
         if name in _loaded:
             continue
@@ -36,5 +41,7 @@ def load_plugins() -> None:
                 f"{PLUGINS_ENV} must name importable modules, got {name!r} ({exc})"
             ) from None
         if hasattr(module, "load_all"):
+            if on_demand and loads_on_demand(module.load_all):
+                continue  # not marked loaded: a later full load still calls it
             module.load_all()
         _loaded.add(name)
