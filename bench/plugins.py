@@ -27,7 +27,7 @@ def load_plugins(*, on_demand: bool = False) -> None:
 
     ``on_demand``: a package whose ``load_all`` the registry runs for a name it lacks is only
     imported (a command that names no method then never loads torch or the accountant)."""
-    from securevfl.registry import loads_on_demand
+    from securevfl.registry import load_all_of
 
     for name in plugin_modules():
         if name in _loaded:
@@ -40,8 +40,5 @@ def load_plugins(*, on_demand: bool = False) -> None:
             raise ConfigError(
                 f"{PLUGINS_ENV} must name importable modules, got {name!r} ({exc})"
             ) from None
-        if hasattr(module, "load_all"):
-            if on_demand and loads_on_demand(module.load_all):
-                continue  # not marked loaded: a later full load still calls it
-            module.load_all()
-        _loaded.add(name)
+        if load_all_of(module, on_demand=on_demand):  # else a later full load still calls it
+            _loaded.add(name)

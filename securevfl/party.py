@@ -136,16 +136,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     import importlib
 
-    from securevfl.registry import loads_on_demand
+    from securevfl.registry import load_all_of
 
     if args.method_module:
         importlib.import_module(args.method_module)
     for name in filter(None, args.plugins.split(",")):
-        mod = importlib.import_module(name)
-        # a package whose load_all the registry runs for a name it lacks is left to it: this
-        # process then imports only its own method's module (torch, the accountant: ~3 s)
-        if hasattr(mod, "load_all") and not loads_on_demand(mod.load_all):
-            mod.load_all()
+        # the method packages are left to the registry: this process imports only its own
+        # method's module (torch, the accountant: ~3 s)
+        load_all_of(importlib.import_module(name), on_demand=True)
     try:
         key = read_key(sys.stdin) if args.key_stdin else b""
         record = run_party(

@@ -28,6 +28,19 @@ def loads_on_demand(loader: Callable[[], None]) -> bool:
     return any(loader in fns for fns in _LOADERS.values())
 
 
+def load_all_of(module: Any, *, on_demand: bool = False) -> bool:
+    """Call ``module.load_all`` where it has one, unless ``on_demand`` and the registry runs it
+    for a name it lacks (then this process imports only the modules it names). True when the
+    module's registrations are all made."""
+    load_all = getattr(module, "load_all", None)
+    if load_all is None:
+        return True
+    if on_demand and loads_on_demand(load_all):
+        return False
+    load_all()
+    return True
+
+
 def _load(kind: str) -> None:
     for loader in list(_LOADERS.get(kind, ())):
         loader()

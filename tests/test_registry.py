@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from securevfl.errors import UnknownNameError
-from securevfl.registry import add_loader, loads_on_demand, lookup, names, register
+from securevfl.registry import add_loader, load_all_of, loads_on_demand, lookup, names, register
 
 
 def test_a_loader_runs_for_a_name_not_registered_and_before_listing():
@@ -25,6 +25,19 @@ def test_a_loader_runs_for_a_name_not_registered_and_before_listing():
         lookup("test-kind-a", "missing")
     assert loads_on_demand(load)
     assert not loads_on_demand(lambda: None)
+
+
+def test_load_all_of_leaves_an_on_demand_package_to_the_registry():
+    import types
+
+    calls = []
+    own = types.SimpleNamespace(load_all=lambda: calls.append("own"))
+    lazy = types.SimpleNamespace(load_all=lambda: calls.append("lazy"))
+    add_loader("test-kind-b", lazy.load_all)
+    assert load_all_of(own, on_demand=True) and calls == ["own"]  # a user's: loaded
+    assert not load_all_of(lazy, on_demand=True) and calls == ["own"]
+    assert load_all_of(lazy) and calls == ["own", "lazy"]
+    assert load_all_of(types.SimpleNamespace())  # nothing to load
 
 
 def test_the_method_packages_load_on_demand():
