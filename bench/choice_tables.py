@@ -7,17 +7,33 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from bench.floors import floors
-from bench.method_choice import (
-    Setting,
-    choices,
-    eps_label,
-    fmt_bytes,
-    metric_cell,
-    pick_cell,
-    score_cell,
-    settings,
-)
+from bench.floors import Floors, floors
+from bench.method_choice import Setting, choices, eps_label, fmt_bytes, score_cell, settings
+from bench.records import stat
+
+
+def metric_cell(s: Setting, fl: Floors | None = None) -> str:
+    """'accuracy 0.63 ± 0.00', marked below a floor (``fl``) and flagged when runs warned
+    (e.g. a constant predictor)."""
+    warned = [w for r in s.records for w in (stat(r, "warnings") or [])[:1]]
+    mark = fl.marks(s) if fl is not None else ""
+    cell = f"{s.metric} {score_cell(s)}" + (f" {mark}" if mark else "")
+    if not warned:
+        return cell
+    return f"{cell} ⚠ {len(warned)}/{len(s.records)} runs: {warned[0].split('(')[0].strip()}"
+
+
+def cost_cell(s: Setting) -> str:
+    return f"{s.train_s:.3g} s, {fmt_bytes(s.bytes_total)}"
+
+
+def pick_cell(s: Setting | None, best: Setting | None, fl: Floors | None = None) -> str:
+    """A chosen setting with its score and costs ('same' when it is the most accurate one)."""
+    if s is None:
+        return "—"
+    name = "the same" if s is best else s.label
+    mark = fl.marks(s) if fl is not None and s is not best else ""
+    return f"{name} ({score_cell(s)}; {cost_cell(s)})" + (f" {mark}" if mark else "")
 
 
 def summary_rows(records: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:

@@ -20,15 +20,12 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from bench.record_keys import main_metric, metric_value, train_seconds, variant, varying_keys
 from bench.records import capabilities, stat
-
-if TYPE_CHECKING:
-    from bench.floors import Floors
 
 ACCURACY_SLACK = 0.01  # "within 1 point" of the best accuracy
 MSE_SLACK = 0.01  # regression: within 1 % (relative) of the best mean squared error
@@ -224,30 +221,6 @@ def eps_label(s: Setting) -> str:
 def score_cell(s: Setting) -> str:
     digits = 3 if s.metric != "mse" else 4
     return f"{s.score:.{digits}f} ± {s.score_std:.{digits}f}"
-
-
-def metric_cell(s: Setting, fl: Floors | None = None) -> str:
-    """'accuracy 0.63 ± 0.00', marked below a floor (``fl``) and flagged when runs warned
-    (e.g. a constant predictor)."""
-    warned = [w for r in s.records for w in (stat(r, "warnings") or [])[:1]]
-    mark = fl.marks(s) if fl is not None else ""
-    cell = f"{s.metric} {score_cell(s)}" + (f" {mark}" if mark else "")
-    if not warned:
-        return cell
-    return f"{cell} ⚠ {len(warned)}/{len(s.records)} runs: {warned[0].split('(')[0].strip()}"
-
-
-def cost_cell(s: Setting) -> str:
-    return f"{s.train_s:.3g} s, {fmt_bytes(s.bytes_total)}"
-
-
-def pick_cell(s: Setting | None, best: Setting | None, fl: Floors | None = None) -> str:
-    """A chosen setting with its score and costs ('same' when it is the most accurate one)."""
-    if s is None:
-        return "—"
-    name = "the same" if s is best else s.label
-    mark = fl.marks(s) if fl is not None and s is not best else ""
-    return f"{name} ({score_cell(s)}; {cost_cell(s)})" + (f" {mark}" if mark else "")
 
 
 def fmt_bytes(b: float) -> str:

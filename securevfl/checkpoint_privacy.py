@@ -92,7 +92,7 @@ class PrivateResume:
     ``eval_releases``; ``parties`` are the local parties that write checkpoints."""
 
     def __init__(self, ck: Any, ctx: Any, hooks: Any, ledger: Any, parties: list[int]) -> None:
-        from securevfl.disclosure import has_budget, noise_seed
+        from securevfl.context import has_budget, noise_seed
 
         self.ck, self.ctx, self.hooks, self.ledger, self.parties = ck, ctx, hooks, ledger, parties
         # the noise is drawn from --seed (reproduction mode): a re-run stage re-sends its messages

@@ -9,15 +9,15 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from securevfl.options import Option, parse_bool
+from securevfl.registry import lookup
 from securevfl.rng import UnderNoised, make_noise_rng, make_rng
 
-if TYPE_CHECKING:  # annotations only: the run types sit below the runtime and the methods
-    from securevfl.methods.base import Method
+if TYPE_CHECKING:  # annotations only: the run types sit below the runtime
     from securevfl.runtime.base import Runtime
 
 __all__ = [
@@ -28,8 +28,17 @@ __all__ = [
     "RunContext",
     "RunSpec",
     "fingerprint",
+    "has_budget",
+    "is_private",
+    "noise_seed",
     "parse_bool",
 ]
+
+
+class HasOptions(Protocol):
+    """What :meth:`RunSpec.option` reads of a method: its table of options (``Method.options``)."""
+
+    options: dict[str, Option]
 
 
 @dataclass
@@ -62,7 +71,7 @@ class RunSpec:
     options: dict[str, Any] = field(default_factory=dict)
     timeout: float = 120.0
 
-    def option(self, name: str, method: Method) -> Any:
+    def option(self, name: str, method: HasOptions) -> Any:
         """The value of a method option, its default when not given."""
         return self.options.get(name, method.options[name].default)
 
@@ -75,6 +84,28 @@ class RunSpec:
         out.update(self.dataset_options)
         out.update(self.options)
         return out
+
+
+def has_budget(spec: RunSpec) -> bool:
+    """Whether the run is calibrated to a privacy budget (``--epsilon``)."""
+    return spec.epsilon is not None
+
+
+def is_private(spec: RunSpec) -> bool:
+    """Whether the run reports an ε: a budget, or a DP method (PBM/LDP noise from options)."""
+    if has_budget(spec):
+        return True
+    try:
+        return "dp" in str(lookup("method", spec.method).family)
+    except Exception:  # an unknown method is refused elsewhere, with its own message
+        return False
+
+
+def noise_seed(spec: RunSpec) -> int | None:
+    """The seed of a run's noise generators: ``--seed`` in the reproduction mode or in a run
+    that reports no ε (its randomness protects nothing DP: ZO directions, quantisation); in a
+    private run None (the CSPRNG)."""
+    return spec.seed if spec.reproducible_noise or not is_private(spec) else None
 
 
 @dataclass
@@ -139,9 +170,7 @@ class RunContext:
     def noise_rng(self, party: int, purpose: str) -> np.random.Generator:
         """Noise generator of one party: in a private run the AES-CTR CSPRNG whatever ``--seed``
         is, unless the run names the reproduction mode (``reproducible_noise``: noise from the
-        seed); in a run with no ε, ``--seed`` (``disclosure.noise_seed``)."""
-        from securevfl.disclosure import noise_seed  # the rule lives with the record's rules
-
+        seed); in a run with no ε, ``--seed`` (:func:`noise_seed`)."""
         if self.audit is None:
             return make_noise_rng(noise_seed(self.spec), purpose=f"noise/{purpose}", party=party)
         # an audit trial: the public randomness (split, init, batch order) stays seeded while

@@ -14,12 +14,9 @@ runs can be compared bit for bit.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from securevfl.registry import lookup
-
-if TYPE_CHECKING:  # annotations only: the run types import this module
-    from securevfl.context import RunSpec
+from securevfl.context import RunSpec, is_private
 
 NOT_A_GUARANTEE = (
     "not a guarantee: reproducible noise (--reproducible-noise) draws the noise from --seed, "
@@ -41,31 +38,9 @@ FINGERPRINT_WITHHELD = (
 )
 
 
-def has_budget(spec: RunSpec) -> bool:
-    """Whether the run is calibrated to a privacy budget (``--epsilon``)."""
-    return spec.epsilon is not None
-
-
-def is_private(spec: RunSpec) -> bool:
-    """Whether the run reports an ε: a budget, or a DP method (PBM/LDP noise from options)."""
-    if has_budget(spec):
-        return True
-    try:
-        return "dp" in str(lookup("method", spec.method).family)
-    except Exception:  # an unknown method is refused elsewhere, with its own message
-        return False
-
-
 def guarded(spec: RunSpec) -> bool:
     """Whether the record must hold only released values: a private run, noise not seeded."""
     return is_private(spec) and not spec.reproducible_noise
-
-
-def noise_seed(spec: RunSpec) -> int | None:
-    """The seed of a run's noise generators: ``--seed`` in the reproduction mode or in a run
-    that reports no ε (its randomness protects nothing DP: ZO directions, quantisation); in a
-    private run None (the CSPRNG)."""
-    return spec.seed if spec.reproducible_noise or not is_private(spec) else None
 
 
 def void_privacy(privacy: dict[str, Any], reason: str) -> dict[str, Any]:

@@ -17,7 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from securevfl.context import AuditTap, PartyView, PublicInfo, RunContext, RunSpec
+from securevfl.context import (
+    AuditTap,
+    PartyView,
+    PublicInfo,
+    RunContext,
+    RunSpec,
+    has_budget,
+    noise_seed,
+)
 from securevfl.data import (
     check_rows,
     load_dataset,
@@ -32,13 +40,7 @@ from securevfl.data.custom import (
     alignment_of,
     register_csv_parties,
 )
-from securevfl.disclosure import (
-    FINGERPRINT_WITHHELD,
-    guarded,
-    has_budget,
-    noise_seed,
-    scrub_record,
-)
+from securevfl.disclosure import FINGERPRINT_WITHHELD, guarded, scrub_record
 from securevfl.errors import ConfigError
 from securevfl.evaluation import metrics_for
 from securevfl.methods.base import Method

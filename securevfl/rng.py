@@ -4,7 +4,7 @@ DP noise, PBM randomness and HE masks (``make_noise_rng``) default to a cryptogr
 (AES-256-CTR keyed from OS entropy, :mod:`securevfl.csprng`, with floating-point-hardened
 Gaussian and Laplace samplers). In a private run ``--seed`` never reaches them: only the named
 reproduction mode (``--reproducible-noise``) seeds them with numpy's PCG64, and its record then
-prints no ε ("not a guarantee"; ``securevfl.disclosure.noise_seed`` decides). Streams are
+prints no ε ("not a guarantee"; ``securevfl.context.noise_seed`` decides). Streams are
 separated by a purpose string so that, e.g., minibatch order and party 2's noise never share draws.
 """
 

@@ -2,9 +2,10 @@
 
 The graph is read from the AST of every module of securevfl, baselines, bench, protocols and tools.
 An edge is any ``import`` / ``from ... import`` naming another first-party module, at module level
-*and inside functions* (a function-level import that closes a circle is still a circle: it only
-moves the failure from import time to call time). Imports under ``if TYPE_CHECKING:`` are left out:
-they never run (import-linter's ``exclude_type_checking_imports`` makes the same choice). Importing
+*inside functions* and *under ``if TYPE_CHECKING:``* (issue 41): a function-level import that
+closes a circle only moves the failure from import time to call time, and an annotation-only import
+still says that each module needs the other to be understood; both are circles in a drawing of the
+imports, and the fix is to move the shared piece down a layer, not to hide the import. Importing
 ``a.b`` also runs ``a/__init__``; that implicit parent edge is not counted (import-linter does not
 either), so a package's ``__init__`` may re-export its own submodules.
 """
@@ -30,14 +31,9 @@ def first_party_modules(root: Path = ROOT) -> dict[str, Path]:
     return mods
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
 def imports_of(name: str, source: str, mods: dict[str, Path], *, is_pkg: bool) -> set[str]:
-    """First-party modules that module ``name`` imports (module- and function-level)."""
+    """First-party modules that module ``name`` imports (module-level, in functions, and under
+    ``if TYPE_CHECKING:``)."""
 
     def resolve(dotted: str) -> str | None:
         while dotted and dotted not in mods:
@@ -49,9 +45,6 @@ def imports_of(name: str, source: str, mods: dict[str, Path], *, is_pkg: bool) -
 
     def visit(nodes) -> None:
         for node in nodes:
-            if isinstance(node, ast.If) and _is_type_checking(node.test):
-                visit(node.orelse)
-                continue
             if isinstance(node, ast.Import):
                 found.update(filter(None, (resolve(a.name) for a in node.names)))
             elif isinstance(node, ast.ImportFrom):
@@ -133,7 +126,7 @@ def test_no_import_cycle_among_first_party_modules():
 def test_the_check_sees_function_level_and_relative_imports():
     mods = {"p": Path("p/__init__.py"), "p.a": Path("p/a.py"), "p.b": Path("p/b.py")}
     a = "def f():\n    from p.b import g\n"
-    b = "from typing import TYPE_CHECKING\nfrom . import a\nif TYPE_CHECKING:\n    import p.c\n"
+    b = "from . import a\n"
     graph = {
         "p": set(),
         "p.a": imports_of("p.a", a, mods, is_pkg=False),
@@ -143,8 +136,8 @@ def test_the_check_sees_function_level_and_relative_imports():
     assert cycles(graph) == [["p.a", "p.b"]]
 
 
-def test_type_checking_imports_are_not_edges():
+def test_type_checking_imports_are_edges():
     mods = {"p.a": Path("p/a.py"), "p.b": Path("p/b.py")}
     src = "import typing\nif typing.TYPE_CHECKING:\n    from p.b import X\nelse:\n    X = None\n"
-    assert imports_of("p.a", src, mods, is_pkg=False) == set()
+    assert imports_of("p.a", src, mods, is_pkg=False) == {"p.b"}
     assert cycles({"p.a": {"p.b"}, "p.b": {"p.c"}, "p.c": set()}) == []
