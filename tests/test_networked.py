@@ -107,7 +107,6 @@ def _wait_connected(ports: list[int], *, limit: float) -> bool:
 def test_a_missing_party_makes_the_others_fail_not_hang():
     spec = RunSpec(method="vfl", dataset="breast", parties=3, epochs=1, seed=0, timeout=3)
     addresses = [f"127.0.0.1:{p}" for p in free_ports(3)]
-    t0 = time.monotonic()
     # parties 0 and 1 start, party 2 never does
     procs = [
         subprocess.Popen(_party_cmd(i, addresses, spec), stderr=subprocess.PIPE, text=True)
@@ -118,8 +117,7 @@ def test_a_missing_party_makes_the_others_fail_not_hang():
     finally:
         for p in procs:
             p.kill()
-    assert time.monotonic() - t0 < 60
-    for p, (_, err) in zip(procs, outs):
+    for p, (_, err) in zip(procs, outs):  # both gave up (communicate's 60 s bounds the test)
         assert p.returncode == 3 and "Traceback" not in err and len(err.splitlines()) == 1, err
         # the first to give up names the wait; a party still starting (a loaded machine) may
         # instead see that one leave
@@ -140,16 +138,15 @@ def test_a_party_that_dies_mid_run_is_reported():
         # all connected (400 epochs of tiny batches then take minutes), however slow the start
         assert _wait_connected([int(a.rsplit(":", 1)[1]) for a in addresses], limit=120)
         time.sleep(1)
-        t_kill = time.monotonic()
         procs[2].kill()
         outs = [p.communicate(timeout=60) for p in procs[:2]]
     finally:
         for p in procs:
             p.kill()
-    assert time.monotonic() - t_kill < 30
     for p, (_, err) in zip(procs[:2], outs):
         assert p.returncode == 3
-        # a dead peer's closed socket is noticed at once, not after the 10 s timeout
+        # a dead peer's closed socket is noticed at once: the error names the disconnection,
+        # not the 10 s wait that a missed close would end in
         assert "party 2 disconnected" in err or "party 2 has disconnected" in err, err
         assert len([ln for ln in err.splitlines() if ln.strip()]) == 1, err
 
@@ -160,19 +157,21 @@ def test_launcher_raises_a_clear_error_when_the_run_cannot_finish():
         run_in_processes(spec, plugins=PLUGINS)
 
 
-def test_a_large_send_has_left_the_senders_buffers_when_it_returns():
+def test_a_large_send_has_left_the_senders_buffers_when_it_returns(tmp_path):
     """asyncio writes the rest of a large message only while the sender's event loop runs; the
     runtime drains it before send returns, so a sender that then computes does not hold its
-    peer waiting (the receiver gets 24 MiB although the sender sleeps 2 s right after)."""
+    peer waiting: the receiver gets all 24 MiB while the sender, its loop stopped, waits for
+    the receiver's word that it has them (an order of events, not a duration)."""
     addresses = [f"127.0.0.1:{p}" for p in free_ports(2)]
     script = str(Path(__file__).with_name("_drain_party.py"))
+    signal = str(tmp_path / "received")
     procs = [
         subprocess.Popen(
-            [sys.executable, script, str(i), *addresses], stdout=subprocess.PIPE, text=True
+            [sys.executable, script, str(i), *addresses, signal], stdout=subprocess.PIPE, text=True
         )
         for i in range(2)
     ]
     out = [json.loads(p.communicate(timeout=120)[0].strip().splitlines()[-1]) for p in procs]
     assert all(p.returncode == 0 for p in procs)
-    assert out[0]["left"] == 0
-    assert out[1]["size"] == 24 << 20 and out[1]["waited"] < 1.5
+    assert out[0]["left"] == 0 and out[0]["received_while_busy"] is True
+    assert out[1]["size"] == 24 << 20

@@ -4,7 +4,6 @@ MPyC protocol (vectorised and naive agree, n = 100,000 at the edge), and failure
 from __future__ import annotations
 
 import os
-import time
 
 import numpy as np
 import pytest
@@ -170,10 +169,9 @@ def test_crashed_party_raises_instead_of_hanging():
     key = os.urandom(32)
     procs = [sl.spawn_party(_job(30), _own(i), i, addrs, key) for i in range(3)]
     procs[1].proc.kill()  # party 1 dies at start
-    t0 = time.monotonic()
+    # "failed", not ShamirTimeoutError's "did not finish within 30 s": the crash is noticed
     with pytest.raises(sp.ShamirProtocolError, match="MPyC party 1 failed"):
         sl.wait_all(procs, 30)
-    assert time.monotonic() - t0 < 20
     assert all(p.proc.poll() is not None for p in procs)  # the others were stopped
 
 
