@@ -32,7 +32,7 @@ def run_recording(spec: Any, party: int, *, processes: bool = False) -> dict[str
 
 
 def add_attack_parser(sub: Any, add_run_args: Callable[..., None]) -> None:
-    from securevfl.attacks import attack_names
+    from bench.method_cards import catalogue
 
     p = sub.add_parser(
         "attack",
@@ -43,7 +43,7 @@ def add_attack_parser(sub: Any, add_run_args: Callable[..., None]) -> None:
         "the mean's, SSIM for images), membership inference on the model's outputs "
         "(membership: shadow models; membership-loss: loss threshold; accuracy and AUC).",
     )
-    p.add_argument("name", help=f"attack: {', '.join(attack_names())}")
+    p.add_argument("name", help=f"attack: {', '.join(catalogue().names['attack'])}")
     add_run_args(p)
     g = p.add_argument_group("attack")
     g.add_argument("--attacker", type=int, help="attacking party (default: by attack)")

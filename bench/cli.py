@@ -215,10 +215,9 @@ def cmd_datasets(args: argparse.Namespace) -> int:
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
-    from securevfl.registry import lookup, names
+    from bench.method_cards import cards
 
-    for name in names("method"):
-        m = lookup("method", name)
+    for name, m in cards().items():  # the cards: no method is imported to list them
         print(f"{name:14s} [{m.family:6s}] models={','.join(m.models):8s} {m.summary}")
     return 0
 
@@ -274,6 +273,9 @@ def cmd_align(args: argparse.Namespace) -> int:
 # (whose options list every method's), so they never import the methods (torch and the
 # accountant, ~3 s) and `securevfl predict` on new rows starts in a fraction of a second
 NO_METHODS = ("predict", "align", "certs", "datasets")
+# commands that only show the methods: they read the cards (bench.method_cards), and register
+# nothing; the others register the methods once their arguments parse (`--help` exits first)
+SHOW_METHODS = ("methods",)
 
 
 def build_parser(method: str | None = None, command: str | None = None) -> argparse.ArgumentParser:
@@ -441,16 +443,17 @@ def _add_method_commands(sub: Any, method: str | None) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        from bench.runner import load_plugins
+        from bench.plugins import load_plugins
 
         argv = list(sys.argv[1:] if argv is None else argv)
         command = argv[0] if argv else None
-        load_plugins(on_demand=command in NO_METHODS)
         ap = build_parser(
             method_in(argv) if command in ("run", "party", "attack", "audit") else None,
             command,
         )
         args = ap.parse_args(argv)
+        if command not in SHOW_METHODS:
+            load_plugins(on_demand=command in NO_METHODS)
         return args.func(args)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2), already printed
         return int(exc.code or 0)

@@ -2,21 +2,22 @@
 
 Both come from declarations (:data:`securevfl.run_options.COMMON_OPTIONS` and ``Method.options``),
 so ``securevfl run METHOD --help`` shows each option with its kind, range and default, and the
-values are parsed and checked in one place (:func:`securevfl.run_options.build_spec`).
+values are parsed and checked in one place (:func:`securevfl.run_options.build_spec`). The
+methods' side is read from their cards (:mod:`bench.method_cards`): building this parser imports
+no method.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from bench.option_groups import COMMON_GROUPS, GROUP_TITLES, group_of, method_description
+from bench.method_cards import cards, catalogue
+from bench.option_groups import COMMON_GROUPS, GROUP_TITLES, group_of
 from securevfl.context import RunSpec
 from securevfl.options import dash
-from securevfl.registry import lookup, names
 from securevfl.run_options import COMMON_OPTIONS, build_spec
 
 _PREFIX = "opt__"  # argparse dest of a method option: kept apart from the common fields
@@ -29,7 +30,7 @@ def _help(text: str) -> str:
 
 def method_in(argv: Sequence[str]) -> str | None:
     """The method a ``run``/``party`` command line names (its first registered name), if any."""
-    known = set(names("method"))
+    known = set(cards())
     return next((a for a in argv[1:] if a in known), None)
 
 
@@ -43,16 +44,17 @@ def add_run_args(
     ``method_flag``: the method is ``--method M`` (``securevfl attack NAME --method M``, whose
     positional is the attack's name), not the first positional.
     """
-    helps = f"method or baseline: {', '.join(names('method'))}"
+    every = cards()
+    helps = f"method or baseline: {', '.join(every)}"
     if method_flag:
         p.add_argument("--method", required=True, help=helps)
     else:
         p.add_argument("method", help=helps)
-    real = method_defaults(method)
-    cls = lookup("method", method) if method else None
-    own = cls.options if cls else {}
-    if cls is not None and not method_flag:
-        p.description = method_description(cls)
+    card = every[method] if method else None
+    real = card.defaults if card else {}
+    own = card.options if card else {}
+    if card is not None and not method_flag:
+        p.description = card.description
         p.usage = f"%(prog)s {method} [options]  (options by group below)"
     groups = {}
     for group, title in GROUP_TITLES.items():
@@ -76,16 +78,14 @@ def add_run_args(
                 f"--{dash(key)}",
                 dest=_PREFIX + key,
                 metavar=key.upper(),
-                help=_help(own[key].describe()),
+                help=_help(own[key]),
             )
-    if cls is not None:
-        own_defaults = cls.common_defaults({})
-        if own_defaults:
-            shown = ", ".join(f"--{dash(k)} {v}" for k, v in own_defaults.items())
-            p.epilog = f"{method}'s own defaults of common options: {shown} (see its help)"
+    if card is not None and card.own_defaults:
+        shown = ", ".join(f"--{dash(k)} {v}" for k, v in card.own_defaults.items())
+        p.epilog = f"{method}'s own defaults of common options: {shown} (see its help)"
     if not own:
         p.epilog = "method options: securevfl run METHOD --help"
-    others = {k for m in names("method") for k in lookup("method", m).options} - set(own)
+    others = {k for c in every.values() for k in c.options} - set(own)
     for key in sorted(others):  # parsed so that the error can name the method, never shown
         p.add_argument(f"--{dash(key)}", dest=_PREFIX + key, help=argparse.SUPPRESS)
     return groups
@@ -113,27 +113,12 @@ def _add_common(g: Any, key: str, method: str | None, real: dict[str, Any]) -> N
 _BY_TASK = "by the task: logistic (binary), least-squares (regression)"
 
 
-def method_defaults(method: str | None) -> dict[str, Any]:
-    """The common options' defaults a run of ``method`` really gets, where not RunSpec's: its
-    ``common_defaults`` (for a run that gives nothing else), its first model, and the δ its
-    module falls back on (``DEFAULT_DELTA``) when a run gives none."""
-    if method is None:
-        return {}
-    cls = lookup("method", method)
-    out: dict[str, Any] = {"model": cls.models[0]}
-    delta = getattr(sys.modules.get(cls.__module__), "DEFAULT_DELTA", None)
-    if delta is not None and cls.capabilities().get("accepts_epsilon", True):
-        out["delta"] = delta
-    out.update(cls.common_defaults({}))
-    return out
-
-
 def common_help(key: str, method: str | None, real: dict[str, Any]) -> str:
     """A common option's help: its choices (registered losses and penalties too) and the
     default ``method`` really uses."""
     opt = COMMON_OPTIONS[key]
     if key in ("loss", "penalty"):  # registries (plugins may add): listed when help is asked
-        opt = replace(opt, choices=tuple(names(key)))
+        opt = replace(opt, choices=tuple(catalogue().names[key]))
     if key in real and key != "model":
         text = replace(opt, default=real[key]).describe()
         return text[:-1] + f" ({method}'s own)]"

@@ -71,6 +71,12 @@ def create(kind: str, name: str, *args: Any, **kwargs: Any) -> Any:
     return lookup(kind, name)(*args, **kwargs)
 
 
+def registered(kind: str) -> dict[str, Any]:
+    """What is registered for ``kind`` now, without running its loaders (for a listing that
+    must not import every method: ``bench.method_cards``)."""
+    return dict(_REGISTRIES.get(kind, {}))
+
+
 def names(kind: str) -> list[str]:
     """Sorted names registered for ``kind`` (its loaders run first: the list is complete)."""
     _load(kind)
