@@ -357,7 +357,8 @@ class Model:
         from securevfl.data import load_dataset
         from securevfl.data.custom import CSV_KEYS
         from securevfl.data.split import apply_split
-        from securevfl.experiment import party_blocks, spec_from_dict, validate_spec
+        from securevfl.experiment import spec_from_dict, validate_spec
+        from securevfl.run_steps import party_blocks
 
         spec = spec_from_dict(dict(self.card["spec"]))
         validate_spec(spec)  # registers a csv: dataset's files
