@@ -111,6 +111,9 @@ def cmd_party(args: argparse.Namespace) -> int:
     )
     if record is not None:
         _print_record(record, args.json)
+    elif not args.json:  # the label holder prints the record; the others say they are done
+        saved = f"; its part of the model is in {args.save}" if args.save else ""
+        print(f"party {args.index}: the run finished{saved}")
     return 0
 
 

@@ -19,6 +19,7 @@ GROUP_TITLES = {
 COMMON_GROUPS = {
     "data": (
         "dataset",
+        "data",
         "id_column",
         "label_column",
         "categories",

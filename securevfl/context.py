@@ -67,6 +67,7 @@ class RunSpec:
     center: bool = False  # centre numeric columns on their training mean (see experiment.py)
     id_column: str | None = None  # csv: datasets: align the parties' rows by PSI on this column
     bounds: str | None = None  # csv: datasets: a file of public column domains (data/bounds.py)
+    data: str | None = None  # this party's own CSV file (dataset "csv"): it names no other's
     dataset_options: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
     timeout: float = 120.0
@@ -80,6 +81,7 @@ class RunSpec:
             k: v
             for k, v in self.__dict__.items()
             if k not in ("method", "dataset", "parties", "options", "dataset_options")
+            and not (k == "data" and v is None)  # records of runs without --data keep their keys
         }
         out.update(self.dataset_options)
         out.update(self.options)

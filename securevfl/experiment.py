@@ -7,8 +7,6 @@ keeps only the columns of the parties that live there, and the label holder retu
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
-import math
 import secrets
 import sys
 import time
@@ -26,41 +24,40 @@ from securevfl.context import (
     has_budget,
     noise_seed,
 )
-from securevfl.data import (
-    check_rows,
-    load_dataset,
-    partition_columns,
-    scale_block_to_unit_rows,
-    schema_norm_bound,
-    split_in_place,
-)
+from securevfl.data import check_rows
 from securevfl.data.custom import (
     CSV_KEYS,
     CSV_PREFIX,
-    alignment_of,
+    is_csv_dataset,
     register_csv_parties,
 )
-from securevfl.disclosure import FINGERPRINT_WITHHELD, guarded, scrub_record
 from securevfl.errors import ConfigError
-from securevfl.evaluation import metrics_for
 from securevfl.methods.base import Method
-from securevfl.outcome import finite_values, outcome_warnings
 from securevfl.privacy.centring import (
     CENTRE_SHARE,
     centre,
     centring_epsilon,
-    compose_into,
     released_means,
 )
 from securevfl.privacy.centring import reserve as centring_reserve
 from securevfl.registry import create
-from securevfl.resources import check_memory, cpu_seconds, current_rss_bytes, peak_rss_bytes
-from securevfl.rng import make_noise_rng, noise_generator_name
+from securevfl.resources import check_memory, cpu_seconds, current_rss_bytes
+from securevfl.rng import make_noise_rng
 from securevfl.run_options import build_spec, check_common
+from securevfl.run_record import collect_record
+from securevfl.run_steps import (
+    OWN_CSV,
+    open_parties,
+    party_views,
+    pooled_arrays,
+    public_info,
+    receive_split,
+    split_from_label_holder,
+    write_probe,
+)
 from securevfl.runtime.base import Runtime
 from securevfl.runtime.frame_limits import frame_limit
 from securevfl.runtime.inprocess import InProcessRuntime
-from securevfl.version import __version__
 
 
 def check_spec(spec: RunSpec) -> Method:
@@ -69,7 +66,12 @@ def check_spec(spec: RunSpec) -> Method:
     A party process calls this before it connects, so a bad spec never waits for peers."""
     method: Method = create("method", spec.method)
     check_common(spec, min_parties=1 if method.pooled_data else 2)
-    is_csv = isinstance(spec.dataset, str) and spec.dataset.startswith(CSV_PREFIX)
+    is_csv = isinstance(spec.dataset, str) and is_csv_dataset(spec.dataset)
+    if (spec.data is not None) != (spec.dataset == OWN_CSV) and spec.data is not None:
+        raise ConfigError(
+            f"--data (this party's own file) applies to dataset {OWN_CSV!r} only, got dataset "
+            f"{spec.dataset!r}"
+        )
     if spec.id_column is not None and not is_csv:
         raise ConfigError(
             f"id_column applies to --dataset csv:... only, got dataset {spec.dataset!r}"
@@ -166,121 +168,57 @@ def center_released(
     return dataclasses.replace(train, X=Xtr), dataclasses.replace(test, X=Xte)
 
 
-def preprocessing_disclosure(spec: RunSpec, fitted: tuple[str, ...]) -> list[str]:
-    """The data-dependent preprocessing that no ε covers: what the loader fitted on the rows
-    (``Dataset.fitted``: a column's min/max where no public domain is known) and, for centring
-    without a budget, the training means. Empty when scaling is from public domains and
-    centring is released under the budget (the default of every catalogue dataset)."""
-    out = []
-    if fitted:
-        shown = "; ".join(fitted[:3]) + (f"; and {len(fitted) - 3} more" if len(fitted) > 3 else "")
-        out.append(
-            f"computed from the rows and treated as public: {shown} (declare public domains: "
-            "--bounds for csv data)"
-        )
-    if spec.center and not has_budget(spec):
-        out.append("training means (centring) are computed from the data and treated as public")
-    return out
-
-
-def party_blocks(groups: list[list[int]], spec: RunSpec, seed: int) -> list[np.ndarray]:
-    """Each data party's columns (global indices): one block for a pooled one-party run."""
-    if spec.parties == 1:  # a pooled baseline run with one party: it holds every column
-        return [np.arange(sum(len(g) for g in groups))]
-    return partition_columns(groups, spec.parties, scheme=spec.partition, seed=seed)
-
-
 def build_views(
-    spec: RunSpec, method: Method, wanted: list[int], facts: dict[str, Any] | None = None
+    spec: RunSpec,
+    method: Method,
+    wanted: list[int],
+    facts: dict[str, Any] | None = None,
+    *,
+    rt: Runtime | None = None,
 ) -> tuple[PublicInfo, dict[int, PartyView], Any]:
-    """Load, split, partition and bound the data; return the views of the parties in ``wanted``.
+    """The parties in ``wanted`` take the steps before training (:mod:`securevfl.run_steps`):
+    each opens its own data (metadata exchanged, rows aligned by PSI with --data files), the
+    label holder's split is received, columns centred; returns the public facts, their views
+    and (a method that may see pooled data only) the pooled arrays.
 
-    This process holds only the columns of its own parties (every column for a method that may
-    see pooled data): a party's memory grows with its share of the table, not the whole table.
-    Every party holds the labels while the public row split is drawn (it is stratified by
-    class); only the label holder keeps them in its view.
+    ``rt``: the run's runtime (None: every party in this process, for tests and attacks).
     """
-    seed = 0 if spec.seed is None else spec.seed  # the split is public, not private randomness
-    K = spec.parties
-
-    def keep(groups: list[list[int]]) -> np.ndarray:
-        blocks = party_blocks(groups, spec, seed)
-        if method.pooled_data:
-            return np.arange(sum(len(g) for g in groups))
-        mine = [blocks[k] for k in wanted if k < K]
-        return np.unique(np.concatenate(mine)) if mine else np.arange(0)
-
-    opts = {k: v for k, v in spec.dataset_options.items() if k not in CSV_KEYS}  # read above
-    ds = load_dataset(spec.dataset, seed=seed, keep=keep, **opts)
-    blocks = party_blocks(ds.groups, spec, seed)
-    train, test = split_in_place(ds, seed=seed)  # the same rows as train_test_split, no copy
-    name, task, n_classes, groups, held = ds.name, ds.task, ds.n_classes, ds.groups, ds.columns
-    fitted = ds.fitted
-    del ds  # its X now holds the split's rows
+    if rt is None:
+        rt = InProcessRuntime(method.n_parties(spec))
+    data = open_parties(spec, method, rt, wanted)
+    train, test, test_idx = receive_split(data, split_from_label_holder(spec, method, rt))
+    del data.ds  # its X now holds the split's rows
     if facts is not None:
         facts["feature_names"] = list(getattr(train, "feature_names", None) or [])
-    if spec.center and has_budget(spec):  # the means are released under the budget
-        here = list(range(K)) if method.pooled_data else [k for k in wanted if k < K]
-        train, test = center_released(
-            train, test, spec, blocks, here, method.privacy_unit, facts, method.centre_share(spec)
-        )
-    elif spec.center:
-        train, test = center_numeric_columns(train, test, facts)
-    bound_sq = sum(schema_norm_bound(groups, b) for b in blocks)
-    server = K if method.has_server(spec) else None
-    label_party = server if (method.labels_at_server and server is not None) else 0
-    n_parties = method.n_parties(spec)
-    info = PublicInfo(
-        dataset=name,
-        task=task,
-        n_classes=n_classes,
-        n_train=len(train.y),
-        n_test=len(test.y),
-        n_features=sum(len(g) for g in groups),
-        features_per_party=tuple(len(b) for b in blocks),
-        data_parties=K,
-        n_parties=n_parties,
-        label_party=label_party,
-        server=server,
-        row_norm_bound_sq=bound_sq,
-        fitted=tuple(fitted),
-    )
-    views: dict[int, PartyView] = {}
-    for k in wanted:
-        cols = blocks[k] if k < K else np.arange(0, dtype=int)
-        pos = cols if held is None else np.searchsorted(held, cols)
-        # a process's only data party owns the split's arrays: scale them where they are
-        alone = (
-            not method.pooled_data
-            and train.X.dtype == np.float64
-            and np.array_equal(pos, np.arange(train.X.shape[1]))
-        )
-        views[k] = PartyView(
-            index=k,
-            columns=cols,
-            X_train=_unit_rows(train.X, None if alone else pos, bound_sq),
-            X_test=_unit_rows(test.X, None if alone else pos, bound_sq),
-        )
-        if k == label_party:
-            views[k].y_train, views[k].y_test = train.y, test.y
+        facts["test_rows"] = [int(i) for i in test_idx]  # a saved model rescores its test split
+    train, test = centre_columns(spec, method, train, test, data.blocks, wanted, facts)
+    info = public_info(spec, method, train, test, data.blocks)
+    views = party_views(data, train, test, info, method.pooled_data)
+    write_probe(data, train, test)  # tests only: what this process holds
     if not method.pooled_data:
         return info, views, _no_pooled(method)
-
-    def pooled():
-        s = np.sqrt(bound_sq)
-        return train.X / s, train.y, test.X / s, test.y
-
-    return info, views, pooled
+    return info, views, pooled_arrays(train, test, info.row_norm_bound_sq)
 
 
-def _unit_rows(X: np.ndarray, pos: np.ndarray | None, bound_sq: float) -> np.ndarray:
-    """Columns ``pos`` of X scaled to unit rows; ``pos=None``: all of X, scaled in place.
-
-    Always C-ordered: BLAS sums in an order that depends on the layout, and a party must compute
-    bit for bit the same in-process as in its own process (same fingerprints)."""
-    if pos is not None:
-        return np.ascontiguousarray(scale_block_to_unit_rows(X[:, pos], total_bound_sq=bound_sq))
-    return np.ascontiguousarray(np.divide(X, math.sqrt(bound_sq), out=X))  # no copy if C-ordered
+def centre_columns(
+    spec: RunSpec,
+    method: Method,
+    train: Any,
+    test: Any,
+    blocks: list[np.ndarray],
+    wanted: list[int],
+    facts: dict[str, Any] | None,
+) -> tuple[Any, Any]:
+    """Step 5: each local party centres its numeric columns (released means with a budget)."""
+    if spec.center and has_budget(spec):  # the means are released under the budget
+        K = spec.parties
+        here = list(range(K)) if method.pooled_data else [k for k in wanted if k < K]
+        return center_released(
+            train, test, spec, blocks, here, method.privacy_unit, facts, method.centre_share(spec)
+        )
+    if spec.center:
+        return center_numeric_columns(train, test, facts)
+    return train, test
 
 
 def _no_pooled(method: Method) -> Callable[[], Any]:
@@ -314,29 +252,16 @@ def run_experiment(
     t_start = time.perf_counter()
     rss_start, cpu_start = current_rss_bytes(), cpu_seconds()
     method = validate_spec(spec)
-    # The models here are small: torch's intra-op threads cost far more in synchronisation than
-    # they gain (measured 40x slower split-NN steps with 2 threads on a loaded 2-core machine),
-    # and one thread per party process keeps in-process and networked timings comparable. A GLM
-    # run of a method whose module did not load torch never imports it (~1.8 s a process).
-    if spec.model != "glm" or "torch" in sys.modules:
-        import torch
-
-        torch.set_num_threads(1)
+    one_torch_thread(spec)
     own_rt = rt is None
-    if rt is None:
-        rt = InProcessRuntime(method.n_parties(spec))
-    elif rt.n_parties != method.n_parties(spec):
-        raise ConfigError(
-            f"runtime must have {method.n_parties(spec)} parties for {spec.method!r} "
-            f"with {spec.parties} data parties, got {rt.n_parties}"
-        )
+    rt = runtime_for(spec, method, rt)
     if save is not None:  # refused before any training
         from securevfl.model_io import check_save
 
         check_save(save, rt.local_parties, spec, method)
     try:
         facts: dict[str, Any] = {}
-        info, views, pooled = build_views(spec, method, rt.local_parties, facts)
+        info, views, pooled = build_views(spec, method, rt.local_parties, facts, rt=rt)
         if views_hook is not None:
             info, views, pooled = views_hook(info, views, pooled)
         if hasattr(rt, "limit_frames"):  # networked: refuse frames over this run's largest
@@ -344,40 +269,8 @@ def run_experiment(
         if rt.view is not None:  # the recorded party's own data and the public facts
             v = rt.view.view
             v.own, v.info, v.spec = views.get(v.party), info, spec
-        shared_seed = (
-            spec.seed
-            if spec.seed is not None
-            else rt.control(secrets.randbits(62) if rt.here(0) else None, src=0)
-        )
-        fit_spec = spec
-        composes = method.composes_centring(spec)  # else the record adds them (basic)
-        if spec.center and has_budget(spec) and not composes:  # the means take their share
-            cost = centring_reserve(float(spec.epsilon), method.centre_share(spec))
-            fit_spec = dataclasses.replace(spec, epsilon=float(spec.epsilon) - cost)
-        ctx = RunContext(
-            rt=rt,
-            spec=fit_spec,
-            info=info,
-            views=views,
-            shared_seed=int(shared_seed),
-            pooled=pooled if method.pooled_data else None,
-            audit=audit,
-        )
-        # numpy's overflow/invalid warnings would add unexplained lines to the output; what they
-        # can mean (a non-finite or constant result) is judged by outcome_warnings below
-        from securevfl import checkpoint
-
-        token = checkpoint.activate(checkpoints)
-        try:
-            with np.errstate(all="ignore"):
-                fit = method.fit(ctx)
-        finally:
-            checkpoint.deactivate(token)
-        if checkpoints is not None and not checkpoints.used:
-            raise ConfigError(
-                f"--checkpoint-every/--resume do not apply to method {spec.method!r}: it does "
-                "not train with the GLM or split-NN trainer's epochs"
-            )
+        shared_seed = agree_seed(spec, rt)
+        fit = fit_method(spec, method, rt, info, views, pooled, shared_seed, audit, checkpoints)
         if rt.view is not None and rt.view.party == info.label_party:
             rt.view.view.outputs = fit.test_scores
         if save is not None:  # every party writes only its own part, where it lives
@@ -391,126 +284,97 @@ def run_experiment(
                 views,
                 fit,
                 facts,
-                shared_seed=int(shared_seed),
+                shared_seed=shared_seed,
                 here_label=rt.here(info.label_party),
             )
-        # a budgeted run's fingerprints hash exact weights: they stay with their owners
-        fingerprints = rt.collect({} if guarded(spec) else fit.fingerprints, dst=info.label_party)
-        meters = rt.collect(rt.meter.export(), dst=info.label_party)
-        used = (rss_start, peak_rss_bytes(), cpu_seconds() - cpu_start)
-        peaks = rt.collect(used, dst=info.label_party)  # unmetered
-        if peaks is not None:
-            fit.stats.start_rss_bytes = {str(k): int(v[0]) for k, v in sorted(peaks.items())}
-            fit.stats.peak_rss_bytes = {str(k): int(v[1]) for k, v in sorted(peaks.items())}
-        if not rt.here(info.label_party):
-            return None
-        if meters is not None and len(rt.local_parties) < rt.n_parties:
-            from securevfl.runtime.channel import Meter
-
-            merged = Meter()
-            for m in {id(v): v for v in meters.values()}.values():
-                merged.merge(m)
-            comm = merged.summary(rt.n_parties)
-        else:
-            comm = rt.meter.summary(rt.n_parties)
-        fps: dict[str, str] = {}
-        for d in (fingerprints or {}).values():
-            fps.update({str(k): v for k, v in d.items()})
-        y_test = views[info.label_party].y_test
-        metrics = metrics_for(info.task, y_test, fit.test_scores)
-        record = {
-            "method": spec.method,
-            "family": method.family,
-            "capabilities": method.capabilities(spec.model),
-            "dataset": spec.dataset,
-            "parties": spec.parties,
-            "n_train": info.n_train,
-            "n_test": info.n_test,
-            "n_features": info.n_features,
-            "features_per_party": list(info.features_per_party),
-            "metrics": metrics,
-            # the accuracy of always answering the test split's most common class: the floor
-            # a report marks every method against (None for regression)
-            "majority_class_rate": majority_class_rate(info.task, y_test),
-            "threat_model": threat_model_ref(spec.method),
-            "time": {
-                "train_s": round(fit.train_s, 6),
-                "total_s": round(time.perf_counter() - t_start, 6),
-                # every party's CPU, from setup to scoring (one process in-process: its own)
-                "cpu_s": round(
-                    sum(v[2] for v in peaks.values())
-                    if len(rt.local_parties) < rt.n_parties
-                    else used[2],
-                    6,
-                ),
-            },
-            "comm": comm,
-            "privacy": fit.privacy.to_dict() if fit.privacy is not None else None,
-            "config": spec.to_config(),
-            "runtime": "inprocess" if len(rt.local_parties) == rt.n_parties else "processes",
-            "noise_seeded": noise_seed(spec) is not None,
-            "noise_generator": noise_generator_name(noise_seed(spec)),
-            "model_fingerprint": fps,
-            **({"fingerprint_withheld": FINGERPRINT_WITHHELD} if guarded(spec) else {}),
-            "stats": fit.stats.to_dict(),
-            "extra": fit.extra,
-            "alignment": alignment_of(spec.dataset) if spec.id_column else None,
-            **({"view": rt.view.view.summary()} if rt.view is not None else {}),
-            "version": __version__,
-            "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        }
-        if record["privacy"] is not None and spec.center and has_budget(spec) and not composes:
-            # a resumed run under the CSPRNG: every earlier run's centring was a release too
-            again = 0 if checkpoints is None else checkpoints.centrings_again
-            for _ in range(1 + again):
-                record["privacy"] = compose_into(
-                    record["privacy"],
-                    epsilon=float(spec.epsilon),
-                    unit=method.privacy_unit,
-                    parties=spec.parties,
-                    share=method.centre_share(spec),
-                )
-        if record["privacy"] is not None:  # every DP record says what no ε covers here
-            record["privacy"]["threat_model"] = record["threat_model"]
-            record["privacy"]["outside_guarantee"] = [
-                *record["privacy"].get("outside_guarantee", []),
-                *preprocessing_disclosure(spec, info.fitted),
-            ]
-        scrub_record(record, spec, label_party=info.label_party)  # what may not be in it, or no ε
-        at = f" at ε = {spec.epsilon:g}" if spec.epsilon is not None else ""
-        warnings = fit.stats.warnings + outcome_warnings(
-            info.task,
-            fit.test_scores,
-            metrics,
-            record["privacy"],
-            y_test=y_test,
-            setting=f"{spec.method}{at} on {info.n_train} training rows",
+        return collect_record(
+            spec,
+            method,
+            rt,
+            info,
+            views,
+            fit,
+            start=(t_start, rss_start, cpu_start),
+            checkpoints=checkpoints,
+            audit=audit,
         )
-        if audit is not None and audit.noise_divisor != 1.0:  # the record marks the variant
-            record["audit_noise_divisor"] = audit.noise_divisor
-            warnings.append(
-                f"audit variant: the DP noise was divided by {audit.noise_divisor:g}, so the "
-                "reported ε does not hold for this run"
-            )
-        if warnings:  # a result that looks fine but is not says so (printed by the CLI)
-            record["stats"]["warnings"] = warnings
-        return finite_values(record)  # strict JSON: a non-finite number is null (and warned)
     finally:
         if own_rt:
             rt.close()
 
 
-def majority_class_rate(task: str, y_test: np.ndarray | None) -> float | None:
-    """The test accuracy of always predicting the most common test class (classification)."""
-    if task == "regression" or y_test is None or len(y_test) == 0:
-        return None
-    counts = np.unique(np.asarray(y_test), return_counts=True)[1]
-    return round(float(counts.max()) / len(y_test), 6)
+def one_torch_thread(spec: RunSpec) -> None:
+    """The models here are small: torch's intra-op threads cost far more in synchronisation
+    than they gain (measured 40x slower split-NN steps with 2 threads on a loaded 2-core
+    machine), and one thread per party process keeps in-process and networked timings
+    comparable. A GLM run of a method whose module did not load torch never imports it."""
+    if spec.model != "glm" or "torch" in sys.modules:
+        import torch
+
+        torch.set_num_threads(1)
 
 
-def threat_model_ref(method: str) -> str:
-    """Where the method's adversary, collusion and who-sees-what are stated."""
-    return f"docs/threat-model.md#{method}"
+def runtime_for(spec: RunSpec, method: Method, rt: Runtime | None) -> Runtime:
+    """The given runtime, checked to have the method's party count; None: every party here."""
+    if rt is None:
+        return InProcessRuntime(method.n_parties(spec))
+    if rt.n_parties != method.n_parties(spec):
+        raise ConfigError(
+            f"runtime must have {method.n_parties(spec)} parties for {spec.method!r} "
+            f"with {spec.parties} data parties, got {rt.n_parties}"
+        )
+    return rt
+
+
+def agree_seed(spec: RunSpec, rt: Runtime) -> int:
+    """The seed of batches and initialisation every party shares: --seed, else party 0's draw."""
+    if spec.seed is not None:
+        return int(spec.seed)
+    return int(rt.control(secrets.randbits(62) if rt.here(0) else None, src=0))
+
+
+def fit_method(
+    spec: RunSpec,
+    method: Method,
+    rt: Runtime,
+    info: PublicInfo,
+    views: dict[int, PartyView],
+    pooled: Any,
+    shared_seed: int,
+    audit: AuditTap | None,
+    checkpoints: Any,
+) -> Any:
+    """Step 7: the method trains (the centring's share of ε set aside where it is released)."""
+    fit_spec = spec
+    composes = method.composes_centring(spec)  # else the record adds them (basic)
+    if spec.center and has_budget(spec) and not composes:  # the means take their share
+        cost = centring_reserve(float(spec.epsilon), method.centre_share(spec))
+        fit_spec = dataclasses.replace(spec, epsilon=float(spec.epsilon) - cost)
+    ctx = RunContext(
+        rt=rt,
+        spec=fit_spec,
+        info=info,
+        views=views,
+        shared_seed=shared_seed,
+        pooled=pooled if method.pooled_data else None,
+        audit=audit,
+    )
+    # numpy's overflow/invalid warnings would add unexplained lines to the output; what they
+    # can mean (a non-finite or constant result) is judged by outcome_warnings below
+    from securevfl import checkpoint
+
+    token = checkpoint.activate(checkpoints)
+    try:
+        with np.errstate(all="ignore"):
+            fit = method.fit(ctx)
+    finally:
+        checkpoint.deactivate(token)
+    if checkpoints is not None and not checkpoints.used:
+        raise ConfigError(
+            f"--checkpoint-every/--resume do not apply to method {spec.method!r}: it does "
+            "not train with the GLM or split-NN trainer's epochs"
+        )
+    return fit
 
 
 def spec_from_dict(d: dict[str, Any]) -> RunSpec:
@@ -524,7 +388,18 @@ def run_in_processes(
     """Run ``spec`` with one local OS process per party (MPyC runtime); return the record."""
     from securevfl.runtime.launcher import run_local_processes
 
-    method = validate_spec(spec)
+    own = None
+    if spec.dataset == OWN_CSV:
+        raise ConfigError(
+            "--processes starts every party: name every party's file with --dataset "
+            "csv:A.csv,B.csv (each process then opens only its own), not --data"
+        )
+    if spec.dataset.startswith(CSV_PREFIX):  # each process opens only its own file
+        method = check_spec(spec)
+        spec, own = own_files_of(spec, method)
+        check_memory(spec, spec.parties)
+    else:
+        method = validate_spec(spec)
     n = method.n_parties(spec)
     # each party may wait up to spec.timeout per message; the whole run gets a generous bound
     overall = spec.timeout * 4 + 60
@@ -541,4 +416,43 @@ def run_in_processes(
         plugins=plugins,
         method_module="" if module == "__main__" else module,
         save=save,
+        own=own,
     )
+
+
+def own_files_of(spec: RunSpec, method: Method) -> tuple[RunSpec, dict[int, dict[str, Any]]]:
+    """``csv:A.csv,B.csv`` as one process per party: the shared spec (dataset ``csv``) and what
+    party k alone is given (its own file; the label column at the label holder only)."""
+    from pathlib import Path
+
+    from securevfl.run_steps import label_holder
+
+    paths = [p for p in spec.dataset[len(CSV_PREFIX) :].split(",") if p]
+    if len(paths) != spec.parties:
+        raise ConfigError(
+            f"parties must equal the number of CSV files ({len(paths)}), got {spec.parties}"
+        )
+    if label_holder(spec, method) != 0:
+        raise ConfigError(
+            f"method {spec.method!r} keeps the labels at its server, not in party 0's file: "
+            "run it on csv: data in one process (without --processes)"
+        )
+    opts = dict(spec.dataset_options or {})
+    label, cats = opts.pop("label_column", None), opts.pop("categories", None)
+    shared = dataclasses.replace(spec, dataset=OWN_CSV, dataset_options=opts, bounds=None)
+
+    def absolute(p: str | None) -> str | None:
+        return None if p is None else str(Path(p).resolve())
+
+    own = {
+        k: {
+            "data": absolute(p),
+            "bounds": absolute(spec.bounds),
+            "dataset_options": {
+                **({"categories": absolute(cats)} if cats else {}),
+                **({"label_column": label} if k == 0 and label else {}),
+            },
+        }
+        for k, p in enumerate(paths)
+    }
+    return shared, own

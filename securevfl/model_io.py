@@ -64,13 +64,17 @@ def _sha256(path: Path) -> str:
 
 def model_id(spec: Any, shared_seed: int) -> str:
     """The same on every party of one run (spec and shared seed), different across runs."""
-    text = json.dumps({"spec": spec.to_config(), "d": spec.dataset, "m": spec.method}, default=str)
+    from securevfl.runtime.runspec import PARTY_OWN
+
+    # each party's own file and how it reads it differ between the parties of one run
+    shared = {k: v for k, v in spec.to_config().items() if k not in PARTY_OWN}
+    text = json.dumps({"spec": shared, "d": spec.dataset, "m": spec.method}, default=str)
     return hashlib.sha256(f"{shared_seed}/{text}".encode()).hexdigest()[:16]
 
 
 def _columns(k: int, views: dict, info: Any, facts: dict, spec: Any) -> dict[str, Any]:
     """Party ``k``'s columns: global indices, names, and how a raw value becomes an input."""
-    from securevfl.data.custom import CSV_PREFIX, schema_of
+    from securevfl.data.custom import is_csv_dataset, schema_of
 
     if k >= info.data_parties:
         return {"indices": [], "names": []}
@@ -80,7 +84,7 @@ def _columns(k: int, views: dict, info: Any, facts: dict, spec: Any) -> dict[str
         "indices": cols,
         "names": [names[c] if c < len(names) else f"x{c}" for c in cols],
     }
-    schema = schema_of(spec.dataset) if spec.dataset.startswith(CSV_PREFIX) else None
+    schema = schema_of(spec.dataset) if is_csv_dataset(spec.dataset) else None
     if schema is not None:  # a user CSV: raw names, and each column's min/max scaling range
         out["names"] = list(schema["headers"][k])
         out["scaling"] = [schema["scaling"][c] for c in cols]
@@ -102,14 +106,14 @@ def save_parts(
     here_label: bool = True,
 ) -> list[Path]:
     """Write every local party's part of ``fit.model`` under ``root``; return the directories."""
-    from securevfl.data.custom import CSV_PREFIX, schema_of
+    from securevfl.data.custom import is_csv_dataset, schema_of
 
     if fit.model is None and fit.model_refusal is None and not here_label:
         return []  # nothing lives here (a local-only baseline's passive party)
     if fit.model is None:
         why = fit.model_refusal or "it returns no model to save"
         raise ConfigError(f"--save does not apply to method {spec.method!r} yet: {why}")
-    schema = schema_of(spec.dataset) if spec.dataset.startswith(CSV_PREFIX) else None
+    schema = schema_of(spec.dataset) if is_csv_dataset(spec.dataset) else None
     written = []
     mid = model_id(spec, shared_seed)
     for k, part in sorted(fit.model.items()):
@@ -156,6 +160,8 @@ def save_parts(
             "privacy": fit.privacy.to_dict() if fit.privacy is not None else None,
             "noise_seeded": spec.seed is not None,
             # the label holder's check: a reloaded model must predict these test classes
+            # the test split's row positions (label-independent, drawn by the label holder)
+            "test_rows": facts.get("test_rows"),
             "test_classes_sha256": classes_digest(info.task, fit.test_scores)
             if k == info.label_party
             else None,

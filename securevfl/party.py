@@ -53,6 +53,26 @@ def check_party_spec(n_parties: int, index: int, addresses: Sequence[str]) -> No
         raise ConfigError(f"--index must be in [0, {n_parties}), got {index}")
 
 
+def check_own_data(spec: Any, index: int) -> None:
+    """A party names only its own data: ``--data MINE.csv`` (the server: none), never the files
+    of every party (``--dataset csv:A.csv,B.csv`` is the one-process form)."""
+    from securevfl.data.custom import CSV_PREFIX
+
+    if spec.dataset.startswith(CSV_PREFIX):
+        raise ConfigError(
+            f"a party names only its own file: --data MINE.csv (with --id-column to align the "
+            f"rows by PSI), got --dataset {spec.dataset!r}"
+        )
+    if spec.dataset != "csv":
+        return
+    if index < spec.parties and not spec.data:
+        raise ConfigError(f"party {index} must name its own file with --data FILE, got none")
+    if index >= spec.parties and spec.data:
+        raise ConfigError(f"party {index} is the server, it holds no data: got --data {spec.data}")
+    if spec.data and not os.path.isfile(spec.data):
+        raise ConfigError(f"--data must be a file, got {spec.data!r}")
+
+
 def run_party(
     spec_dict: dict[str, Any],
     index: int,
@@ -80,6 +100,7 @@ def run_party(
                 )
     spec = spec_from_dict(spec_dict)
     check_party_spec(check_spec(spec).n_parties(spec), index, addresses)  # before connecting
+    check_own_data(spec, index)
     digest = run_digest(spec_dict, run_id=run_id, n_parties=len(addresses))
     # a handshake mismatch then names the option that differs, not two hashes
     parts = run_digest_parts(spec_dict, run_id=run_id, n_parties=len(addresses))

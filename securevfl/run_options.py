@@ -33,6 +33,13 @@ COMMON_OPTIONS: dict[str, Option] = {
         "party (header row; party 0's has the label column, see --label-column; blank cells "
         "are imputed with a constant plus a missingness indicator column)",
     ),
+    "data": _common(
+        "data",
+        str,
+        "this party's own CSV file (header row; the label holder's holds the label column, see "
+        "--label-column): with `securevfl party` each party names only its own file and its own "
+        "--categories/--bounds; implies --dataset csv. Rows are aligned by PSI on --id-column",
+    ),
     "id_column": _common(
         "id_column",
         str,
@@ -153,6 +160,8 @@ def build_spec(params: dict[str, Any]) -> RunSpec:
     if not isinstance(flat.get("method"), str):
         raise ConfigError(f"a run must name a method, got {flat.get('method')!r}")
     method = lookup("method", flat.pop("method"))
+    if flat.get("data") is not None and flat.get("dataset") is None:
+        flat["dataset"] = "csv"  # each party's own file
     for key, value in method.common_defaults(flat).items():  # the method's own, if not given
         flat.setdefault(key, value)
     kw: dict[str, Any] = {"method": method.name, "dataset_options": {}, "options": {}}

@@ -238,15 +238,18 @@ def align_ids(
     *,
     workers: int = 1,
     progress: Callable[[int], None] | None = None,
+    parties: int | None = None,
 ) -> dict[int, np.ndarray]:
     """SPMD: every local party's row indices of the intersection, sorted by ID (all parties).
 
-    ``ids[k]`` is given where party k lives. Traffic is metered in phase ``psi``.
-    Raises ConfigError at every party if the ID types differ or the intersection is empty.
+    ``ids[k]`` is given where party k lives. ``parties``: the first that many runtime parties
+    hold IDs (default all; a run's server holds none and takes no part). Traffic is metered in
+    phase ``psi``. Raises ConfigError at every party if the ID types differ or the intersection
+    is empty.
     """
     from protocols.psi import Crypto, PSIError, psi_star
 
-    K = rt.n_parties
+    K = rt.n_parties if parties is None else parties
     with rt.meter.in_phase("psi"):
         # the ID type is schema, not data: party 0 checks that everyone's matches; the row
         # counts (which PSI reveals to party 0 anyway, and |X| to every party) size the frames
@@ -263,20 +266,27 @@ def align_ids(
                     f"the ID column must have one type at every party: party 0's is "
                     f"{kinds[0]}, party {diff[0]}'s is {kinds[diff[0]]}"
                 )
-        verdict, n_x = rt.broadcast((verdict, None if counts is None else counts[0]), src=0)
-        if verdict:
-            raise ConfigError(verdict)
-        _limit_frames(rt, int(n_x), counts)
-        encoded = {k: [v.encode() for v in ids[k]] for k in rt.local_parties}
-        try:
+        said = rt.broadcast(
+            (verdict, None if counts is None else counts[0]), src=0, dsts=range(1, K)
+        )
+        holds = any(k in ids for k in rt.local_parties)  # not a run's server, which has no IDs
+        if holds:
+            verdict, n_x = said
+            if verdict:
+                raise ConfigError(verdict)
+            _limit_frames(rt, int(n_x), counts)
+        encoded = {k: [v.encode() for v in ids[k]] for k in rt.local_parties if k in ids}
+        try:  # a process without IDs steps through the protocol's rounds, sending nothing
             with Crypto(workers=workers, progress=progress) as crypto:
-                rows = psi_star(rt, encoded, crypto=crypto)
+                rows = psi_star(rt, encoded, crypto=crypto, parties=list(range(K)))
         except PSIError as exc:
             raise ProtocolError(str(exc)) from None
+    if not holds:
+        return {}
 
-    first = rt.local_parties[0]
+    first = next(k for k in rt.local_parties if k in ids)
     order = _id_order(ids[first], rows[first], id_kind(ids[first]))
-    out = {k: rows[k][order] for k in rt.local_parties}
+    out = {k: rows[k][order] for k in rt.local_parties if k in ids}
     if len(next(iter(out.values()))) == 0:
         raise ConfigError("the parties' IDs must intersect, got an empty intersection")
     return out
@@ -311,15 +321,20 @@ def align_tables(
     *,
     workers: int | None = None,
     progress: Callable[[int], None] | None = None,
+    parties: int | None = None,
 ) -> tuple[dict[int, PartyTable], dict[str, Any] | None]:
     """Align the local parties' tables; return them (rows kept, agreed order) and, at party 0,
-    the alignment record ``{rows: [...], kept, comm}``.
+    the alignment record ``{rows: [...], kept, comm}``. ``parties``: as in :func:`align_ids`
+    (a process without a table passes ``tables={}`` and still takes part in the collections).
 
     Local parties work one after another in-process, so each may use every core.
     """
     if workers is None:
         workers = default_workers()
-    rows = align_ids(rt, {k: t.ids for k, t in tables.items()}, workers=workers, progress=progress)
+    K = rt.n_parties if parties is None else parties
+    rows = align_ids(
+        rt, {k: t.ids for k, t in tables.items()}, workers=workers, progress=progress, parties=K
+    )
 
     kept = {k: t.take(rows[k].tolist()) for k, t in tables.items()}
     counts = rt.collect({k: len(t.ids) for k, t in tables.items()}, dst=0)
@@ -339,7 +354,7 @@ def align_tables(
         merged = rt.meter
     record = {
         "id_column": tables[0].header[tables[0].id_index],
-        "rows": [n_rows[k] for k in range(rt.n_parties)],
+        "rows": [n_rows[k] for k in range(K)],
         "kept": len(rows[0]),
         "revealed": "the intersection size and which of its own rows each party keeps; "
         "party 0 also learns every party's row count and which of its rows each party holds",

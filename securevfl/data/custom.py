@@ -317,3 +317,35 @@ def register_csv_parties(
 def csv_disclosure(name: str) -> str | None:
     """What a ``csv:`` dataset's encoding disclosed outside any guarantee, if anything."""
     return _DISCLOSED.get(name)
+
+
+def register_own_schema(
+    name: str,
+    own: dict[int, tuple[list[str], list[list[float]], list | None]],
+    blocks: Sequence[np.ndarray],
+    alignment: dict | None,
+    names: Sequence[Sequence[str]] = (),
+) -> None:
+    """The schema of a run where each party opened only its own file (``--data``): this
+    process's parties' raw headers, column scalings and (at the label holder) classes; what a
+    saved model needs to prepare new rows. Other parties' entries stay empty (not known here)."""
+    total = sum(len(b) for b in blocks)
+    scaling: list = [None] * total
+    headers: list[list[str]] = [[] for _ in blocks]
+    classes = None
+    for k, (header, ranges, cls) in own.items():
+        headers[k] = list(header)
+        for c, r in zip(blocks[k], ranges, strict=True):
+            scaling[int(c)] = list(r)
+        classes = cls if cls is not None else classes
+    _SCHEMAS[name] = {"scaling": scaling, "classes": classes, "headers": headers}
+    if names:  # every party's encoded column names (public metadata)
+        _SCHEMAS[name]["names"] = [list(ns) for ns in names]
+    _ALIGNMENTS.pop(name, None)
+    if alignment is not None:
+        _ALIGNMENTS[name] = alignment
+
+
+def is_csv_dataset(name: str) -> bool:
+    """``csv:a.csv,b.csv`` (every file in one process) or ``csv`` (each party its own file)."""
+    return name == "csv" or name.startswith(CSV_PREFIX)

@@ -269,3 +269,18 @@ load_cps1988 = _uncoded(_load_cps1988_cached)
 load_diabetes = _uncoded(_load_diabetes_cached)
 load_digits = _uncoded(_load_digits_cached)
 load_phishing = _uncoded(_load_phishing_cached)
+
+
+def clear_caches() -> None:
+    """Drop the whole tables the loaders keep (a data party's process keeps only its block and
+    no labels once it has taken its columns)."""
+    for fn in (
+        _adult_raw,
+        load_adult,
+        _load_phishing_cached,
+        _load_cps1988_cached,
+        _load_breast_cached,
+        _load_digits_cached,
+        _load_diabetes_cached,
+    ):
+        fn.cache_clear()

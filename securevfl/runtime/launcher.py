@@ -31,6 +31,15 @@ def _plain_exit(line: str) -> str:
     return line
 
 
+def _own_spec(spec_dict: dict[str, Any], own: dict[str, Any] | None) -> dict[str, Any]:
+    if not own:
+        return spec_dict
+    out = {**spec_dict, **{k: v for k, v in own.items() if k != "dataset_options"}}
+    out["dataset_options"] = {**(spec_dict.get("dataset_options") or {})}
+    out["dataset_options"].update(own.get("dataset_options") or {})
+    return out
+
+
 def run_local_processes(
     spec_dict: dict[str, Any],
     n_parties: int,
@@ -39,11 +48,13 @@ def run_local_processes(
     plugins: tuple[str, ...] = (),
     method_module: str = "",
     save: str | None = None,
+    own: dict[int, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Run a spec with ``n_parties`` local party processes; return the label holder's record.
 
     ``plugins``: modules each party imports (registries); ``method_module``: the one that
-    registers the spec's method, imported instead of its package's other modules."""
+    registers the spec's method, imported instead of its package's other modules. ``own[k]``:
+    fields party k alone is given (its own data file), merged into its copy of the spec."""
     addresses = [f"127.0.0.1:{p}" for p in free_ports(n_parties)]
     run_id, key = secrets.token_hex(8), secrets.token_bytes(32)
     with tempfile.TemporaryDirectory(prefix="securevfl-") as tmp:
@@ -56,7 +67,7 @@ def run_local_processes(
                 "--index",
                 str(i),
                 "--spec-json",
-                json.dumps(spec_dict),
+                json.dumps(_own_spec(spec_dict, (own or {}).get(i))),
                 "--result-file",
                 os.path.join(tmp, f"party{i}.json"),
                 "--plugins",

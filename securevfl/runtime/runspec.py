@@ -13,8 +13,20 @@ import json
 import os
 from typing import Any
 
-# how long a party may wait is its own business; everything else defines the run
-_LOCAL_FIELDS = frozenset({"timeout"})
+# how long a party may wait is its own business, and so is its own data file and how it reads
+# it (--data, --label-column, --categories, --bounds: each party names only its own); everything
+# else defines the run
+_LOCAL_FIELDS = frozenset({"timeout", "data", "bounds"})
+_LOCAL_DATASET_OPTIONS = frozenset({"label_column", "categories"})
+PARTY_OWN = _LOCAL_FIELDS | _LOCAL_DATASET_OPTIONS  # a flat config's keys each party sets
+
+
+def _shared(spec_dict: dict[str, Any]) -> dict[str, Any]:
+    """The spec without the fields each party sets for itself."""
+    spec = {k: v for k, v in spec_dict.items() if k not in _LOCAL_FIELDS}
+    opts = spec.get("dataset_options") or {}
+    spec["dataset_options"] = {k: v for k, v in opts.items() if k not in _LOCAL_DATASET_OPTIONS}
+    return spec
 
 
 @functools.cache
@@ -41,7 +53,7 @@ def code_version() -> str:
 
 def run_digest(spec_dict: dict[str, Any], *, run_id: str = "", n_parties: int) -> bytes:
     """SHA-256 over the canonical run spec (seed policy included), run ID, party count, code."""
-    spec = {k: v for k, v in spec_dict.items() if k not in _LOCAL_FIELDS}
+    spec = _shared(spec_dict)
     spec["seed_policy"] = "os-entropy" if spec.get("seed") is None else "seeded"
     doc = {"spec": spec, "run_id": run_id, "parties": n_parties, "code": code_version()}
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).digest()
@@ -53,7 +65,7 @@ def run_digest_parts(
     """The digest's parts by the name a user would change: one short hash per option (``--seed``,
     a method option's ``--name``), ``--run-id``, the party count and the code version. Sent to
     the peers only when the digests differ, so the error names the option that differs."""
-    flat = {k: v for k, v in spec_dict.items() if k not in _LOCAL_FIELDS}
+    flat = _shared(spec_dict)
     for nested in ("options", "dataset_options"):
         flat.update(flat.pop(nested, None) or {})
     named: dict[str, Any] = {f"--{k.replace('_', '-')}": v for k, v in flat.items()}
