@@ -8,15 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from securevfl.context import AuditTap, PartyView, PublicInfo, RunSpec
+from securevfl.context import AuditTap, PartyView, PublicInfo, RunSpec, has_budget, noise_seed
 from securevfl.data.custom import alignment_of
-from securevfl.disclosure import (
-    FINGERPRINT_WITHHELD,
-    guarded,
-    has_budget,
-    noise_seed,
-    scrub_record,
-)
+from securevfl.disclosure import FINGERPRINT_WITHHELD, guarded, scrub_record
 from securevfl.evaluation import metrics_for
 from securevfl.methods.base import Method
 from securevfl.outcome import finite_values, outcome_warnings

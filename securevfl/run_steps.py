@@ -27,7 +27,7 @@ from securevfl.data.custom import CSV_KEYS, register_own_schema
 from securevfl.data.datasets import Dataset, DatasetInfo
 from securevfl.data.own_csv import OwnFile, open_own_files
 from securevfl.data.split import apply_split, draw_split
-from securevfl.disclosure import noise_seed
+from securevfl.context import noise_seed
 from securevfl.errors import ConfigError, DataError
 from securevfl.methods.base import Method
 from securevfl.rng import make_noise_rng
