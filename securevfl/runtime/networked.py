@@ -8,7 +8,8 @@ frame a peer sends is at most the run's frame limit: 1 MiB until the run's sizes
 handshake), then the largest message the run's protocol can legitimately send plus slack
 (:mod:`securevfl.runtime.frame_limits`, set by :meth:`NetworkedRuntime.limit_frames`;
 ``SECUREVFL_MAX_FRAME_MB`` overrides it): a larger frame is refused from its 12-byte header,
-before it is buffered, naming the peer. The
+before it is buffered, naming the peer. What a peer may make this party hold in all is bounded
+too (:func:`protocols.mpyc_net.held_budgets`; before the handshake only its own bytes). The
 first round is the run handshake: a peer with another run spec, a foreign run on the same ports
 or a peer without the run's key makes every party stop. Protocol code is unchanged from the
 in-process runtime. Each process meters the messages it sends; the label holder merges the
@@ -109,6 +110,7 @@ class NetworkedRuntime(Runtime):
         self._run(
             mpyc_net.handshake(self.mpc, digest, key=key, parts=digest_parts), "the run handshake"
         )
+        mpyc_net.authenticated(self.mpc)  # peers may now be held up to the run's budgets
 
     def limit_frames(self, nbytes: int) -> None:
         """From now on refuse any frame a peer announces over ``nbytes`` (the run's limit,
