@@ -329,14 +329,11 @@ def align_tables(
     n_rows: dict[int, int] = {}
     for d in counts.values():
         n_rows.update(d)
-    from securevfl.runtime.channel import Meter
+    from securevfl.runtime.channel import merge_reports
 
-    merged = Meter()
-    if len(rt.local_parties) < rt.n_parties:
-        for m in meters.values():
-            merged.merge(m)
-    else:
-        merged = rt.meter
+    merged = rt.meter
+    if len(rt.local_parties) < rt.n_parties:  # a peer's report is checked first
+        merged = merge_reports(rt, meters, frame_limit=rt.frame_limit)
     record = {
         "id_column": tables[0].header[tables[0].id_index],
         "rows": [n_rows[k] for k in range(rt.n_parties)],

@@ -36,6 +36,7 @@ from securevfl import serialization
 from securevfl.errors import ConfigError, PartyTimeoutError, ProtocolError
 from securevfl.runtime.base import Runtime
 from securevfl.runtime.channel import Meter
+from securevfl.runtime.expect import Expect
 from securevfl.runtime.frame_limits import HANDSHAKE_FRAME, MAX_FRAME
 
 
@@ -270,7 +271,7 @@ class NetworkedRuntime(Runtime):
     # Every party calls exchange for every primitive, involved or not: MPyC labels messages
     # by a program counter that must advance in lockstep on all parties (SPMD).
 
-    def send(self, value: Any, *, src: int, dst: int) -> Any:
+    def send(self, value: Any, *, src: int, dst: int, expect: Expect | None = None) -> Any:
         if src == dst:
             return value if self.here(src) else None
         self.meter.round()
@@ -281,9 +282,16 @@ class NetworkedRuntime(Runtime):
         got = self._transfer(data, [src], [dst], f"a message from party {src} to party {dst}")
         if not self.here(dst):
             return None
-        return self._delivered(self._decode(got[0], src), src=src, dst=dst)
+        return self._delivered(self._decode(got[0], src), src=src, dst=dst, expect=expect)
 
-    def broadcast(self, value: Any, *, src: int, dsts: Iterable[int] | None = None) -> Any:
+    def broadcast(
+        self,
+        value: Any,
+        *,
+        src: int,
+        dsts: Iterable[int] | None = None,
+        expect: Expect | None = None,
+    ) -> Any:
         dsts = [d for d in (range(self.n_parties) if dsts is None else dsts) if d != src]
         if not dsts:
             return value if self.here(src) else None
@@ -298,9 +306,11 @@ class NetworkedRuntime(Runtime):
             return value
         if self.index not in dsts:
             return None
-        return self._delivered(self._decode(got[0], src), src=src, dst=self.index)
+        return self._delivered(self._decode(got[0], src), src=src, dst=self.index, expect=expect)
 
-    def gather(self, values: Mapping[int, Any], *, dst: int) -> dict[int, Any] | None:
+    def gather(
+        self, values: Mapping[int, Any], *, dst: int, expect: Expect | None = None
+    ) -> dict[int, Any] | None:
         self.meter.round()
         senders = [k for k in sorted(values) if k != dst]
         data = None
@@ -316,7 +326,7 @@ class NetworkedRuntime(Runtime):
             return None
         out = {k: values[k] for k in values if k == dst}
         for k, v in zip(senders, got):
-            out[k] = self._delivered(self._decode(v, k), src=k, dst=dst)
+            out[k] = self._delivered(self._decode(v, k), src=k, dst=dst, expect=expect)
         return out
 
     def control(self, value: Any, *, src: int) -> Any:
