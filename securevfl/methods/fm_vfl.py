@@ -351,7 +351,8 @@ def _score(
             k: rt.local(k, lambda k=k: _box(ctx, k, intercept, bounds[k], test=True) @ w_k[k])
             for k in range(K)
         }
-        got = rt.gather(partial, dst=0, expect=Expect("scores", shape=(ctx.info.n_test,)))
+        rows = len(ctx.views[0].X_test) if rt.here(0) else None  # checked where it arrives
+        got = rt.gather(partial, dst=0, expect=Expect("scores", shape=(rows,)))
     if not rt.here(0):
         return None
     z = sum(got.values())

@@ -352,7 +352,8 @@ def predict_glm(
             )
             for k in passives
         }
-        rows = ctx.info.n_test if split == "test" else ctx.info.n_train
+        # the receiver's own rows of the split (a views hook may have re-split them)
+        rows = len(getattr(ctx.views[active], attr)) if rt.here(active) else 0
         received = rt.gather(parts, dst=active, expect=hooks.message_expect(ctx, "scores", rows))
     if not rt.here(active):
         return None
