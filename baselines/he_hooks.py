@@ -134,6 +134,10 @@ class HEHooks(GLMHooks):
     def active_uses_exact(self) -> bool:
         return False  # the active party, too, only holds the encrypted residual
 
+    def message_expect(self, ctx, step_name, rows):
+        # training messages are ciphertexts, checked as the scheme decodes them; scores plain
+        return super().message_expect(ctx, step_name, rows) if step_name == "scores" else None
+
     def gradients(self, ctx, idx, derivs, step):
         self._close()
         rt, C, b = ctx.rt, self.K, len(idx)

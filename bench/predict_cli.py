@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -88,6 +89,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from securevfl.predict import load_model
 
     # numpy's and pandas' warnings would add unexplained lines before a one-line error
+    if getattr(args, "out", None):
+        check_out(Path(args.out))  # before any scoring: a bad path costs nothing
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         if args.index is not None:
@@ -256,9 +259,24 @@ def _test_split(model: Any, args: argparse.Namespace) -> int:
     return 0 if same else 1
 
 
+def check_out(path: Path) -> None:
+    """--out must name a file this process can write: not a directory, in a directory that
+    exists and is writable (one line, exit 2, instead of a traceback after scoring)."""
+    if path.is_dir():
+        raise ConfigError(f"--out must name a file, got the directory {str(path)!r}")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise ConfigError(f"--out must be in a directory that exists, got {str(path)!r}")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise ConfigError(f"--out must be a path this user can write, got {str(path)!r}")
+
+
 def _write(path: Path, ids: Any, classes: np.ndarray, scores: np.ndarray) -> None:
-    with path.open("w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(["id", "class", "score"])
-        for i, c, s in zip(ids, classes.tolist(), scores.tolist()):
-            w.writerow([i, c, repr(float(s))])
+    try:
+        with path.open("w", newline="") as f:
+            w = csv.writer(f, lineterminator="\n")
+            w.writerow(["id", "class", "score"])
+            for i, c, s in zip(ids, classes.tolist(), scores.tolist()):
+                w.writerow([i, c, repr(float(s))])
+    except OSError as exc:
+        raise ConfigError(f"--out {str(path)!r} cannot be written: {exc.strerror}") from None

@@ -17,6 +17,17 @@ sends ``MAGIC | digest of its run spec | nonce``; then each sends every peer an 
 hellos (keyed by the run's secret where a launcher handed one out). A peer with another run spec
 is named; a peer that saw other parties (a foreign run on the same ports) or does not hold the
 key fails the second round. Both raise :class:`~protocols.wire.WireError`.
+
+What a peer may make this party hold (frames it sent that no step has asked for yet, plus the
+frame being received) is bounded, per peer and per run (:func:`held_budgets`):
+
+- until the handshake has authenticated the peers (:func:`authenticated`), a peer may make it
+  hold the handshake's own bytes (:data:`PREAUTH_BYTES`) plus one socket read; beyond that this
+  party stops reading that connection (TCP backpressure: the sender's writes stall, nothing is
+  buffered here) until the handshake consumes what is held. A local process without the run's
+  certificate or key therefore cannot make a party grow before it is refused;
+- after it, :func:`held_budgets` of the frame limit in force: a peer that makes this party hold
+  more is refused, named, and every wait stops (a flood of frames with labels no step uses).
 """
 
 from __future__ import annotations
@@ -39,6 +50,12 @@ BIG_FRAME = 1 << 20  # frames from this size on are collected as chunks and join
 DIGEST_LEN = 32
 NONCE_LEN = 16
 HELLO_LEN = len(MAGIC) + DIGEST_LEN + NONCE_LEN
+MAX_PARTS_BYTES = 1 << 16  # the named parts of a digest: option names and short hashes
+FRAME_OVERHEAD = 12 + 128  # MPyC's frame header, and the dict entry and bytes object holding it
+PEER_FRAMES = 8  # frames of the limit's size a peer may have waiting, after the handshake...
+PEER_FLOOR = 32 << 20  # ... at least this many bytes (small runs), ...
+PEER_CAP = 256 << 20  # ... at most this many unless two frames need more
+RUN_CAP = 384 << 20  # all peers together, unless two frames need more
 
 
 def cert_paths(cert_dir: str, pid: int) -> tuple[str, str, str]:
@@ -79,17 +96,85 @@ def _exchanger_class():
         socket delivers and joined once: MPyC appends every chunk to one growing ``bytearray``
         (copied again at each reallocation) and copies the payload out at the end."""
 
-        __slots__ = ("_big_pc", "_big_need", "_big_parts")
+        __slots__ = ("_big_pc", "_big_need", "_big_parts", "_big_have", "_paused")
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
+            self.buffers = _HeldFrames()  # MPyC's frames by label, counting the bytes held
             self._big_pc: int | None = None  # the frame being collected, its missing bytes
             self._big_need = 0
             self._big_parts: list[bytes] = []
+            self._big_have = 0
+            self._paused = False
+
+        def held(self) -> int:
+            """Bytes from this peer held here: frames no step asked for yet, and partial ones."""
+            return self.buffers.nbytes + len(self.bytes) + self._big_have
+
+        def receive(self, pc: int) -> Any:
+            got = super().receive(pc)  # a step takes a held frame: read again if we had stopped
+            if self._paused and self.transport is not None and not self.transport.is_closing():
+                if self.held() <= PREAUTH_BYTES:
+                    self._paused = False
+                    self.transport.resume_reading()
+            return got
+
+        def _over_budget(self, incoming: int) -> bool:
+            """Before ``incoming`` more bytes are taken in: before the handshake, stop reading
+            once the handshake's bytes are held; after it, refuse a peer over its budget."""
+            rt, held = self.runtime, self.held() + incoming
+            rt._securevfl_held_peak = max(getattr(rt, "_securevfl_held_peak", 0), held)
+            if not getattr(rt, "_securevfl_authenticated", False):
+                self._pause_if_over(held)  # this chunk is taken; the next waits
+                return False
+            peer_budget, run_budget = held_budgets(max_frame(rt), len(rt.parties))
+            total = incoming + sum(
+                p.protocol.held()
+                for p in rt.parties
+                if p.pid != rt.pid and hasattr(getattr(p, "protocol", None), "held")
+            )
+            if held <= peer_budget and total <= run_budget:
+                return False
+            over = (
+                f"{held} bytes, over the {peer_budget} bytes held per peer"
+                if held > peer_budget
+                else f"{held} bytes while all peers' frames came to {total}, over the "
+                f"{run_budget} bytes held per run"
+            )
+            self._refuse_peer(
+                f"party {self.peer_pid} sent frames no step has asked for yet: {over} (budgets "
+                "derived from the frame limit this run allows)"
+            )
+            return True
+
+        def _pause_if_over(self, held: int) -> None:
+            """Before the handshake: stop reading a peer that holds more than its bytes."""
+            rt = self.runtime
+            rt._securevfl_held_peak = max(getattr(rt, "_securevfl_held_peak", 0), held)
+            if held > PREAUTH_BYTES and not self._paused and self.transport is not None:
+                self._paused = True
+                self.transport.pause_reading()
+                self.runtime._securevfl_refused.append(
+                    f"party {self.peer_pid} sent {held} bytes before the handshake "
+                    f"authenticated it (the handshake needs at most {PREAUTH_BYTES}): "
+                    "stopped reading it"
+                )
+
+        def _refuse_peer(self, why: str) -> None:
+            self.runtime._securevfl_refused.append(why)
+            hook = getattr(self.runtime, "_securevfl_on_violation", None)
+            if hook is not None:
+                hook(why)
+            self.bytes = bytearray()
+            self.buffers.clear()
+            self._big_parts, self._big_have, self._big_pc = [], 0, None
+            self.transport.abort()
 
         def data_received(self, data: bytes) -> None:
             if self.peer_pid is not None:  # when each peer was last heard from (names a silent one)
                 self.runtime._securevfl_last_seen[self.peer_pid] = time.monotonic()
+                if self._over_budget(len(data)):
+                    return
                 if self._big_pc is not None:
                     data = self._collect(data)
                     if not data:
@@ -104,6 +189,10 @@ def _exchanger_class():
                     self.transport.close()
                     return
             super().data_received(data)
+            if self.peer_pid is not None and not getattr(
+                self.runtime, "_securevfl_authenticated", False
+            ):  # the first chunk of a client (its id came with it) was not counted before
+                self._pause_if_over(self.held())
             if self.peer_pid is not None and self.transport is not None:
                 if self._oversize(b""):  # a header left in MPyC's buffer (the first chunk)
                     return
@@ -119,6 +208,7 @@ def _exchanger_class():
                 return
             self._big_pc, self._big_need = pc, size - (len(buf) - 12)
             self._big_parts = [bytes(buf[12:])]
+            self._big_have = len(self._big_parts[0])
             self.bytes = bytearray()
 
         def _collect(self, data: bytes) -> bytes:
@@ -127,11 +217,12 @@ def _exchanger_class():
             if len(data) < self._big_need:
                 self._big_parts.append(data)
                 self._big_need -= len(data)
+                self._big_have += len(data)
                 return b""
             k = self._big_need
             self._big_parts.append(data[:k])
             payload, pc = b"".join(self._big_parts), self._big_pc
-            self._big_pc, self._big_need, self._big_parts = None, 0, []
+            self._big_pc, self._big_need, self._big_parts, self._big_have = None, 0, [], 0
             if pc in self.buffers:  # MPyC's delivery: a waiting future, or kept for later
                 self.buffers.pop(pc).set_result(payload)
             else:
@@ -158,17 +249,11 @@ def _exchanger_class():
                 head = _slice2(self.bytes, data, pos, 12)
                 size = int.from_bytes(head[8:12], "little")
                 if size > limit:
-                    why = (
+                    self._refuse_peer(
                         f"party {self.peer_pid} sent a frame of {size} bytes, over the limit of "
                         f"{limit} bytes per frame this run allows (SECUREVFL_MAX_FRAME_MB "
                         "overrides it)"
                     )
-                    self.runtime._securevfl_refused.append(why)
-                    hook = getattr(self.runtime, "_securevfl_on_violation", None)
-                    if hook is not None:
-                        hook(why)
-                    self.bytes = bytearray()
-                    self.transport.abort()
                     return True
                 pos += 12 + size
             return False
@@ -209,6 +294,60 @@ def _exchanger_class():
                 pass  # the last peer left mid-run: MPyC re-resolves its finished start future
 
     return CheckedExchanger
+
+
+class _HeldFrames(dict):
+    """MPyC's ``buffers`` (label -> a received frame, or a Future a step waits on) that keeps
+    the bytes of the frames it holds in ``nbytes``, each charged :data:`FRAME_OVERHEAD` more."""
+
+    __slots__ = ("nbytes",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.nbytes = 0
+
+    @staticmethod
+    def _cost(v: Any) -> int:
+        return len(v) + FRAME_OVERHEAD if isinstance(v, bytes | bytearray) else 0
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.nbytes += self._cost(value) - self._cost(dict.get(self, key))  # a repeated label
+        super().__setitem__(key, value)
+
+    def pop(self, key: Any, *default: Any) -> Any:
+        value = super().pop(key, *default)
+        self.nbytes -= self._cost(value)
+        return value
+
+    def clear(self) -> None:
+        super().clear()
+        self.nbytes = 0
+
+
+# the handshake's frames from one peer: the hello, the named parts (only on a mismatch) and a run
+# check, each with its header
+PREAUTH_BYTES = 3 * FRAME_OVERHEAD + HELLO_LEN + MAX_PARTS_BYTES + DIGEST_LEN
+
+
+def held_budgets(frame_limit: int, n_parties: int) -> tuple[int, int]:
+    """(bytes one peer, bytes all peers together) may make this party hold after the handshake:
+    :data:`PEER_FRAMES` frames of the limit, between :data:`PEER_FLOOR` and :data:`PEER_CAP`
+    per peer and :data:`RUN_CAP` per run, never below two frames (one waiting, one arriving)."""
+    two = 2 * (frame_limit + FRAME_OVERHEAD)
+    peer = max(two, min(PEER_FRAMES * frame_limit, PEER_CAP), PEER_FLOOR)
+    run = max(two, min(peer * max(1, n_parties - 1), RUN_CAP))
+    return peer, run
+
+
+def authenticated(mpc: Any) -> None:
+    """The handshake has authenticated every peer: from now on the post-handshake budgets apply
+    and connections paused for holding the handshake's bytes are read again."""
+    mpc._securevfl_authenticated = True
+    for party in mpc.parties:
+        proto = party.protocol
+        if getattr(proto, "_paused", False) and not proto.transport.is_closing():
+            proto._paused = False
+            proto.transport.resume_reading()
 
 
 async def secure_start(mpc: Any, *, cert_dir: str | None = None) -> None:
@@ -292,9 +431,6 @@ def exchange(mpc: Any, data: bytes | None, senders: Sequence[int], receivers: Se
 def _mac(key: bytes, src: int, dst: int, hellos: list[bytes]) -> bytes:
     msg = b"securevfl-run|%d>%d|" % (src, dst) + b"".join(hellos)
     return hmac.new(key or b"securevfl-no-key", msg, hashlib.sha256).digest()
-
-
-MAX_PARTS_BYTES = 1 << 16  # the named parts of a digest: option names and short hashes
 
 
 def _pack_parts(parts: Mapping[str, bytes] | None) -> bytes:

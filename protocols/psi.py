@@ -24,8 +24,9 @@ What each party learns (semi-honest): party 0 learns every |Y_k| and, for each o
 which parties hold that ID (the pairwise intersections); party k learns |X|, the size of the
 common intersection and which of its rows are in it. Nobody sees an ID outside the
 intersection. Blinded points travel as one packed bytes blob (32 bytes each); a point from a peer
-must be a canonical u-coordinate (< 2^255 - 19) and must not be of small order (its product is
-then zero), else :class:`PSIError`.
+must be a canonical u-coordinate (< 2^255 - 19) and must not be one of the u-coordinates of
+small order (:data:`SMALL_ORDER`, checked before any backend multiplies: crypto_mb returned a
+non-zero product for u = p - 1, which OpenSSL refuses), else :class:`PSIError`.
 
 Two interchangeable backends compute X25519 (same bytes, tests compare them): Intel's
 multi-buffer ``crypto_mb`` (``mbx_x25519_mb8``: eight points per call in AVX-512 IFMA lanes,
@@ -294,6 +295,21 @@ class Crypto:
         return self._run((blob[i : i + step] for i in range(0, len(blob), step)), scalar)
 
 
+_P = 2**255 - 19
+# the canonical u-coordinates of points of order 1, 2, 4 or 8 on Curve25519 and its twist
+# (0, 1, p - 1 and the two of order 8); X25519 of any of them is zero for every clamped scalar
+SMALL_ORDER = tuple(
+    u.to_bytes(POINT_BYTES, "little")
+    for u in (
+        0,
+        1,
+        _P - 1,
+        325606250916557431795983626356110631294008115727848805560023387167927233504,
+        39382357235489614581723060781553021112529911719440698176882885853963445705823,
+    )
+)
+
+
 def check_blob(blob: Any, count: int | None = None) -> int:
     """Number of points in a packed blob; PSIError unless it is bytes of whole points."""
     if not isinstance(blob, bytes | bytearray) or len(blob) % POINT_BYTES:
@@ -308,6 +324,12 @@ def check_blob(blob: Any, count: int | None = None) -> int:
     over_p = (pts[:, 31] == 0x7F) & (pts[:, 1:31] == 0xFF).all(axis=1) & (pts[:, 0] >= 0xED)
     if (high | over_p).any():
         raise PSIError("a peer sent a point that is not a canonical X25519 u-coordinate (< p)")
+    small = np.frombuffer(b"".join(SMALL_ORDER), np.uint8).reshape(-1, POINT_BYTES)
+    # compare on the first 8 bytes (one int each), then whole points where those match
+    heads = pts[:, :8].copy().view("<u8").ravel()
+    hit = np.isin(heads, small[:, :8].copy().view("<u8").ravel())
+    if hit.any() and any(bytes(p) in SMALL_ORDER for p in pts[hit]):
+        raise PSIError("a peer sent a small-order point (its X25519 product is zero)")
     return n
 
 
@@ -445,9 +467,18 @@ def psi_star(
     for k in others:
         pos = tp.send(positions[k], src=active, dst=k)
         if tp.here(k):
-            pos = np.asarray(pos)
             n_k = len(ids[k])
-            if pos.ndim != 1 or (len(pos) and (pos.min() < 0 or pos.max() >= n_k)):
+            if not isinstance(pos, np.ndarray) or pos.dtype.kind not in "iu" or pos.ndim != 1:
+                what = (
+                    f"dtype {pos.dtype}, {pos.ndim} dims"
+                    if isinstance(pos, np.ndarray)
+                    else (type(pos).__name__)
+                )
+                raise PSIError(
+                    f"party {k} got positions from party {active} that are not a list of row "
+                    f"numbers ({what})"
+                )
+            if len(pos) and (int(pos.min()) < 0 or int(pos.max()) >= n_k):
                 raise PSIError(f"party {k} got positions outside its {n_k} rows")
             seen = np.zeros(n_k, dtype=bool)
             seen[pos] = True

@@ -35,6 +35,21 @@ drop out after key agreement (t = ``threshold``, by default floor(M/2) + 1).
   more answered), removes self masks and the dropped parties' pair masks, and returns the sum.
   Pair masks with a dropped party are known only to survivors, so with D non-empty every
   survivor must answer; without dropouts any t answers suffice.
+* Consistency check (Bonawitz et al.'s ConsistencyCheck round, with pairwise MACs in place of
+  signatures): before any unmasking, the server sends each survivor the survivor list S; each
+  survivor u returns, for every other v in S, ``HMAC(vouch key of u and v, u > v | aggregation |
+  S)``; the server forwards to v the vouches of all of S, and v answers only if each verifies over
+  the S it was sent itself. A malicious server that sends different lists to different parties
+  (to get the shares of b_u from some and u's pair masks from others, i.e. u's input) gets no
+  answer: the server cannot make the vouch of u for another list. The request also carries each
+  dealer's commitment to the recipient's share, so a responder names a dealer whose share does
+  not match its commitment before answering (an honest responder is never blamed for it).
+
+What each protocol resists: a server that deviates in any way learns nothing beyond the sum of
+the survivors (it can still abort or drop parties); dealers and responders that deviate are
+named (a forged share, reveal, or dealing) and never change the sum silently; parties that
+collude with the server learn what their own inputs and the sum imply (t > M / 2 keeps two
+disjoint groups of t from vouching for two lists).
 
 Nothing here imports ``securevfl``: the caller moves the bytes (and meters them).
 """
@@ -46,6 +61,7 @@ import os
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from hmac import compare_digest
 from typing import Any
 
 import numpy as np
@@ -78,8 +94,14 @@ __all__ = [
 ]
 
 SERVER = 0xFFFFFFFF  # the server's id in headers (parties are 0..M-1)
-MASKED, REQUEST, RESPONSE = 1, 2, 3
-_KINDS = {MASKED: "masked values", REQUEST: "unmasking request", RESPONSE: "unmasking response"}
+MASKED, REQUEST, RESPONSE, CHECK, VOUCH = 1, 2, 3, 4, 5
+_KINDS = {
+    MASKED: "masked values",
+    REQUEST: "unmasking request",
+    RESPONSE: "unmasking response",
+    CHECK: "survivor list",
+    VOUCH: "vouch for the survivor list",
+}
 _HEADER = struct.Struct(">B16sIIQQQI")  # kind, session, sender, receiver, round, batch, off, count
 HEADER_BYTES = _HEADER.size
 TAG_BYTES = 32
@@ -260,6 +282,7 @@ class SecAggParty:
         self._auth: bytes | None = None
         self._pending: dict[tuple[int, int], tuple[int, int, int]] = {}
         self._round: tuple[int, np.ndarray, list[int]] | None = None
+        self._vouched: dict[tuple[int, int], list[int]] = {}  # survivor lists vouched for
         self.session: bytes | None = None
 
     @property
@@ -375,9 +398,52 @@ class SecAggParty:
         self._pending[(round_id, batch_id)] = (shares[self.index], off, q.size)
         return msg + _mac(self._auth, msg)
 
+    def vouch(self, check: Any) -> bytes:
+        """Answer the server's survivor list of one aggregation (the consistency round) with a
+        vouch for it to every other survivor; a second, different list is refused."""
+        self._require_keys()
+        if not isinstance(check, bytes | bytearray) or len(check) < HEADER_BYTES:
+            raise SecAggAbort(
+                f"party {self.index}: the server's survivor list is malformed", SERVER
+            )
+        h = _Header(*_HEADER.unpack_from(check))
+        where = f"party {self.index}: {_where(h.round_id, h.batch_id)}"
+        pend = self._pending.get((h.round_id, h.batch_id))
+        if pend is None:
+            raise SecAggAbort(f"{where}: a survivor list for an aggregation not masked", SERVER)
+        _, off, n = pend
+        want = _Header(CHECK, self.session, SERVER, self.index, h.round_id, h.batch_id, off, n)
+        body = _open(check, self._auth, want, None, where, SERVER, "the server")
+        surv = self._survivors(body, where)[0]
+        old = self._vouched.setdefault((h.round_id, h.batch_id), surv)
+        if old != surv:
+            raise SecAggAbort(f"{where}: the server sent two survivor lists {old}, {surv}", SERVER)
+        out = _HEADER.pack(VOUCH, self.session, self.index, SERVER, h.round_id, h.batch_id, off, n)
+        out += b"".join(self._vouch_tag(self.index, v, h, surv) for v in surv if v != self.index)
+        return out + _mac(self._auth, out)
+
+    def _vouch_tag(self, u: int, v: int, h: _Header, surv: list[int]) -> bytes:
+        """u's vouch to v for ``surv`` (one key per pair, the direction bound in)."""
+        other = v if u == self.index else u
+        key = _hkdf(self._pair_keys[other], _V + b"vouch")
+        data = struct.pack(">IIQQQI", u, v, h.round_id, h.batch_id, h.offset, h.count)
+        return _mac(key, self.session + data + struct.pack(f">{len(surv)}I", *surv))
+
+    def _survivors(self, body: bytes, where: str) -> tuple[list[int], int]:
+        """The survivor list at the start of a server's message, checked; and its byte length."""
+        M, t = self.n_parties, self.threshold
+        ns = struct.unpack_from(">I", body)[0] if len(body) >= 4 else 0
+        if not t <= ns <= M or len(body) < 4 + 4 * ns:
+            raise SecAggAbort(f"{where}: malformed survivor list ({ns}, need >= {t})", SERVER)
+        surv = list(struct.unpack_from(f">{ns}I", body, 4))
+        if surv != sorted(set(surv)) or self.index not in surv or surv[-1] >= M:
+            raise SecAggAbort(f"{where}: invalid survivors {surv}", SERVER)
+        return surv, 4 + 4 * ns
+
     def respond(self, request: Any) -> bytes:
         """Answer the server's unmasking request of one aggregation (once): shares of b_u for
-        every survivor u, and the pair-mask segment shared with every dropped party."""
+        every survivor u, and the pair-mask segment shared with every dropped party; only if
+        every other survivor vouched for the survivor list this party vouched for."""
         self._require_keys()
         if not isinstance(request, bytes | bytearray) or len(request) < HEADER_BYTES:
             raise SecAggAbort(
@@ -396,32 +462,50 @@ class SecAggParty:
         want = _Header(REQUEST, self.session, SERVER, self.index, h.round_id, h.batch_id, off, n)
         body = _open(request, self._auth, want, None, where, SERVER, "the server")
         del self._pending[(h.round_id, h.batch_id)]  # only after authentication: no DoS by forgery
-        M, t = self.n_parties, self.threshold
-        ns = struct.unpack_from(">I", body)[0] if len(body) >= 4 else 0
-        if len(body) != 4 + 4 * ns + SHARE_RECORD_BYTES * (ns - 1) or ns < t:
-            raise SecAggAbort(f"{where}: malformed request (survivors {ns}, need >= {t})", SERVER)
-        surv = list(struct.unpack_from(f">{ns}I", body, 4))
-        if surv != sorted(set(surv)) or self.index not in surv or surv[-1] >= M:
-            raise SecAggAbort(f"{where}: request lists invalid survivors {surv}", SERVER)
-        dropped = sorted(set(range(M)) - set(surv))
-        recs = body[4 + 4 * ns :]
-        shares, pos = [], 0
-        for u in surv:
-            if u == self.index:
-                shares.append(own)
-                continue
-            rec = recs[pos : pos + SHARE_RECORD_BYTES]
-            pos += SHARE_RECORD_BYTES
+        surv, at = self._survivors(body, where)
+        ns, me = len(surv), self.index
+        if len(body) != at + (SHARE_RECORD_BYTES + 2 * _COMMIT) * (ns - 1):
+            raise SecAggAbort(f"{where}: malformed request ({len(body)} bytes)", SERVER)
+        if self._vouched.get((h.round_id, h.batch_id)) != surv:
+            raise SecAggAbort(
+                f"{where}: the request's survivor list {surv} is not the one this party vouched "
+                f"for ({self._vouched.get((h.round_id, h.batch_id))})",
+                SERVER,
+            )
+        others = [u for u in surv if u != me]
+        recs = body[at : at + SHARE_RECORD_BYTES * (ns - 1)]
+        coms = body[at + SHARE_RECORD_BYTES * (ns - 1) :][: _COMMIT * (ns - 1)]
+        tags = body[at + (SHARE_RECORD_BYTES + _COMMIT) * (ns - 1) :]
+        for i, u in enumerate(others):  # everyone was sent this list, or nobody answers
+            if not compare_digest(tags[_COMMIT * i :][:_COMMIT], self._vouch_tag(u, me, h, surv)):
+                raise SecAggAbort(
+                    f"{where}: party {u} did not vouch for the survivor list {surv} (the server "
+                    "sent parties different lists, or altered the vouch): nothing revealed",
+                    SERVER,
+                )
+        shares = []
+        for i, u in enumerate(others):
+            rec = recs[SHARE_RECORD_BYTES * i :][:SHARE_RECORD_BYTES]
             try:
                 pt = self._channels[u].decrypt(
-                    rec[:_NONCE], rec[_NONCE:], self._aad(u, self.index, h.round_id, h.batch_id)
+                    rec[:_NONCE], rec[_NONCE:], self._aad(u, me, h.round_id, h.batch_id)
                 )
                 shares.append(shamir.from_bytes(pt))
             except (InvalidTag, ValueError):
                 raise SecAggAbort(
-                    f"{where}: party {u}'s share for party {self.index} fails authentication",
-                    u,
+                    f"{where}: party {u}'s share for party {me} fails authentication", u
                 ) from None
+            if (
+                _commit(b"share", self.session, u, me, h.round_id, h.batch_id, pt)
+                != coms[_COMMIT * i :][:_COMMIT]
+            ):
+                raise SecAggAbort(
+                    f"{where}: party {u}'s share for party {me} does not match party {u}'s "
+                    f"commitment (dealt wrongly by party {u})",
+                    u,
+                )
+        shares.insert(surv.index(me), own)
+        dropped = sorted(set(range(self.n_parties)) - set(surv))
         out = _HEADER.pack(
             RESPONSE, self.session, self.index, SERVER, h.round_id, h.batch_id, off, n
         )
@@ -511,7 +595,8 @@ class _Collected:
 
 class SecAggServer:
     """The aggregator: relays public keys, then per aggregation ``collect`` (masked messages in,
-    unmasking requests out) and ``finish`` (responses in, the exact sum out) or SecAggAbort."""
+    survivor lists out), ``requests`` (vouches in, unmasking requests out) and ``finish``
+    (responses in, the exact sum out) or SecAggAbort."""
 
     def __init__(
         self,
@@ -527,6 +612,7 @@ class SecAggServer:
         self._sk = X25519PrivateKey.generate()
         self._auth: dict[int, bytes] = {}
         self._state: _Collected | None = None
+        self._records: dict[int, bytes] = {}
         self.survivors: list[int] = []  # the parties summed by the last ``finish``
 
     @property
@@ -598,16 +684,47 @@ class SecAggServer:
                 dropped,
             )
         self._state = _Collected(round_id, batch_id, off, count, surv, dropped, bodies, commits)
+        self._records = records
         head = struct.pack(f">I{len(surv)}I", len(surv), *surv)
         out = {}
+        for v in surv:  # the consistency round first: every survivor is sent the same list
+            msg = _HEADER.pack(CHECK, self.session, SERVER, v, round_id, batch_id, off, count)
+            out[v] = msg + head + _mac(self._auth[v], msg + head)
+        return out
+
+    def requests(self, vouches: Mapping[int, Any]) -> dict[int, bytes]:
+        """The survivors' vouches for the survivor list in; each survivor's unmasking request
+        out: the list, the shares dealt to it, the dealers' commitments to them, and every
+        other survivor's vouch to it."""
+        st = self._state
+        if st is None:
+            raise SecAggError("requests need a collected aggregation (call collect first)")
+        where, surv, ns = _where(st.round_id, st.batch_id), st.survivors, len(st.survivors)
+        size = HEADER_BYTES + _COMMIT * (ns - 1) + TAG_BYTES
+        tags = {}
         for v in surv:
-            fwd = b"".join(
-                records[u][(v - (v > u)) * SHARE_RECORD_BYTES :][:SHARE_RECORD_BYTES]
-                for u in surv
-                if u != v
+            if vouches.get(v) is None:
+                raise SecAggAbort(f"{where}: party {v} sent no vouch for the survivor list", v)
+            want = _Header(
+                VOUCH, self.session, v, SERVER, st.round_id, st.batch_id, st.offset, st.count
             )
-            msg = _HEADER.pack(REQUEST, self.session, SERVER, v, round_id, batch_id, off, count)
-            msg += head + fwd
+            tags[v] = _open(vouches[v], self._auth[v], want, size, where, v, f"party {v}")
+        head = struct.pack(f">I{ns}I", ns, *surv)
+        out = {}
+        for v in surv:
+            others = [u for u in surv if u != v]
+            fwd = b"".join(
+                self._records[u][(v - (v > u)) * SHARE_RECORD_BYTES :][:SHARE_RECORD_BYTES]
+                for u in others
+            )
+            coms = b"".join(st.commits[u][_COMMIT * (1 + v) :][:_COMMIT] for u in others)
+            vouched = b"".join(
+                tags[u][_COMMIT * [w for w in surv if w != u].index(v) :][:_COMMIT] for u in others
+            )
+            msg = _HEADER.pack(
+                REQUEST, self.session, SERVER, v, st.round_id, st.batch_id, st.offset, st.count
+            )
+            msg += head + fwd + coms + vouched
             out[v] = msg + _mac(self._auth[v], msg)
         return out
 
@@ -722,5 +839,6 @@ def aggregate_round(
         if k not in gone
     }
     count = int(np.asarray(next(iter(values.values()))).size)
-    reqs = server.collect(msgs, round_id=round_id, batch_id=batch_id, count=count, offset=offset)
+    checks = server.collect(msgs, round_id=round_id, batch_id=batch_id, count=count, offset=offset)
+    reqs = server.requests({v: parties[v].vouch(c) for v, c in checks.items()})
     return server.finish({v: parties[v].respond(r) for v, r in reqs.items()})

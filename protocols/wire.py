@@ -14,11 +14,16 @@ size is checked against the bytes that remain:
 - every count (items of a container, ints in an object array) must fit in the bytes left;
 - nesting is at most :data:`MAX_DEPTH` deep and an int at most :data:`MAX_INT_BYTES` long;
 - every object made is charged its size; more than ``AMPLIFICATION * len(payload) + SLACK``
-  in all is refused.
+  in all is refused;
+- a set or dict is built only once its keys' hashes are known not to collide (more than
+  :data:`MAX_SHARED_HASH` keys on one hash value are refused): ints hash to themselves modulo
+  2**61 - 1, so a peer could otherwise send keys that all land on one hash and make building
+  the dict quadratic (an 844 KB message cost 35 s of CPU);
+- string arrays and scalars hold only valid code points (numpy fails on others when read).
 
 So no payload decodes to more than :data:`AMPLIFICATION` times its length (plus a small constant):
 a peer cannot make a party allocate gigabytes from a few bytes. Anything else raises
-:class:`WireError`.
+:class:`WireError`: :func:`loads` turns every exception raised while decoding into one.
 """
 
 from __future__ import annotations
@@ -56,6 +61,8 @@ SLACK = 1 << 20
 MAX_DEPTH = 32
 MAX_NDIM = 32
 MAX_INT_BYTES = 1 << 16  # 524,288-bit ints; Paillier ciphertexts of a 4096-bit n are 1 KiB
+MAX_SHARED_HASH = 8  # keys of one set/dict that may share a hash value (-1 and -2 do, legitimately)
+MAX_CHARS = 1 << 20  # code points per item of a fixed-width string dtype
 DEFAULT_MAX_FRAME = 256 << 20  # bytes per frame a party accepts; SECUREVFL_MAX_FRAME_MB changes it
 
 # array dtypes a peer may name: bool, ints, floats, complex, fixed-width bytes/str; no objects,
@@ -243,7 +250,33 @@ class _Reader:
         s = bytes(self.take(self.u8(), "a dtype")).decode("ascii", "replace")
         if not _DTYPE.match(s):
             raise WireError(f"payload names dtype {s!r}, not an allowed array dtype")
+        if s.lstrip("<>|=")[0] in "SU" and not 0 < int(s.lstrip("<>|=")[1:]) <= MAX_CHARS:
+            raise WireError(f"payload names dtype {s!r}: strings of 1..{MAX_CHARS} items only")
         return np.dtype(s)
+
+
+def _check_code_points(raw: memoryview, dt: np.dtype) -> None:
+    """numpy stores UTF-32 units unchecked and fails (SystemError) when it reads one that is
+    not a code point: refuse such arrays here."""
+    if dt.kind == "U" and len(raw):
+        units = np.frombuffer(raw, dtype=dt.byteorder.replace("|", "=") + "u4")
+        if int(units.max()) > 0x10FFFF:
+            raise WireError("malformed payload: a string array holds a value that is no code point")
+
+
+def _no_colliding_hashes(keys: list[Any], what: str) -> None:
+    """Refuse keys of which more than MAX_SHARED_HASH share one hash value, before a set or dict
+    is built from them: inserting k keys of one hash costs k comparisons each (quadratic).
+    Sorting the hash values costs n log n and hashes nothing the peer chose (they are ints)."""
+    hashes = sorted(hash(k) for k in keys)  # an unhashable key raises TypeError: a WireError
+    run = 1
+    for a, b in zip(hashes, hashes[1:]):
+        run = run + 1 if a == b else 1
+        if run > MAX_SHARED_HASH:
+            raise WireError(
+                f"malformed payload: {what} whose keys share one hash value more than "
+                f"{MAX_SHARED_HASH} times (colliding keys make building it quadratic)"
+            )
 
 
 def _size(shape: tuple[int, ...]) -> int:
@@ -299,21 +332,15 @@ def _dec(r: _Reader, depth: int) -> Any:
         n = r.count(r.u32(), 1, "a container")
         r.charge(64 + 8 * n + (216 + 16 * n if tag in (_SET, _FROZENSET) else 0), "a container")
         items = [_dec(r, depth + 1) for _ in range(n)]
-        try:
-            return _SEQ_TYPES[tag](items)
-        except TypeError as exc:  # an unhashable set member
-            raise WireError(f"malformed payload: {exc}") from None
+        if tag in (_SET, _FROZENSET):
+            _no_colliding_hashes(items, "a set")
+        return _SEQ_TYPES[tag](items)
     if tag == _DICT:
         n = r.count(r.u32(), 2, "a dict")
         r.charge(64 + 48 * n, "a dict")
-        out: dict[Any, Any] = {}
-        for _ in range(n):
-            k = _dec(r, depth + 1)
-            try:
-                out[k] = _dec(r, depth + 1)
-            except TypeError as exc:
-                raise WireError(f"malformed payload: {exc}") from None
-        return out
+        pairs = [(_dec(r, depth + 1), _dec(r, depth + 1)) for _ in range(n)]
+        _no_colliding_hashes([k for k, _ in pairs], "a dict")
+        return dict(pairs)
     if tag == _ARRAY:
         dt = r.dtype()
         shape = r.shape()
@@ -325,6 +352,7 @@ def _dec(r: _Reader, depth: int) -> Any:
             )
         raw = r.take(nbytes, "an array")  # checked against what remains before allocating
         r.charge(128 + nbytes, "an array")
+        _check_code_points(raw, dt)
         return np.frombuffer(raw, dtype=dt).reshape(shape).copy()
     if tag == _INTARRAY:
         limbs = r.u8()
@@ -353,7 +381,9 @@ def _dec(r: _Reader, depth: int) -> Any:
     if tag == _SCALAR:
         dt = r.dtype()
         r.charge(64 + dt.itemsize, "a numpy scalar")
-        return np.frombuffer(r.take(dt.itemsize, "a numpy scalar"), dtype=dt)[0]
+        raw = r.take(dt.itemsize, "a numpy scalar")
+        _check_code_points(raw, dt)
+        return np.frombuffer(raw, dtype=dt)[0]
     raise WireError(f"malformed payload: unknown tag {tag!r} at byte {r.pos - 1}")
 
 
@@ -382,10 +412,12 @@ def loads(data: bytes | bytearray | memoryview, *, max_bytes: int | None = None)
     r = _Reader(buf[len(MAGIC) :])
     try:
         obj = _dec(r, 0)
+    except WireError:
+        raise
     except RecursionError:
         raise WireError("malformed payload: nested too deeply") from None
-    except (struct.error, ValueError, OverflowError, MemoryError) as exc:
-        raise WireError(f"malformed payload ({type(exc).__name__}: {exc})") from None
+    except Exception as exc:  # noqa: BLE001  (whatever a crafted payload trips: one WireError)
+        raise WireError(f"malformed payload ({type(exc).__name__}: {str(exc)[:200]})") from None
     if r.left():
         raise WireError(f"malformed payload: {r.left()} bytes after the message")
     return obj

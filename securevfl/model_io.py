@@ -3,7 +3,10 @@
 Layout: ``DIR/party_<k>/`` per party, holding ``card.json`` (the model card) and one ``.npy``
 per array. Arrays are written with ``allow_pickle=False`` and read with ``allow_pickle=False``
 after their sha256 (listed in the card) matched, so a file cannot execute code, and one whose
-bytes were altered is refused before it is parsed. The card records the method, its settings,
+bytes were altered is refused before it is parsed. A model folder is a closed world: no symlink
+inside it is followed (files are opened with ``O_NOFOLLOW`` and must be regular files directly
+in their party's folder), every card field is checked for type and range before use, and no
+error message quotes a file's content. The card records the method, its settings,
 the party's column names and order, the preprocessing a new row needs (scaling ranges, centring),
 the training run's privacy record, the library version and the format version.
 """
@@ -12,7 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +33,9 @@ FORMAT_VERSION = 1
 KINDS = ("linear", "splitnn")
 _NAME = re.compile(r"^[A-Za-z0-9_.]+$")  # array names become file names: nothing else
 MAX_ARRAY_BYTES = 1 << 31  # a card may not announce more than this per array
+MAX_CARD_BYTES = 16 << 20  # a card.json longer than this is refused before it is parsed
+MAX_PARTIES = 1024
+TASKS = ("binary", "multiclass", "regression")
 
 
 class ModelFileError(DataError):
@@ -221,9 +230,30 @@ class Part:
         return self.card.get("meta") or {}
 
 
+def _read_inside(path: Path, limit: int) -> bytes:
+    """The bytes of ``path``, a regular file that is not a symlink (``O_NOFOLLOW``: a link to a
+    file outside the model folder is refused, never read), of at most ``limit`` bytes."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        why = "a symlink" if path.is_symlink() else (exc.strerror or "unreadable")
+        raise ModelFileError(
+            f"model file {str(path)!r} must be a regular file, got {why}"
+        ) from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise ModelFileError(f"model file {str(path)!r} must be a regular file")
+        if st.st_size > limit:
+            raise ModelFileError(
+                f"model file {str(path)!r} must be at most {limit} bytes, got {st.st_size}"
+            )
+        return fh.read(limit + 1)
+
+
 def _load_array(path: Path, expected: str) -> np.ndarray:
     """A verified .npy: its sha256 matches the card, its header is plain, no pickle."""
-    data = path.read_bytes()
+    data = _read_inside(path, MAX_ARRAY_BYTES + 65536)
     if hashlib.sha256(data).hexdigest() != expected:
         raise ModelFileError(
             f"model file {str(path)!r} must match the sha256 in its card.json, got a different "
@@ -240,8 +270,8 @@ def _load_array(path: Path, expected: str) -> np.ndarray:
             else np.lib.format.read_array_header_2_0
         )
         shape, _, dtype = read(f)
-    except (ValueError, SyntaxError) as exc:
-        raise ModelFileError(f"model file {str(path)!r} must be a .npy array: {exc}") from None
+    except (ValueError, SyntaxError, TypeError):  # their text quotes the header: never shown
+        raise ModelFileError(f"model file {str(path)!r} must be a .npy array") from None
     if dtype.hasobject or dtype.kind not in "fiu":
         raise ModelFileError(f"model file {str(path)!r} must hold numbers, got dtype {dtype}")
     need = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
@@ -257,11 +287,15 @@ def load_part(d: str | Path) -> Part:
     """Load and check one party's directory (card, hashes, format version)."""
     d = Path(d)
     card_path = d / "card.json"
-    if not card_path.is_file():
+    if not card_path.is_file() and not card_path.is_symlink():
         raise ModelFileError(f"model directory {str(d)!r} must hold card.json, not found")
     try:
-        card = json.loads(card_path.read_text())
-    except (ValueError, UnicodeDecodeError) as exc:
+        card = json.loads(_read_inside(card_path, MAX_CARD_BYTES).decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ModelFileError(f"model card {str(card_path)!r} must be UTF-8 JSON") from None
+    except RecursionError:
+        raise ModelFileError(f"model card {str(card_path)!r} nests too deeply") from None
+    except ValueError as exc:  # the position only: JSON errors do not quote the text
         raise ModelFileError(f"model card {str(card_path)!r} must be JSON: {exc}") from None
     if not isinstance(card, dict) or card.get("format") != FORMAT:
         raise ModelFileError(f"model card {str(card_path)!r} must have format {FORMAT!r}")
@@ -279,7 +313,7 @@ def load_part(d: str | Path) -> Part:
         if not isinstance(name, str) or not _NAME.match(name) or not name.endswith(".npy"):
             raise ModelFileError(f"model card {str(card_path)!r} lists a bad file name {name!r}")
         path = d / name
-        if not path.is_file():
+        if not path.is_file() and not path.is_symlink():
             raise ModelFileError(f"model file {str(path)!r} listed in its card must exist")
         arrays[name[: -len(".npy")]] = _load_array(path, str(digest))
     _check_fields(card, arrays, card_path)
@@ -302,13 +336,15 @@ _FIELDS = {
 
 
 def _check_fields(card: dict, arrays: dict, path: Path) -> None:
-    """Every field scoring reads is there with its type (a KeyError would be a traceback)."""
+    """Every field scoring reads is there with its type and range (a KeyError, a math domain
+    error or a matmul ValueError would be a traceback)."""
     for key, kind in _FIELDS.items():
-        if not isinstance(card.get(key), kind):
+        if not isinstance(card.get(key), kind) or isinstance(card.get(key), bool):
             raise ModelFileError(
                 f"model card {str(path)!r} must have {key!r} of type {kind.__name__}, got "
                 f"{type(card.get(key)).__name__}"
             )
+    _check_ranges(card, arrays, path)
     meta, head = card["meta"], bool(card["meta"].get("head"))
     need = ["columns.indices", "columns.names", "preprocessing.row_norm_bound_sq"]
     if card["kind"] == "linear":
@@ -325,6 +361,53 @@ def _check_fields(card: dict, arrays: dict, path: Path) -> None:
             raise ModelFileError(f"model card {str(path)!r} must have {item}, not found")
 
 
+def _check_ranges(card: dict, arrays: dict, path: Path) -> None:
+    """Counts, indices, the task and the row-norm bound within their ranges, and the arrays of
+    a linear part of the width its columns give."""
+
+    def bad(what: str, got: Any) -> ModelFileError:
+        return ModelFileError(f"model card {str(path)!r} must have {what}, got {str(got)[:80]!r}")
+
+    n = card["n_parties"]
+    if not 1 <= n <= MAX_PARTIES:
+        raise bad(f"n_parties in [1, {MAX_PARTIES}]", n)
+    for key in ("party", "label_party"):
+        if not 0 <= card[key] < n:
+            raise bad(f"{key} in [0, {n})", card[key])
+    if not 1 <= card["data_parties"] <= n:
+        raise bad(f"data_parties in [1, {n}]", card["data_parties"])
+    if card["task"] not in TASKS:
+        raise bad(f"task in {list(TASKS)}", card["task"])
+    classes = card.get("n_classes")
+    if card["task"] == "regression" and classes is not None:
+        raise bad("no n_classes for task regression", classes)
+    if card["task"] != "regression" and (type(classes) is not int or not 2 <= classes <= 1 << 16):
+        raise bad(f"n_classes in [2, 65536] for task {card['task']}", classes)
+    link = card["meta"].get("link")
+    if link is not None and (link == "identity") != (card["task"] == "regression"):
+        raise bad(f"a link that fits task {card['task']} (identity for regression only)", link)
+    bound = card["preprocessing"].get("row_norm_bound_sq")
+    if type(bound) not in (int, float) or not (0 < bound and math.isfinite(bound)):
+        raise bad("preprocessing.row_norm_bound_sq a finite number > 0", bound)
+    cols = card["columns"]
+    indices, names = cols.get("indices"), cols.get("names")
+    if not isinstance(indices, list) or not all(type(c) is int and c >= 0 for c in indices):
+        raise bad("columns.indices a list of column numbers", indices)
+    if not isinstance(names, list) or len(names) != len(indices):
+        raise bad(f"columns.names a list of {len(indices)} names", names)
+    w = arrays.get("w")
+    if card["kind"] == "linear" and w is not None:
+        pooled = card.get("pooled_columns")
+        width = (
+            sum(len(c.get("indices") or []) for c in pooled if isinstance(c, dict))
+            if isinstance(pooled, list)
+            else len(indices)
+        )
+        extra = 1 if card["meta"].get("head") and card["meta"].get("intercept") else 0
+        if w.ndim not in (1, 2) or w.shape[0] not in (width, width + extra) or not w.size:
+            raise bad(f"array w of {width} rows (one per column)", w.shape)
+
+
 def load_parts(root: str | Path) -> dict[int, Part]:
     """Every party's part under ``root`` (``party_<k>/``), or ``root`` itself if it is one."""
     root = Path(root)
@@ -335,6 +418,8 @@ def load_parts(root: str | Path) -> dict[int, Part]:
         return {part.party: part}
     parts = {}
     for d in sorted(root.glob("party_*")):
+        if d.is_symlink() or not d.is_dir():  # a link out of the model folder is not followed
+            raise ModelFileError(f"model part {str(d)!r} must be a directory, not a link")
         part = load_part(d)
         if d.name != f"party_{part.party}":
             raise ModelFileError(

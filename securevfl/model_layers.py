@@ -74,6 +74,7 @@ def check_layers(
     if not isinstance(specs, list):
         raise ModelFileError(f"layer specs must be a list, got {type(specs).__name__}")
     out: list[tuple[str, dict[str, Any]]] = []
+    side: tuple[int, int] | None = None  # the image's (rows, width) once a place layer made one
     for i, s in enumerate(specs):
         t, w = (s.get("type") if isinstance(s, dict) else None), f"{prefix}{i}"
         if t not in TYPES:
@@ -90,11 +91,19 @@ def check_layers(
             arg["stride"] = _pair(s, "stride", w, lo=1, hi=MAX_KERNEL)
             arg["weight"] = _array(arrays, f"{w}.weight", (c_out, c_in, *k), "f")
             arg["bias"] = _array(arrays, f"{w}.bias", (c_out,), "f")
+            side = _after(side, k, arg["stride"], arg["padding"], w)
         elif t == "maxpool2d":
             arg["kernel"] = _pair(s, "kernel", w, lo=1, hi=MAX_KERNEL)
             arg["stride"] = _pair(s, "stride", w, lo=1, hi=MAX_KERNEL)
+            side = _after(side, arg["kernel"], arg["stride"], (0, 0), w)
         elif t == "adaptive_avgpool2d":
-            arg["out"] = _pair(s, "out", w, lo=1, hi=MAX_SIZE)
+            # a pool's grid is never finer than its input (a 4096 x 4096 one allocated 7.58 GB)
+            most = side or (MAX_KERNEL, MAX_KERNEL)
+            arg["out"] = (
+                _int({"out": _pair(s, "out", w, lo=1, hi=MAX_SIZE)[0]}, "out", w, hi=most[0]),
+                _int({"out": s["out"][1]}, "out", w, hi=most[1]),
+            )
+            side = arg["out"]
         elif t == "place":
             n_in, rows, width = _int(s, "in", w), _int(s, "rows", w), _int(s, "width", w)
             scale = s.get("input_scale")
@@ -109,6 +118,7 @@ def check_layers(
                     f"[{int(index.min())}, {int(index.max())}]"
                 )
             arg.update(n_in=n_in, rows=rows, width=width, scale=float(scale), index=index)
+            side = (rows, width)
         elif t in ("corners", "sphere"):
             bound = s.get("bound")
             if not isinstance(bound, (int, float)) or not 0 < float(bound) < float("inf"):
@@ -116,6 +126,18 @@ def check_layers(
             arg["bound"] = float(bound)
         out.append((t, arg))
     return out
+
+
+def _after(
+    side: tuple[int, int] | None, kernel: tuple[int, int], stride: tuple[int, int], pad: Any, w: str
+) -> tuple[int, int] | None:
+    """The image side after a convolution or pooling (refused where the kernel does not fit)."""
+    if side is None:
+        return None
+    out = tuple((n + 2 * p - k) // s + 1 for n, k, s, p in zip(side, kernel, stride, pad))
+    if min(out) < 1:
+        raise ModelFileError(f"layer {w} must fit its {side[0]} x {side[1]} input, got {kernel}")
+    return out  # type: ignore[return-value]
 
 
 def rebuild_layers(specs: Any, arrays: Mapping[str, np.ndarray], prefix: str) -> Any:

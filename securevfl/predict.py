@@ -17,6 +17,7 @@ its ε per scored row accounted (``securevfl.predict_privacy``).
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -339,28 +340,48 @@ class Model:
         ids = kept[0].ids
         return self._finish(ids, prepared, {"alignment": align})
 
-    def predict_test_split(self) -> tuple[np.ndarray, np.ndarray]:
-        """(scores, labels) of the training run's own test split, reloaded from the card.
+    def predict_test_split(self, dataset: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, labels) of the training run's own test split, reloaded as the card says
+        (``dataset``: the training CSVs, ``csv:A.csv,B.csv``, for a model trained on CSV files:
+        predict never opens a file a model folder names).
 
         The split's rows are centred with the card's recorded centring (the means the run
         released), not re-centred: in a run with an ε the released means came from the CSPRNG,
         and drawing them again would move every test row (the scores would differ)."""
         self.check_complete()
-        prepared, y = self.test_split_blocks()
+        prepared, y = self.test_split_blocks(dataset)
         with np.errstate(all="ignore"):
             scores = self.score(prepared, InProcessRuntime(self.n_parties))
         return scores, y
 
-    def test_split_blocks(self) -> tuple[dict[int, np.ndarray], np.ndarray]:
+    def test_split_blocks(
+        self, dataset: str | None = None
+    ) -> tuple[dict[int, np.ndarray], np.ndarray]:
         """The training run's test split as each data party's prepared block, and its labels:
-        loaded, split and partitioned as training did, centred with the card's centring."""
+        loaded, split and partitioned as training did, centred with the card's centring.
+        A card's ``csv:`` dataset names files: they are opened only as ``dataset`` names them."""
         from securevfl.data import load_dataset
-        from securevfl.data.custom import CSV_KEYS
+        from securevfl.data.custom import CSV_KEYS, CSV_PREFIX
         from securevfl.data.split import apply_split
         from securevfl.experiment import spec_from_dict, validate_spec
         from securevfl.run_steps import party_blocks
 
-        spec = spec_from_dict(dict(self.card["spec"]))
+        settings = dict(self.card["spec"])
+        named = str(settings.get("dataset", ""))
+        if dataset is not None:
+            settings["dataset"] = dataset
+        elif named.startswith(CSV_PREFIX) or os.sep in named or not named:
+            raise ModelFileError(
+                "this model was trained on CSV files: predict does not open files a model "
+                "folder names: score rows with --dataset csv:A.csv,B.csv, or reload the test "
+                "split in Python with predict_test_split(dataset='csv:A.csv,B.csv')"
+            )
+        spec = spec_from_dict(settings)
+        if spec.dataset == "csv":  # each party opened only its own file: no one holds it all
+            raise ConfigError(
+                "the test split of a run whose parties each named their own file (--data) is "
+                "not in one place: score new rows with predict --index K --dataset csv:MINE.csv"
+            )
         validate_spec(spec)  # registers a csv: dataset's files
         seed = 0 if spec.seed is None else spec.seed
         opts = {k: v for k, v in spec.dataset_options.items() if k not in CSV_KEYS}
@@ -480,11 +501,9 @@ def predict_party(
     rt.close()
     if scores is None:
         return None
-    from securevfl.runtime.channel import Meter
+    from securevfl.runtime.channel import merge_reports
 
-    merged = Meter()
-    for m in meters.values():
-        merged.merge(m)
+    merged = merge_reports(rt, meters, frame_limit=rt.frame_limit)
     comm = merged.summary(n)
     rows = len(scores)
     record = {

@@ -49,12 +49,10 @@ def collect_record(
     if not rt.here(info.label_party):
         return None
     if meters is not None and len(rt.local_parties) < rt.n_parties:
-        from securevfl.runtime.channel import Meter
+        from securevfl.runtime.channel import merge_reports
 
-        merged = Meter()
-        for m in {id(v): v for v in meters.values()}.values():
-            merged.merge(m)
-        comm = merged.summary(rt.n_parties)
+        # networked: a peer's report is checked against this run before it is counted
+        comm = merge_reports(rt, meters, frame_limit=rt.frame_limit).summary(rt.n_parties)
     else:
         comm = rt.meter.summary(rt.n_parties)
     fps: dict[str, str] = {}

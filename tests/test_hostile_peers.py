@@ -10,6 +10,7 @@
 """
 
 import re
+import struct
 import tracemalloc
 
 import numpy as np
@@ -19,6 +20,7 @@ from protocols import shamir, wire
 from protocols.secagg import (
     HEADER_BYTES,
     SERVER,
+    SHARE_RECORD_BYTES,
     SecAggAbort,
     SecAggParty,
     SecAggServer,
@@ -193,6 +195,12 @@ def _collect(srv, msgs):
     return srv.collect(msgs, round_id=1, batch_id=1, count=N)
 
 
+def _requests(srv, parties, msgs, *, round_id=1, batch_id=1):
+    """Masked messages in, the consistency round run honestly, the unmasking requests out."""
+    checks = srv.collect(msgs, round_id=round_id, batch_id=batch_id, count=N)
+    return srv.requests({v: parties[v].vouch(c) for v, c in checks.items()})
+
+
 def _answers(parties, reqs, who=None):
     return {v: parties[v].respond(r) for v, r in reqs.items() if who is None or v in who}
 
@@ -249,48 +257,49 @@ def s_non_bytes_message(srv, parties, q, msgs):
 
 
 def s_replayed_response(srv, parties, q, msgs):
-    old = _answers(parties, _collect(srv, msgs))  # a finished aggregation's responses
+    old = _answers(parties, _requests(srv, parties, msgs))  # a finished aggregation's responses
     srv.finish(old)
     msgs2 = {p.index: p.mask(q[p.index], round_id=2, batch_id=1) for p in parties}
-    reqs = srv.collect(msgs2, round_id=2, batch_id=1, count=N)
+    reqs = _requests(srv, parties, msgs2, round_id=2)
     answers = {**_answers(parties, reqs), 2: old[2]}
     return lambda: srv.finish(answers), 2, "expected a unmasking response|expected a response"
 
 
 def s_second_unmasking_request(srv, parties, q, msgs):
-    reqs = _collect(srv, msgs)
+    reqs = _requests(srv, parties, msgs)
     parties[2].respond(reqs[2])
     return lambda: parties[2].respond(reqs[2]), SERVER, "already answered"
 
 
 def s_tampered_request(srv, parties, q, msgs):
-    reqs = _collect(srv, msgs)
+    reqs = _requests(srv, parties, msgs)
     return lambda: parties[2].respond(_flip(reqs[2], len(reqs[2]) - 40)), SERVER, "authentication"
 
 
 def s_server_swaps_a_forwarded_share(srv, parties, q, msgs):
     # the server alters party 4's encrypted share for party 0 and re-tags with its own key:
     # AES-GCM under the 0-4 pair key names party 4's share
-    reqs = _collect(srv, msgs)
-    forged = _retag(reqs[0], srv._auth[0], len(reqs[0]) - 32 - 5)
+    reqs = _requests(srv, parties, msgs)
+    # the records end where the dealers' commitments and the vouches (32 bytes each) begin
+    forged = _retag(reqs[0], srv._auth[0], len(reqs[0]) - 32 - 2 * 32 * (M - 1) - 5)
     return lambda: parties[0].respond(forged), 4, "party 4's share for party 0"
 
 
 def s_forged_seed_share_exactly_t(srv, parties, q, msgs):
-    answers = _answers(parties, _collect(srv, msgs), who=(0, 1, 3))  # exactly t = 3
+    answers = _answers(parties, _requests(srv, parties, msgs), who=(0, 1, 3))  # exactly t = 3
     answers[3] = _retag(answers[3], parties[3]._auth, HEADER_BYTES + 32 * 1 + 31)
     return lambda: srv.finish(answers), 3, "party 3's share of party 1's self-mask seed"
 
 
 def s_forged_seed_share_more_than_t(srv, parties, q, msgs):
-    answers = _answers(parties, _collect(srv, msgs))  # all 5 > t
+    answers = _answers(parties, _requests(srv, parties, msgs))  # all 5 > t
     answers[0] = _retag(answers[0], parties[0]._auth, HEADER_BYTES + 32 * 4 + 31)
     return lambda: srv.finish(answers), 0, "party 0's share of party 4's self-mask seed"
 
 
 def s_forged_pair_mask_reveal(srv, parties, q, msgs):
     del msgs[4]  # party 4 dropped: survivors reveal their pair masks with it
-    answers = _answers(parties, _collect(srv, msgs))
+    answers = _answers(parties, _requests(srv, parties, msgs))
     ns = 4  # survivors' seed shares come first, then one reveal per dropped party
     answers[1] = _retag(answers[1], parties[1]._auth, HEADER_BYTES + 32 * ns + 40)
     return lambda: srv.finish(answers), 1, "party 1's pair mask with dropped party 4"
@@ -305,16 +314,28 @@ def s_dealer_shares_wrong_seed(srv, parties, q, msgs):
     finally:
         shamir.share = real
     others = {k: parties[k].mask(q[k], round_id=1, batch_id=2) for k in range(M) if k != 2}
-    reqs = srv.collect({**others, 2: msgs[2]}, round_id=1, batch_id=2, count=N)
+    reqs = _requests(srv, parties, {**others, 2: msgs[2]}, batch_id=2)
     answers = _answers(parties, reqs)
     return lambda: srv.finish(answers), 2, "dealt wrongly by party 2"
 
 
 def s_silent_survivor_with_dropout(srv, parties, q, msgs):
     del msgs[4]
-    answers = _answers(parties, _collect(srv, msgs))
+    answers = _answers(parties, _requests(srv, parties, msgs))
     del answers[2]  # 2 holds pair masks with the dropped party 4: it must answer
     return lambda: srv.finish(answers), 2, r"parties \[2\] sent no unmasking response"
+
+
+def s_dealer_commits_to_a_wrong_share_for_an_honest_responder(srv, parties, q, msgs):
+    # party 2 (the dealer) commits to another share for party 0 than the one it sealed for it:
+    # party 0 checks the share against the commitment before answering and names party 2
+    need = len(msgs[2]) - 32 - 32 * (2 * M) + 32 * 1  # seed commitment, then one per share
+    at = need + 32 * 0  # the commitment to party 0's share
+    body = bytearray(msgs[2][:-32])
+    body[at] ^= 1
+    msgs[2] = bytes(body) + _mac(parties[2]._auth, bytes(body))
+    reqs = _requests(srv, parties, msgs)
+    return lambda: parties[0].respond(reqs[0]), 2, "dealt wrongly by party 2"
 
 
 SCENARIOS = {
@@ -332,6 +353,7 @@ SCENARIOS = {
         s_second_unmasking_request,
         s_tampered_request,
         s_server_swaps_a_forwarded_share,
+        s_dealer_commits_to_a_wrong_share_for_an_honest_responder,
         s_forged_seed_share_exactly_t,
         s_forged_seed_share_more_than_t,
         s_forged_pair_mask_reveal,
@@ -362,6 +384,54 @@ def test_secagg_honest_runs_with_and_without_dropouts_give_the_exact_sum(drop, a
     srv, parties, q, msgs = _agg()
     for k in drop:
         del msgs[k]
-    total = srv.finish(_answers(parties, _collect(srv, msgs), who=answer))
+    total = srv.finish(_answers(parties, _requests(srv, parties, msgs), who=answer))
     alive = [k for k in range(M) if k not in drop]
     assert np.array_equal(total, q[alive].sum(axis=0))
+
+
+def test_a_server_sending_different_survivor_lists_learns_nothing_beyond_the_sum():
+    """Bonawitz et al.'s attack on dropout recovery: the server tells parties 0, 1, 2 that party 4
+    survived (so they would reveal shares of b_4) and party 3 that party 4 dropped (so it would
+    reveal its pair mask with 4): together with 4's masked message that is 4's input. With the
+    consistency round no party answers, so the server gets neither shares nor pair masks."""
+    srv, parties, q, msgs = _agg()
+    checks = srv.collect(msgs, round_id=1, batch_id=1, count=N)
+    assert set(checks) == set(range(M))
+    # the server re-makes party 3's list without party 4 (it holds every auth key)
+    head = checks[3][:HEADER_BYTES]
+    fake = head + struct.pack(">I4I", 4, 0, 1, 2, 3)
+    checks[3] = fake + _mac(srv._auth[3], fake)
+    vouches = {v: parties[v].vouch(c) for v, c in checks.items()}
+    # party 3 vouched for its 4-party list (3 vouches): the server pads it to the real list's
+    # size and re-tags it with 3's auth key, to build everyone's requests as if all agreed
+    short = vouches[3][:-32] + bytes(32)
+    vouches[3] = short + _mac(srv._auth[3], short)
+    reqs = srv.requests(vouches)
+    # ... and party 3's request names the list it vouched for (the server re-makes it too)
+    body = reqs[3][HEADER_BYTES:-32]
+    ns = struct.unpack_from(">I", body)[0]
+    head3 = reqs[3][:HEADER_BYTES] + struct.pack(">I4I", 4, 0, 1, 2, 3)
+    rest = body[4 + 4 * ns :]
+    n_rec = SHARE_RECORD_BYTES * (ns - 1)
+    keep = [0, 1, 2]  # the other survivors of the fake list, in the order of the real one
+    fwd = b"".join(rest[SHARE_RECORD_BYTES * i :][:SHARE_RECORD_BYTES] for i in keep)
+    coms = b"".join(rest[n_rec + 32 * i :][:32] for i in keep)
+    tags = b"".join(rest[n_rec + 32 * (ns - 1) + 32 * i :][:32] for i in keep)
+    forged3 = head3 + fwd + coms + tags
+    reqs[3] = forged3 + _mac(srv._auth[3], forged3)
+    revealed = {}
+    for v, req in reqs.items():
+        with pytest.raises(SecAggAbort, match="did not vouch for the survivor list") as err:
+            revealed[v] = parties[v].respond(req)
+        assert err.value.party == SERVER and "\n" not in str(err.value)
+    assert revealed == {}  # no share of b_4 and no pair mask with 4 left any party
+
+
+def test_a_second_different_survivor_list_is_refused():
+    srv, parties, q, msgs = _agg()
+    checks = srv.collect(msgs, round_id=1, batch_id=1, count=N)
+    parties[0].vouch(checks[0])
+    head = checks[0][:HEADER_BYTES]
+    fake = head + struct.pack(">I3I", 3, 0, 1, 2)
+    with pytest.raises(SecAggAbort, match="two survivor lists"):
+        parties[0].vouch(fake + _mac(srv._auth[0], fake))

@@ -276,11 +276,15 @@ def test_private_eval_goes_through_secure_aggregation() -> None:
     from protocols.secagg import HEADER_BYTES, SHARE_RECORD_BYTES, TAG_BYTES
 
     ev = lambda r: r["comm"]["by_phase"]["eval"]["bytes"]  # noqa: E731
-    # the values travel packed; on top: sealed shares, unmasking request and answer, tags
+    # the values travel packed; on top: sealed shares, the survivor list and the vouches for
+    # it (the consistency round), the unmasking request (with the dealers' commitments and the
+    # vouches forwarded) and answer, tags: 5 messages per party and batch
     frame = HEADER_BYTES + TAG_BYTES
-    protocol = 3 * frame + 4 * SHARE_RECORD_BYTES + 4 + 3 * 4 + 3 * 32
+    # (3 survivors: 2 sealed shares out and 2 forwarded, 2 x 3 commitments in the masked
+    # message, 2 vouches out, 2 commitments and 2 vouches forwarded, 3 shares back)
+    protocol = 5 * frame + 4 * SHARE_RECORD_BYTES + 2 * (4 + 3 * 4) + (6 + 2 + 4 + 3) * 32
     assert ev(priv) - 3 * 2 * protocol < 0.5 * ev(plain)
-    assert priv["comm"]["by_phase"]["eval"]["messages"] == 3 * 2 * 3
+    assert priv["comm"]["by_phase"]["eval"]["messages"] == 3 * 2 * 5
     with pytest.raises(ConfigError, match="eval must be"):
         run_experiment(_spec("pbm-vfl", options={"eval": "noisy"}))
 

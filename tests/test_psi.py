@@ -59,9 +59,9 @@ def test_the_wire_carries_no_plain_hash_and_fresh_scalars_each_run():
     seen = []
 
     class Tap(InProcessRuntime):
-        def broadcast(self, value, *, src, dsts=None):
+        def broadcast(self, value, *, src, dsts=None, **kw):
             seen.append(value)
-            return super().broadcast(value, src=src, dsts=dsts)
+            return super().broadcast(value, src=src, dsts=dsts, **kw)
 
     for _ in range(2):
         psi_star(Tap(2), ids)

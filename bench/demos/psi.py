@@ -38,21 +38,21 @@ class _Tap(InProcessRuntime):
         elif v is not None:
             print(f"  party {src} -> {dst}: {v!r}")
 
-    def send(self, value: Any, *, src: int, dst: int) -> Any:
+    def send(self, value: Any, *, src: int, dst: int, **kw: Any) -> Any:
         self._show(value, src, f"party {dst}")
-        return super().send(value, src=src, dst=dst)
+        return super().send(value, src=src, dst=dst, **kw)
 
-    def broadcast(self, value: Any, *, src: int, dsts=None) -> Any:
+    def broadcast(self, value: Any, *, src: int, dsts=None, **kw: Any) -> Any:
         self._show(value, src, "parties " + ",".join(map(str, dsts or [])))
-        return super().broadcast(value, src=src, dsts=dsts)
+        return super().broadcast(value, src=src, dsts=dsts, **kw)
 
-    def gather(self, values, *, dst: int):
+    def gather(self, values, *, dst: int, **kw: Any):
         what = self.GATHERED[min(self.gathers, len(self.GATHERED) - 1)]
         self.gathers += 1
         for k, v in values.items():
             if k != dst:
                 self._show(v, k, f"party {dst}", what)
-        return super().gather(values, dst=dst)
+        return super().gather(values, dst=dst, **kw)
 
 
 def main(args: list[str]) -> int:

@@ -83,7 +83,8 @@ def main(args: list[str]) -> int:
             msgs[m] = msg
     try:
         _demo_attacks(server, parties, msgs)
-        reqs = server.collect(msgs, round_id=0, batch_id=0, count=P)
+        checks = server.collect(msgs, round_id=0, batch_id=0, count=P)
+        reqs = server.requests({v: parties[v].vouch(c) for v, c in checks.items()})
         answers = {v: parties[v].respond(r) for v, r in reqs.items()}
         q_hat = server.finish(answers)
     except SecAggAbort as exc:

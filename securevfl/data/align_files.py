@@ -37,6 +37,8 @@ def check_inputs(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike)
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup is not None:
         raise ConfigError(f"party CSV file names must be distinct (outputs use them), got {dup!r}")
+    if Path(out_dir).exists() and not Path(out_dir).is_dir():
+        raise ConfigError(f"--out must name a directory, got the file {str(out_dir)!r}")
     out = Path(out_dir).resolve()
     for p in ps:
         if (out / p.name) == p.resolve():

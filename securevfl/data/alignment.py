@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import gc
+import hashlib
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -28,6 +29,7 @@ import numpy as np
 
 from securevfl.errors import ConfigError, DataError, ProtocolError
 from securevfl.runtime.base import Runtime
+from securevfl.runtime.expect import Expect
 
 _INT_ITEM = r"[+-]?\d+"
 _DECIMAL_ITEM = r"[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?"
@@ -220,8 +222,9 @@ def check_ids(ids: Sequence[str], party: int, where: str, column: str) -> None:
 
 def _id_order(ids: list[str], rows: np.ndarray, kind: str) -> np.ndarray:
     """Positions that sort ``rows`` (in PSI's agreed order) by ID: every party holds the same
-    IDs in that order, so one party's order sorts every local party's rows. Stable, so
-    integer IDs of equal value ("7", "007") keep the agreed order at every party alike."""
+    IDs in that order, so every party's own sort gives the same order (checked afterwards by
+    a hash of each aligned list). Stable: integer IDs of equal value ("7", "007") keep the
+    agreed order."""
     vals: list[Any] = [ids[i] for i in rows.tolist()]
     if kind == "integer":
         vals = list(map(int, vals))
@@ -284,12 +287,52 @@ def align_ids(
     if not holds:
         return {}
 
-    first = next(k for k in rt.local_parties if k in ids)
-    order = _id_order(ids[first], rows[first], id_kind(ids[first]))
-    out = {k: rows[k][order] for k in rt.local_parties if k in ids}
+    # each party sorts its own rows by its own IDs (as each process of a networked run does):
+    # equal lists give equal orders, and unequal ones are caught just below
+    out = {
+        k: rows[k][_id_order(ids[k], rows[k], id_kind(ids[k]))]
+        for k in rt.local_parties
+        if k in ids
+    }
+    _same_rows_everywhere(rt, ids, out, parties=list(range(K)))
     if len(next(iter(out.values()))) == 0:
         raise ConfigError("the parties' IDs must intersect, got an empty intersection")
     return out
+
+
+def aligned_digest(ids: list[str], rows: np.ndarray) -> bytes:
+    """sha256 of the IDs of ``rows``, in that order (length-prefixed: no two lists collide)."""
+    h = hashlib.sha256(b"securevfl-aligned-ids|%d|" % len(rows))
+    for i in rows.tolist():
+        v = ids[i].encode("utf-8", "surrogatepass")
+        h.update(len(v).to_bytes(4, "little") + v)
+    return h.digest()
+
+
+def _same_rows_everywhere(
+    rt: Runtime, ids: dict[int, list[str]], rows: dict, *, parties: list[int]
+) -> None:
+    """PSI's result proven before training: every party holds the same IDs in the same order.
+
+    Each party sends party 0 a hash of its aligned ID list (every party knows the intersection,
+    so the hash tells no one anything new); a reordered or short reply from a peer (rows that
+    differ in one position, 10 rows at one party and 5 at another) stops every party, naming
+    the parties whose lists differ from party 0's."""
+    with rt.meter.in_phase("psi"):
+        mine = {k: aligned_digest(ids[k], rows[k]) if rt.here(k) else None for k in parties}
+        check = Expect("aligned IDs check", kind="bytes", max_len=32)
+        got = rt.gather(mine, dst=0, expect=check)
+        odd = None
+        if got is not None:
+            odd = np.array([k for k in sorted(got) if got[k] != got[0]], dtype=np.int64)
+        verdict = Expect("aligned IDs verdict", dtype="iu", shape=(None,), lo=1, hi=len(parties))
+        odd = rt.broadcast(odd, src=0, dsts=parties[1:], expect=verdict).tolist()
+    if odd:
+        raise ProtocolError(
+            f"PSI left {'party' if len(odd) == 1 else 'parties'} {', '.join(map(str, odd))} "
+            "with other rows or another order than party 0 (hashes of the aligned ID lists "
+            "differ): not training on misaligned rows"
+        )
 
 
 def _limit_frames(rt: Runtime, n_x: int, counts: dict[int, int] | None) -> None:
@@ -344,14 +387,11 @@ def align_tables(
     n_rows: dict[int, int] = {}
     for d in counts.values():
         n_rows.update(d)
-    from securevfl.runtime.channel import Meter
+    from securevfl.runtime.channel import merge_reports
 
-    merged = Meter()
-    if len(rt.local_parties) < rt.n_parties:
-        for m in meters.values():
-            merged.merge(m)
-    else:
-        merged = rt.meter
+    merged = rt.meter
+    if len(rt.local_parties) < rt.n_parties:  # a peer's report is checked first
+        merged = merge_reports(rt, meters, frame_limit=rt.frame_limit)
     record = {
         "id_column": tables[0].header[tables[0].id_index],
         "rows": [n_rows[k] for k in range(K)],

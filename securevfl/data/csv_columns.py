@@ -34,6 +34,8 @@ MAX_CATEGORIES_BYTES = 1 << 20  # a categories file is metadata: 1 MiB is plenty
 _INT = re.compile(r"^[+-]?\d+$")
 _ID_NAME = re.compile(r"(^|[_\s.-])(id|key|index|idx)$|^id[_\s.-]|[a-z]ID$", re.IGNORECASE)
 
+MAX_CELL = 1e150  # differences and squares of two such cells stay finite in float64
+
 
 def is_missing(cell: str) -> bool:
     return cell.strip().lower() in MISSING
@@ -168,6 +170,11 @@ def _numeric(party: int, where: str, name: str, cells: list[str], miss: np.ndarr
             raise DataError(
                 f"party {party}'s column {name!r} ({where}) must be finite, got {c.strip()!r} "
                 f"on line {i + 2}"
+            )
+        if abs(v) > MAX_CELL:  # its range or square would overflow float64 in the scaling
+            raise DataError(
+                f"party {party}'s column {name!r} ({where}) must hold numbers of magnitude at "
+                f"most {MAX_CELL:g}, got {c.strip()!r} on line {i + 2}"
             )
         values[i] = v
     seen = values[~miss]

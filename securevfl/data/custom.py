@@ -258,6 +258,10 @@ def register_csv_parties(
     declared = None if bounds is None else read_bounds(bounds)
     label = label_column or "label"
     paths = [Path(p) for p in spec_name[len(CSV_PREFIX) :].split(",") if p]
+    if not paths:
+        raise ConfigError(
+            f"--dataset {spec_name!r} must name one CSV per party: csv:A.csv,B.csv, got none"
+        )
     _ALIGNMENTS.pop(spec_name, None)
     _DISCLOSED.pop(spec_name, None)
     cats = read_categories(categories)

@@ -85,6 +85,7 @@ from securevfl.privacy.functional import (
     BUDGETS,
 )
 from securevfl.results import FitResult, ModelPart
+from securevfl.runtime.expect import Expect
 from securevfl.runtime.secure_products import ProductRequest
 
 __all__ = [
@@ -214,6 +215,7 @@ class FMVFL(Method):
                 ),
                 src=k,
                 dst=server,
+                expect=_single_expect(dims[k]),
             )
             for k in range(K)
         }
@@ -236,7 +238,12 @@ class FMVFL(Method):
         blocks_w = rt.local(server, assemble_and_solve)
         # release: the (differentially private) model goes to every data party
         w_k = {
-            k: rt.send(blocks_w[k] if rt.here(server) else None, src=server, dst=k)
+            k: rt.send(
+                blocks_w[k] if rt.here(server) else None,
+                src=server,
+                dst=k,
+                expect=Expect("model release", shape=(dims[k],)),
+            )
             for k in range(K)
         }
         train_s = time.perf_counter() - t0
@@ -269,6 +276,19 @@ class FMVFL(Method):
         return FitResult(
             scores, train_s, privacy=privacy, fingerprints=fps, extra=extra, model=model
         )
+
+
+def _single_expect(d: int) -> Expect:
+    """What the server accepts as a party's own block of d coefficients (:func:`_single`)."""
+    return Expect(
+        "own block",
+        kind="dict",
+        fields=(
+            ("lam0", Expect("own block", kind="float")),
+            ("lam", Expect("own block", shape=(d,), optional=True)),
+            ("U", Expect("own block", shape=(d, d))),
+        ),
+    )
 
 
 def _single(
@@ -331,7 +351,8 @@ def _score(
             k: rt.local(k, lambda k=k: _box(ctx, k, intercept, bounds[k], test=True) @ w_k[k])
             for k in range(K)
         }
-        got = rt.gather(partial, dst=0)
+        rows = len(ctx.views[0].X_test) if rt.here(0) else None  # checked where it arrives
+        got = rt.gather(partial, dst=0, expect=Expect("scores", shape=(rows,)))
     if not rt.here(0):
         return None
     z = sum(got.values())

@@ -180,16 +180,27 @@ class PBMSecAggHooks(BoundedSumHooks):
         got = rt.gather({k: messages.get(k) for k in self.senders}, dst=dst)
         t0 = time.perf_counter()
         try:
-            # masked values in, one unmasking request out to each survivor, its answer back
-            reqs = None
+            # masked values in; the survivor list out to each survivor, its vouches back (the
+            # consistency round); one unmasking request out to each survivor, its answer back
+            checks = None
             if self.server is not None:
-                reqs = self.server.collect(
+                checks = self.server.collect(
                     {self.sec[k]: v for k, v in got.items()},
                     round_id=rnd,
                     batch_id=batch,
                     count=B * P,
                     offset=row * P,
                 )
+            vouches = {}
+            for k in self.senders:
+                check = checks.get(self.sec[k]) if checks is not None else None
+                check = rt.send(check, src=dst, dst=k)
+                if k in self.clients and check is not None:
+                    vouches[k] = self.clients[k].vouch(check)
+            vouches = rt.gather({k: vouches.get(k) for k in self.senders}, dst=dst)
+            reqs = None
+            if self.server is not None:
+                reqs = self.server.requests({self.sec[k]: v for k, v in vouches.items()})
             answers = {}
             for k in self.senders:
                 req = rt.send(reqs.get(self.sec[k]) if reqs is not None else None, src=dst, dst=k)

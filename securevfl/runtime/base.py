@@ -3,7 +3,9 @@
 Every party runs the same protocol function. Local work happens only where a party lives
 (``rt.local``); every value that crosses a party boundary goes through ``send``/``broadcast``/
 ``gather``, which serialize it, meter the bytes and hand the receiver a deserialized copy.
-A value a party does not hold is ``None`` on that party.
+A value a party does not hold is ``None`` on that party. A receiving step states what it accepts
+(``expect=``, :class:`~securevfl.runtime.expect.Expect`): every delivered payload is checked
+against it before the step sees it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from securevfl.runtime.channel import Meter
+from securevfl.runtime.expect import Expect
 from securevfl.runtime.view import ViewRecorder
 
 
@@ -23,8 +26,12 @@ class Runtime(ABC):
     meter: Meter
     view: ViewRecorder | None = None  # records one party's view (--record-view); None: off
 
-    def _delivered(self, value: Any, *, src: int, dst: int) -> Any:
-        """Every payload handed to a receiver passes here (the view recorder's tap)."""
+    def _delivered(self, value: Any, *, src: int, dst: int, expect: Expect | None = None) -> Any:
+        """Every payload handed to a receiver passes here: checked against the step's
+        ``expect`` (a ProtocolError naming ``src``, ``dst`` and the step), then the view
+        recorder's tap."""
+        if expect is not None:
+            value = expect.check(value, src=src, dst=dst)
         if self.view is not None:
             self.view.received(src=src, dst=dst, phase=self.meter.phase, payload=value)
         return value
@@ -58,18 +65,28 @@ class Runtime(ABC):
         return fn(*args, **kwargs) if self.here(k) else None
 
     @abstractmethod
-    def send(self, value: Any, *, src: int, dst: int) -> Any:
-        """Move ``value`` (held by ``src``) to ``dst``; returns it at ``dst``, None elsewhere."""
+    def send(self, value: Any, *, src: int, dst: int, expect: Expect | None = None) -> Any:
+        """Move ``value`` (held by ``src``) to ``dst``; returns it at ``dst``, None elsewhere;
+        ``expect``: what ``dst`` accepts (checked on arrival)."""
 
     @abstractmethod
-    def broadcast(self, value: Any, *, src: int, dsts: Iterable[int] | None = None) -> Any:
+    def broadcast(
+        self,
+        value: Any,
+        *,
+        src: int,
+        dsts: Iterable[int] | None = None,
+        expect: Expect | None = None,
+    ) -> Any:
         """Send ``value`` from ``src`` to every party in ``dsts`` (default: all others).
 
         Returns the value at ``src`` and at every receiver, ``None`` elsewhere.
         """
 
     @abstractmethod
-    def gather(self, values: Mapping[int, Any], *, dst: int) -> dict[int, Any] | None:
+    def gather(
+        self, values: Mapping[int, Any], *, dst: int, expect: Expect | None = None
+    ) -> dict[int, Any] | None:
         """Each sender ``k`` in ``values`` sends ``values[k]`` to ``dst`` (one round).
 
         ``values[k]`` need only be set where ``k`` lives. Returns ``{k: value}`` at ``dst``.

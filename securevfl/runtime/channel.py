@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from securevfl.errors import ProtocolError
+
 
 @dataclass
 class PhaseCounts:
@@ -99,3 +101,71 @@ class Meter:
                 for name, c in sorted(self.phases.items())
             },
         }
+
+
+_PHASE_KEYS = {"bytes_total", "messages", "rounds", "sent", "received"}
+
+
+def check_peer_report(
+    report: Any, *, peer: int, own: Meter, n_parties: int, frame_limit: int
+) -> None:
+    """Refuse a peer's meter report (what it says it sent) that cannot be true of this run.
+
+    A networked process meters only the messages it sends, so a peer's report must name only
+    itself as sender, bytes that add up, and counts this run allows: no more rounds per phase
+    than this party took part in (every party calls every primitive), no more messages than one
+    per round to each other party (or, where the secure products send many per round, twice
+    what this party sent there), no message over the frame limit. A forged report (a record
+    of 39,490,038,560 bytes in 81,000,080 messages) is a ProtocolError naming the peer.
+    """
+
+    def bad(why: str) -> ProtocolError:
+        return ProtocolError(f"party {peer} sent a meter report that cannot be true: {why}")
+
+    if type(report) is not dict or len(report) > 64:
+        raise bad("not a dict of at most 64 phases")
+    for name, d in report.items():
+        if type(name) is not str or type(d) is not dict or set(d) != _PHASE_KEYS:
+            raise bad(f"phase {str(name)[:40]!r} is not a dict of {sorted(_PHASE_KEYS)}")
+        counts = [d["bytes_total"], d["messages"], d["rounds"]]
+        sent, received = d["sent"], d["received"]
+        if type(sent) is not dict or type(received) is not dict:
+            raise bad(f"phase {name!r}: sent/received are not dicts")
+        counts += [*sent, *sent.values(), *received, *received.values()]
+        if any(type(v) is not int or v < 0 for v in counts):
+            raise bad(f"phase {name!r}: a count or party that is not a non-negative int")
+        if set(sent) - {peer}:
+            raise bad(f"phase {name!r}: bytes sent by other parties {sorted(sent)}")
+        dsts = set(received)
+        if dsts - set(range(n_parties)) or peer in dsts:
+            raise bad(f"phase {name!r}: receivers {sorted(dsts)} outside this run")
+        if sum(received.values()) != sum(sent.values()) or d["bytes_total"] > sum(sent.values()):
+            raise bad(f"phase {name!r}: bytes sent and received do not add up")
+        mine = own.phases.get(name)
+        rounds = mine.rounds if mine is not None else 0
+        if d["rounds"] > rounds:
+            raise bad(f"phase {name!r}: {d['rounds']} rounds, this party took part in {rounds}")
+        cap = max(rounds * (n_parties - 1), 2 * (mine.messages if mine is not None else 0))
+        if d["messages"] > cap:
+            raise bad(f"phase {name!r}: {d['messages']} messages in {rounds} rounds (max {cap})")
+        if sum(sent.values()) > d["messages"] * frame_limit:
+            raise bad(
+                f"phase {name!r}: {sum(sent.values())} bytes in {d['messages']} messages of at "
+                f"most {frame_limit} bytes"
+            )
+
+
+def merge_reports(rt: Any, reports: dict[int, Any], *, frame_limit: int) -> Meter:
+    """The run's meter from every process's report (``rt.collect(rt.meter.export(), ...)``):
+    this process's own as it is, each peer's checked by :func:`check_peer_report` first."""
+    merged, seen = Meter(), set()
+    for k, report in sorted(reports.items()):
+        if id(report) in seen:  # in-process: one report stands for every party
+            continue
+        seen.add(id(report))
+        if not rt.here(k):
+            check_peer_report(
+                report, peer=k, own=rt.meter, n_parties=rt.n_parties, frame_limit=frame_limit
+            )
+        merged.merge(report)
+    return merged

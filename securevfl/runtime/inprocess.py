@@ -13,6 +13,7 @@ from securevfl import serialization
 from securevfl.errors import ConfigError
 from securevfl.runtime.base import Runtime
 from securevfl.runtime.channel import Meter
+from securevfl.runtime.expect import Expect
 
 
 class InProcessRuntime(Runtime):
@@ -31,20 +32,27 @@ class InProcessRuntime(Runtime):
         if not 0 <= k < self.n_parties:
             raise ConfigError(f"{what} must be a party index in [0, {self.n_parties}), got {k}")
 
-    def _move(self, value: Any, src: int, dst: int) -> Any:
+    def _move(self, value: Any, src: int, dst: int, expect: Expect | None = None) -> Any:
         data = serialization.dumps(value)
         self.meter.message(src=src, dst=dst, nbytes=len(data))
-        return self._delivered(serialization.loads(data), src=src, dst=dst)
+        return self._delivered(serialization.loads(data), src=src, dst=dst, expect=expect)
 
-    def send(self, value: Any, *, src: int, dst: int) -> Any:
+    def send(self, value: Any, *, src: int, dst: int, expect: Expect | None = None) -> Any:
         self._check(src, "src")
         self._check(dst, "dst")
         if src == dst:
             return value
         self.meter.round()
-        return self._move(value, src, dst)
+        return self._move(value, src, dst, expect)
 
-    def broadcast(self, value: Any, *, src: int, dsts: Iterable[int] | None = None) -> Any:
+    def broadcast(
+        self,
+        value: Any,
+        *,
+        src: int,
+        dsts: Iterable[int] | None = None,
+        expect: Expect | None = None,
+    ) -> Any:
         self._check(src, "src")
         dsts = [d for d in (range(self.n_parties) if dsts is None else dsts) if d != src]
         if not dsts:
@@ -57,16 +65,18 @@ class InProcessRuntime(Runtime):
         # every receiver gets its own copy; in-process one decoded copy stands for all of them
         out = serialization.loads(data)
         for d in dsts:
-            self._delivered(out, src=src, dst=d)
+            self._delivered(out, src=src, dst=d, expect=expect)
         return out
 
-    def gather(self, values: Mapping[int, Any], *, dst: int) -> dict[int, Any]:
+    def gather(
+        self, values: Mapping[int, Any], *, dst: int, expect: Expect | None = None
+    ) -> dict[int, Any]:
         self._check(dst, "dst")
         self.meter.round()
         out = {}
         for k, v in values.items():
             self._check(k, "sender")
-            out[k] = v if k == dst else self._move(v, k, dst)
+            out[k] = v if k == dst else self._move(v, k, dst, expect)
         return out
 
     def control(self, value: Any, *, src: int) -> Any:

@@ -8,7 +8,8 @@ frame a peer sends is at most the run's frame limit: 1 MiB until the run's sizes
 handshake), then the largest message the run's protocol can legitimately send plus slack
 (:mod:`securevfl.runtime.frame_limits`, set by :meth:`NetworkedRuntime.limit_frames`;
 ``SECUREVFL_MAX_FRAME_MB`` overrides it): a larger frame is refused from its 12-byte header,
-before it is buffered, naming the peer. The
+before it is buffered, naming the peer. What a peer may make this party hold in all is bounded
+too (:func:`protocols.mpyc_net.held_budgets`; before the handshake only its own bytes). The
 first round is the run handshake: a peer with another run spec, a foreign run on the same ports
 or a peer without the run's key makes every party stop. Protocol code is unchanged from the
 in-process runtime. Each process meters the messages it sends; the label holder merges the
@@ -35,6 +36,7 @@ from securevfl import serialization
 from securevfl.errors import ConfigError, PartyTimeoutError, ProtocolError
 from securevfl.runtime.base import Runtime
 from securevfl.runtime.channel import Meter
+from securevfl.runtime.expect import Expect
 from securevfl.runtime.frame_limits import HANDSHAKE_FRAME, MAX_FRAME
 
 
@@ -109,6 +111,7 @@ class NetworkedRuntime(Runtime):
         self._run(
             mpyc_net.handshake(self.mpc, digest, key=key, parts=digest_parts), "the run handshake"
         )
+        mpyc_net.authenticated(self.mpc)  # peers may now be held up to the run's budgets
 
     def limit_frames(self, nbytes: int) -> None:
         """From now on refuse any frame a peer announces over ``nbytes`` (the run's limit,
@@ -268,7 +271,7 @@ class NetworkedRuntime(Runtime):
     # Every party calls exchange for every primitive, involved or not: MPyC labels messages
     # by a program counter that must advance in lockstep on all parties (SPMD).
 
-    def send(self, value: Any, *, src: int, dst: int) -> Any:
+    def send(self, value: Any, *, src: int, dst: int, expect: Expect | None = None) -> Any:
         if src == dst:
             return value if self.here(src) else None
         self.meter.round()
@@ -279,9 +282,16 @@ class NetworkedRuntime(Runtime):
         got = self._transfer(data, [src], [dst], f"a message from party {src} to party {dst}")
         if not self.here(dst):
             return None
-        return self._delivered(self._decode(got[0], src), src=src, dst=dst)
+        return self._delivered(self._decode(got[0], src), src=src, dst=dst, expect=expect)
 
-    def broadcast(self, value: Any, *, src: int, dsts: Iterable[int] | None = None) -> Any:
+    def broadcast(
+        self,
+        value: Any,
+        *,
+        src: int,
+        dsts: Iterable[int] | None = None,
+        expect: Expect | None = None,
+    ) -> Any:
         dsts = [d for d in (range(self.n_parties) if dsts is None else dsts) if d != src]
         if not dsts:
             return value if self.here(src) else None
@@ -296,9 +306,11 @@ class NetworkedRuntime(Runtime):
             return value
         if self.index not in dsts:
             return None
-        return self._delivered(self._decode(got[0], src), src=src, dst=self.index)
+        return self._delivered(self._decode(got[0], src), src=src, dst=self.index, expect=expect)
 
-    def gather(self, values: Mapping[int, Any], *, dst: int) -> dict[int, Any] | None:
+    def gather(
+        self, values: Mapping[int, Any], *, dst: int, expect: Expect | None = None
+    ) -> dict[int, Any] | None:
         self.meter.round()
         senders = [k for k in sorted(values) if k != dst]
         data = None
@@ -314,7 +326,7 @@ class NetworkedRuntime(Runtime):
             return None
         out = {k: values[k] for k in values if k == dst}
         for k, v in zip(senders, got):
-            out[k] = self._delivered(self._decode(v, k), src=k, dst=dst)
+            out[k] = self._delivered(self._decode(v, k), src=k, dst=dst, expect=expect)
         return out
 
     def control(self, value: Any, *, src: int) -> Any:

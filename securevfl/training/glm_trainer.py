@@ -23,6 +23,7 @@ from securevfl.context import RunContext, fingerprint
 from securevfl.errors import ConfigError
 from securevfl.models.glm import GLMLoss, Penalty, default_loss_for, make_loss, make_penalty
 from securevfl.results import RunStats
+from securevfl.runtime.expect import Expect
 from securevfl.training.batching import n_batches
 from securevfl.training.export import export_glm
 from securevfl.training.loop import EpochClock, Release, TrainRun, compose_releases, train_batches
@@ -69,6 +70,12 @@ class GLMHooks(ResumableHooks):
     def active_message(self, ctx: RunContext, deriv: np.ndarray, step: int) -> np.ndarray:
         """What the active party returns instead of its exact loss derivative."""
         return deriv
+
+    def message_expect(self, ctx: RunContext, step_name: str, rows: int) -> Expect | None:
+        """What the receiver of this trainer's messages accepts (``step_name``: "intermediate
+        results", "derivatives" or "scores"): by default one finite float per row; hooks that send
+        other things (ciphertexts) return their own rule, or None where their scheme checks."""
+        return Expect(step=step_name, shape=(rows,))
 
     def active_uses_exact(self) -> bool:
         """Whether the active party's own gradient uses the exact derivative (HDP-VFL does)."""
@@ -221,7 +228,8 @@ def train_glm(
             if rt.here(active):
                 own = ctx.views[active].X_train[idx] @ state.w[active] + state.bias
                 hooks.waiting(ctx, active, idx, step, own, y_enc[idx])
-            received = rt.gather(sent, dst=active)
+            expect = hooks.message_expect(ctx, "intermediate results", len(idx))
+            received = rt.gather(sent, dst=active, expect=expect)
             for k in passives:
                 if rt.here(k):
                     hooks.waiting(ctx, k, idx, step)
@@ -236,7 +244,8 @@ def train_glm(
                     state.losses.append(value)
                     theta = own + sum(received[k] for k in passives)
                     clock.batch(value, theta > 0, ctx.views[active].y_train[idx] == 1)
-            back = rt.broadcast(back, src=active, dsts=passives)
+            expect = hooks.message_expect(ctx, "derivatives", len(idx))
+            back = rt.broadcast(back, src=active, dsts=passives, expect=expect)
             derivs = {}
             for k in state.w:
                 if k == active:
@@ -343,7 +352,9 @@ def predict_glm(
             )
             for k in passives
         }
-        received = rt.gather(parts, dst=active)
+        # the receiver's own rows of the split (a views hook may have re-split them)
+        rows = len(getattr(ctx.views[active], attr)) if rt.here(active) else 0
+        received = rt.gather(parts, dst=active, expect=hooks.message_expect(ctx, "scores", rows))
     if not rt.here(active):
         return None
     theta = getattr(ctx.views[active], attr) @ state.w[active] + state.bias

@@ -23,10 +23,11 @@ from torch import nn
 from securevfl import checkpoint
 from securevfl.checkpoint_privacy import ResumableHooks, private_resume
 from securevfl.context import RunContext, fingerprint
-from securevfl.errors import ConfigError
+from securevfl.errors import ConfigError, ProtocolError
 from securevfl.models.nets import seeded_init, top_mlp
 from securevfl.results import RunStats
 from securevfl.rng import derive_seed
+from securevfl.runtime.expect import Expect
 from securevfl.training.bottom_models import bottom_model
 from securevfl.training.export import export_private, export_splitnn, try_export
 from securevfl.training.loop import (
@@ -106,9 +107,11 @@ class SplitNNHooks(ResumableHooks):
         self, ctx: RunContext, messages: Mapping[int, Any], *, dst: int, step: int
     ) -> np.ndarray | None:
         """Combine the parties' messages at ``dst`` (default: gather, then sum or concat)."""
-        got = ctx.rt.gather(messages, dst=dst)
+        width = ctx.spec.embedding_dim
+        got = ctx.rt.gather(messages, dst=dst, expect=Expect("embeddings", shape=(None, width)))
         if got is None:
             return None
+        same_rows(got, dst)
         parts = [np.asarray(got[k], dtype=np.float32) for k in sorted(got)]
         return np.sum(parts, axis=0) if self.aggregation == "sum" else np.concatenate(parts, axis=1)
 
@@ -179,6 +182,19 @@ def _task_loss(ctx: RunContext, logits: torch.Tensor, y: np.ndarray) -> torch.Te
     if ctx.info.task == "regression":
         return nn.functional.mse_loss(logits[:, 0], torch.as_tensor(y, dtype=torch.float32))
     return nn.functional.cross_entropy(logits, torch.as_tensor(y, dtype=torch.long))
+
+
+def same_rows(got: Mapping[int, Any], dst: int) -> None:
+    """The parties' messages of one batch hold one row each per example: a sender whose row
+    count differs from the receiver's (or, where it sends none, the first sender's) is named."""
+    ref = got.get(dst)
+    ref = next(iter(got.values())) if ref is None else ref
+    for k, v in sorted(got.items()):
+        if len(v) != len(ref):
+            raise ProtocolError(
+                f"party {dst} refused the message of party {k} at step 'embeddings': "
+                f"{len(v)} rows where this batch has {len(ref)}"
+            )
 
 
 def build_models(ctx: RunContext, hooks: SplitNNHooks) -> SplitNNState:
@@ -268,14 +284,16 @@ def train_splitnn(
                 state.losses.append(float(loss.detach()))
                 clock.batch(state.losses[-1], out.argmax(axis=1), y)
                 back = hooks.grad_message(ctx, h.grad.numpy(), step)
+            expect = Expect("gradients", shape=(len(idx), P))
             if hooks.aggregation == "sum":
-                got = rt.broadcast(back, src=L, dsts=[s for s in senders if s != L])
+                dsts = [s for s in senders if s != L]
+                got = rt.broadcast(back, src=L, dsts=dsts, expect=expect)
                 grads = {k: got for k in state.bottoms}
             else:
                 grads = {}
                 for k in senders:
                     piece = back[:, k * P : (k + 1) * P] if rt.here(L) else None
-                    got = rt.send(piece, src=L, dst=k)
+                    got = rt.send(piece, src=L, dst=k, expect=expect)
                     if rt.here(k):
                         grads[k] = got
             for k, emb in embs.items():

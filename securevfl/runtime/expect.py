@@ -1,0 +1,135 @@
+"""What a protocol step accepts from a peer: checked on arrival, before any code uses it.
+
+A step that receives declares an :class:`Expect` (``rt.send(..., expect=Expect(...))``; also
+``broadcast`` and ``gather``); the runtime checks every decoded payload against it where it is
+delivered (:meth:`securevfl.runtime.base.Runtime._delivered`), in-process and networked alike.
+A mismatch raises :class:`~securevfl.errors.ProtocolError` naming the receiver, the sender and
+the step (the CLI prints that one line), so a peer's substituted message never reaches a matmul
+(a ``ValueError`` deep in a trainer) or a model (NaN gradients), and a forged count never
+reaches a record.
+
+Sizes come from the run: the caller states the shape it expects (the minibatch's rows, the
+model's widths) and bounds on counts (the run's frame limit, the rows of the run).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from securevfl.errors import ProtocolError
+
+__all__ = ["Expect"]
+
+_KINDS = {"f": "float", "i": "int", "u": "unsigned int", "b": "bool"}
+
+
+@dataclass(frozen=True)
+class Expect:
+    """A step's rule for what a peer sends it.
+
+    ``kind``: ``"array"`` (a numpy array whose dtype kind is in ``dtype``, e.g. ``"f"`` or
+    ``"fiu"``, of ``shape``: ints, None for any length; None for any shape), ``"int"``,
+    ``"float"``, ``"bytes"`` (at most ``max_len`` long) or ``"dict"`` (exactly the keys of
+    ``fields``, each value checked by its rule). ``finite``: no NaN or infinity; ``lo``/``hi``:
+    inclusive bounds on every value; ``optional``: None is accepted too.
+    """
+
+    step: str
+    kind: str = "array"
+    dtype: str = "f"
+    shape: tuple[int | None, ...] | None = None
+    finite: bool = True
+    lo: float | None = None
+    hi: float | None = None
+    max_len: int | None = None
+    fields: tuple[tuple[str, Expect], ...] = ()
+    optional: bool = False
+
+    def check(self, value: Any, *, src: int, dst: int) -> Any:
+        """``value`` if it meets this rule, else a ProtocolError naming both parties."""
+        why = self._violation(value)
+        if why is not None:
+            raise ProtocolError(
+                f"party {dst} refused the message of party {src} at step {self.step!r}: {why}"
+            )
+        return value
+
+    def _violation(self, value: Any) -> str | None:
+        if value is None and self.optional:
+            return None
+        check = {
+            "array": self._array,
+            "int": self._int,
+            "float": self._float,
+            "bytes": self._bytes,
+            "dict": self._dict,
+        }[self.kind]
+        return check(value)
+
+    def _array(self, a: Any) -> str | None:
+        if type(a) is not np.ndarray:
+            return f"expected an array, got {_what(a)}"
+        if a.dtype.kind not in self.dtype:
+            kinds = " or ".join(_KINDS.get(c, c) for c in self.dtype)
+            return f"expected an array of {kinds}, got dtype {a.dtype}"
+        if self.shape is not None and (
+            a.ndim != len(self.shape)
+            or any(want is not None and got != want for got, want in zip(a.shape, self.shape))
+        ):
+            want = "(" + ", ".join("any" if d is None else str(d) for d in self.shape) + ")"
+            return f"expected shape {want}, got {a.shape}"
+        if a.dtype.kind in "fc" and self.finite and a.size and not np.isfinite(a).all():
+            return f"{int(a.size - np.isfinite(a).sum())} values are NaN or infinite"
+        if a.size and (self.lo is not None or self.hi is not None):
+            lo, hi = a.min(), a.max()
+            if (self.lo is not None and lo < self.lo) or (self.hi is not None and hi > self.hi):
+                return f"values from {lo} to {hi}, outside [{self.lo}, {self.hi}]"
+        return None
+
+    def _range(self, v: float) -> str | None:
+        if (self.lo is not None and v < self.lo) or (self.hi is not None and v > self.hi):
+            return f"{v!r} is outside [{self.lo}, {self.hi}]"
+        return None
+
+    def _int(self, v: Any) -> str | None:
+        if type(v) is not int and not isinstance(v, np.integer):
+            return f"expected an int, got {_what(v)}"
+        return self._range(int(v))
+
+    def _float(self, v: Any) -> str | None:
+        if type(v) not in (int, float) and not isinstance(v, np.integer | np.floating):
+            return f"expected a number, got {_what(v)}"
+        if self.finite and not math.isfinite(float(v)):
+            return f"{float(v)!r} is not finite"
+        return self._range(float(v))
+
+    def _bytes(self, v: Any) -> str | None:
+        if type(v) is not bytes:
+            return f"expected bytes, got {_what(v)}"
+        if self.max_len is not None and len(v) > self.max_len:
+            return f"{len(v)} bytes, over the {self.max_len} this step allows"
+        return None
+
+    def _dict(self, d: Any) -> str | None:
+        if type(d) is not dict:
+            return f"expected a dict, got {_what(d)}"
+        rules = dict(self.fields)
+        if set(d) != set(rules):
+            odd = ", ".join(sorted(map(repr, set(d) ^ set(rules)))[:3])
+            return f"expected the keys {sorted(rules)}; differing: {odd}"
+        for k, rule in self.fields:
+            why = rule._violation(d[k])
+            if why is not None:
+                return f"at {k!r}: {why}"
+        return None
+
+
+def _what(v: Any) -> str:
+    t = type(v)
+    if t is np.ndarray:
+        return f"an array of dtype {v.dtype} and shape {v.shape}"
+    return f"{t.__module__ + '.' if t.__module__ != 'builtins' else ''}{t.__qualname__}"
