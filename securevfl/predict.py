@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from securevfl.errors import DataError
+from securevfl.errors import ConfigError, DataError
 from securevfl.model_io import ModelFileError, Part, load_parts
 from securevfl.model_layers import rebuild_layers
 from securevfl.predict_pbm import pbm_release, score_pbm

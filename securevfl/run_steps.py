@@ -20,14 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from securevfl.context import PartyView, PublicInfo, RunSpec
+from securevfl.context import PartyView, PublicInfo, RunSpec, noise_seed
 from securevfl.data import load_dataset, partition_columns, scale_block_to_unit_rows
 from securevfl.data import schema_norm_bound as norm_bound_sq
 from securevfl.data.custom import CSV_KEYS, register_own_schema
 from securevfl.data.datasets import Dataset, DatasetInfo
 from securevfl.data.own_csv import OwnFile, open_own_files
 from securevfl.data.split import apply_split, draw_split
-from securevfl.context import noise_seed
 from securevfl.errors import ConfigError, DataError
 from securevfl.methods.base import Method
 from securevfl.rng import make_noise_rng
