@@ -38,6 +38,7 @@ from securevfl.disclosure import (
     has_budget,
     noise_seed,
     scrub_record,
+    scrub_warnings,
 )
 from securevfl.errors import ConfigError
 from securevfl.evaluation import metrics_for
@@ -490,6 +491,7 @@ def run_experiment(
                 f"audit variant: the DP noise was divided by {audit.noise_divisor:g}, so the "
                 "reported ε does not hold for this run"
             )
+        warnings = scrub_warnings(warnings, record, spec, label_party=info.label_party)
         if warnings:  # a result that looks fine but is not says so (printed by the CLI)
             record["stats"]["warnings"] = warnings
         return finite_values(record)  # strict JSON: a non-finite number is null (and warned)
