@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 import pytest
-from dp_accounting import dp_event
+from dp_accounting import NeighboringRelation, dp_event
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 from scipy.optimize import brentq
@@ -106,6 +106,13 @@ def compose(lines: list[dict], delta: float, *, rdp: bool) -> float:
         elif m == "pure":
             params = pld_lib.common.DifferentialPrivacyParameters(line["epsilon"], 0.0)
             one = pld_lib.from_privacy_parameters(params)
+        elif m == "poisson-sampled gaussian" and line.get("relation") == "replace-one":
+            # (1-q)N(0, σ²) + qN(±1, σ²): a row's clipped contribution replaced, n fixed
+            one = pld_lib.from_gaussian_mechanism(
+                line["noise_multiplier"],
+                sampling_prob=line["sampling"],
+                neighboring_relation=NeighboringRelation.REPLACE_ONE,
+            )
         else:
             raise AssertionError(f"no PLD composition for {line}")
         one = one.self_compose(n) if n > 1 else one
