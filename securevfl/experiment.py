@@ -24,7 +24,6 @@ from securevfl.data import (
     partition_columns,
     scale_block_to_unit_rows,
     schema_norm_bound,
-    split_in_place,
 )
 from securevfl.data.custom import (
     CSV_KEYS,
@@ -32,6 +31,7 @@ from securevfl.data.custom import (
     alignment_of,
     register_csv_parties,
 )
+from securevfl.data.split import apply_split, draw_split
 from securevfl.disclosure import (
     FINGERPRINT_WITHHELD,
     guarded,
@@ -189,17 +189,49 @@ def party_blocks(groups: list[list[int]], spec: RunSpec, seed: int) -> list[np.n
     return partition_columns(groups, spec.parties, scheme=spec.partition, seed=seed)
 
 
+def label_holder(spec: RunSpec, method: Method) -> int:
+    """The party that holds the labels: the server for a method whose labels live there."""
+    if method.labels_at_server and method.has_server(spec):
+        return spec.parties
+    return 0
+
+
+SplitSource = Callable[[int], tuple[np.ndarray, np.ndarray]]
+
+
+def split_from_label_holder(spec: RunSpec, method: Method, rt: Runtime) -> SplitSource:
+    """The split as the run draws it: the label holder draws positions for ``n`` rows from
+    the CSPRNG (seeded only where the noise is) and sends them; every other party receives them.
+    The draw reads no labels (:mod:`securevfl.data.split`)."""
+    holder = label_holder(spec, method)
+
+    def split_of(n: int) -> tuple[np.ndarray, np.ndarray]:
+        drawn = None
+        if rt.here(holder):
+            drawn = draw_split(n, rng=make_noise_rng(noise_seed(spec), purpose="split"))
+        return rt.control(drawn, src=holder)
+
+    return split_of
+
+
 def build_views(
-    spec: RunSpec, method: Method, wanted: list[int], facts: dict[str, Any] | None = None
+    spec: RunSpec,
+    method: Method,
+    wanted: list[int],
+    facts: dict[str, Any] | None = None,
+    *,
+    split_of: SplitSource | None = None,
 ) -> tuple[PublicInfo, dict[int, PartyView], Any]:
     """Load, split, partition and bound the data; return the views of the parties in ``wanted``.
 
     This process holds only the columns of its own parties (every column for a method that may
     see pooled data): a party's memory grows with its share of the table, not the whole table.
-    Every party holds the labels while the public row split is drawn (it is stratified by
-    class); only the label holder keeps them in its view.
+    The row split comes from ``split_of(n)`` (the label holder's positions; None: drawn here,
+    for callers that hold every party); only the label holder keeps the labels in its view.
     """
-    seed = 0 if spec.seed is None else spec.seed  # the split is public, not private randomness
+    if split_of is None:
+        split_of = split_from_label_holder(spec, method, InProcessRuntime(method.n_parties(spec)))
+    seed = 0 if spec.seed is None else spec.seed  # synthetic data and the partition are public
     K = spec.parties
 
     def keep(groups: list[list[int]]) -> np.ndarray:
@@ -212,12 +244,14 @@ def build_views(
     opts = {k: v for k, v in spec.dataset_options.items() if k not in CSV_KEYS}  # read above
     ds = load_dataset(spec.dataset, seed=seed, keep=keep, **opts)
     blocks = party_blocks(ds.groups, spec, seed)
-    train, test = split_in_place(ds, seed=seed)  # the same rows as train_test_split, no copy
+    train_idx, test_idx = split_of(ds.n)
+    train, test = apply_split(ds, train_idx, test_idx)  # in place: no copy of the block
     name, task, n_classes, groups, held = ds.name, ds.task, ds.n_classes, ds.groups, ds.columns
     fitted = ds.fitted
     del ds  # its X now holds the split's rows
     if facts is not None:
         facts["feature_names"] = list(getattr(train, "feature_names", None) or [])
+        facts["test_rows"] = [int(i) for i in test_idx]  # a saved model rescores its test split
     if spec.center and has_budget(spec):  # the means are released under the budget
         here = list(range(K)) if method.pooled_data else [k for k in wanted if k < K]
         train, test = center_released(
@@ -227,7 +261,7 @@ def build_views(
         train, test = center_numeric_columns(train, test, facts)
     bound_sq = sum(schema_norm_bound(groups, b) for b in blocks)
     server = K if method.has_server(spec) else None
-    label_party = server if (method.labels_at_server and server is not None) else 0
+    label_party = label_holder(spec, method)
     n_parties = method.n_parties(spec)
     info = PublicInfo(
         dataset=name,
@@ -335,7 +369,8 @@ def run_experiment(
         check_save(save, rt.local_parties, spec, method)
     try:
         facts: dict[str, Any] = {}
-        info, views, pooled = build_views(spec, method, rt.local_parties, facts)
+        split_of = split_from_label_holder(spec, method, rt)
+        info, views, pooled = build_views(spec, method, rt.local_parties, facts, split_of=split_of)
         if views_hook is not None:
             info, views, pooled = views_hook(info, views, pooled)
         if hasattr(rt, "limit_frames"):  # networked: refuse frames over this run's largest

@@ -156,6 +156,8 @@ def save_parts(
             "privacy": fit.privacy.to_dict() if fit.privacy is not None else None,
             "noise_seeded": spec.seed is not None,
             # the label holder's check: a reloaded model must predict these test classes
+            # the test split's row positions (label-independent, drawn by the label holder)
+            "test_rows": facts.get("test_rows"),
             "test_classes_sha256": classes_digest(info.task, fit.test_scores)
             if k == info.label_party
             else None,

@@ -354,8 +354,9 @@ class Model:
     def test_split_blocks(self) -> tuple[dict[int, np.ndarray], np.ndarray]:
         """The training run's test split as each data party's prepared block, and its labels:
         loaded, split and partitioned as training did, centred with the card's centring."""
-        from securevfl.data import load_dataset, split_in_place
+        from securevfl.data import load_dataset
         from securevfl.data.custom import CSV_KEYS
+        from securevfl.data.split import apply_split
         from securevfl.experiment import party_blocks, spec_from_dict, validate_spec
 
         spec = spec_from_dict(dict(self.card["spec"]))
@@ -364,7 +365,15 @@ class Model:
         opts = {k: v for k, v in spec.dataset_options.items() if k not in CSV_KEYS}
         ds = load_dataset(spec.dataset, seed=seed, **opts)
         blocks = party_blocks(ds.groups, spec, seed)
-        _, test = split_in_place(ds, seed=seed)
+        test_rows = self.card.get("test_rows")
+        if test_rows is None:
+            raise ModelFileError(
+                "model card must list the run's test rows (test_rows), got none (saved before "
+                "the split was drawn by the label holder: retrain)"
+            )
+        test_idx = np.asarray(test_rows, dtype=np.int64)
+        train_idx = np.setdiff1d(np.arange(ds.n), test_idx)
+        _, test = apply_split(ds, train_idx, test_idx)
         prepared = {}
         for k in range(self.data_parties):
             if not self.reads(k):

@@ -1,14 +1,28 @@
-"""The public train/test row split: drawn from the labels, applied by copy or in place.
+"""The train/test row split: drawn by the label holder without looking at the labels.
 
-The split is public (every party draws it from the same seed and labels), so each party applies
-it to its own columns. :func:`split_in_place` reorders a process's block where it lies, so a
-party's memory stays at one copy of its share of the table while it splits.
+Only the label holder draws the split (:func:`draw_split`) and the other parties receive the
+row positions; each party then applies them to its own columns (:func:`apply_split`, in place,
+so a party's memory stays at one copy of its block).
+
+Why not stratified by class: a split stratified with a generator every party can rerun (the old
+``make_rng(seed, "split")``) told a passive party every label: knowing the seed, ``n`` and its
+own row order, it reruns the per-class shuffles and reads which rows each class sent to test
+(an outside audit recovered 569/569 labels on breast). Even a secret stratified split leaks:
+the test set's class counts are fixed to ``round(test_size * n_c)``, so the positions alone are
+a draw that depends on the labels. The split here is a uniformly random permutation of ``0..n-1``
+that never reads ``y``: the positions a data party receives have the same distribution for any
+two label vectors (a data party's view of the split is label-independent). The cost is a test
+split whose class shares vary by sampling error (~sqrt(p(1-p)/n_test)).
+
+The generator is the caller's: the run passes the CSPRNG (``make_noise_rng``) unless the noise
+is seeded (``--reproducible-noise`` or a run that reports no ε), as DP noise is. Seeding it is
+safe for the labels (the draw is label-independent); it only makes the split reproducible.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,57 +38,57 @@ def take_rows(ds: Dataset, idx: np.ndarray) -> Dataset:
     return replace(
         ds,
         X=np.take(ds.X, idx, axis=0),
-        y=np.take(ds.y, idx, axis=0),
+        y=None if ds.y is None else np.take(ds.y, idx, axis=0),
         feature_names=list(ds.feature_names),
         groups=[list(g) for g in ds.groups],
     )
 
 
-def split_rows(
-    ds: Dataset, *, test_size: float = 0.2, seed: int = 0
-) -> tuple[np.ndarray, np.ndarray]:
-    """The (train, test) row indices, each in its shuffled order: stratified by class for
-    binary/multiclass tasks, each class giving ``round(test_size * n_class)`` test rows; drawn
-    with ``make_rng(seed, purpose="split")``."""
+def draw_split(n: int, *, rng: Any, test_size: float = 0.2) -> tuple[np.ndarray, np.ndarray]:
+    """(train, test) row positions, each in a random order: a uniform permutation of ``0..n-1``
+    whose first ``round(test_size * n)`` entries are the test rows. Reads no labels."""
     ts = check_open_unit("test_size", test_size)
-    rng = make_rng(seed, purpose="split")
-    if ds.task in ("binary", "multiclass"):
-        test_parts, train_parts = [], []
-        for c in np.unique(ds.y):
-            idx = np.flatnonzero(ds.y == c)
-            rng.shuffle(idx)
-            k = int(round(ts * idx.size))
-            test_parts.append(idx[:k])
-            train_parts.append(idx[k:])
-        test_idx, train_idx = np.concatenate(test_parts), np.concatenate(train_parts)
-    else:
-        perm = rng.permutation(ds.n)
-        k = int(round(ts * ds.n))
-        test_idx, train_idx = perm[:k], perm[k:]
-    if test_idx.size == 0 or train_idx.size == 0:
+    k = int(round(ts * n))
+    if k == 0 or k == n:
         raise ConfigError(
-            f"test_size must leave rows on both sides, got test_size={test_size} for n={ds.n}"
+            f"test_size must leave rows on both sides, got test_size={test_size} for n={n}"
         )
-    return rng.permutation(train_idx), rng.permutation(test_idx)
+    perm = np.asarray(rng.permutation(int(n)), dtype=np.int64)
+    return perm[k:].copy(), perm[:k].copy()
+
+
+def check_split(n: int, train_idx: Any, test_idx: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Positions received from the label holder, checked: together a permutation of 0..n-1."""
+    tr = np.asarray(train_idx, dtype=np.int64).reshape(-1)
+    te = np.asarray(test_idx, dtype=np.int64).reshape(-1)
+    both = np.concatenate([tr, te])
+    if tr.size == 0 or te.size == 0 or not np.array_equal(np.sort(both), np.arange(n)):
+        raise ConfigError(
+            f"split positions must be a permutation of the {n} rows with both sides non-empty, "
+            f"got {tr.size} train and {te.size} test positions"
+        )
+    return tr, te
 
 
 def train_test_split(
     ds: Dataset, *, test_size: float = 0.2, seed: int = 0
 ) -> tuple[Dataset, Dataset]:
-    """Deterministic split (:func:`split_rows`); both parts are copies."""
-    train_idx, test_idx = split_rows(ds, test_size=test_size, seed=seed)
+    """A reproducible split of a whole table (library use): :func:`draw_split` with
+    ``make_rng(seed, purpose="split")``; both parts are copies."""
+    train_idx, test_idx = draw_split(ds.n, rng=make_rng(seed, purpose="split"), test_size=test_size)
     return take_rows(ds, train_idx), take_rows(ds, test_idx)
 
 
-def split_in_place(
-    ds: Dataset, *, test_size: float = 0.2, seed: int = 0
+def apply_split(
+    ds: Dataset, train_idx: np.ndarray, test_idx: np.ndarray
 ) -> tuple[Dataset, Dataset]:
-    """:func:`train_test_split`'s parts (same values) as views of ``ds.X``, reordered in place.
+    """``ds`` split at the given positions, as views of ``ds.X`` reordered in place.
 
     ``ds.X`` is overwritten: its rows are permuted one column at a time (a temporary of one
     column), so splitting a block costs no second copy of it. ``ds`` must not be used after.
+    ``ds.y`` may be None (a data party holds no labels).
     """
-    train_idx, test_idx = split_rows(ds, test_size=test_size, seed=seed)
+    train_idx, test_idx = check_split(ds.n, train_idx, test_idx)
     order = np.concatenate([train_idx, test_idx])
     X = ds.X
     if not X.flags.c_contiguous or not X.flags.writeable:
@@ -82,6 +96,15 @@ def split_in_place(
     for j in range(X.shape[1]):
         X[:, j] = X[order, j]
     n_train = train_idx.size
-    train = replace(ds, X=X[:n_train], y=np.take(ds.y, train_idx))
-    test = replace(ds, X=X[n_train:], y=np.take(ds.y, test_idx))
+    y = ds.y
+    train = replace(ds, X=X[:n_train], y=None if y is None else np.take(y, train_idx))
+    test = replace(ds, X=X[n_train:], y=None if y is None else np.take(y, test_idx))
     return train, test
+
+
+def split_in_place(
+    ds: Dataset, *, test_size: float = 0.2, seed: int = 0
+) -> tuple[Dataset, Dataset]:
+    """:func:`train_test_split`'s parts (same values) as views of ``ds.X``, reordered in place."""
+    train_idx, test_idx = draw_split(ds.n, rng=make_rng(seed, purpose="split"), test_size=test_size)
+    return apply_split(ds, train_idx, test_idx)
