@@ -52,6 +52,7 @@ from securevfl.privacy.centring import (
     released_means,
 )
 from securevfl.privacy.centring import reserve as centring_reserve
+from securevfl.privacy.units import REPLACE_ONE
 from securevfl.registry import create
 from securevfl.resources import check_memory, cpu_seconds, current_rss_bytes, peak_rss_bytes
 from securevfl.rng import make_noise_rng, noise_generator_name
@@ -506,6 +507,7 @@ def run_experiment(
                 )
         if record["privacy"] is not None:  # every DP record says what no ε covers here
             record["privacy"]["threat_model"] = record["threat_model"]
+            record["privacy"].setdefault("relation", REPLACE_ONE)
             record["privacy"]["outside_guarantee"] = [
                 *record["privacy"].get("outside_guarantee", []),
                 *preprocessing_disclosure(spec, info.fitted),
