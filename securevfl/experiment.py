@@ -31,6 +31,7 @@ from securevfl.data.custom import (
     alignment_of,
     register_csv_parties,
 )
+from securevfl.data.domains import bound_source
 from securevfl.data.split import apply_split, draw_split
 from securevfl.disclosure import (
     FINGERPRINT_WITHHELD,
@@ -52,6 +53,7 @@ from securevfl.privacy.centring import (
     released_means,
 )
 from securevfl.privacy.centring import reserve as centring_reserve
+from securevfl.privacy.coalitions import coalitions
 from securevfl.privacy.units import REPLACE_ONE
 from securevfl.registry import create
 from securevfl.resources import check_memory, cpu_seconds, current_rss_bytes, peak_rss_bytes
@@ -508,6 +510,10 @@ def run_experiment(
         if record["privacy"] is not None:  # every DP record says what no ε covers here
             record["privacy"]["threat_model"] = record["threat_model"]
             record["privacy"].setdefault("relation", REPLACE_ONE)
+            record["privacy"]["coalitions"] = coalitions(method)
+            record["privacy"]["public_bounds"] = bound_source(
+                spec.dataset, fitted=info.fitted, bounds_file=spec.bounds
+            )
             record["privacy"]["outside_guarantee"] = [
                 *record["privacy"].get("outside_guarantee", []),
                 *preprocessing_disclosure(spec, info.fitted),

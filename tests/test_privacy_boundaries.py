@@ -129,6 +129,10 @@ def test_dp_record_holds_only_what_its_writer_may_see(method):
     ):
         assert not set(UNRELEASED_STATS) & set(rec["stats"])
         assert not any(w.startswith(UNRELEASED_WARNINGS) for w in rec["stats"].get("warnings", []))
+    # issue 42 item 4: the coalitions the ε holds against, the source of the public bounds
+    assert p["coalitions"] and "569 rows" in p["public_bounds"]
+    if method == "pbm-vfl":
+        assert "Not the server with another data party" in p["coalitions"]
     # no statistic of the label holder's exact rows under privacy (hdp-vfl's final refit)
     assert "final_fit" not in p.get("stream", {}) and "threshold" not in p.get("stream", {})
     assert set(rec["extra"]) <= EXTRA[method], set(rec["extra"]) - EXTRA[method]
@@ -285,10 +289,12 @@ def test_csv_without_bounds_is_listed_outside_the_guarantee(tmp_path):
     base.update(seed=0, epochs=1, center=False)
     rec = run_experiment(build_spec(base))
     assert any("no --bounds" in s for s in rec["privacy"]["outside_guarantee"])
+    assert rec["privacy"]["public_bounds"].startswith("none public")
     bf = tmp_path / "bounds.csv"
     bf.write_text("column,lo,hi\n" + "".join(f"{c},-4,4\n" for c in "uvwz"))
     rec = run_experiment(build_spec({**base, "bounds": str(bf)}))
     assert not any("no --bounds" in s for s in rec["privacy"]["outside_guarantee"])
+    assert rec["privacy"]["public_bounds"] == f"declared by the user in --bounds {bf}"
 
 
 def test_catalogue_declares_every_column_and_vocabulary():
