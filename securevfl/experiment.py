@@ -202,16 +202,21 @@ def label_holder(spec: RunSpec, method: Method) -> int:
 SplitSource = Callable[[int], tuple[np.ndarray, np.ndarray]]
 
 
-def split_from_label_holder(spec: RunSpec, method: Method, rt: Runtime) -> SplitSource:
+def split_from_label_holder(
+    spec: RunSpec, method: Method, rt: Runtime, *, audit: bool = False
+) -> SplitSource:
     """The split as the run draws it: the label holder draws positions for ``n`` rows from
     the CSPRNG (seeded only where the noise is) and sends them; every other party receives them.
-    The draw reads no labels (:mod:`securevfl.data.split`)."""
+    The draw reads no labels (:mod:`securevfl.data.split`). An audit trial seeds it from
+    ``--seed`` (public randomness fixed across trials, so the canary stays a training row;
+    seeding a label-independent draw reveals nothing)."""
     holder = label_holder(spec, method)
+    seed = spec.seed if audit else noise_seed(spec)
 
     def split_of(n: int) -> tuple[np.ndarray, np.ndarray]:
         drawn = None
         if rt.here(holder):
-            drawn = draw_split(n, rng=make_noise_rng(noise_seed(spec), purpose="split"))
+            drawn = draw_split(n, rng=make_noise_rng(seed, purpose="split"))
         return rt.control(drawn, src=holder)
 
     return split_of
@@ -372,7 +377,7 @@ def run_experiment(
         check_save(save, rt.local_parties, spec, method)
     try:
         facts: dict[str, Any] = {}
-        split_of = split_from_label_holder(spec, method, rt)
+        split_of = split_from_label_holder(spec, method, rt, audit=audit is not None)
         info, views, pooled = build_views(spec, method, rt.local_parties, facts, split_of=split_of)
         if views_hook is not None:
             info, views, pooled = views_hook(info, views, pooled)
