@@ -53,8 +53,7 @@ from securevfl.privacy.centring import (
     released_means,
 )
 from securevfl.privacy.centring import reserve as centring_reserve
-from securevfl.privacy.coalitions import coalitions
-from securevfl.privacy.units import REPLACE_ONE
+from securevfl.privacy.coalitions import REPLACE_ONE, coalitions
 from securevfl.registry import create
 from securevfl.resources import check_memory, cpu_seconds, current_rss_bytes, peak_rss_bytes
 from securevfl.rng import make_noise_rng, noise_generator_name

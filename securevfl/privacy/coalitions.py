@@ -1,4 +1,5 @@
-"""Which coalitions a method's ε holds against, as its record states it (issue 42 item 4).
+"""Which coalitions a method's ε holds against, and in which neighbouring relation, as its
+record states them (issue 42 items 1 and 4).
 
 A DP release is DP against whoever combines it (post-processing), so where every release is
 noised by the party that owns the rows before it leaves, the ε holds against any coalition of
@@ -10,6 +11,14 @@ shares sees a release with less noise, and the claim names the coalitions it cov
 from __future__ import annotations
 
 from typing import Any
+
+# the neighbouring relation every DP method's ε is computed in (a method that analyses another
+# says so in its report's own ``relation``): n is public, so a record may print the sizes and
+# what follows from them (σ, steps, byte counts), which replace-one neighbours share
+REPLACE_ONE = (
+    "replace-one: one row of the unit (and its label, where the unit holds it) replaced by "
+    "another; n is public"
+)
 
 LOCAL_NOISE = (
     "any coalition of parties other than the protected one (server and eavesdroppers "

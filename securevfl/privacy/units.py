@@ -31,12 +31,3 @@ def label_unit(report: PrivacyReport, *, labels_protected: bool) -> PrivacyRepor
     if LABEL_EXPOSURE not in outside:
         outside = (*outside, LABEL_EXPOSURE)
     return dataclasses.replace(report, extra=extra, outside_guarantee=outside)
-
-
-# the neighbouring relation every DP method's ε is computed in (a method that analyses another
-# says so in its report's own ``relation``): n is public, so a record may print the sizes and
-# what follows from them (σ, steps, byte counts), which replace-one neighbours share
-REPLACE_ONE = (
-    "replace-one: one row of the unit (and its label, where the unit holds it) replaced by "
-    "another; n is public"
-)
