@@ -116,7 +116,7 @@ def _hand_sensitivities(n, e, lr, c, n_test, k=1.0):
 
 
 def test_classic_calibration_reports_the_exact_epsilon_of_its_sigma():
-    # full batch: b = n = 456, e = 3, eta = 1, k = 1, no intercept
+    # full batch: b = n = 455, e = 3, eta = 1, k = 1, no intercept
     delta = 1e-5
     for eps in (0.5, 10.0):
         rec = run_experiment(
@@ -130,7 +130,7 @@ def test_classic_calibration_reports_the_exact_epsilon_of_its_sigma():
             )
         )
         priv = rec["privacy"]
-        d_a, d_b = _hand_sensitivities(456, 3, 1.0, 1.0, rec["n_test"])
+        d_a, d_b = _hand_sensitivities(rec["n_train"], 3, 1.0, 1.0, rec["n_test"])
         classic = math.sqrt(2 * math.log(1.25 / delta)) / eps  # σ per unit of sensitivity
         # the passive party spends 3/4 of its μ² on its stream, 1/4 on its scoring weights
         for party, d, share in (("1", d_b, 0.75), ("0", d_a, 1.0)):
@@ -216,11 +216,11 @@ def test_processes_k3_give_the_inprocess_model():
 
 
 def test_free_intercept_keeps_the_clipped_bias_sensitivities_hand_computed():
-    # full batch b = n = 456, e = 3, eta = 1, k = 1, c = sqrt(2) on the active side
+    # full batch b = n = 455, e = 3, eta = 1, k = 1, c = sqrt(2) on the active side
     kw = dict(epochs=3, batch_size=1000, lr=1.0, epsilon=0.5)
     free = run_experiment(_spec(**kw, options={"calibration": "classic", "intercept": "free"}))
     clipped = run_experiment(_spec(**kw, options={"calibration": "classic", "intercept": True}))
-    d_a, d_b = _hand_sensitivities(456, 3, 1.0, math.sqrt(2.0), free["n_test"])
+    d_a, d_b = _hand_sensitivities(free["n_train"], 3, 1.0, math.sqrt(2.0), free["n_test"])
     for rec in (free, clipped):
         pp = rec["privacy"]["per_party"]
         assert pp["1"]["sensitivity"] == pytest.approx(d_b, rel=1e-12)

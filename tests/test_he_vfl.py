@@ -186,7 +186,7 @@ def test_report_section_and_demo(tmp_path, capsys):
         )
     ]
     md = he.render(recs, tmp_path)
-    assert "| breast | 456 | 64 | 2 | he-vfl/paillier | 1 |" in md and "CPU s / epoch" in md
+    assert "| breast | 455 | 64 | 2 | he-vfl/paillier | 1 |" in md and "CPU s / epoch" in md
     assert "(extrapolated)" in md and "n/a (truncated run)" in md
     assert "6,021 s for 40 epochs" in md and "Keys held" in md
     assert demo.main(["--rows", "4"]) == 0

@@ -115,7 +115,7 @@ def test_packed_uplink_matches_r_bits_per_value() -> None:
     pbm = run_experiment(_spec("pbm-vfl", options={"b": 64, "beta": 0.25}, **spec))
     npq = run_experiment(_spec("npq", **spec))
     assert pbm["extra"]["bits_per_value"] == 8  # bitlength(b*M) = bitlength(192)
-    sizes = [100] * 4 + [56]  # 456 training rows in batches of 100
+    sizes = [100] * 4 + [55]  # 455 training rows in batches of 100
     # per party and step: masked values (header, B*P*r bits, 2 sealed shares, tag), the
     # server's unmasking request (3 survivors, 2 forwarded shares) and the answer (3 shares)
     from protocols.secagg import HEADER_BYTES, SHARE_RECORD_BYTES, TAG_BYTES
@@ -272,7 +272,7 @@ def test_private_eval_goes_through_secure_aggregation() -> None:
         _spec("pbm-vfl", epochs=1, options={"eval": "plain"}, reproducible_noise=True)
     )
     assert priv["model_fingerprint"] == plain["model_fingerprint"]  # same training
-    # 113 test rows in 2 batches of <= 64, packed at r = bitlength(64*3) = 8 bits, not float32
+    # 114 test rows in 2 batches of <= 64, packed at r = bitlength(64*3) = 8 bits, not float32
     from protocols.secagg import HEADER_BYTES, SHARE_RECORD_BYTES, TAG_BYTES
 
     ev = lambda r: r["comm"]["by_phase"]["eval"]["bytes"]  # noqa: E731
