@@ -38,11 +38,20 @@ def add_audit_parser(sub: Any, add_run_args: Callable[..., None]) -> None:
     )
     g.add_argument(
         "--view",
-        choices=("auto", "release", "run"),
+        choices=("auto", "release", "one-release", "run"),
         default="auto",
-        help="release: the method's release code fed a worst-case canary (hdp-vfl, release-once "
-        "ldp-vfl / vafl-dp / afe-vfl); run: whole runs with a canary row; auto (default): "
-        "release where the method has it",
+        help="release: the method's release code fed a worst-case canary, every release family "
+        "of the canary across the run (hdp-vfl, release-once ldp-vfl / vafl-dp / afe-vfl); "
+        "one-release: only the one family the audit used to tap (hdp-vfl's per-step message, "
+        "the embedding); run: whole runs with a canary row; auto (default): release where the "
+        "method has it",
+    )
+    g.add_argument(
+        "--variant-family",
+        default=None,
+        metavar="PURPOSE",
+        help="the variants divide only the noise of this release family (a noise generator "
+        "purpose, e.g. release-once/bottom or hdp/); default: every family",
     )
     g.add_argument(
         "--variants",
@@ -105,7 +114,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
         bar = tqdm(desc="audit", unit="trial")
         progress = lambda i, n: bar.update(1)  # noqa: E731
-    cfg = AuditConfig(trials=args.trials, seed=args.audit_seed, view=args.view)
+    cfg = AuditConfig(
+        trials=args.trials, seed=args.audit_seed, view=args.view, family=args.variant_family
+    )
     try:
         rec = audit(spec, cfg, variants=variants, progress=progress)
     finally:

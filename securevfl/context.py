@@ -150,11 +150,17 @@ class AuditTap:
     more releases from the very hooks the run used (``securevfl.audit.release``)."""
 
     noise_divisor: float = 1.0
+    # the variant divides only the noise generators whose purpose contains this (one release
+    # family, e.g. "release-once/bottom"); None: every generator
+    family: str | None = None
     seen: list[tuple[Any, Any]] = field(default_factory=list, compare=False)
+    facts: dict[str, Any] = field(default_factory=dict, compare=False)
 
-    def saw(self, ctx: Any, hooks: Any) -> None:
-        """A trainer's call: the hooks (and context) that make this run's releases."""
+    def saw(self, ctx: Any, hooks: Any, **facts: Any) -> None:
+        """A trainer's call: the hooks (and context) that make this run's releases, and the
+        schedule's settings the whole-run view needs (e.g. the release-once ``plan``)."""
         self.seen.append((ctx, hooks))
+        self.facts.update(facts)
 
 
 @dataclass
@@ -178,7 +184,9 @@ class RunContext:
         # an audit trial: the public randomness (split, init, batch order) stays seeded while
         # the noise is fresh each trial; an under-noised variant divides the noise
         rng = make_noise_rng(None, purpose=f"noise/{purpose}", party=party)
-        if self.audit.noise_divisor == 1.0:
+        if self.audit.noise_divisor == 1.0 or (
+            self.audit.family is not None and self.audit.family not in purpose
+        ):
             return rng
         return UnderNoised(rng, self.audit.noise_divisor)  # type: ignore[return-value]
 

@@ -31,6 +31,13 @@ NOT_A_GUARANTEE = (
 UNRELEASED_STATS = ("epoch_loss", "epoch_accuracy")
 # method ``extra`` keys that are statistics of unreleased values
 UNRELEASED_EXTRA = ("embedding_fill",)
+# ``privacy`` entries (path below ``privacy``) computed from the label holder's exact rows and
+# labels: HDP-VFL's final refit (bias, passive scales) and its deconvolved threshold (from the
+# exact derivatives). Withheld wherever the label holder's rows are in a unit
+UNRELEASED_PRIVACY = (("stream", "final_fit"), ("stream", "threshold"))
+# warnings that report a choice made on exact training labels (the release-once head's
+# selection on held-out training rows): withheld wherever a unit includes the label
+UNRELEASED_WARNINGS = ("the head did not beat the class shares",)
 # what stands in for the fingerprints of a run with an ε
 FINGERPRINT_WITHHELD = (
     "withheld: a hash of exact weights would let a holder of the record test candidate rows; "
@@ -58,9 +65,30 @@ def void_privacy(privacy: dict[str, Any], reason: str) -> dict[str, Any]:
     return out
 
 
+def label_in_a_unit(privacy: dict[str, Any]) -> bool:
+    """Whether any ε the record prints covers the label (the ``sample`` unit, headline or not)."""
+    return privacy.get("unit") == "sample" or "sample" in (privacy.get("by_unit") or {})
+
+
 def label_holder_accounted(privacy: dict[str, Any], label_party: int) -> bool:
-    """Whether the label holder's own rows are inside the run's privacy unit."""
-    return privacy.get("unit") == "sample" or str(label_party) in (privacy.get("per_party") or {})
+    """Whether the label holder's own rows or labels are inside any printed unit."""
+    return label_in_a_unit(privacy) or str(label_party) in (privacy.get("per_party") or {})
+
+
+def _withhold_privacy_entries(privacy: dict[str, Any]) -> None:
+    """Drop :data:`UNRELEASED_PRIVACY` entries, naming them under ``privacy.withheld``."""
+    gone = []
+    for path in UNRELEASED_PRIVACY:
+        node = privacy
+        for key in path[:-1]:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict) and path[-1] in node:
+            node.pop(path[-1])
+            gone.append(".".join(path))
+    if gone:
+        privacy["withheld"] = [
+            f"{name}: computed from the label holder's exact rows and labels" for name in gone
+        ]
 
 
 def scrub_record(record: dict[str, Any], spec: RunSpec, *, label_party: int) -> dict[str, Any]:
@@ -73,6 +101,18 @@ def scrub_record(record: dict[str, Any], spec: RunSpec, *, label_party: int) -> 
     if label_holder_accounted(record["privacy"], label_party):
         for key in UNRELEASED_STATS:
             record["stats"].pop(key, None)
+        _withhold_privacy_entries(record["privacy"])
     for key in UNRELEASED_EXTRA:
         record["extra"].pop(key, None)
     return record
+
+
+def scrub_warnings(
+    warnings: list[str], record: dict[str, Any], spec: RunSpec, *, label_party: int
+) -> list[str]:
+    """``warnings`` without :data:`UNRELEASED_WARNINGS` where the record's ε covers the label
+    holder's rows or labels (a guarded run); unchanged otherwise."""
+    privacy = record.get("privacy")
+    if not guarded(spec) or privacy is None or not label_holder_accounted(privacy, label_party):
+        return warnings
+    return [w for w in warnings if not w.startswith(UNRELEASED_WARNINGS)]

@@ -10,11 +10,13 @@ import numpy as np
 
 from securevfl.context import AuditTap, PartyView, PublicInfo, RunSpec, has_budget, noise_seed
 from securevfl.data.custom import alignment_of
-from securevfl.disclosure import FINGERPRINT_WITHHELD, guarded, scrub_record
+from securevfl.data.domains import bound_source
+from securevfl.disclosure import FINGERPRINT_WITHHELD, guarded, scrub_record, scrub_warnings
 from securevfl.evaluation import metrics_for
 from securevfl.methods.base import Method
 from securevfl.outcome import finite_values, outcome_warnings
 from securevfl.privacy.centring import compose_into
+from securevfl.privacy.coalitions import REPLACE_ONE, coalitions
 from securevfl.resources import cpu_seconds, peak_rss_bytes
 from securevfl.rng import noise_generator_name
 from securevfl.runtime.base import Runtime
@@ -114,6 +116,11 @@ def collect_record(
             )
     if record["privacy"] is not None:  # every DP record says what no ε covers here
         record["privacy"]["threat_model"] = record["threat_model"]
+        record["privacy"].setdefault("relation", REPLACE_ONE)
+        record["privacy"]["coalitions"] = coalitions(method)
+        record["privacy"]["public_bounds"] = bound_source(
+            spec.dataset, fitted=info.fitted, bounds_file=spec.bounds
+        )
         record["privacy"]["outside_guarantee"] = [
             *record["privacy"].get("outside_guarantee", []),
             *preprocessing_disclosure(spec, info.fitted),
@@ -134,6 +141,7 @@ def collect_record(
             f"audit variant: the DP noise was divided by {audit.noise_divisor:g}, so the "
             "reported ε does not hold for this run"
         )
+    warnings = scrub_warnings(warnings, record, spec, label_party=info.label_party)
     if warnings:  # a result that looks fine but is not says so (printed by the CLI)
         record["stats"]["warnings"] = warnings
     return finite_values(record)  # strict JSON: a non-finite number is null (and warned)

@@ -119,6 +119,33 @@ def test_acceptance_ldp_vfl_eps1_holds_and_noise_over_10_is_caught(capsys):
     assert v["violation"] and v["epsilon_lower_bound"] > rec["claimed_epsilon"]
 
 
+def test_whole_run_view_catches_the_family_holding_the_largest_share(capsys):
+    """Issue 42 item 7: ldp-vfl at ε = 1, a variant dividing by 4 only the noise of its bottoms'
+    DP-SGD releases (50 releases, the larger share of μ², not the embedding the audit used to
+    tap): the whole-run view sees every release of the canary and bounds ε above 1; the honest
+    run stays below."""
+    rec = _audit_cli(capsys, "ldp-vfl", "1", "--variants", "4", "--trials", "40000",
+                     "--variant-family", "release-once/bottom")  # fmt: skip
+    assert rec["release_view"] == "whole run" and "DP-SGD releases" in rec["view"]["describe"]
+    assert rec["epsilon_lower_bound"] < 1.0 <= rec["claimed_epsilon"] + 1e-3
+    (v,) = rec["variants"]
+    assert v["noise_family"] == "release-once/bottom"
+    assert v["violation"] and v["epsilon_lower_bound"] > 1.0
+
+
+@pytest.mark.slow
+def test_the_one_release_view_misses_what_the_whole_run_catches(capsys):
+    """The contrast: tapping only the embedding, the same bottoms-only variant goes uncaught;
+    hdp-vfl's largest family (its per-step stream, which shares a generator with the scoring
+    weights) divided by 4 is caught by the whole-run view."""
+    bottoms = ["--variant-family", "release-once/bottom", "--view", "one-release"]
+    rec = _audit_cli(capsys, "ldp-vfl", "1", "--variants", "4", "--trials", "40000", *bottoms)
+    assert not rec["variants"][0]["violation"]
+    rec = _audit_cli(capsys, "hdp-vfl", "1", "--variants", "4", "--trials", "40000",
+                     "--variant-family", "hdp/")  # fmt: skip
+    assert rec["epsilon_lower_bound"] < 1.0 < rec["variants"][0]["epsilon_lower_bound"]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("method", ["hdp-vfl", "ldp-vfl"])
 def test_acceptance_eps8_holds(capsys, method):

@@ -23,7 +23,12 @@ from securevfl.data import domains
 from securevfl.data.bounds import read_bounds
 from securevfl.data.custom import register_party_arrays
 from securevfl.data.preprocess import CategoricalColumn, NumericColumn, encode_columns
-from securevfl.disclosure import NOT_A_GUARANTEE, UNRELEASED_EXTRA, UNRELEASED_STATS
+from securevfl.disclosure import (
+    NOT_A_GUARANTEE,
+    UNRELEASED_EXTRA,
+    UNRELEASED_STATS,
+    UNRELEASED_WARNINGS,
+)
 from securevfl.errors import ConfigError
 from securevfl.experiment import run_experiment
 from securevfl.methods import load_all
@@ -117,13 +122,22 @@ def test_dp_record_holds_only_what_its_writer_may_see(method):
     assert set(rec) <= TOP, set(rec) - TOP
     assert rec["model_fingerprint"] == {} and "withheld" in rec["fingerprint_withheld"]
     assert set(rec["stats"]) <= STATS, set(rec["stats"]) - STATS
-    # the label holder's rows count
-    if method in ("hdp-vfl", "fm-vfl", "fm-central", "dpsgd-c", "opacus-dpsgd"):
+    # the label holder's rows count, or a printed unit holds the label (release-once's sample)
+    p = rec["privacy"]
+    if method in ("hdp-vfl", "fm-vfl", "fm-central", "dpsgd-c", "opacus-dpsgd") or (
+        "sample" in p["by_unit"]
+    ):
         assert not set(UNRELEASED_STATS) & set(rec["stats"])
+        assert not any(w.startswith(UNRELEASED_WARNINGS) for w in rec["stats"].get("warnings", []))
+    # issue 42 item 4: the coalitions the ε holds against, the source of the public bounds
+    assert p["coalitions"] and "569 rows" in p["public_bounds"]
+    if method == "pbm-vfl":
+        assert "Not the server with another data party" in p["coalitions"]
+    # no statistic of the label holder's exact rows under privacy (hdp-vfl's final refit)
+    assert "final_fit" not in p.get("stream", {}) and "threshold" not in p.get("stream", {})
     assert set(rec["extra"]) <= EXTRA[method], set(rec["extra"]) - EXTRA[method]
     assert not set(UNRELEASED_EXTRA) & set(rec["extra"])
     assert rec["noise_generator"] == "aes-ctr-csprng" and rec["noise_seeded"] is False
-    p = rec["privacy"]
     assert p["epsilon"] is not None and p["epsilon"] <= 4.0 * (1 + 1e-9)
     # at default settings nothing computed from the private columns is declared public
     for line in p["outside_guarantee"]:
@@ -154,6 +168,21 @@ def test_vafl_dp_labels_are_released_once_by_default_and_exposed_only_under_spli
     doc = (ROOT / "docs" / "threat-model.md").read_text(encoding="utf-8")
     section = doc.split("## vafl-dp", 1)[1].split("\n## ", 1)[0]
     assert "label_epsilon" in section and "--release-schedule split" in section
+
+
+def test_hdp_vfl_deconvolved_threshold_stays_out_of_the_record():
+    """Issue 42 item 2: the deconvolved threshold is computed from the label holder's exact
+    derivatives; the record names it withheld instead of printing it."""
+    p = _run("hdp-vfl", threshold="deconvolved")["privacy"]
+    assert "threshold" not in p["stream"] and "final_fit" not in p["stream"]
+    assert any(w.startswith("stream.threshold") for w in p["withheld"]), p.get("withheld")
+
+
+def test_release_once_head_warning_text_is_the_one_withheld():
+    """The head's fallback warning (a choice made on exact training labels) starts with the
+    prefix the disclosure rules withhold, so a reworded warning cannot slip into a record."""
+    src = (ROOT / "securevfl" / "training" / "release_once.py").read_text(encoding="utf-8")
+    assert f'"{UNRELEASED_WARNINGS[0]}' in src
 
 
 def test_vafl_dp_curve_voids_epsilon():
@@ -260,10 +289,12 @@ def test_csv_without_bounds_is_listed_outside_the_guarantee(tmp_path):
     base.update(seed=0, epochs=1, center=False)
     rec = run_experiment(build_spec(base))
     assert any("no --bounds" in s for s in rec["privacy"]["outside_guarantee"])
+    assert rec["privacy"]["public_bounds"].startswith("none public")
     bf = tmp_path / "bounds.csv"
     bf.write_text("column,lo,hi\n" + "".join(f"{c},-4,4\n" for c in "uvwz"))
     rec = run_experiment(build_spec({**base, "bounds": str(bf)}))
     assert not any("no --bounds" in s for s in rec["privacy"]["outside_guarantee"])
+    assert rec["privacy"]["public_bounds"] == f"declared by the user in --bounds {bf}"
 
 
 def test_catalogue_declares_every_column_and_vocabulary():

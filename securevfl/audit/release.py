@@ -61,13 +61,93 @@ def has_release_probe(method: Any, spec: Any) -> bool:
 
 
 def release_probe(method_name: str, seen: list[tuple[Any, Any]]) -> ReleaseProbe:
-    """The probe of a finished run from the (ctx, hooks) its trainer handed over."""
+    """The probe of a finished run from the (ctx, hooks) its trainer handed over: the one
+    tapped release family (hdp-vfl's stream, a split-NN's embedding)."""
     if not seen:
         raise ConfigError(f"method {method_name!r} ran no trainer the release audit can read")
     ctx, hooks = seen[-1]
     if method_name == "hdp-vfl":
         return _hdp_probe(ctx, hooks)
     return _embedding_probe(ctx, hooks, SPLIT_NN_PHASE[method_name])
+
+
+def whole_run_probe(
+    method_name: str, seen: list[tuple[Any, Any]], facts: dict[str, Any]
+) -> ReleaseProbe:
+    """Every release family of the canary row across the run, each drawn by the method's own
+    release code (issue 42 item 7), joined into one likelihood-ratio test: the families are
+    independent Gaussians, so the statistic is Σ_f ⟨x_f, Δ_f⟩ / σ_f² with each family's
+    noiseless difference Δ_f and its noise σ_f (estimated by the audit on its fit trials,
+    ``release_world_trials``). Families:
+
+    - hdp-vfl: the T per-step messages (σ_B) and the noisy scoring weights (σ_w, the canary
+      moving w_B by the plan's weight sensitivity along one coordinate);
+    - release-once ldp-vfl / vafl-dp (a training row): its one embedding release (σ) and its
+      bottom's E DP-SGD releases (the clipped gradient ±C_g, ``noisy_sums``, σ_g·C_g);
+      afe-vfl audits a test row, which has one release only.
+
+    The centring means (pure Laplace, drawn before training) and the labels' randomized
+    response are not in this view."""
+    ctx, hooks = seen[-1]
+    if method_name == "hdp-vfl":
+        parts = [_hdp_probe(ctx, hooks)]
+        if hooks.plan.sigma_w > 0:
+            parts.append(_hdp_weights_probe(ctx, hooks))
+        return _joined(parts)
+    phase = SPLIT_NN_PHASE[method_name]
+    parts = [_embedding_probe(ctx, hooks, phase)]
+    plan = facts.get("plan")
+    if phase == TRAIN and plan is not None:
+        parts.append(_bottom_probe(ctx, plan))
+    return _joined(parts)
+
+
+def _joined(parts: list[ReleaseProbe]) -> ReleaseProbe:
+    def draw(worlds: np.ndarray) -> np.ndarray:
+        return np.hstack([p.draw(worlds) for p in parts])
+
+    return ReleaseProbe(
+        "whole run: " + "; ".join(p.describe for p in parts),
+        draw,
+        np.concatenate([p.direction for p in parts]),
+    )
+
+
+def _hdp_weights_probe(ctx: Any, hooks: Any) -> ReleaseProbe:
+    """Passive party 1's noisy scoring weights (``HDPHooks.score_weights``), one coordinate
+    per trial: the canary moves it by ±Δ_w / 2."""
+    half = float(hooks.plan.weights) / 2.0
+
+    def draw(worlds: np.ndarray) -> np.ndarray:
+        w = np.where(worlds == 1, half, -half).astype(np.float64)
+        return np.asarray(hooks.score_weights(ctx, CANARY_PARTY, w), dtype=np.float64)[:, None]
+
+    return ReleaseProbe(
+        f"its noisy scoring weights w_B + N(0, σ_w²) (one coordinate moved ±{half:.3g})",
+        draw,
+        np.array([2.0 * half]),
+    )
+
+
+def _bottom_probe(ctx: Any, plan: Any) -> ReleaseProbe:
+    """Party 1's bottom DP-SGD releases of the canary (one per bottom epoch): its clipped
+    per-example gradient ±C_g along one coordinate plus the step's noise, drawn by the
+    trainer's own ``noisy_sums`` from a generator of the run's kind."""
+    from securevfl.training.private_bottom import noisy_sums
+
+    E, C = int(plan.bottom_epochs), float(plan.bottom.clip)
+    rng = ctx.noise_rng(CANARY_PARTY, "release-once/bottom")
+
+    def draw(worlds: np.ndarray) -> np.ndarray:
+        g = torch.as_tensor(np.where(worlds[:, None] == 1, C, -C) * np.ones((1, E)))
+        return noisy_sums({"g": g}, dp=plan.bottom, rng=rng)["g"].numpy().astype(np.float64)
+
+    return ReleaseProbe(
+        f"its bottom's {E} DP-SGD releases (clipped gradient ±C_g = ±{C:g}, "
+        f"noise σ_g·C_g = {plan.bottom.sigma:.3g})",
+        draw,
+        np.full(E, 2.0 * C),
+    )
 
 
 def _hdp_probe(ctx: Any, hooks: Any) -> ReleaseProbe:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from securevfl.audit.release import release_probe
+from securevfl.audit.release import release_probe, whole_run_probe
 from securevfl.audit.stats import best_threshold, epsilon_lower_bound
 from securevfl.context import AuditTap, RunSpec
 from securevfl.errors import ConfigError, check_int
@@ -31,11 +31,19 @@ def release_world_trials(
     probe_draw: Any, direction: np.ndarray, trials: int, seed: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """(worlds, scores): balanced worlds in a random order (the audit's own seed) and each
-    trial's statistic ⟨release, direction⟩ (world 1 scores higher)."""
+    trial's statistic ⟨release, direction / v⟩ (world 1 scores higher), v each coordinate's
+    noise variance estimated on the fit share of the trials (both worlds pooled): the
+    likelihood-ratio test of independent Gaussians with the known difference ``direction``,
+    weighted by the noise the releases actually carry, not by the noise the run claims (so an
+    under-noised family weighs what it leaks)."""
     rng = np.random.default_rng([seed, 0xA0D18])
     worlds = rng.permutation(np.arange(trials) % 2)
-    scores = probe_draw(worlds) @ direction
-    return worlds, scores
+    X = probe_draw(worlds)
+    n_fit = int(round(FIT_SHARE * trials))
+    fw, fx = worlds[:n_fit], X[:n_fit]
+    resid = np.vstack([fx[fw == w] - fx[fw == w].mean(axis=0) for w in (0, 1) if np.any(fw == w)])
+    var = np.maximum(resid.var(axis=0), 1e-300)
+    return worlds, X @ (direction / var)
 
 
 def held_out_bound(
@@ -58,28 +66,42 @@ def held_out_bound(
 
 
 def audit_release_once(
-    spec: RunSpec, *, trials: int, noise_divisor: float, seed: int, alpha: float
+    spec: RunSpec,
+    *,
+    trials: int,
+    noise_divisor: float,
+    seed: int,
+    alpha: float,
+    family: str | None = None,
+    whole_run: bool = True,
 ) -> dict[str, Any]:
-    """One variant: the method's run, its claimed ε, the canary releases and the bound."""
+    """One variant: the method's run, its claimed ε, the canary releases and the bound.
+    ``family``: the variant divides only that release family's noise (a noise generator
+    purpose); ``whole_run``: the auditor sees every release family of the canary (else the
+    one tapped family)."""
     check_int("trials", trials, minimum=8, maximum=MAX_TRIALS)
     method = validate_spec(spec)
     t0 = time.perf_counter()
-    tap = AuditTap(noise_divisor=noise_divisor)
+    tap = AuditTap(noise_divisor=noise_divisor, family=family)
     rt = InProcessRuntime(method.n_parties(spec))
     with rt:
         record = run_experiment(spec, rt, audit=tap)
-    probe = release_probe(method.name, tap.seen)
-    worlds, scores = release_world_trials(probe.draw, probe.direction, trials, seed)
     priv = record.get("privacy") or {}
     if priv.get("epsilon") is None:
         raise ConfigError(
             f"method {spec.method!r} reports no ε for this run (outside its guarantee: "
             f"{priv.get('outside_guarantee')}): there is nothing to audit"
         )
+    if whole_run:
+        probe = whole_run_probe(method.name, tap.seen, tap.facts)
+    else:
+        probe = release_probe(method.name, tap.seen)
+    worlds, scores = release_world_trials(probe.draw, probe.direction, trials, seed)
     delta = float(priv.get("delta") or spec.delta)
     out = held_out_bound(worlds, scores, delta=delta, alpha=alpha)
     return {
         "noise_divisor": noise_divisor,
+        "noise_family": family or "all",
         "claimed_epsilon": priv.get("epsilon"),
         **out,
         "violation": out["epsilon_lower_bound"] > priv["epsilon"],

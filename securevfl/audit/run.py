@@ -30,7 +30,7 @@ CONFIDENCE = 0.95
 FIT_SHARE = 0.25  # trials spent on fitting the test; the rest are the held-out evidence
 
 
-VIEWS = ("auto", "release", "run")
+VIEWS = ("auto", "release", "one-release", "run")
 RUN_TRIALS = 200  # whole runs per variant (view 'run')
 RELEASE_TRIALS = 100_000  # canary releases per variant (view 'release'): one noise draw each
 
@@ -41,6 +41,9 @@ class AuditConfig:
     noise_divisor: float = 1.0  # > 1: a deliberately under-noised variant (audit only)
     seed: int = 0  # the audit's own choices: which trials are world 1, the fit/test split
     view: str = "auto"  # 'release' where the method has one, else 'run'
+    # the variants divide only this release family's noise (a noise generator purpose, e.g.
+    # "release-once/bottom"); None: every family
+    family: str | None = None
 
 
 def _extreme(X: np.ndarray, y: np.ndarray, high: bool) -> np.ndarray:
@@ -105,7 +108,7 @@ def canary_hook(av: AuditorView, world: int):
 
 
 def run_trial(
-    spec: RunSpec, av: AuditorView, world: int, divisor: float
+    spec: RunSpec, av: AuditorView, world: int, divisor: float, family: str | None = None
 ) -> tuple[np.ndarray, dict]:
     """One run of the method in ``world``: the auditor's numbers and the run's record."""
     n = validate_spec(spec).n_parties(spec)
@@ -113,7 +116,10 @@ def run_trial(
     rt.view = ViewRecorder(av.party)
     with rt:
         record = run_experiment(
-            spec, rt, views_hook=canary_hook(av, world), audit=AuditTap(noise_divisor=divisor)
+            spec,
+            rt,
+            views_hook=canary_hook(av, world),
+            audit=AuditTap(noise_divisor=divisor, family=family),
         )
     return observe(rt.view.view, av, record["n_train"]), record
 
@@ -137,7 +143,7 @@ def audit_once(spec: RunSpec, cfg: AuditConfig, progress=None) -> dict[str, Any]
     t0 = time.perf_counter()
     obs, claimed, unit, accountant = [], None, None, None
     for i, w in enumerate(worlds):
-        x, record = run_trial(spec, av, int(w), cfg.noise_divisor)
+        x, record = run_trial(spec, av, int(w), cfg.noise_divisor, cfg.family)
         obs.append(x)
         priv = record.get("privacy") or {}
         if claimed is None:
@@ -190,11 +196,13 @@ def resolve_view(method: Any, spec: RunSpec, view: str) -> str:
     if view not in VIEWS:
         raise ConfigError(f"audit view must be one of {', '.join(VIEWS)}, got {view!r}")
     has = has_release_probe(method, spec)
-    if view == "release" and not has:
+    if view in ("release", "one-release") and not has:
         raise ConfigError(
             f"view 'release' audits hdp-vfl and the release-once ldp-vfl, vafl-dp, afe-vfl, "
             f"got {spec.method!r}"
         )
+    if view == "one-release":
+        return view
     return "release" if view == "release" or (view == "auto" and has) else "run"
 
 
@@ -213,12 +221,18 @@ def audit(
     for d in (cfg.noise_divisor, *variants):
         if not d >= 1:
             raise ConfigError(f"noise divisor must be >= 1 (an audit never adds noise), got {d}")
-    if mode == "release":
+    if mode in ("release", "one-release"):
         trials = cfg.trials or RELEASE_TRIALS
 
         def one(d: float) -> dict[str, Any]:
             r = audit_release_once(
-                spec, trials=trials, noise_divisor=d, seed=cfg.seed, alpha=1 - CONFIDENCE
+                spec,
+                trials=trials,
+                noise_divisor=d,
+                seed=cfg.seed,
+                alpha=1 - CONFIDENCE,
+                family=cfg.family if d != 1.0 else None,
+                whole_run=mode == "release",
             )
             if progress is not None:
                 progress(trials, trials)
@@ -239,7 +253,9 @@ def audit(
         canary = "whole row and label" if av.whole_row else f"party {CANARY_PARTY}'s block"
     caught = [r["noise_divisor"] for r in runs if r["violation"]]
     return {
-        "audit": mode,  # the view's kind of audit; reports tell audit records by this key
+        "audit": "release" if mode == "one-release" else mode,  # reports key records by it
+        "release_view": {"release": "whole run", "one-release": "one family"}.get(mode),
+        "variant_family": cfg.family or "all",
         "method": spec.method,
         "dataset": spec.dataset,
         "parties": spec.parties,

@@ -95,7 +95,8 @@ def compose_into(
     lines = list(out.get("releases") or [])
     for k in out["per_party"]:
         lines.append({"party": int(k), "count": 1, "mechanism": "pure", "epsilon": eps_c})
-    if out.get("unit") == "sample":
+    # the sample unit (the headline's, or a by_unit entry) holds a row in every block: the K
+    if out.get("unit") == "sample" or "sample" in (out.get("by_unit") or {}):
         lines.append({"party": None, "count": parties, "mechanism": "pure", "epsilon": eps_c})
     if "releases" in out:
         out["releases"] = lines

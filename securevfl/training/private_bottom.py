@@ -90,11 +90,23 @@ def private_step(
     b = x.shape[0]
     # v is the gradient of the batch's MEAN loss: b·v_i is row i's own loss gradient
     sums = clipped_sum(per_example_grads(model, x, b * v.detach()), dp.clip)
+    noisy = noisy_sums(sums, dp=dp, rng=rng)
     opt.zero_grad()
     for n, p in model.named_parameters():
-        noise = torch.as_tensor(rng.normal(0.0, dp.sigma, size=tuple(p.shape)), dtype=p.dtype)
-        p.grad = (sums[n] + noise) / b
+        p.grad = noisy[n] / b
     opt.step()
+
+
+def noisy_sums(
+    sums: dict[str, torch.Tensor], *, dp: BottomDP, rng: np.random.Generator
+) -> dict[str, torch.Tensor]:
+    """The step's release: each clipped per-parameter sum plus N(0, (σ_g·C_g)²) per coordinate,
+    drawn from ``rng`` in the parameters' order (the audit's whole-run view calls it too)."""
+    out = {}
+    for n, s in sums.items():
+        noise = torch.as_tensor(rng.normal(0.0, dp.sigma, size=tuple(s.shape)), dtype=s.dtype)
+        out[n] = s + noise
+    return out
 
 
 def output_gradient(

@@ -293,7 +293,7 @@ def fit_release_once(ctx: RunContext, hooks: SplitNNHooks, *, plan: ReleaseOnceP
     if checkpoint.active() is not None:  # refused before any release
         checkpoint.active().check_method(REFUSAL, ctx.spec.method)
     if ctx.audit is not None:  # securevfl audit only: it draws further releases from hooks
-        ctx.audit.saw(ctx, hooks)
+        ctx.audit.saw(ctx, hooks, plan=plan)
     state = build_models(ctx, hooks)
     own_bottom = state.bottoms.pop(L, None)  # the label holder's columns go to its head as they are
     del own_bottom
