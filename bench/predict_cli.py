@@ -109,6 +109,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         pred = model.predict_csv(paths, args.id_column)
     _write(Path(args.out), pred.ids, pred.classes, model.score_column(pred.scores, model.task))
     rec = {**pred.record, "out": args.out}
+    _warn(rec)
     if args.json:
         print(json.dumps(rec, default=str))
         return 0
@@ -150,8 +151,16 @@ def _party(args: argparse.Namespace) -> int:
         Path(args.out), pred.ids, pred.classes, Model.score_column(pred.scores, pred.record["task"])
     )
     rec = {**pred.record, "out": args.out}
+    _warn(rec)
     print(json.dumps(rec, default=str) if args.json else _summary(rec))
     return 0
+
+
+def _warn(rec: dict[str, Any]) -> None:
+    """The rows the encoding rules changed (unseen categories, blanks without an indicator,
+    ignored columns): one stderr line each, and kept in the record."""
+    for w in rec.get("warnings") or []:
+        print(f"warning: {w}", file=sys.stderr)
 
 
 def _processes(args: argparse.Namespace) -> int:
@@ -187,6 +196,7 @@ def _processes(args: argparse.Namespace) -> int:
         on_timeout=lambda: PartyTimeoutError(f"the {n} predict processes did not finish"),
     )
     rec = json.loads(outs[0])
+    _warn(rec)
     print(json.dumps(rec, default=str) if args.json else _summary(rec))
     return 0
 
