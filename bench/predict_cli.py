@@ -51,15 +51,22 @@ def add_predict_parser(sub: Any) -> None:
     p = sub.add_parser(
         "predict",
         help="score new rows with a model saved by `run --save` (per-party CSVs aligned by PSI)",
-        description="Each party prepares its own columns as training did (the model card's "
-        "scaling), sends its part's message for every row to the label holder, which scores it. "
-        "Without --dataset: the training run's own test split.",
+        description="Each party prepares its own columns as training did (its part's saved "
+        "encoder and scaling), sends its part's message for every row to the label holder, which "
+        "scores it. Without --dataset: the training run's own test split. New rows' columns are "
+        "matched by name (any order); extra columns (the label, notes) are ignored and named in "
+        "a warning; a missing column, or a non-number in a numeric column, is one error line "
+        "naming the column (and line). A blank cell follows the training rule (its column's "
+        "range midpoint, its _missing indicator set where training had one); a category unseen "
+        "in training is encoded as all zeros of its column's group and counted in a warning. "
+        "Categories come from the saved model: no --categories needed. See docs/predict.md.",
     )
     p.add_argument("--model", required=True, metavar="DIR", help="directory written by --save")
     p.add_argument(
         "--dataset",
         metavar="csv:A.csv,B.csv",
-        help="one CSV per data party (party 0 first), columns as in the model card plus the ID "
+        help="one CSV per data party (party 0 first): the raw columns that party trained on "
+        "(by name, any order; text categories and blank cells as in training) plus the ID "
         "column; default: the training run's test split",
     )
     p.add_argument("--id-column", help="the ID column of every CSV (required with --dataset)")
