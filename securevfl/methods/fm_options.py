@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from securevfl.context import Option
-from securevfl.errors import ConfigError
+from securevfl.errors import ConfigError, UnknownNameError
 from securevfl.privacy.centring import CENTRE_SHARE
 from securevfl.privacy.fm_gaussian import MECHANISMS
 from securevfl.registry import lookup
@@ -116,7 +116,7 @@ def fm_common_defaults(given: dict[str, Any]) -> dict[str, Any]:
         out["delta"] = DEFAULT_DELTA
     try:
         entry = lookup("dataset", str(given.get("dataset", "breast")))
-    except ConfigError:  # an unknown name is reported when the data is loaded
+    except UnknownNameError:  # a csv: file, or an unknown name (reported when the data loads)
         return out
     if "compact" in getattr(entry, "encodings", ()):
         out["encoding"] = "compact"
