@@ -22,6 +22,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from bench.afe_oracle import perfect_bottom_accuracy
+from bench.file_names import name_part
 from bench.records import capabilities, mean_std, stat
 
 VARIANTS = ("vanilla", "r", "d", "full")
@@ -248,7 +249,7 @@ def _plot(afe, plain, alone, oracle, out: Path) -> list[str]:
         ax.set_title(f"VFL-AFE on {ds}, {setting}")
         ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))  # off the lines
         fig.tight_layout()
-        name = f"afe_{ds}_{setting.replace(' ', '').replace('+', '_')}.png"
+        name = f"afe_{name_part(ds)}_{setting.replace(' ', '').replace('+', '_')}.png"
         fig.savefig(out / name, dpi=110, bbox_inches="tight")
         plt.close(fig)
         md.append(f"![accuracy vs epsilon, {ds}, {setting}]({name})")
