@@ -71,3 +71,35 @@ def test_file_name_parts_are_safe_and_distinct():
     assert a.startswith("csv-bank-insurer-") and a != b
     assert all(c.isalnum() or c in "._-" for c in a + name_part("../../etc/passwd") + name_part(""))
     assert not name_part("..").startswith(".")
+
+
+@pytest.mark.slow
+def test_a_csv_suite_report_renders_in_a_fresh_process(tmp_path, capsys):
+    """The afe and per-row report sections looked the dataset up in the catalogue: a csv:
+    dataset (registered only by a run) ended ``--render-only`` with "unknown dataset"."""
+    import os
+    import subprocess
+    import sys
+
+    bank, insurer, cats = write_csv_pair(tmp_path, n=200)
+    path = tmp_path / "afe.toml"
+    path.write_text(
+        'name = "afe"\nseeds = [0]\n[defaults]\n'
+        f'dataset = "csv:{bank},{insurer}"\nid_column = "customer_id"\n'
+        f'label_column = "default_12m"\ncategories = "{cats}"\nepochs = 1\n'
+        '[[cells]]\nmethod = "afe-vfl"\nepsilon = 2.0\n[report]\nextras = ["afe", "per_row"]\n'
+    )
+    out = tmp_path / "out"
+    assert main(["bench", "--suite", str(path), "--out", str(out), "--no-progress"]) == 0
+    capsys.readouterr()
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.cli", "bench", "--suite", str(path), "--out", str(out)]
+        + ["--render-only"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHONPATH=str(root)),
+    )
+    assert done.returncode == 0, done.stderr
+    assert "afe-vfl" in (out / "report.md").read_text()

@@ -24,6 +24,7 @@ import numpy as np
 from bench.afe_oracle import perfect_bottom_accuracy
 from bench.file_names import name_part
 from bench.records import capabilities, mean_std, stat
+from securevfl.errors import UnknownNameError
 
 VARIANTS = ("vanilla", "r", "d", "full")
 LABEL = {"vanilla": "vanilla", "r": "vanilla+R", "d": "vanilla+D", "full": "VFL-AFE (R+D)"}
@@ -86,7 +87,7 @@ def _oracles(afe) -> dict[tuple, dict[float, tuple[float, float]]]:
             got = perfect_bottom_accuracy(
                 ds, rs[0]["parties"], active_features=setting.startswith("active"), epsilons=eps
             )
-        except ValueError:  # not a binary task
+        except (ValueError, UnknownNameError):  # not a binary task, or not a catalogue dataset
             continue
         ref = got["holder_alone"] if setting.startswith("active") else got["majority"]
         out[(ds, setting)] = {e: (m, ref) for e, (m, _) in got["by_epsilon"].items()}

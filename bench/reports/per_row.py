@@ -32,6 +32,7 @@ import numpy as np
 from bench.afe_oracle import perfect_bottom_accuracy
 from bench.file_names import name_part
 from bench.records import mean_std
+from securevfl.errors import UnknownNameError
 
 METHODS = ("afe-vfl", "ldp-vfl", "pbm-vfl", "vafl-dp")
 
@@ -76,7 +77,7 @@ def _oracles(runs) -> dict[tuple, dict[float, float]]:
                 draws=3,
                 n=rs[0]["n_train"] + rs[0]["n_test"],
             )
-        except ValueError:  # not a binary task
+        except (ValueError, UnknownNameError):  # not a binary task, or not a catalogue dataset
             continue
         out[(ds, setting)] = {e: m / 100 for e, (m, _) in got["by_epsilon"].items()}
     return out
