@@ -177,3 +177,37 @@ def test_a_tampered_encoder_is_refused_when_loaded(trained, tmp_path, capsys, ed
     rc = main(["predict", "--model", str(bad)])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and says in err[0] and "card.json" in err[0], err
+
+
+def test_a_checkpoint_resumes_only_on_the_same_csv_encoding(tmp_path):
+    """A checkpoint keeps a digest of the CSV's encoders and scaling: the same paths holding
+    other rows (here one more age range: the same column count, so no shape check notices)
+    are refused."""
+    from securevfl.checkpoint import make_checkpoints
+    from securevfl.errors import ConfigError
+    from securevfl.run_options import build_spec
+
+    bank, insurer, cats = write_csv_pair(tmp_path, n=200)
+    given = {
+        "method": "vfl",
+        "dataset": f"csv:{bank},{insurer}",
+        "id_column": ID,
+        "label_column": "default_12m",
+        "categories": str(cats),
+        "epochs": 2,
+        "seed": 3,
+    }
+    ck = tmp_path / "ck"
+
+    def run(**how):  # a fresh spec each time, as each command builds its own
+        spec = build_spec(given)
+        return securevfl.run_experiment(spec, checkpoints=make_checkpoints(spec, **how))
+
+    first = run(every=1, directory=str(ck), resume=None)
+    again = run(every=None, directory=None, resume=str(ck))
+    assert again["model_fingerprint"] == first["model_fingerprint"]
+    rows = _rows(insurer)
+    rows[0]["age"] = "150"  # the same columns, another scaling range of age: refused too
+    _write(insurer, rows, ["customer_id", "claims", "age"])
+    with pytest.raises(ConfigError, match="same CSV encoding"):
+        run(every=None, directory=None, resume=str(ck))
