@@ -65,8 +65,9 @@ class Checkpoints:
         for name, a in arrays.items():
             np.save(tmp / f"{name}.npy", np.ascontiguousarray(a), allow_pickle=False)
             files[f"{name}.npy"] = hashlib.sha256((tmp / f"{name}.npy").read_bytes()).hexdigest()
-        doc = {"run_key": self.run_key, "data_key": self.data_key(), "epoch": epoch}
-        doc.update(files=files, **extra)
+        doc = {"run_key": self.run_key, "epoch": epoch, "files": files, **extra}
+        if self.data_key() is not None:  # a csv: dataset's encoding (nothing else has one)
+            doc["data_key"] = self.data_key()
         (tmp / "state.json").write_text(json.dumps(doc))
         (party / "latest.tmp").write_text(json.dumps({"dir": tmp.name}))
         os.replace(party / "latest.tmp", party / "latest.json")
