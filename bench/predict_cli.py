@@ -138,6 +138,7 @@ def _party(args: argparse.Namespace) -> int:
         from securevfl.party import read_key
 
         key = read_key(sys.stdin)
+    notes: list[str] = []  # this party's own encoding warnings (they stay on its host)
     pred = predict_party(
         args.model,
         args.dataset[4:],
@@ -148,9 +149,13 @@ def _party(args: argparse.Namespace) -> int:
         run_id=args.run_id,
         timeout=args.timeout,
         key=key,
+        warn=notes.append,
     )
     if pred is None:
-        print(f"party {args.index}: sent its messages to the label holder")
+        _warn({"warnings": notes})
+        sent = {"party": args.index, "sent": True, "warnings": notes}
+        text = f"party {args.index}: sent its messages to the label holder"
+        print(json.dumps(sent) if args.json else text)
         return 0
     if not args.out:
         raise ConfigError("--out must be given at the label holder (the scores file)")
@@ -203,6 +208,8 @@ def _processes(args: argparse.Namespace) -> int:
         on_timeout=lambda: PartyTimeoutError(f"the {n} predict processes did not finish"),
     )
     rec = json.loads(outs[0])
+    # every local party's own warnings (one user's processes on one host)
+    rec["warnings"] = [w for out in outs for w in json.loads(out).get("warnings") or []]
     _warn(rec)
     print(json.dumps(rec, default=str) if args.json else _summary(rec))
     return 0

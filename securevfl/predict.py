@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -431,10 +431,13 @@ def predict_party(
     run_id: str = "",
     timeout: float = 120.0,
     key: bytes = b"",
+    warn: Callable[[str], None] | None = None,
 ) -> Prediction | None:
     """One party of a networked predict: it loads only its own part and its own CSV, aligns
     its rows with the others' by PSI and sends its messages; the label holder returns the
-    prediction (None elsewhere). ``model_dir``: the party's directory (or the model's root)."""
+    prediction (None elsewhere). ``model_dir``: the party's directory (or the model's root).
+    ``warn`` is given each line of this party's own encoding warnings (they stay on its host;
+    the label holder's are also in its record)."""
     import hashlib
 
     from securevfl.data.alignment import align_tables
@@ -470,6 +473,8 @@ def predict_party(
             f"-P must be given once per data party of the model ({n}), got {len(addresses)}"
         )
     table, enc = _read_encoded(model, index, csv_path, id_column)
+    for line in enc.warnings if enc is not None and warn is not None else []:
+        warn(line)
     doc = f"predict/{part.card['model_id']}/{run_id}/{n}"
     digest = hashlib.sha256(doc.encode()).digest()
     rt = NetworkedRuntime(

@@ -211,3 +211,21 @@ def test_a_checkpoint_resumes_only_on_the_same_csv_encoding(tmp_path):
     _write(insurer, rows, ["customer_id", "claims", "age"])
     with pytest.raises(ConfigError, match="same CSV encoding"):
         run(every=None, directory=None, resume=str(ck))
+
+
+@pytest.mark.networked
+def test_predict_processes_apply_each_partys_encoder_as_in_process(trained, tmp_path, capsys):
+    """One process per party, each with only its own part and file: the same scores as in one
+    process; each party's own warning (an extra column of the insurer's) is printed."""
+    model_dir, _, _ = trained
+    bank, insurer = _new_rows(tmp_path)
+    moved = _write(tmp_path / "moved.csv", _rows(insurer), ["age", "note", ID, "claims"])
+    base = ["predict", "--model", str(model_dir), "--dataset", f"csv:{bank},{moved}"]
+    base += ["--id-column", ID]
+    outs = [tmp_path / "inprocess.csv", tmp_path / "processes.csv"]
+    assert main([*base, "--out", str(outs[0])]) == 0
+    capsys.readouterr()
+    assert main([*base, "--out", str(outs[1]), "--processes", "--timeout", "60"]) == 0
+    err = capsys.readouterr().err
+    assert "party 1: columns ['note'] are not the model's: ignored" in err
+    assert outs[0].read_text() == outs[1].read_text()
