@@ -146,9 +146,13 @@ class Model:
                 f"({cols['names']}), got {X.shape[1]}"
             )
         scaling = cols.get("scaling")
-        if np.isinf(X).any() or (scaling is None and np.isnan(X).any()):
-            what = "inf" if scaling is not None else "NaN/inf (NaN: a blank of a CSV model)"
-            raise DataError(f"party {k}'s block must be finite, got {what}")
+        if np.isinf(X).any():
+            raise DataError(f"party {k}'s block must be finite, got inf")
+        if scaling is None and np.isnan(X).any():  # NaN is a blank: a csv: model's rule only
+            raise DataError(
+                f"party {k}'s block must hold no NaN or blank cell (the model was not trained "
+                "on CSV files with blanks: it has no rule for them)"
+            )
         if scaling is not None:  # a CSV's columns: training's rule (clipped; NaN, a blank: 0)
             # new rows outside the training range are clipped: the row-norm bound still holds
             X = scale_by_ranges(X, scaling)
