@@ -334,6 +334,12 @@ def _check_fields(card: dict, arrays: dict, path: Path) -> None:
         check_columns(cols, f"model card {str(path)!r}")
 
 
+def _finite(values: list) -> bool:
+    return all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values
+    )
+
+
 def check_columns(cols: Any, where: str) -> None:
     """A card's column record is consistent before anything reads it: indices and names of
     one length, a scaling range ``[lo, hi]`` per input, an encoder (a CSV's) whose columns
@@ -359,16 +365,21 @@ def check_columns(cols: Any, where: str) -> None:
         isinstance(scaling, list)
         and len(scaling) == len(idx)
         and all(
-            isinstance(r, list)
-            and len(r) == 2
-            and all(isinstance(v, (int, float)) and math.isfinite(v) for v in r)
-            and r[0] <= r[1]
-            for r in scaling
+            isinstance(r, list) and len(r) == 2 and _finite(r) and r[0] <= r[1] for r in scaling
         )
     ):
         raise ModelFileError(
             f"{where} must have columns.scaling as one finite [lo, hi] (lo <= hi) per input "
             f"({len(idx)})"
+        )
+    center = cols.get("center")
+    if center is not None and not (
+        isinstance(center, list)
+        and len(center) == len(idx)
+        and all(c is None or (isinstance(c, list) and len(c) == 2 and _finite(c)) for c in center)
+    ):
+        raise ModelFileError(
+            f"{where} must have columns.center as null or [mean, scale] per input ({len(idx)})"
         )
     if "encoder" not in cols:
         return

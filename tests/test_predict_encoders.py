@@ -159,12 +159,21 @@ def test_bad_new_rows_are_one_line_naming_column_and_line(trained, tmp_path, cap
 @pytest.mark.parametrize(
     ("edit", "says"),
     [
-        (lambda e: e[1].update(categories=["employed", "employed", "student"]), "distinct"),
-        (lambda e: e[1]["categories"].pop(), "become its inputs"),
-        (lambda e: e[0].update(kind="pickle"), "kind numeric|categorical"),
-        (lambda e: e[0].update(missing_indicator=False), "become its inputs"),
+        (lambda c: c["encoder"][1].update(categories=["employed", "employed", "x"]), "distinct"),
+        (lambda c: c["encoder"][1]["categories"].pop(), "become its inputs"),
+        (lambda c: c["encoder"][0].update(kind="pickle"), "kind numeric|categorical"),
+        (lambda c: c["encoder"][0].update(missing_indicator=False), "become its inputs"),
+        (lambda c: c["scaling"].pop(), "columns.scaling"),
+        (lambda c: c["center"].__setitem__(0, "x"), "columns.center"),
     ],
-    ids=["duplicate-category", "fewer-categories", "unknown-kind", "indicator-dropped"],
+    ids=[
+        "duplicate-category",
+        "fewer-categories",
+        "unknown-kind",
+        "indicator-dropped",
+        "scaling",
+        "center",
+    ],
 )
 def test_a_tampered_encoder_is_refused_when_loaded(trained, tmp_path, capsys, edit, says):
     model_dir, _, _ = trained
@@ -172,7 +181,7 @@ def test_a_tampered_encoder_is_refused_when_loaded(trained, tmp_path, capsys, ed
     shutil.copytree(model_dir, bad)
     card = bad / "party_0" / "card.json"
     doc = json.loads(card.read_text())
-    edit(doc["columns"]["encoder"])
+    edit(doc["columns"])
     card.write_text(json.dumps(doc))
     rc = main(["predict", "--model", str(bad)])
     err = capsys.readouterr().err.strip().splitlines()
