@@ -344,7 +344,7 @@ def check_columns(cols: Any, where: str) -> None:
     """A card's column record is consistent before anything reads it: indices and names of
     one length, a scaling range ``[lo, hi]`` per input, an encoder (a CSV's) whose columns
     become exactly those inputs (ModelFileError naming the rule)."""
-    from securevfl.data.csv_columns import rules_from_json
+    from securevfl.data.saved_encoder import rules_from_json
 
     if not isinstance(cols, dict):
         raise ModelFileError(f"{where} must have columns as an object, got {type(cols).__name__}")

@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from securevfl.data.csv_columns import ColumnRule, rules_from_json
+from securevfl.data.csv_columns import ColumnRule
 from securevfl.data.preprocess import scale_by_ranges
+from securevfl.data.saved_encoder import rules_from_json
 from securevfl.errors import DataError
 from securevfl.model_io import ModelFileError, Part, load_parts
 from securevfl.model_layers import rebuild_layers

@@ -18,6 +18,7 @@ from bench.cli import main
 from securevfl.data import load_dataset
 from securevfl.data.alignment import align_tables, read_party_csv
 from securevfl.data.csv_columns import encode_rows
+from securevfl.errors import DataError
 from securevfl.runtime import InProcessRuntime
 from tests._csv_pair import csv_args, write_csv_pair
 
@@ -115,7 +116,9 @@ def test_new_rows_follow_the_stated_rules(trained, tmp_path):
     assert enc.block[:, job].tolist() == [[0, 0, 0], [0, 0, 0]]
     assert enc.block[:, names.index("job_missing")].tolist() == [0.0, 1.0]  # the blank only
     assert (
-        len(enc.warnings) == 1 and "1 rows" in enc.warnings[0] and "'astronaut'" in enc.warnings[0]
+        len(enc.warnings) == 1
+        and "1 row(s)" in enc.warnings[0]
+        and "'astronaut'" in enc.warnings[0]
     )
     # a blank numeric cell: its indicator set, the value the range midpoint (0 once scaled)
     enc = encode_rows(0, "x", rules, ["income", "job"], [["", "retired"]])
@@ -128,6 +131,9 @@ def test_new_rows_follow_the_stated_rules(trained, tmp_path):
     assert model.prepare(1, enc.block)[0, 0] == 0.0
     assert len(enc.warnings) == 1 and "'claims'" in enc.warnings[0]
     assert "no indicator" in enc.warnings[0]
+    # a column named twice: matching by name would be ambiguous
+    with pytest.raises(DataError, match="must name each column once, got 'age' twice"):
+        encode_rows(1, "x", model.rules(1), ["claims", "age", "age"], [["1", "40", "41"]])
 
 
 @pytest.mark.parametrize(

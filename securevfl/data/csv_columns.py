@@ -117,7 +117,7 @@ class Encoded:
     """A party's numeric block, its input names, and what encoding it noticed.
 
     Numeric blank cells are NaN here: scaling turns them into the midpoint of the column's
-    scaling range (:func:`securevfl.data.preprocess.scale_columns`), in training and predict.
+    scaling range (:func:`securevfl.data.preprocess.scale_by_ranges`), in training and predict.
     """
 
     names: list[str] = field(default_factory=list)
@@ -164,6 +164,7 @@ def fit_rules(
     categories: dict[str, list[str]],
 ) -> list[ColumnRule]:
     """The encoding rule of each of party ``party``'s training columns, in header order."""
+    _check_distinct(party, where, header)
     rules = []
     for j, name in enumerate(header):
         miss = [is_missing(r[j]) for r in rows]
@@ -203,6 +204,7 @@ def encode_rows(
     training) a value outside a column's categories is one error line naming it. At predict an
     unseen category encodes as all zeros and a blank in a column without an indicator is
     imputed as in training; both are counted in ``warnings``."""
+    _check_distinct(party, where, header)
     where_col = {h: j for j, h in enumerate(header)}
     absent = [r.name for r in rules if r.name not in where_col]
     if absent:
@@ -224,7 +226,7 @@ def encode_rows(
             out.columns += list(onehot.T)
             if unseen:
                 out.warnings.append(
-                    f"party {party}: column {rule.name!r}: {len(unseen)} rows hold a category "
+                    f"party {party}: column {rule.name!r}: {len(unseen)} row(s) hold a category "
                     f"unseen in training (e.g. {unseen[0]!r}): encoded as all zeros"[:300]
                 )
         out.names += rule.outputs
@@ -237,6 +239,17 @@ def encode_rows(
                 "training, so the model has no indicator for them): imputed as in training"
             )
     return out
+
+
+def _check_distinct(party: int, where: str, header: list[str]) -> None:
+    """Columns are matched by name: two of one name would be ambiguous (one error line)."""
+    seen: set[str] = set()
+    for h in header:
+        if h in seen:
+            raise DataError(
+                f"party {party}'s CSV {where!r} must name each column once, got {h!r} twice"
+            )
+        seen.add(h)
 
 
 def _numeric(
@@ -286,52 +299,3 @@ def _one_hot(
             continue
         onehot[i, k] = 1.0
     return onehot, unseen
-
-
-MAX_RULE_CATEGORIES = 100_000  # a saved encoder is metadata: its size is bounded
-
-
-def rules_to_json(rules: Sequence[ColumnRule]) -> list[dict]:
-    """The rules as the model card stores them."""
-    return [
-        {
-            "name": r.name,
-            "kind": "numeric" if r.categories is None else "categorical",
-            "categories": None if r.categories is None else list(r.categories),
-            "missing_indicator": r.indicator,
-        }
-        for r in rules
-    ]
-
-
-def rules_from_json(doc: object, where: str) -> list[ColumnRule]:
-    """A card's saved rules, checked (DataError naming the rule broken): names distinct
-    strings, a kind, categories distinct non-blank strings (at most MAX_RULE_CATEGORIES in all)."""
-    if not isinstance(doc, list):
-        raise DataError(f"{where}: the encoder must be a list of columns, got {type(doc).__name__}")
-    rules, total = [], 0
-    for i, c in enumerate(doc):
-        ok = isinstance(c, dict) and isinstance(c.get("name"), str) and c["name"]
-        ok = ok and c.get("kind") in ("numeric", "categorical")
-        ok = ok and isinstance(c.get("missing_indicator"), bool)
-        cats = c.get("categories") if ok else None
-        if ok and c["kind"] == "categorical":
-            ok = isinstance(cats, list) and bool(cats) and len(set(map(str, cats))) == len(cats)
-            ok = ok and all(isinstance(v, str) and not is_missing(v) for v in cats)
-            total += len(cats) if ok else 0
-        elif ok:
-            ok = cats is None
-        if not ok or total > MAX_RULE_CATEGORIES:
-            raise DataError(
-                f"{where}: encoder column {i} must be {{name, kind numeric|categorical, "
-                f"categories (distinct non-blank strings, <= {MAX_RULE_CATEGORIES} in all), "
-                f"missing_indicator true|false}}, got {str(c)[:120]}"
-            )
-        rules.append(
-            ColumnRule(c["name"], None if cats is None else tuple(cats), c["missing_indicator"])
-        )
-    if len({r.name for r in rules}) != len(rules):
-        raise DataError(
-            f"{where}: encoder column names must be distinct, got {[r.name for r in rules]}"[:300]
-        )
-    return rules

@@ -31,10 +31,10 @@ from securevfl.data.csv_columns import (
     fit_rules,
     is_missing,
     read_categories,
-    rules_to_json,
 )
 from securevfl.data.datasets import DatasetInfo, _Entry
 from securevfl.data.preprocess import Table, scale_by_ranges, scale_target
+from securevfl.data.saved_encoder import rules_to_json
 from securevfl.errors import ConfigError, DataError
 from securevfl.registry import _REGISTRIES, register
 
