@@ -52,15 +52,22 @@ def add_predict_parser(sub: Any) -> None:
     p = sub.add_parser(
         "predict",
         help="score new rows with a model saved by `run --save` (per-party CSVs aligned by PSI)",
-        description="Each party prepares its own columns as training did (the model card's "
-        "scaling), sends its part's message for every row to the label holder, which scores it. "
-        "Without --dataset: the training run's own test split.",
+        description="Each party prepares its own columns as training did (its part's saved "
+        "encoder and scaling), sends its part's message for every row to the label holder, which "
+        "scores it. Without --dataset: the training run's own test split. New rows' columns are "
+        "matched by name (any order); extra columns (the label, notes) are ignored and named in "
+        "a warning; a missing column, or a non-number in a numeric column, is one error line "
+        "naming the column (and line). A blank cell follows the training rule (its column's "
+        "range midpoint, its _missing indicator set where training had one); a category unseen "
+        "in training is encoded as all zeros of its column's group and counted in a warning. "
+        "Categories come from the saved model: no --categories needed. See docs/predict.md.",
     )
     p.add_argument("--model", required=True, metavar="DIR", help="directory written by --save")
     p.add_argument(
         "--dataset",
         metavar="csv:A.csv,B.csv",
-        help="one CSV per data party (party 0 first), columns as in the model card plus the ID "
+        help="one CSV per data party (party 0 first): the raw columns that party trained on "
+        "(by name, any order; text categories and blank cells as in training) plus the ID "
         "column; default: the training run's test split",
     )
     p.add_argument("--id-column", help="the ID column of every CSV (required with --dataset)")
@@ -112,6 +119,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         pred = model.predict_csv(paths, args.id_column)
     _write(Path(args.out), pred.ids, pred.classes, model.score_column(pred.scores, model.task))
     rec = {**pred.record, "out": args.out}
+    _warn(rec)
     if args.json:
         print(json.dumps(rec, default=str))
         return 0
@@ -133,6 +141,7 @@ def _party(args: argparse.Namespace) -> int:
         from securevfl.party import read_key
 
         key = read_key(sys.stdin)
+    notes: list[str] = []  # this party's own encoding warnings (they stay on its host)
     pred = predict_party(
         args.model,
         args.dataset[4:],
@@ -143,9 +152,13 @@ def _party(args: argparse.Namespace) -> int:
         run_id=args.run_id,
         timeout=args.timeout,
         key=key,
+        warn=notes.append,
     )
     if pred is None:
-        print(f"party {args.index}: sent its messages to the label holder")
+        _warn({"warnings": notes})
+        sent = {"party": args.index, "sent": True, "warnings": notes}
+        text = f"party {args.index}: sent its messages to the label holder"
+        print(json.dumps(sent) if args.json else text)
         return 0
     if not args.out:
         raise ConfigError("--out must be given at the label holder (the scores file)")
@@ -153,8 +166,16 @@ def _party(args: argparse.Namespace) -> int:
         Path(args.out), pred.ids, pred.classes, Model.score_column(pred.scores, pred.record["task"])
     )
     rec = {**pred.record, "out": args.out}
+    _warn(rec)
     print(json.dumps(rec, default=str) if args.json else _summary(rec))
     return 0
+
+
+def _warn(rec: dict[str, Any]) -> None:
+    """The rows the encoding rules changed (unseen categories, blanks without an indicator,
+    ignored columns): one stderr line each, and kept in the record."""
+    for w in rec.get("warnings") or []:
+        print(f"warning: {w}", file=sys.stderr)
 
 
 def _processes(args: argparse.Namespace) -> int:
@@ -190,6 +211,9 @@ def _processes(args: argparse.Namespace) -> int:
         on_timeout=lambda: PartyTimeoutError(f"the {n} predict processes did not finish"),
     )
     rec = json.loads(outs[0])
+    # every local party's own warnings (one user's processes on one host)
+    rec["warnings"] = [w for out in outs for w in json.loads(out).get("warnings") or []]
+    _warn(rec)
     print(json.dumps(rec, default=str) if args.json else _summary(rec))
     return 0
 

@@ -13,6 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from bench.file_names import plot_file
 from bench.floors import floors, verdicts
 from bench.html_report import render_html
 from bench.method_choice import settings
@@ -111,7 +112,7 @@ def _plot_unit(rs: list[dict[str, Any]], ds: str, unit: str, keys, out: Path) ->
     ax.set_title(f"{ds}: {metric} vs privacy budget ({unit})")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    name = f"{ds}_{metric}_vs_epsilon_{unit}.png"
+    name = plot_file(ds, f"{metric}_vs_epsilon_{unit}")
     fig.tight_layout()
     fig.savefig(out / name, dpi=110, bbox_inches="tight")  # the legend outside stays in
     plt.close(fig)
@@ -170,7 +171,7 @@ def plot_bars(records: list[dict[str, Any]], out: Path, *, what: str) -> list[st
         ax.set_title(f"{ds}: {'training time' if what == 'time' else 'communication'} per method")
         ax.grid(axis="x", alpha=0.3)
         fig.tight_layout()
-        name = f"{ds}_{what}_per_method.png"
+        name = plot_file(ds, f"{what}_per_method")
         fig.savefig(out / name, dpi=110)
         plt.close(fig)
         files.append(name)

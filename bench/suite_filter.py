@@ -101,11 +101,26 @@ def _keep(cell: Cell, f: Filters) -> bool:
     )
 
 
+def _joined(items: tuple[str, ...] | None, present: set) -> tuple[str, ...] | None:
+    """The list's items with a ``csv:a.csv,b.csv`` dataset (split at its commas) put back
+    together where the suite holds it: the longest run of items that names one of its values."""
+    if items is None:
+        return None
+    out, i = [], 0
+    while i < len(items):
+        j = next((j for j in range(len(items), i, -1) if ",".join(items[i:j]) in present), i + 1)
+        out.append(",".join(items[i:j]))
+        i = j
+    return tuple(out)
+
+
 def filter_suite(suite: Suite, f: Filters) -> Suite:
     """The suite with only the cells ``f`` keeps (ConfigError if a value matches none)."""
     cells = suite.cells
     _check("methods", f.methods, {c.spec.method for c in cells})
-    _check("datasets", f.datasets, {c.spec.dataset for c in cells})
+    present = {c.spec.dataset for c in cells}
+    f = replace(f, datasets=_joined(f.datasets, present))
+    _check("datasets", f.datasets, present)
     _check("seeds", f.seeds, {c.spec.seed for c in cells})
     eps = {c.spec.epsilon for c in cells if c.spec.epsilon is not None}
     _check("epsilons", f.epsilons, eps, fmt=lambda v: f"{v:g}")

@@ -53,9 +53,11 @@ class Cell:
     # a predict cell: train with --save, reload, score this many rows (bench.predict_bench)
     predict_rows: int | None = None
     audit: str | None = None  # an audit cell: ``securevfl audit`` of the spec in this view
+    # the id of the cell as the suite states it: taken when the cell is made, since running
+    # fills in the spec (a csv: dataset's partition) and a rerun must find the same id
+    _id: str = field(init=False, repr=False, default="")
 
-    @property
-    def cell_id(self) -> str:
+    def __post_init__(self) -> None:
         key: dict[str, Any] = {"spec": self.spec.__dict__, "processes": self.processes}
         if self.attack is not None:  # plain cells keep the ids they had
             key["attack"] = self.attack
@@ -64,7 +66,12 @@ class Cell:
         if self.audit is not None:
             key["audit"] = self.audit
         blob = json.dumps(key, sort_keys=True, default=str)
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        self._id = hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @property
+    def cell_id(self) -> str:
+        """A stable id: the same cell in a later run of the suite has the same id (skipped)."""
+        return self._id
 
 
 @dataclass

@@ -40,6 +40,7 @@ class Checkpoints:
     every: int
     resume: bool
     run_key: str  # the spec's digest: a checkpoint only resumes the run it came from
+    dataset: str = ""  # a csv: dataset's encoders and scaling must be the same on resume
     used: bool = False  # a trainer took the settings (else the method cannot checkpoint)
     loaded: dict = field(default_factory=dict)  # party -> its loaded checkpoint (read once)
     centrings_again: int = 0  # earlier runs' centring releases the record composes too
@@ -65,6 +66,8 @@ class Checkpoints:
             np.save(tmp / f"{name}.npy", np.ascontiguousarray(a), allow_pickle=False)
             files[f"{name}.npy"] = hashlib.sha256((tmp / f"{name}.npy").read_bytes()).hexdigest()
         doc = {"run_key": self.run_key, "epoch": epoch, "files": files, **extra}
+        if self.data_key() is not None:  # a csv: dataset's encoding (nothing else has one)
+            doc["data_key"] = self.data_key()
         (tmp / "state.json").write_text(json.dumps(doc))
         (party / "latest.tmp").write_text(json.dumps({"dir": tmp.name}))
         os.replace(party / "latest.tmp", party / "latest.json")
@@ -73,6 +76,17 @@ class Checkpoints:
         # epoch every party has)
         for old in _whole_epochs(party)[:-2]:
             shutil.rmtree(party / f"e{old}", ignore_errors=True)
+
+    def data_key(self) -> str | None:
+        """A digest of a ``csv:`` dataset's encoders and scaling ranges as registered now
+        (None for a catalogue dataset): the same files' paths may hold other rows on resume,
+        and a model trained on one encoding must not continue on another."""
+        from securevfl.data.custom import schema_of
+
+        schema = schema_of(self.dataset) if self.dataset.startswith("csv:") else None
+        if schema is None:
+            return None
+        return hashlib.sha256(json.dumps(schema, sort_keys=True).encode()).hexdigest()[:16]
 
     def _common_epoch(self, latest: int) -> int:
         """The newest epoch whose checkpoint every party directory holds (at most ``latest``,
@@ -115,6 +129,12 @@ class Checkpoints:
             raise ConfigError(
                 f"checkpoint {str(path)!r} must come from this run's settings (same method, "
                 "dataset, options, --seed and --reproducible-noise), got another run's"
+            )
+        if doc.get("data_key") != self.data_key():
+            raise ConfigError(
+                f"checkpoint {str(path)!r} must come from the same CSV encoding (columns, "
+                "categories, missing-value indicators, scaling ranges), got another: the files "
+                "changed since the checkpoint was written"
             )
         arrays = {}
         from securevfl.model_io import _load_array
@@ -226,4 +246,5 @@ def make_checkpoints(
         every or 0,
         resume is not None,
         hashlib.sha256(key.encode()).hexdigest()[:16],
+        dataset=str(spec.dataset),
     )

@@ -7,7 +7,8 @@ bytes were altered is refused before it is parsed. A model folder is a closed wo
 inside it is followed (files are opened with ``O_NOFOLLOW`` and must be regular files directly
 in their party's folder), every card field is checked for type and range before use, and no
 error message quotes a file's content. The card records the method, its settings,
-the party's column names and order, the preprocessing a new row needs (scaling ranges, centring),
+the party's column names and order, the preprocessing a new row needs (a CSV's encoder:
+categories, missing-value indicators, column order; scaling ranges, centring),
 the training run's privacy record, the library version and the format version.
 """
 
@@ -33,7 +34,7 @@ FORMAT_VERSION = 1
 KINDS = ("linear", "splitnn")
 _NAME = re.compile(r"^[A-Za-z0-9_.]+$")  # array names become file names: nothing else
 MAX_ARRAY_BYTES = 1 << 31  # a card may not announce more than this per array
-MAX_CARD_BYTES = 16 << 20  # a card.json longer than this is refused before it is parsed
+MAX_CARD_BYTES = 16 << 20  # a card (settings, encoders, privacy record) longer is refused unread
 MAX_PARTIES = 1024
 TASKS = ("binary", "multiclass", "regression")
 
@@ -94,9 +95,11 @@ def _columns(k: int, views: dict, info: Any, facts: dict, spec: Any) -> dict[str
         "names": [names[c] if c < len(names) else f"x{c}" for c in cols],
     }
     schema = schema_of(spec.dataset) if is_csv_dataset(spec.dataset) else None
-    if schema is not None:  # a user CSV: raw names, and each column's min/max scaling range
-        out["names"] = list(schema["headers"][k])
+    if schema is not None:  # a user CSV: its encoder (raw columns -> inputs), scaling ranges
+        flat = [n for ns in schema["names"] for n in ns]
+        out["names"] = [flat[c] for c in cols]
         out["scaling"] = [schema["scaling"][c] for c in cols]
+        out["encoder"] = schema["encoders"][k]
     centre = facts.get("center") or {}
     out["center"] = [list(centre[c]) if c in centre else None for c in cols]
     return out
@@ -162,8 +165,10 @@ def save_parts(
             "spec": {k2: v for k2, v in spec.__dict__.items()},
             "preprocessing": {
                 "row_norm_bound_sq": info.row_norm_bound_sq,
-                "steps": "raw -> min/max scaling to [-1, 1] (clipped) -> centring (clipped to "
-                "[-1, 1]) where recorded -> divided by sqrt(row_norm_bound_sq)",
+                "steps": "raw CSV cells -> columns.encoder where recorded (one-hot levels, "
+                "missing indicators; a blank numeric cell stays blank) -> scaling to [-1, 1] by "
+                "columns.scaling (clipped; a blank becomes 0, the range midpoint) -> centring "
+                "(clipped to [-1, 1]) where recorded -> divided by sqrt(row_norm_bound_sq)",
             },
             "meta": part.meta,
             "privacy": fit.privacy.to_dict() if fit.privacy is not None else None,
@@ -359,6 +364,70 @@ def _check_fields(card: dict, arrays: dict, path: Path) -> None:
         holder = {"array": arrays, "meta": meta}.get(where, card.get(where, {}))
         if key not in holder:
             raise ModelFileError(f"model card {str(path)!r} must have {item}, not found")
+    pooled = card.get("pooled_columns")
+    for cols in [card["columns"], *(pooled if isinstance(pooled, list) else [])]:
+        check_columns(cols, f"model card {str(path)!r}")
+
+
+def _finite(values: list) -> bool:
+    return all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values
+    )
+
+
+def check_columns(cols: Any, where: str) -> None:
+    """A card's column record is consistent before anything reads it: indices and names of
+    one length, a scaling range ``[lo, hi]`` per input, an encoder (a CSV's) whose columns
+    become exactly those inputs (ModelFileError naming the rule)."""
+    from securevfl.data.saved_encoder import rules_from_json
+
+    if not isinstance(cols, dict):
+        raise ModelFileError(f"{where} must have columns as an object, got {type(cols).__name__}")
+    idx, names = cols.get("indices"), cols.get("names")
+    if not (
+        isinstance(idx, list)
+        and isinstance(names, list)
+        and len(idx) == len(names)
+        and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in idx)
+        and all(isinstance(n, str) for n in names)
+    ):
+        raise ModelFileError(
+            f"{where} must have columns.indices (integers >= 0) and columns.names (strings) "
+            "of one length"
+        )
+    scaling = cols.get("scaling")
+    if scaling is not None and not (
+        isinstance(scaling, list)
+        and len(scaling) == len(idx)
+        and all(
+            isinstance(r, list) and len(r) == 2 and _finite(r) and r[0] <= r[1] for r in scaling
+        )
+    ):
+        raise ModelFileError(
+            f"{where} must have columns.scaling as one finite [lo, hi] (lo <= hi) per input "
+            f"({len(idx)})"
+        )
+    center = cols.get("center")
+    if center is not None and not (
+        isinstance(center, list)
+        and len(center) == len(idx)
+        and all(c is None or (isinstance(c, list) and len(c) == 2 and _finite(c)) for c in center)
+    ):
+        raise ModelFileError(
+            f"{where} must have columns.center as null or [mean, scale] per input ({len(idx)})"
+        )
+    if "encoder" not in cols:
+        return
+    try:
+        rules = rules_from_json(cols["encoder"], where)
+    except DataError as exc:
+        raise ModelFileError(str(exc)) from None
+    outputs = [n for r in rules for n in r.outputs]
+    if outputs != names or scaling is None:
+        raise ModelFileError(
+            f"{where} must have an encoder whose columns become its inputs {names} (with a "
+            f"scaling range each), got {outputs}"[:300]
+        )
 
 
 def _check_ranges(card: dict, arrays: dict, path: Path) -> None:

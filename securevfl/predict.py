@@ -1,7 +1,8 @@
 """Score new rows with a saved model: each party prepares and scores its own columns.
 
-A party prepares a raw row the way training did (its card's min/max scaling range, centring,
-the public row-norm bound), computes its message (``X_k w_k`` for a linear model, its bottom's
+A party prepares a raw row the way training did (a CSV's saved encoder: its columns by name,
+categories, blank cells and their indicators; its card's scaling ranges, centring, the public
+row-norm bound), computes its message (``X_k w_k`` for a linear model, its bottom's
 embedding for a split-NN) and sends it to the label holder, which adds the bias or runs the head.
 The same SPMD code runs on any runtime, so the bytes each party sends are metered. Rows given as
 per-party CSVs keyed by an ID column are first aligned by PSI (:mod:`securevfl.data.alignment`).
@@ -19,13 +20,16 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from securevfl.data.csv_columns import ColumnRule
+from securevfl.data.preprocess import scale_by_ranges
+from securevfl.data.saved_encoder import rules_from_json
 from securevfl.errors import ConfigError, DataError
 from securevfl.model_io import ModelFileError, Part, load_parts
 from securevfl.model_layers import rebuild_layers
@@ -126,6 +130,14 @@ class Model:
             )
 
     # -- preparing rows -------------------------------------------------------------------
+    def rules(self, k: int) -> list[ColumnRule]:
+        """Data party ``k``'s encoder: a CSV model's saved rules (checked when loaded), else
+        each input a numeric column under its card name (a built-in dataset's encoded columns)."""
+        cols = self.columns(k)
+        if "encoder" in cols:
+            return rules_from_json(cols["encoder"], f"party {k}'s model card")
+        return [ColumnRule(str(n)) for n in cols["names"]]
+
     def prepare(self, k: int, raw: np.ndarray) -> np.ndarray:
         """Party ``k``'s raw block (its card's columns, in order) as the model's input."""
         cols = self.columns(k)
@@ -135,11 +147,17 @@ class Model:
                 f"party {k}'s block must have {len(cols['indices'])} columns "
                 f"({cols['names']}), got {X.shape[1]}"
             )
-        if not np.all(np.isfinite(X)):
-            raise DataError(f"party {k}'s block must be finite, got NaN/inf")
-        for j, (lo, hi) in enumerate(cols.get("scaling") or []):
+        scaling = cols.get("scaling")
+        if np.isinf(X).any():
+            raise DataError(f"party {k}'s block must be finite, got inf")
+        if scaling is None and np.isnan(X).any():  # NaN is a blank: a csv: model's rule only
+            raise DataError(
+                f"party {k}'s block must hold no NaN or blank cell (the model was not trained "
+                "on CSV files with blanks: it has no rule for them)"
+            )
+        if scaling is not None:  # a CSV's columns: training's rule (clipped; NaN, a blank: 0)
             # new rows outside the training range are clipped: the row-norm bound still holds
-            X[:, j] = 0.0 if hi == lo else np.clip(2.0 * (X[:, j] - lo) / (hi - lo) - 1.0, -1, 1)
+            X = scale_by_ranges(X, scaling)
         for j, c in enumerate(cols.get("center") or []):
             if c is not None:
                 X[:, j] = np.clip((X[:, j] - c[0]) / c[1], -1.0, 1.0)
@@ -334,11 +352,16 @@ class Model:
                 f"--dataset must name one CSV per data party ({self.data_parties}), "
                 f"got {len(paths)}"
             )
-        tables = {k: _read_checked(self, k, p, id_column) for k, p in enumerate(paths)}
+        read = {k: _read_encoded(self, k, p, id_column) for k, p in enumerate(paths)}
+        tables = {k: t for k, (t, _) in read.items()}
         kept, align = align_tables(InProcessRuntime(self.data_parties), tables, workers=1)
-        prepared = {k: self.prepare(k, _numeric(t)) for k, t in kept.items() if self.reads(k)}
-        ids = kept[0].ids
-        return self._finish(ids, prepared, {"alignment": align})
+        prepared = {
+            k: self.prepare(k, _kept_rows(tables[k], kept[k], read[k][1]))
+            for k in kept
+            if self.reads(k)
+        }
+        notes = [w for _, enc in read.values() if enc is not None for w in enc.warnings]
+        return self._finish(kept[0].ids, prepared, {"alignment": align, "warnings": notes})
 
     def predict_test_split(self, dataset: str | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(scores, labels) of the training run's own test split, reloaded as the card says
@@ -444,10 +467,13 @@ def predict_party(
     run_id: str = "",
     timeout: float = 120.0,
     key: bytes = b"",
+    warn: Callable[[str], None] | None = None,
 ) -> Prediction | None:
     """One party of a networked predict: it loads only its own part and its own CSV, aligns
     its rows with the others' by PSI and sends its messages; the label holder returns the
-    prediction (None elsewhere). ``model_dir``: the party's directory (or the model's root)."""
+    prediction (None elsewhere). ``model_dir``: the party's directory (or the model's root).
+    ``warn`` is given each line of this party's own encoding warnings (they stay on its host;
+    the label holder's are also in its record)."""
     import hashlib
 
     from securevfl.data.alignment import align_tables
@@ -482,7 +508,9 @@ def predict_party(
         raise ConfigError(
             f"-P must be given once per data party of the model ({n}), got {len(addresses)}"
         )
-    table = _read_checked(model, index, csv_path, id_column)
+    table, enc = _read_encoded(model, index, csv_path, id_column)
+    for line in enc.warnings if enc is not None and warn is not None else []:
+        warn(line)
     doc = f"predict/{part.card['model_id']}/{run_id}/{n}"
     digest = hashlib.sha256(doc.encode()).digest()
     rt = NetworkedRuntime(
@@ -490,7 +518,7 @@ def predict_party(
     )
     try:
         kept, align = align_tables(rt, {index: table}, workers=1)
-        prepared = {index: model.prepare(index, _numeric(kept[index]))}
+        prepared = {index: model.prepare(index, _kept_rows(table, kept[index], enc))}
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             scores = model.score(prepared, rt)
@@ -515,6 +543,7 @@ def predict_party(
         **_per_row(merged, n, rows),
         "alignment": align,
         "privacy": model.scoring_privacy(),
+        "warnings": enc.warnings if enc is not None else [],  # the label holder's own
     }
     return Prediction(kept[index].ids, model.classify(scores), scores, record)
 
@@ -529,32 +558,27 @@ def _per_row(meter: Any, n_parties: int, n: int) -> dict[str, Any]:
     return {"bytes_per_row": total / max(n, 1), "sent_per_row": sent}
 
 
-def _read_checked(model: Model, k: int, path: str | Path, id_column: str) -> Any:
-    """Party k's CSV, its columns checked against its card (names, order, count)."""
+def _read_encoded(model: Model, k: int, path: str | Path, id_column: str) -> tuple[Any, Any]:
+    """Party k's CSV and, where the model reads its columns, its rows encoded by the card's
+    encoder (:func:`securevfl.data.csv_columns.encode_rows`: columns matched by name, the
+    training rules for categories and blanks; one DataError line naming column and line)."""
     from securevfl.data.alignment import read_party_csv
+    from securevfl.data.csv_columns import encode_rows
 
     t = read_party_csv(path, id_column, k)
     if not model.reads(k):  # its IDs take part in the alignment, its columns in nothing
-        return t
-    header = t.header[: t.id_index] + t.header[t.id_index + 1 :]
-    want = list(model.columns(k)["names"])
-    if header != want:
-        raise DataError(
-            f"party {k}'s CSV {str(path)!r} must have the model card's columns {want} "
-            f"(names, order, count) besides {id_column!r}, got {header}"
-        )
-    return t
-
-
-def _numeric(t: Any) -> np.ndarray:
-    """A table's rows without the ID column, as numbers (one DataError line otherwise)."""
+        return t, None
     j = t.id_index
-    try:
-        raw = np.array([r[:j] + r[j + 1 :] for r in t.rows], dtype=float)
-    except ValueError as exc:
-        raise DataError(f"party CSV {str(t.path)!r} must be numeric: {exc}") from None
-    if raw.size == 0:
+    header = t.header[:j] + t.header[j + 1 :]
+    rows = [r[:j] + r[j + 1 :] for r in t.rows]
+    return t, encode_rows(k, Path(path).name, model.rules(k), header, rows)
+
+
+def _kept_rows(table: Any, kept: Any, enc: Any) -> np.ndarray:
+    """The encoded rows of the IDs alignment kept, in its order (None: a party not read)."""
+    if enc is None:
+        return np.zeros((len(kept.ids), 0))
+    if not kept.ids:
         raise DataError("the parties' CSVs must share >= 1 ID, got none in common")
-    if not np.all(np.isfinite(raw)):
-        raise DataError(f"party CSV {str(t.path)!r} must hold finite numbers, got NaN/inf")
-    return raw.reshape(len(t.rows), -1)
+    at = {v: i for i, v in enumerate(table.ids)}
+    return enc.block[[at[v] for v in kept.ids]]

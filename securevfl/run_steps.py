@@ -143,7 +143,7 @@ def _open_own_files(spec: RunSpec, method: Method, rt: Runtime, wanted: list[int
     blocks = [np.arange(starts[k], starts[k + 1]) for k in range(K)]
     total = int(starts[-1])
     alignment = own[0].alignment if 0 in own else None
-    schema = {k: (b.header, b.scaling, b.classes) for k, b in own.items()}
+    schema = {k: (b.header, b.scaling, b.classes, b.encoder) for k, b in own.items()}
     names = [meta[k]["names"] for k in range(K)]
     register_own_schema(spec.dataset, schema, blocks, alignment, names)
     X = own[mine[0]].X if mine else np.zeros((meta[0]["rows"], 0))

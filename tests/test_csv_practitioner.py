@@ -11,6 +11,7 @@ import pytest
 from bench.cli import main
 from securevfl.context import RunSpec
 from securevfl.data.csv_columns import encode_columns
+from securevfl.data.preprocess import scale_by_ranges
 from securevfl.experiment import run_experiment
 from securevfl.registry import _REGISTRIES
 
@@ -68,8 +69,12 @@ def test_missing_cells_get_a_constant_and_an_indicator_never_a_mean():
     enc = encode_columns(0, "x.csv", ["v"], [["1"], [""], ["9"], ["NA"], ["2"]], {})
     assert enc.names == ["v", "v_missing"] and enc.with_missing == ["v"]
     v, ind = enc.columns
-    assert v.tolist() == [1.0, 5.0, 9.0, 5.0, 2.0]  # the range's midpoint (mean would be 4)
     assert ind.tolist() == [0.0, 1.0, 0.0, 1.0, 0.0]
+    # scaled by the column's range [1, 9]: a blank is its midpoint 5 (0), never the mean 4
+    scaled = scale_by_ranges(enc.block, [(1.0, 9.0), (0.0, 1.0)])[:, 0]
+    assert scaled.tolist() == [-1.0, 0.0, 1.0, 0.0, -0.75]
+    # with a declared domain (--bounds), the domain's midpoint: nothing read off the data
+    assert scale_by_ranges(enc.block, [(0.0, 100.0), (0.0, 1.0)])[1, 0] == 0.0
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from bench.afe_oracle import perfect_bottom_accuracy
+from bench.file_names import name_part
 from bench.records import capabilities, mean_std, stat
+from securevfl.errors import UnknownNameError
 
 VARIANTS = ("vanilla", "r", "d", "full")
 LABEL = {"vanilla": "vanilla", "r": "vanilla+R", "d": "vanilla+D", "full": "VFL-AFE (R+D)"}
@@ -85,7 +87,7 @@ def _oracles(afe) -> dict[tuple, dict[float, tuple[float, float]]]:
             got = perfect_bottom_accuracy(
                 ds, rs[0]["parties"], active_features=setting.startswith("active"), epsilons=eps
             )
-        except ValueError:  # not a binary task
+        except (ValueError, UnknownNameError):  # not a binary task, or not a catalogue dataset
             continue
         ref = got["holder_alone"] if setting.startswith("active") else got["majority"]
         out[(ds, setting)] = {e: (m, ref) for e, (m, _) in got["by_epsilon"].items()}
@@ -248,7 +250,7 @@ def _plot(afe, plain, alone, oracle, out: Path) -> list[str]:
         ax.set_title(f"VFL-AFE on {ds}, {setting}")
         ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))  # off the lines
         fig.tight_layout()
-        name = f"afe_{ds}_{setting.replace(' ', '').replace('+', '_')}.png"
+        name = f"afe_{name_part(ds)}_{setting.replace(' ', '').replace('+', '_')}.png"
         fig.savefig(out / name, dpi=110, bbox_inches="tight")
         plt.close(fig)
         md.append(f"![accuracy vs epsilon, {ds}, {setting}]({name})")

@@ -17,6 +17,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from bench.file_names import plot_file  # noqa: E402
+
 # the success figure of each attack, and how it maps to an attack performance AP in [0, 1]
 # (0: what an attacker without the view gets; 1: complete success)
 SUCCESS = {
@@ -198,7 +200,7 @@ def _png(records: list[dict[str, Any]], out: Path) -> list[str]:
             "from what that party sent",
             fontsize=8,
         )
-        name = f"attacks_inversion_{ds}.png"
+        name = plot_file("attacks_inversion", ds)
         fig.tight_layout()
         fig.savefig(out / name, dpi=110)
         plt.close(fig)

@@ -20,6 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from bench.file_names import plot_file  # noqa: E402
 from securevfl.privacy.czofo_intrinsic import advanced_composition  # noqa: E402
 
 METHODS = ("vfl", "compressed-vfl", "vafl", "vafl-dp", "zoo-vfl", "czofo-vfl")
@@ -287,7 +288,7 @@ def _plot(groups, out: Path) -> list[str]:
         ax.set_ylabel("test accuracy (seed of the first record)")
         ax.set_title(f"{ds}: ZOO-VFL vs VFL-CZOFO vs split learning")
         ax.legend(fontsize=6)
-        name = f"czofo_convergence_{ds.replace(', d_h=', '_dh').replace(', b=', '_b')}.png"
+        name = plot_file("czofo_convergence", ds.replace(", d_h=", "_dh").replace(", b=", "_b"))
         fig.tight_layout()
         fig.savefig(out / name, dpi=110)
         plt.close(fig)

@@ -21,6 +21,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from bench.file_names import plot_file
 from bench.record_keys import epsilon_cell
 from bench.records import fmt_mean_std
 from securevfl.methods.hdp_vfl import parse_intercept
@@ -120,7 +121,7 @@ def _privacy_accuracy(records: list[dict[str, Any]], out: Path) -> list[str]:
         ax.set_title(f"HDP-VFL on {ds}")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-        name = f"hdp_privacy_{ds}.png"
+        name = plot_file("hdp_privacy", ds)
         fig.savefig(out / name, dpi=110)
         plt.close(fig)
         md += ["", f"![{name}]({name})", ""]

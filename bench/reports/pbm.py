@@ -18,6 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from bench.file_names import plot_file
 from bench.records import mean_std, per_epoch_mean, stat
 
 METHODS = ("pbm-vfl", "ldp-vfl", "npq")
@@ -227,7 +228,7 @@ def _plots(groups: dict[tuple, list[dict[str, Any]]], out: Path) -> list[str]:
         ax2.grid(alpha=0.3)
         ax2.legend(fontsize=7)
         fig.tight_layout()
-        name = f"pbm_{ds}_M{M}_accuracy.png"
+        name = plot_file("pbm", ds, f"M{M}_accuracy")
         fig.savefig(out / name, dpi=110)
         plt.close(fig)
         files.append(name)

@@ -30,7 +30,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from bench.afe_oracle import perfect_bottom_accuracy
+from bench.file_names import name_part
 from bench.records import mean_std
+from securevfl.errors import UnknownNameError
 
 METHODS = ("afe-vfl", "ldp-vfl", "pbm-vfl", "vafl-dp")
 
@@ -75,7 +77,7 @@ def _oracles(runs) -> dict[tuple, dict[float, float]]:
                 draws=3,
                 n=rs[0]["n_train"] + rs[0]["n_test"],
             )
-        except ValueError:  # not a binary task
+        except (ValueError, UnknownNameError):  # not a binary task, or not a catalogue dataset
             continue
         out[(ds, setting)] = {e: m / 100 for e, (m, _) in got["by_epsilon"].items()}
     return out
@@ -163,7 +165,8 @@ def _plot(runs, alone, majority, oracle, out: Path) -> list[str]:
         ax.set_title(f"{ds}, {setting}: per-row-release methods")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-        fname = f"per_row_{ds}_{setting.replace(',', '').replace(' ', '_').replace('+', 'p')}.png"
+        shown = setting.replace(",", "").replace(" ", "_").replace("+", "p")
+        fname = f"per_row_{name_part(ds)}_{shown}.png"
         fig.tight_layout()
         fig.savefig(out / fname, dpi=110, bbox_inches="tight")
         plt.close(fig)

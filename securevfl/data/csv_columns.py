@@ -1,8 +1,9 @@
 """A party's CSV columns as numbers: the stated rules for text, blank cells and ID-like columns.
 
 - **Missing cells** (empty, or ``NA``, ``N/A``, ``NaN``, ``null``, ``?`` in any case) are imputed
-  with a constant, never a data mean: the midpoint of the column's range (0 once the column is
-  scaled to [-1, 1]); a categorical column's category columns are all 0. Each column with a
+  with a constant, never a data mean: the midpoint of the column's scaling range (0 once the
+  column is scaled to [-1, 1]: the ``--bounds`` domain's midpoint, else that of the column's
+  min/max); a categorical column's category columns are all 0. Each column with a
   missing cell also gets an indicator column ``<name>_missing`` (1 where the cell was missing), so
   the model can tell an imputed value from a real one. Which columns have one is visible in the
   party's column count; the record says so (``privacy.outside_guarantee``).
@@ -14,6 +15,14 @@
 - **ID-like first columns**: distinct integers that are strictly monotone, or distinct integers
   under an ID-like name, or distinct text values with no categories given, are refused with a
   hint to pass ``--id-column``: trained on as a feature they encode the row order.
+
+Each training column's rule (:class:`ColumnRule`: numeric or its categories, with or without a
+missing indicator) is saved with the party's part of the model, and ``predict`` encodes new rows
+with the same :func:`encode_rows`: columns matched by name (reordered is fine; extra columns are
+ignored and named in a warning; a missing one is an error naming it), a blank cell by the rule
+above, a category unseen in training as all zeros of its group (counted in a warning: the
+categories are the model's, a new level carries no learned weight), a non-number in a numeric
+column an error naming the column and line.
 """
 
 from __future__ import annotations
@@ -83,13 +92,40 @@ def read_categories(path: str | None) -> dict[str, list[str]]:
     return doc
 
 
+@dataclass(frozen=True)
+class ColumnRule:
+    """How one raw CSV column becomes model inputs; saved with the model, applied by predict.
+
+    ``categories``: the one-hot levels of a categorical column (None: a numeric column);
+    ``indicator``: a ``<name>_missing`` column follows (the column had blank cells in training).
+    """
+
+    name: str
+    categories: tuple[str, ...] | None = None
+    indicator: bool = False
+
+    @property
+    def outputs(self) -> list[str]:
+        """The names of the model inputs this column becomes, in order."""
+        if self.categories is None:
+            out = [self.name]
+        else:
+            out = [f"{self.name}={c}" for c in self.categories]
+        return out + ([f"{self.name}_missing"] if self.indicator else [])
+
+
 @dataclass
 class Encoded:
-    """A party's numeric block and what its encoding disclosed."""
+    """A party's numeric block, its input names, and what encoding it noticed.
+
+    Numeric blank cells are NaN here: scaling turns them into the midpoint of the column's
+    scaling range (:func:`securevfl.data.preprocess.scale_by_ranges`), in training and predict.
+    """
 
     names: list[str] = field(default_factory=list)
     columns: list[np.ndarray] = field(default_factory=list)
     with_missing: list[str] = field(default_factory=list)  # columns given an indicator
+    warnings: list[str] = field(default_factory=list)  # predict: rows the stated rules changed
 
     @property
     def block(self) -> np.ndarray:
@@ -122,6 +158,28 @@ def check_not_id(
         )
 
 
+def fit_rules(
+    party: int,
+    where: str,
+    header: list[str],
+    rows: list[list[str]],
+    categories: dict[str, list[str]],
+) -> list[ColumnRule]:
+    """The encoding rule of each of party ``party``'s training columns, in header order."""
+    _check_distinct(party, where, header)
+    rules = []
+    for j, name in enumerate(header):
+        miss = [is_missing(r[j]) for r in rows]
+        if all(miss):
+            raise DataError(
+                f"party {party}'s column {name!r} ({where}) must hold >= 1 value, got only "
+                "missing cells"
+            )
+        cats = categories.get(name)
+        rules.append(ColumnRule(name, None if cats is None else tuple(cats), any(miss)))
+    return rules
+
+
 def encode_columns(
     party: int,
     where: str,
@@ -129,47 +187,93 @@ def encode_columns(
     rows: list[list[str]],
     categories: dict[str, list[str]],
 ) -> Encoded:
-    """Party ``party``'s text cells as numbers by the module's rules (DataError/ConfigError)."""
+    """Party ``party``'s training cells as numbers by the module's rules (DataError/ConfigError)."""
+    rules = fit_rules(party, where, header, rows, categories)
+    return encode_rows(party, where, rules, header, rows, training=True)
+
+
+def encode_rows(
+    party: int,
+    where: str,
+    rules: Sequence[ColumnRule],
+    header: list[str],
+    rows: list[list[str]],
+    *,
+    training: bool = False,
+) -> Encoded:
+    """Rows as the model's inputs by ``rules``: columns matched by name (any order; others
+    ignored, named in ``warnings``); a missing column, a non-number in a numeric column, or (in
+    training) a value outside a column's categories is one error line naming it. At predict an
+    unseen category encodes as all zeros and a blank in a column without an indicator is
+    imputed as in training; both are counted in ``warnings``."""
+    _check_distinct(party, where, header)
+    where_col = {h: j for j, h in enumerate(header)}
+    absent = [r.name for r in rules if r.name not in where_col]
+    if absent:
+        raise DataError(
+            f"party {party}'s CSV {where!r} must have the model's column {absent[0]!r}, got "
+            f"columns {header}"[:300]
+        )
     out = Encoded()
-    for j, name in enumerate(header):
-        cells = [r[j] for r in rows]
-        miss = np.array([is_missing(c) for c in cells])
-        if miss.all():
-            raise DataError(
-                f"party {party}'s column {name!r} ({where}) must hold >= 1 value, got only "
-                "missing cells"
-            )
-        if name in categories:
-            cols = _one_hot(party, where, name, cells, miss, categories[name])
-            out.names += [f"{name}={c}" for c in categories[name]]
-            out.columns += cols
+    extra = [h for h in header if h not in {r.name for r in rules}]
+    if extra:
+        out.warnings.append(f"party {party}: columns {extra} are not the model's: ignored"[:300])
+    for rule in rules:
+        cells = [r[where_col[rule.name]] for r in rows]
+        miss = np.array([is_missing(c) for c in cells], dtype=bool)
+        if rule.categories is None:
+            out.columns.append(_numeric(party, where, rule.name, cells, miss, training))
         else:
-            out.names.append(name)
-            out.columns.append(_numeric(party, where, name, cells, miss))
-        if miss.any():
-            out.names.append(f"{name}_missing")
+            onehot, unseen = _one_hot(party, where, rule, cells, miss, training)
+            out.columns += list(onehot.T)
+            if unseen:
+                out.warnings.append(
+                    f"party {party}: column {rule.name!r}: {len(unseen)} row(s) hold a category "
+                    f"unseen in training (e.g. {unseen[0]!r}): encoded as all zeros"[:300]
+                )
+        out.names += rule.outputs
+        if rule.indicator:
             out.columns.append(miss.astype(np.float64))
-            out.with_missing.append(name)
+            out.with_missing.append(rule.name)
+        elif miss.any():
+            out.warnings.append(
+                f"party {party}: column {rule.name!r}: {int(miss.sum())} blank cells (none in "
+                "training, so the model has no indicator for them): imputed as in training"
+            )
     return out
 
 
-def _numeric(party: int, where: str, name: str, cells: list[str], miss: np.ndarray) -> np.ndarray:
-    values = np.zeros(len(cells))
+def _check_distinct(party: int, where: str, header: list[str]) -> None:
+    """Columns are matched by name: two of one name would be ambiguous (one error line)."""
+    seen: set[str] = set()
+    for h in header:
+        if h in seen:
+            raise DataError(
+                f"party {party}'s CSV {where!r} must name each column once, got {h!r} twice"
+            )
+        seen.add(h)
+
+
+def _numeric(
+    party: int, where: str, name: str, cells: list[str], miss: np.ndarray, training: bool
+) -> np.ndarray:
+    values = np.full(len(cells), np.nan)  # a blank stays NaN until scaled (the range midpoint)
     for i, c in enumerate(cells):
         if miss[i]:
             continue
         v = _number(c)
-        if v is None:
+        if v is None and training:
             raise ConfigError(
                 f"party {party}'s column {name!r} ({where}) holds text ({c.strip()!r} on line "
                 f"{i + 2}): a categorical column needs its categories as public metadata, "
                 f'--categories FILE (JSON {{"{name}": ["...", ...]}}); categories read off the '
                 "data are data-derived, so they are never used"
             )
-        if not math.isfinite(v):
+        if v is None or not math.isfinite(v):
+            why = "" if training else " (the model reads it as numeric)"
             raise DataError(
-                f"party {party}'s column {name!r} ({where}) must be finite, got {c.strip()!r} "
-                f"on line {i + 2}"
+                f"party {party}'s column {name!r} ({where}) must hold finite numbers{why}, got "
+                f"{c.strip()!r} on line {i + 2}"[:300]
             )
         if abs(v) > MAX_CELL:  # its range or square would overflow float64 in the scaling
             raise DataError(
@@ -177,29 +281,28 @@ def _numeric(party: int, where: str, name: str, cells: list[str], miss: np.ndarr
                 f"most {MAX_CELL:g}, got {c.strip()!r} on line {i + 2}"
             )
         values[i] = v
-    seen = values[~miss]
-    values[miss] = (seen.min() + seen.max()) / 2  # a constant: 0 once scaled to [-1, 1]
     return values
 
 
 def _one_hot(
-    party: int,
-    where: str,
-    name: str,
-    cells: list[str],
-    miss: np.ndarray,
-    cats: list[str],
-) -> list[np.ndarray]:
+    party: int, where: str, rule: ColumnRule, cells: list[str], miss: np.ndarray, training: bool
+) -> tuple[np.ndarray, list[str]]:
+    """The 0/1 block of a categorical column (a blank: all zeros) and the unseen values."""
+    cats = rule.categories or ()
     index = {c: k for k, c in enumerate(cats)}
     onehot = np.zeros((len(cells), len(cats)))
+    unseen = []
     for i, c in enumerate(cells):
         if miss[i]:
             continue
         k = index.get(c.strip())
-        if k is None:
+        if k is None and training:
             raise ConfigError(
-                f"party {party}'s column {name!r} ({where}) must hold one of its categories "
-                f"{cats}, got {c.strip()!r} on line {i + 2}"[:300]
+                f"party {party}'s column {rule.name!r} ({where}) must hold one of its "
+                f"categories {list(cats)}, got {c.strip()!r} on line {i + 2}"[:300]
             )
+        if k is None:
+            unseen.append(c.strip())
+            continue
         onehot[i, k] = 1.0
-    return list(onehot.T)
+    return onehot, unseen

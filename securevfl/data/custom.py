@@ -25,9 +25,16 @@ from pathlib import Path
 import numpy as np
 
 from securevfl.data.bounds import check_covered, read_bounds
-from securevfl.data.csv_columns import check_not_id, encode_columns, is_missing, read_categories
+from securevfl.data.csv_columns import (
+    check_not_id,
+    encode_rows,
+    fit_rules,
+    is_missing,
+    read_categories,
+)
 from securevfl.data.datasets import DatasetInfo, _Entry
-from securevfl.data.preprocess import Table, scale_target, scale_to_unit_interval
+from securevfl.data.preprocess import Table, scale_by_ranges, scale_target
+from securevfl.data.saved_encoder import rules_to_json
 from securevfl.errors import ConfigError, DataError
 from securevfl.registry import _REGISTRIES, register
 
@@ -46,12 +53,16 @@ def alignment_of(name: str) -> dict | None:
 
 def schema_of(name: str) -> dict | None:
     """A registered user dataset's raw schema: ``{"scaling": [[lo, hi], ...] per column in
-    table order, "classes": label values (class order) or None, "headers": [[name, ...] per
-    party] (CSV only)}``; what a saved model needs to prepare new rows the same way."""
+    table order, "classes": label values (class order) or None}``, and for a CSV per party its
+    ``headers`` (raw column names), ``names`` (the encoded inputs') and ``encoders`` (each
+    column's :class:`~securevfl.data.csv_columns.ColumnRule`, as JSON); what a saved model
+    needs to prepare new rows the same way."""
     return _SCHEMAS.get(name)
 
 
-def _check_blocks(blocks: Sequence[np.ndarray], y: np.ndarray) -> list[np.ndarray]:
+def _check_blocks(
+    blocks: Sequence[np.ndarray], y: np.ndarray, *, blanks: bool = False
+) -> list[np.ndarray]:
     if len(blocks) < 2:
         raise ConfigError(f"parties must be >= 2 blocks of columns, got {len(blocks)}")
     out = []
@@ -66,7 +77,7 @@ def _check_blocks(blocks: Sequence[np.ndarray], y: np.ndarray) -> list[np.ndarra
                 f"every party must hold the same samples: party {k} has {b.shape[0]} rows, "
                 f"the labels have {len(y)}"
             )
-        bad = ~np.isfinite(b)
+        bad = ~np.isfinite(b) & ~(blanks & np.isnan(b))  # with blanks: NaN is a blank cell
         if bad.any():
             r, c = map(int, np.argwhere(bad)[0])
             raise DataError(
@@ -87,6 +98,7 @@ def register_party_arrays(
     source: str = "user data",
     names: Sequence[Sequence[str]] | None = None,
     bounds: dict[str, tuple[float, float]] | None = None,
+    blanks: bool = False,
 ) -> list[list[int]]:
     """Register a dataset from per-party blocks; return the explicit column partition.
 
@@ -94,11 +106,13 @@ def register_party_arrays(
     ``bounds`` (``{column name: (lo, hi)}``, names from ``names``, one list per block; the
     target is ``label``) scales every column by its public domain, values clipped in; without
     it each column's own min/max is used and listed in the dataset's ``fitted`` values.
+    ``blanks``: a NaN cell is a blank (a ``csv:`` file's), set to its column's range midpoint
+    (:func:`~securevfl.data.preprocess.scale_by_ranges`); otherwise every value must be finite.
     """
     if task not in ("binary", "multiclass", "regression"):
         raise ConfigError(f"task must be binary, multiclass or regression, got {task!r}")
     y = np.asarray(y)
-    blocks = _check_blocks(blocks, y)
+    blocks = _check_blocks(blocks, y, blanks=blanks)
     if names is None:
         names = [[f"x{j}" for j in range(b.shape[1])] for b in blocks]
     for k, (ns, b) in enumerate(zip(names, blocks, strict=True)):
@@ -111,14 +125,12 @@ def register_party_arrays(
     else:
         fitted = (f"scaling ranges (min/max) of the {len(flat)} CSV columns (no --bounds)",)
     # each column's scaling range, kept so a saved model prepares new rows the same way
-    cols, ranges = [], []
+    ranges = []
     for k, b in enumerate(blocks):
         for j in range(b.shape[1]):
             dom = None if bounds is None else tuple(bounds[str(names[k][j])])
-            c = b[:, j]
-            ranges.append(dom or (float(np.min(c)), float(np.max(c))))
-            cols.append(scale_to_unit_interval(c, domain=ranges[-1], clip=dom is not None))
-    X = np.column_stack(cols)
+            ranges.append(dom or (float(np.nanmin(b[:, j])), float(np.nanmax(b[:, j]))))
+    X = scale_by_ranges(np.hstack(blocks), ranges)
     classes = None
     if task == "regression":
         y_out, _ = scale_target(y.astype(float), domain=None if bounds is None else bounds["label"])
@@ -285,13 +297,14 @@ def register_csv_parties(
                 f"the labels have {len(y)}"
             )
     task = label_task(y)
-    blocks, disclosed, names = [], [], []
+    blocks, disclosed, names, rules = [], [], [], []
     for k, (header, rows) in enumerate(zip(headers, tables, strict=True)):
         if not header:
             raise DataError(f"party {k}'s CSV must hold >= 1 feature column, got none")
         if id_column is None:
             check_not_id(k, paths[k].name, header[0], [r[0] for r in rows], cats)
-        enc = encode_columns(k, paths[k].name, header, rows, cats)
+        rules.append(fit_rules(k, paths[k].name, header, rows, cats))
+        enc = encode_rows(k, paths[k].name, rules[-1], header, rows, training=True)
         blocks.append(enc.block)
         names.append(list(enc.names))
         if enc.with_missing:
@@ -313,8 +326,12 @@ def register_csv_parties(
         source=", ".join(map(str, paths)),
         names=names if declared is not None else None,
         bounds=declared,
+        blanks=True,
     )
-    _SCHEMAS[spec_name]["headers"] = [list(h) for h in headers]  # label column removed above
+    # what predict needs to encode new rows the same way (the label column removed above)
+    _SCHEMAS[spec_name]["headers"] = [list(h) for h in headers]
+    _SCHEMAS[spec_name]["names"] = names
+    _SCHEMAS[spec_name]["encoders"] = [rules_to_json(r) for r in rules]
     return out
 
 
@@ -325,24 +342,32 @@ def csv_disclosure(name: str) -> str | None:
 
 def register_own_schema(
     name: str,
-    own: dict[int, tuple[list[str], list[list[float]], list | None]],
+    own: dict[int, tuple[list[str], list[list[float]], list | None, list[dict]]],
     blocks: Sequence[np.ndarray],
     alignment: dict | None,
     names: Sequence[Sequence[str]] = (),
 ) -> None:
     """The schema of a run where each party opened only its own file (``--data``): this
-    process's parties' raw headers, column scalings and (at the label holder) classes; what a
-    saved model needs to prepare new rows. Other parties' entries stay empty (not known here)."""
+    process's parties' raw headers, column scalings, encoders and (at the label holder) classes;
+    what a saved model needs to prepare new rows. Other parties' entries stay empty (not known
+    here)."""
     total = sum(len(b) for b in blocks)
     scaling: list = [None] * total
     headers: list[list[str]] = [[] for _ in blocks]
+    encoders: list = [None for _ in blocks]
     classes = None
-    for k, (header, ranges, cls) in own.items():
+    for k, (header, ranges, cls, encoder) in own.items():
         headers[k] = list(header)
+        encoders[k] = encoder
         for c, r in zip(blocks[k], ranges, strict=True):
             scaling[int(c)] = list(r)
         classes = cls if cls is not None else classes
-    _SCHEMAS[name] = {"scaling": scaling, "classes": classes, "headers": headers}
+    _SCHEMAS[name] = {
+        "scaling": scaling,
+        "classes": classes,
+        "headers": headers,
+        "encoders": encoders,
+    }
     if names:  # every party's encoded column names (public metadata)
         _SCHEMAS[name]["names"] = [list(ns) for ns in names]
     _ALIGNMENTS.pop(name, None)

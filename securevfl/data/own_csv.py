@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 
 from securevfl.data.bounds import check_covered, read_bounds
-from securevfl.data.csv_columns import check_not_id, encode_columns, read_categories
-from securevfl.data.preprocess import scale_target, scale_to_unit_interval
+from securevfl.data.csv_columns import check_not_id, encode_rows, fit_rules, read_categories
+from securevfl.data.preprocess import scale_by_ranges, scale_target
+from securevfl.data.saved_encoder import rules_to_json
 from securevfl.errors import ConfigError, DataError
 from securevfl.runtime.base import Runtime
 
@@ -44,6 +45,7 @@ class OwnBlock:
     header: list[str]  # raw column names (ID and label columns removed)
     names: list[str]  # encoded names: one-hot 'col=cat', missing indicators 'col_missing'
     scaling: list[list[float]]  # each encoded column's (lo, hi)
+    encoder: list[dict] = field(default_factory=list)  # the saved rules: raw columns -> inputs
     with_missing: list[str] = field(default_factory=list)
     fitted: bool = False  # scaled by its own min/max (no --bounds)
     y: np.ndarray | None = None  # the label holder's only
@@ -109,13 +111,12 @@ def _scale(block: OwnBlock, raw: np.ndarray, bounds: str | None) -> None:
                 declared[n] = (0.0, 1.0)
         check_covered(declared, block.names + (["label"] if block.task == "regression" else []))
     block.fitted = declared is None
-    cols = []
-    for j, name in enumerate(block.names):
+    for j, name in enumerate(block.names):  # a blank (NaN) takes no part in a fitted range
         dom = None if declared is None else tuple(declared[name])
         c = raw[:, j]
-        block.scaling.append(list(dom or (float(np.min(c)), float(np.max(c)))))
-        cols.append(scale_to_unit_interval(c, domain=block.scaling[-1], clip=dom is not None))
-    block.X = np.column_stack(cols)
+        block.scaling.append(list(dom or (float(np.nanmin(c)), float(np.nanmax(c)))))
+    # the one scaling rule of training and predict: clipped in, a blank at the midpoint
+    block.X = scale_by_ranges(raw, block.scaling)
     if block.y is None:
         return
     if block.task == "regression":
@@ -159,12 +160,14 @@ def open_own_files(
         cats = read_categories(f.categories)
         if id_column is None:
             check_not_id(k, name, header[0], [r[0] for r in rows], cats)
-        enc = encode_columns(k, name, header, rows, cats)
+        rules = fit_rules(k, name, header, rows, cats)
+        enc = encode_rows(k, name, rules, header, rows, training=True)
         block.header, block.names, block.with_missing = (
             list(header),
             list(enc.names),
             enc.with_missing,
         )
+        block.encoder = rules_to_json(rules)
         _scale(block, enc.block, f.bounds)
         block.alignment = record if k == 0 else None
         out[k] = block

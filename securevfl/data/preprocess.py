@@ -109,6 +109,20 @@ def scale_to_unit_interval(
     return np.clip(out, -1.0, 1.0)
 
 
+def scale_by_ranges(X: np.ndarray, ranges: Sequence[Sequence[float]]) -> np.ndarray:
+    """Each column of ``X`` min-max scaled to [-1, 1] by its (lo, hi) in ``ranges``, values
+    outside clipped in, NaN (a blank CSV cell) set to 0, the range's midpoint; the one rule a
+    ``csv:`` dataset's columns follow in training and in ``predict``."""
+    X = np.array(X, dtype=np.float64, ndmin=2)
+    if X.shape[1] != len(ranges):
+        raise DataError(
+            f"a block must have one column per scaling range ({len(ranges)}), got {X.shape[1]}"
+        )
+    for j, (lo, hi) in enumerate(ranges):
+        X[:, j] = scale_to_unit_interval(X[:, j], domain=(lo, hi), clip=True)
+    return np.nan_to_num(X, nan=0.0, posinf=np.inf, neginf=-np.inf)
+
+
 def one_hot(values: np.ndarray, categories: Sequence[str]) -> np.ndarray:
     """0/1 matrix with one column per category; unknown values raise DataError."""
     vals = np.asarray(values).astype(str)
