@@ -131,8 +131,10 @@ def test_dp_record_holds_only_what_its_writer_may_see(method):
         assert not any(w.startswith(UNRELEASED_WARNINGS) for w in rec["stats"].get("warnings", []))
     # issue 42 item 4: the coalitions the ε holds against, the source of the public bounds
     assert p["coalitions"] and "569 rows" in p["public_bounds"]
-    if method == "pbm-vfl":
+    if method == "pbm-vfl":  # the coalition it does not cover, and that coalition's ε
         assert "Not the server with another data party" in p["coalitions"]
+        (eps_coalition,) = p["coalition_epsilon"].values()
+        assert eps_coalition > p["epsilon"]
     # no statistic of the label holder's exact rows under privacy (hdp-vfl's final refit)
     assert "final_fit" not in p.get("stream", {}) and "threshold" not in p.get("stream", {})
     assert set(rec["extra"]) <= EXTRA[method], set(rec["extra"]) - EXTRA[method]

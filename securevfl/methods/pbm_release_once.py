@@ -19,6 +19,7 @@ accountant), so composing the list independently reproduces both units.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -93,7 +94,31 @@ def pbm_release_once_report(
             "releases_per_row": {"train": 1, "test": 1},
         },
     )
-    return with_test_rows(report, test, delta)
+    report = with_test_rows(report, test, delta)
+    eps = coalition_epsilon(b=b, beta=beta, test_beta=tb, dim=P, grads=grads, delta=delta)
+    return dataclasses.replace(
+        report, extra={**report.extra, "coalition_epsilon": {COALITION: eps}}
+    )
+
+
+# the coalition the headline does not cover (``privacy.coalitions``): the server with every
+# other data party knows their PBM trials, so a party's release carries its own trials only
+COALITION = "server with the other data parties"
+
+
+def coalition_epsilon(
+    *, b: int, beta: float, test_beta: float, dim: int, grads: list, delta: float
+) -> float:
+    """A party's party-row ε against :data:`COALITION`: its quantized vector is PBM with one
+    party's b trials (``n_parties=1``) instead of the sum of all M; a training row's release
+    composed with its bottom's DP-SGD releases (RDP, as the headline), a test row's alone
+    (PLD); the larger of the two, as the headline's ``with_test_rows``."""
+    train = pbm_ledger(
+        b=b, beta=beta, n_parties=1, dim=dim, uses=1, parties=[0], kind="rdp", extra_events=grads
+    )
+    test = PrivacyLedger("party-row", kind="pld")
+    test.compose(0, pbm_event("party-row", b=b, beta=test_beta, n_parties=1), dim, sample=False)
+    return max(train.epsilon(delta, party=0), test.epsilon(delta, party=0))
 
 
 def calibrate_test_beta(

@@ -32,8 +32,8 @@ SPLIT_NOISE = {
     "pbm-vfl": (
         "the server alone, any data party alone, and data parties without the server (they see "
         "only sums). Not the server with another data party: that coalition subtracts the "
-        "colluder's PBM trials and sees one party's noise only, a larger ε than printed "
-        "(docs/threat-model.md#pbm-vfl)"
+        "colluder's PBM trials and sees one party's noise only: its ε is "
+        "privacy.coalition_epsilon (release-once schedule; docs/threat-model.md#pbm-vfl)"
     ),
     "fm-vfl": (
         "any coalition of at most t MPyC parties (honest majority) and anyone who sees the "
