@@ -284,9 +284,6 @@ def align_ids(
                 rows = psi_star(rt, encoded, crypto=crypto, parties=list(range(K)))
         except PSIError as exc:
             raise ProtocolError(str(exc)) from None
-    if not holds:
-        return {}
-
     # each party sorts its own rows by its own IDs (as each process of a networked run does):
     # equal lists give equal orders, and unequal ones are caught just below
     out = {
@@ -295,6 +292,8 @@ def align_ids(
         if k in ids
     }
     _same_rows_everywhere(rt, ids, out, parties=list(range(K)))
+    if not holds:  # a run's server stepped through every round above with no IDs
+        return {}
     if len(next(iter(out.values()))) == 0:
         raise ConfigError("the parties' IDs must intersect, got an empty intersection")
     return out
@@ -319,14 +318,15 @@ def _same_rows_everywhere(
     differ in one position, 10 rows at one party and 5 at another) stops every party, naming
     the parties whose lists differ from party 0's."""
     with rt.meter.in_phase("psi"):
-        mine = {k: aligned_digest(ids[k], rows[k]) if rt.here(k) else None for k in parties}
+        mine = {k: aligned_digest(ids[k], rows[k]) if k in rows else None for k in parties}
         check = Expect("aligned IDs check", kind="bytes", max_len=32)
         got = rt.gather(mine, dst=0, expect=check)
         odd = None
         if got is not None:
             odd = np.array([k for k in sorted(got) if got[k] != got[0]], dtype=np.int64)
         verdict = Expect("aligned IDs verdict", dtype="iu", shape=(None,), lo=1, hi=len(parties))
-        odd = rt.broadcast(odd, src=0, dsts=parties[1:], expect=verdict).tolist()
+        odd = rt.broadcast(odd, src=0, dsts=parties[1:], expect=verdict)
+        odd = [] if odd is None else odd.tolist()  # None: a process without IDs (a server)
     if odd:
         raise ProtocolError(
             f"PSI left {'party' if len(odd) == 1 else 'parties'} {', '.join(map(str, odd))} "
