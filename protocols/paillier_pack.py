@@ -60,9 +60,7 @@ def unpack(residue: int, slots: int, slot_bits: int, n: int) -> list[int]:
     return out
 
 
-def pack_ciphertexts(
-    cts: Sequence[gmpy2.mpz], shift_bits: int, n_square: gmpy2.mpz
-) -> gmpy2.mpz:
+def pack_ciphertexts(cts: Sequence[gmpy2.mpz], shift_bits: int, n_square: gmpy2.mpz) -> gmpy2.mpz:
     """One ciphertext of ``sum_j m_j 2^(shift j)`` from ciphertexts of ``m_j``: Horner's rule."""
     if not cts:
         raise PaillierParameterError("pack_ciphertexts needs at least one ciphertext")

@@ -96,6 +96,19 @@ class SecureBoost(Method):
         if bits % 8:
             raise ConfigError(f"paillier_bits must be a multiple of 8, got {bits!r}")
 
+    def message_bound(self, spec, info) -> int:
+        """Bytes of the largest message (``runtime.frame_limits``): a tree's encrypted
+        gradients, a level's packed bin sums, or one routing round's queries."""
+        from protocols.paillier_pack import capacity
+
+        o = lambda name: spec.option(name, self)  # noqa: E731
+        ct = int(o("paillier_bits")) // 4 + 16  # one ciphertext, its framing
+        grads = info.n_train * (ct + 16)
+        cells = 2 ** (int(o("depth")) - 1) * max(info.features_per_party) * int(o("bins"))
+        sums = -(-cells // max(1, capacity(int(o("paillier_bits")), 128))) * ct
+        routing = max(info.n_train, info.n_test) * int(o("trees")) * 8
+        return max(grads, sums, routing)
+
     def config(self, ctx: RunContext, sigma: float | None = None) -> BoostConfig:
         if ctx.info.task not in ("binary", "regression"):
             raise ConfigError(
@@ -214,7 +227,7 @@ class SecureBoostDP(SecureBoost):
             target_epsilon=ctx.spec.epsilon,
             outside_guarantee=boost_dp.OUTSIDE_GUARANTEE,
             extra={
-                "noise_multiplier": sigma,
+                "sigma": sigma,  # per normalised slot; each release's multiplier is σ / Δ
                 "releases_per_partner": releases,
                 "columns_per_release": {str(k): v for k, v in cols.items()},
                 "grad_bounds": list(cfg.grad_bounds()),

@@ -13,7 +13,7 @@ of its own drawing per tree, so L learns a bin edge but not which of k's columns
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import gmpy2
@@ -147,20 +147,13 @@ class Node:
     H: float = 0.0
 
 
-@dataclass
-class LevelPlan:
-    """L's decisions at one level: splits (node, party, slot, bin) and the nodes that stop."""
-
-    splits: list[tuple[int, int, int, int]] = field(default_factory=list)
-
-
 def choose_splits(
     nodes: list[Node],
     sums: dict[int, np.ndarray],
     lam: float,
     min_child: float,
 ) -> list[tuple[int, int, int, int] | None]:
-    """Per node: (party, column slot, bin, -) of the best positive-gain split, or None.
+    """Per node: (party, column slot, bin, node) of the best positive-gain split, or None.
 
     ``sums[k]``: (2, nodes, columns, bins) of party k (L's own in the clear, others decrypted);
     ties go to the lower party."""

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from protocols import paillier_he as ph
+from securevfl.errors import ProtocolError
 from securevfl.methods import secureboost_protocol as sp
 from securevfl.models.boosted_trees import (
     Lookup,
@@ -121,7 +122,9 @@ def train_boost(ctx: Any, cfg: BoostConfig) -> tuple[BoostState, float]:
 
 def _one_tree(trees: TreeSet, t: int) -> TreeSet:
     """A view of tree ``t`` alone (base 0) for routing."""
-    return TreeSet(trees.owner, trees.record, trees.left, trees.right, trees.value, [trees.roots[t]])
+    return TreeSet(
+        trees.owner, trees.record, trees.left, trees.right, trees.value, [trees.roots[t]]
+    )
 
 
 def _sample(rng: np.random.Generator, n: int, share: float) -> np.ndarray:
@@ -156,10 +159,10 @@ def _grow(ctx, cfg, st, keys, rngs, noise_rngs, margin, y, with_partners) -> np.
             if rt.here(k):
                 r = np.asarray(got["rows"], dtype=np.int64)
                 if r.ndim != 1 or (len(r) and not 0 <= r.min() <= r.max() < ctx.info.n_train):
-                    raise sp.ProtocolError("the sampled rows must be training row ids")
+                    raise ProtocolError("the sampled rows must be training row ids")
                 cts[k] = (r, ph.from_bytes(keys[k].pub, got["cts"]))
                 if len(cts[k][1]) != len(r):
-                    raise sp.ProtocolError("one ciphertext per sampled row must arrive")
+                    raise ProtocolError("one ciphertext per sampled row must arrive")
     bins_L = st.bins_train[L][rows] if rt.here(L) else None
     leaf_of = np.zeros(ctx.info.n_train) if rt.here(L) else None
     for _level in range(cfg.depth):
@@ -175,7 +178,7 @@ def _grow(ctx, cfg, st, keys, rngs, noise_rngs, margin, y, with_partners) -> np.
                 src=L,
                 dsts=others,
             )
-            replies = {}
+            replies: dict[int, Any] = dict.fromkeys(others)  # the senders, set where they live
             for k in others:
                 if rt.here(k):
                     t0 = time.perf_counter()
@@ -204,7 +207,7 @@ def _grow(ctx, cfg, st, keys, rngs, noise_rngs, margin, y, with_partners) -> np.
                 requests[k] = np.asarray(req, dtype=np.int64).reshape(-1, 3)
         lefts, records = {}, {}
         if with_partners:
-            answers = {}
+            answers: dict[int, Any] = dict.fromkeys(others)
             for k in others:
                 req = rt.send(requests.get(k), src=L, dst=k)
                 if rt.here(k):
@@ -236,7 +239,7 @@ def _grow(ctx, cfg, st, keys, rngs, noise_rngs, margin, y, with_partners) -> np.
 def _node_vector(msg: Any, n_rows: int) -> np.ndarray:
     v = np.asarray(msg["node"], dtype=np.int64)
     if v.shape != (n_rows,) or (n_rows and not -1 <= v.min() <= v.max() < int(msg["n"])):
-        raise sp.ProtocolError("the node of every sampled row must be -1 or an open node")
+        raise ProtocolError("the node of every sampled row must be -1 or an open node")
     return v
 
 
@@ -246,12 +249,12 @@ def _unpack_answer(ans: dict, nodes: list, chosen: list, k: int):
     recs = np.asarray(ans["records"], dtype=np.int64)
     bits = np.asarray(ans["left"], dtype=np.uint8)
     if len(recs) != len(mine):
-        raise sp.ProtocolError(f"party {k} must answer {len(mine)} splits, got {len(recs)}")
+        raise ProtocolError(f"party {k} must answer {len(mine)} splits, got {len(recs)}")
     lefts, pos = [], 0
     for node in mine:
         width = -(-len(node.rows) // 8)
         lefts.append(np.unpackbits(bits[pos : pos + width])[: len(node.rows)].astype(bool))
         pos += width
     if pos != len(bits):
-        raise sp.ProtocolError(f"party {k}'s left masks must cover its nodes' rows exactly")
+        raise ProtocolError(f"party {k}'s left masks must cover its nodes' rows exactly")
     return lefts, recs.tolist()
