@@ -179,3 +179,33 @@ def test_training_over_processes_gives_the_in_process_model(capsys):
     assert main([*argv, "--processes"]) == 0, capsys.readouterr().err
     b = json.loads(capsys.readouterr().out)
     assert a["model_fingerprint"] == b["model_fingerprint"] and a["metrics"] == b["metrics"]
+
+
+def test_demo_shows_one_split_and_what_each_party_sees(capsys):
+    from bench.demos import secureboost as demo
+
+    assert demo.main(["--rows", "8", "--bins", "4", "--bits", "256"]) == 0
+    out = capsys.readouterr().out
+    assert "ciphertexts only" in out and "decrypts per-bin sums" in out
+    assert "left rows" in out and "lookup table" in out
+
+
+def test_report_section_tabulates_secureboost_runs(tmp_path):
+    from bench.reports import secureboost as section
+
+    rec = _run()
+    text = section.render([rec], tmp_path)
+    assert "| breast | secureboost (3 trees, depth 2, 32 bins) | 1 |" in text
+    assert section.render([], tmp_path).endswith("No secureboost records.\n")
+
+
+def test_noisy_gains_are_debiased_by_the_noise_variance():
+    from securevfl.models.boosted_trees import split_gains
+
+    hg, hh = np.array([[1.0, -1.0, 0.5]]), np.array([[2.0, 2.0, 2.0]])
+    plain = split_gains(0.5, 6.0, hg, hh, 1.0, 0.0)
+    noisy = split_gains(0.5, 6.0, hg, hh, 1.0, 0.0, g_noise_var=0.1)
+    # bins <= 0: one bin's noise on each side; bins <= 1: two bins'
+    want = plain - 0.5 * 0.1 * np.array([1, 2]) * (1 / (2 + 1) + 1 / (4 + 1))
+    want[0, 1] = plain[0, 1] - 0.5 * 0.2 * (1 / (4 + 1) + 1 / (2 + 1))
+    assert np.allclose(noisy, want)

@@ -152,16 +152,21 @@ def choose_splits(
     sums: dict[int, np.ndarray],
     lam: float,
     min_child: float,
+    g_noise_var: dict[int, float] | None = None,
 ) -> list[tuple[int, int, int, int] | None]:
     """Per node: (party, column slot, bin, node) of the best positive-gain split, or None.
 
     ``sums[k]``: (2, nodes, columns, bins) of party k (L's own in the clear, others decrypted);
-    ties go to the lower party."""
+    ``g_noise_var[k]``: the noise variance of k's g sums per bin (DP); ties go to the lower
+    party."""
+    var = g_noise_var or {}
     out: list[tuple[int, int, int, int] | None] = []
     for v, node in enumerate(nodes):
         best, where = 0.0, None
         for k in sorted(sums):
-            gain = split_gains(node.G, node.H, sums[k][0, v], sums[k][1, v], lam, min_child)
+            gain = split_gains(
+                node.G, node.H, sums[k][0, v], sums[k][1, v], lam, min_child, var.get(k, 0.0)
+            )
             if gain.size and np.max(gain) > best:
                 best = float(np.max(gain))
                 slot, b = np.unravel_index(int(np.argmax(gain)), gain.shape)

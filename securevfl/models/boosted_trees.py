@@ -43,10 +43,21 @@ def squared_grad_hess(
 
 
 def split_gains(
-    G: float, H: float, hist_g: np.ndarray, hist_h: np.ndarray, lam: float, min_child: float
+    G: float,
+    H: float,
+    hist_g: np.ndarray,
+    hist_h: np.ndarray,
+    lam: float,
+    min_child: float,
+    g_noise_var: float = 0.0,
 ) -> np.ndarray:
     """XGBoost's gain of every (column, bin) split of a node with sums (G, H); ``hist_*``
-    are (columns, bins) sums; -inf where a child's hessian is below ``min_child``."""
+    are (columns, bins) sums; -inf where a child's hessian is below ``min_child``.
+
+    ``g_noise_var``: the variance of the noise on each bin's g sum (secureboost-dp). A left
+    sum over b + 1 bins then carries (b + 1) times it, and so does the right one (G is exact),
+    and E[GL_noisy^2] = GL^2 + var: the expected excess is subtracted, or noisy columns would
+    win splits for their noise alone (post-processing of the noisy sums)."""
     GL = np.cumsum(hist_g, axis=1)[:, :-1]
     HL = np.cumsum(hist_h, axis=1)[:, :-1]
     GR, HR = G - GL, H - HL
@@ -54,6 +65,9 @@ def split_gains(
     ok = (HL >= floor) & (HR >= floor)
     with np.errstate(divide="ignore", invalid="ignore"):
         gain = 0.5 * (GL**2 / (HL + lam) + GR**2 / (HR + lam) - G**2 / (H + lam))
+        if g_noise_var:
+            var = g_noise_var * np.arange(1, hist_g.shape[1])
+            gain = gain - 0.5 * var * (1.0 / (HL + lam) + 1.0 / (HR + lam))
     return np.where(ok, gain, -np.inf)
 
 
