@@ -209,3 +209,29 @@ def test_noisy_gains_are_debiased_by_the_noise_variance():
     want = plain - 0.5 * 0.1 * np.array([1, 2]) * (1 / (2 + 1) + 1 / (4 + 1))
     want[0, 1] = plain[0, 1] - 0.5 * 0.2 * (1 / (4 + 1) + 1 / (2 + 1))
     assert np.allclose(noisy, want)
+
+
+def test_regression_beats_the_label_holder_alone():
+    rec = _run(dataset="diabetes", trees=5, seed=0)
+    alone = securevfl.run_experiment(
+        build_spec({"method": "local", "dataset": "diabetes", "seed": 0})
+    )
+    assert rec["metrics"]["mse"] < alone["metrics"]["mse"]
+
+
+def test_a_lookup_table_that_points_outside_the_partys_columns_is_refused(tmp_path, capsys):
+    import hashlib
+
+    out = tmp_path / "m"
+    _run(save=str(out))
+    d = out / "party_1"
+    cols = np.load(d / "lookup_column.npy")
+    np.save(d / "lookup_column.npy", cols + 1000, allow_pickle=False)
+    card = json.loads((d / "card.json").read_text())
+    card["files"]["lookup_column.npy"] = hashlib.sha256(
+        (d / "lookup_column.npy").read_bytes()
+    ).hexdigest()
+    (d / "card.json").write_text(json.dumps(card))
+    assert main(["predict", "--model", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "lookup_column" in err[0], err
