@@ -60,6 +60,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bits", type=int, default=2048, help="Paillier bits; default 2048")
     ap.add_argument("--seed", type=int, default=0, help="seed; default 0")
     ap.add_argument("--processes", action="store_true", help="one OS process per party")
+    ap.add_argument(
+        "--timeout",
+        type=float,
+        default=900.0,
+        help="seconds a party waits for a peer (the launcher bounds the whole run by 4x this "
+        "plus 60 s; 2048-bit runs on thousands of rows need more than the default 120)",
+    )
     ap.add_argument("--dump-blocks", default=None, help="write DIR/blocks.npz for the peer")
     ap.add_argument("--json", action="store_true", help="only the JSON line on stdout")
     a = ap.parse_args(argv)
@@ -71,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         "depth": a.depth,
         "bins": a.bins,
         "paillier_bits": a.bits,
+        "timeout": a.timeout,
     }
     if a.n is not None:
         given["n"] = a.n
