@@ -99,17 +99,8 @@ def bin_sums(
 
     ``bins``: the sampled rows' bins of k's columns in the order it sends them; ``noise``:
     (its CSPRNG, sigma C_g, sigma C_h) in the DP variant, else None."""
+    acc = _products(c.n2, cts, bins, node_of_row, n_nodes, n_bins)
     n2 = c.n2
-    F = bins.shape[1]
-    acc: list[gmpy2.mpz | None] = [None] * (n_nodes * F * n_bins)
-    live = np.nonzero(node_of_row >= 0)[0]
-    base = node_of_row[live].astype(np.int64) * F
-    live_l = live.tolist()
-    for s in range(F):
-        keys = ((base + s) * n_bins + bins[live, s]).tolist()
-        for i, key in zip(live_l, keys, strict=True):
-            a = acc[key]
-            acc[key] = cts[i] if a is None else a * cts[i] % n2
     one, cap, out = gmpy2.mpz(1), c.capacity, []
     for start in range(0, len(acc), cap):
         group = [one if a is None else a for a in acc[start : start + cap]]
@@ -122,6 +113,49 @@ def bin_sums(
         # fresh randomness on every reply (and the noise, under encryption, where there is one)
         out.append(packed * c.encrypt(pk.pack(list(slots), SLOT_BITS, c.n)) % n2)
     return ph.to_bytes(c.pub, out)
+
+
+def _products(
+    n2: gmpy2.mpz,
+    cts: list[gmpy2.mpz],
+    bins: np.ndarray,
+    node_of_row: np.ndarray,
+    n_nodes: int,
+    n_bins: int,
+) -> list[gmpy2.mpz | None]:
+    """The product of the ciphertexts of every (node, column, bin) (None: no row).
+
+    Each node's product over all its rows is taken once; per (node, column) the fullest bin is
+    then that product divided by the other bins' (one inversion), so only the rows outside it
+    are multiplied in: the same group elements, far fewer products on skewed or one-hot
+    columns."""
+    F = bins.shape[1]
+    acc: list[gmpy2.mpz | None] = [None] * (n_nodes * F * n_bins)
+    live = np.nonzero(node_of_row >= 0)[0]
+    nodes = node_of_row[live].astype(np.int64)
+    total: list[gmpy2.mpz | None] = [None] * n_nodes
+    for i, v in zip(live.tolist(), nodes.tolist(), strict=True):
+        t = total[v]
+        total[v] = cts[i] if t is None else t * cts[i] % n2
+    for s in range(F):
+        cell = nodes * n_bins + bins[live, s]
+        counts = np.bincount(cell, minlength=n_nodes * n_bins).reshape(n_nodes, n_bins)
+        fullest = counts.argmax(axis=1)  # per node: the bin whose product comes by division
+        rest = bins[live, s] != fullest[nodes]
+        keys = ((nodes[rest] * F + s) * n_bins + bins[live[rest], s]).tolist()
+        for i, key in zip(live[rest].tolist(), keys, strict=True):
+            a = acc[key]
+            acc[key] = cts[i] if a is None else a * cts[i] % n2
+        for v in range(n_nodes):
+            if total[v] is None:
+                continue
+            base = (v * F + s) * n_bins
+            others = gmpy2.mpz(1)
+            for a in acc[base : base + n_bins]:
+                if a is not None:
+                    others = others * a % n2
+            acc[base + int(fullest[v])] = total[v] * gmpy2.invert(others, n2) % n2
+    return acc
 
 
 def open_sums(c: Crypto, data: bytes, n_nodes: int, F: int, n_bins: int) -> np.ndarray:
