@@ -225,6 +225,10 @@ class SecureBoostDP(SecureBoost):
         report = ledger.report(
             delta,
             target_epsilon=ctx.spec.epsilon,
+            per_party_extra={
+                k: {"sigma": sigma, "sensitivity": boost_dp.level_sensitivity(c)}
+                for k, c in cols.items()
+            },
             outside_guarantee=boost_dp.OUTSIDE_GUARANTEE,
             extra={
                 "sigma": sigma,  # per normalised slot; each release's multiplier is σ / Δ
