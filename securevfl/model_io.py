@@ -31,7 +31,7 @@ from securevfl.version import __version__
 
 FORMAT = "securevfl-model"
 FORMAT_VERSION = 1
-KINDS = ("linear", "splitnn")
+KINDS = ("linear", "splitnn", "trees")
 _NAME = re.compile(r"^[A-Za-z0-9_.]+$")  # array names become file names: nothing else
 MAX_ARRAY_BYTES = 1 << 31  # a card may not announce more than this per array
 MAX_CARD_BYTES = 16 << 20  # a card (settings, encoders, privacy record) longer is refused unread
@@ -354,6 +354,11 @@ def _check_fields(card: dict, arrays: dict, path: Path) -> None:
     need = ["columns.indices", "columns.names", "preprocessing.row_norm_bound_sq"]
     if card["kind"] == "linear":
         need += ["array w"] + (["array bias", "meta link"] if head else [])
+    elif card["kind"] == "trees":  # secureboost: every party its lookup table, L the skeleton
+        need += ["array lookup_column", "array lookup_bin", "meta bins", "meta depth"]
+        tree = ["tree_owner", "tree_record", "tree_left", "tree_right", "tree_value"]
+        need += [f"array {a}" for a in (*tree, "tree_roots", "tree_base")] if head else []
+        need += ["meta link"] if head else []
     else:
         own_columns = (meta.get("head_input") or {}).get("own_columns")  # no bottom of its own
         bottom = (card["party"] < card["data_parties"] and not own_columns) or meta.get("pooled")

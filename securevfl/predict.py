@@ -35,6 +35,7 @@ from securevfl.model_io import ModelFileError, Part, load_parts
 from securevfl.model_layers import rebuild_layers
 from securevfl.predict_pbm import pbm_release, score_pbm
 from securevfl.predict_privacy import PLAIN_RELEASE, apply_release, scoring_privacy
+from securevfl.predict_trees import score_trees
 from securevfl.runtime.base import Runtime
 from securevfl.runtime.inprocess import InProcessRuntime
 
@@ -273,6 +274,8 @@ class Model:
             for k in range(self.data_parties):
                 X[:, self.columns(k)["indices"]] = blocks[k]
             return self._head(X, {})
+        if self.kind == "trees":  # secureboost: each row routed through the nodes' owners
+            return score_trees(self.parts, L, self.scoring, dict(blocks), rt)
         pbm = pbm_release(self.parts)
         if pbm is not None:  # pbm-vfl: PBM + secure aggregation, as its test rows were scored
             return score_pbm(self, pbm, dict(blocks), rt)

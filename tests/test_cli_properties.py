@@ -66,6 +66,8 @@ def options_of(method: str) -> dict[str, Option]:
 def argv_for(method: str, name: str, value: str) -> list[str]:
     m = lookup("method", method)
     given = dict(TINY)
+    if method.startswith("secureboost"):  # its defaults: 20 trees under a 2048-bit key
+        given.update(trees="2", paillier_bits="256")
     if m.requires_epsilon:
         given["epsilon"] = "1"
     if method == "hdp-vfl":

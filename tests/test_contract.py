@@ -10,6 +10,11 @@ from securevfl.experiment import run_experiment
 from securevfl.registry import lookup, names
 
 METHODS = names("method")
+# methods whose defaults cost minutes on breast (2048-bit Paillier, 20 trees): small settings
+FAST_OPTIONS = {
+    "secureboost": {"trees": 2, "depth": 2, "paillier_bits": 256},
+    "secureboost-dp": {"trees": 2, "depth": 2, "paillier_bits": 256},
+}
 
 
 def _spec(name: str, **kw) -> RunSpec:
@@ -19,6 +24,8 @@ def _spec(name: str, **kw) -> RunSpec:
     )
     if m.requires_epsilon:
         base.update(epsilon=1.0, delta=1e-5)
+    if name in FAST_OPTIONS:
+        base["options"] = dict(FAST_OPTIONS[name])
     base.update(kw)
     return RunSpec(**base)
 
@@ -60,7 +67,7 @@ def check_reproducible(name: str) -> None:
 
 def check_refuses_other_models(name: str) -> None:
     m = lookup("method", name)
-    for other in [x for x in ("glm", "mlp", "cnn") if x not in m.models]:
+    for other in [x for x in ("glm", "mlp", "cnn", "gbdt") if x not in m.models]:
         with pytest.raises(ConfigError, match="model for method"):
             run_experiment(_spec(name, model=other))
 

@@ -40,6 +40,8 @@ TINY = {  # per method: what keeps its run to about a second
     "fm-vfl": {"parties": 3},
     "pbm-vfl": {"n": 120, "embedding_dim": 2, "batch_size": 128, "b": 8},
     "vafl-dp": {"n": 150},
+    "secureboost": {"trees": 2, "depth": 2, "paillier_bits": 512},
+    "secureboost-dp": {"trees": 2, "depth": 2, "paillier_bits": 512},
 }
 METHODS = sorted(_REGISTRIES["method"])
 

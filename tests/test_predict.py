@@ -43,6 +43,9 @@ EXPORTABLE = [
     # the CNN bottom (digits: 8x8 images), on the split-NN trainer and on the cascade trainer
     {"method": "vfl", "model": "cnn", "dataset": "digits", "epochs": 1},
     {"method": "vafl", "model": "cnn", "dataset": "digits", "epochs": 1},
+    # boosted trees: the skeleton at the label holder, each party's lookup table
+    {"method": "secureboost", "trees": 2, "depth": 2, "paillier_bits": 256},
+    {"method": "secureboost-dp", "trees": 2, "paillier_bits": 256, "epsilon": 4.0},
 ]
 
 

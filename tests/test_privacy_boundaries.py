@@ -82,6 +82,11 @@ EXTRA = {
         "entropy_coding", "final_train_loss", "replies", "rounds", "schedule", "server", "sigma",
         "staleness", "step_ms", "stochastic_rounding", "topk", "uplink_bits", "uplink_delta_bits",
     },
+    # the label holder's own skeleton (it chose every split) and the run's public settings
+    "secureboost-dp": {
+        "bins", "depth", "leaks", "local_trees", "nodes", "paillier_bits", "splits_by_party",
+        "trees",
+    },
 }  # fmt: skip
 # the release-once schedule's accuracy ceiling: computed at the label holder from its own test
 # labels' class shares and the public noise (mu, or the label release's epsilon)
@@ -97,6 +102,7 @@ SMALL = {
     "pbm-vfl": {"epochs": 1, "n": 120, "embedding_dim": 2, "batch_size": 128, "b": 8},
     "vafl-dp": {"epochs": 1},
     "opacus-dpsgd": {"parties": 1, "epochs": 1, "n": 150, "delta": 1e-5},
+    "secureboost-dp": {"trees": 2, "depth": 2, "paillier_bits": 256},
 }
 LABEL_SPLIT = ("afe-vfl", "ldp-vfl", "pbm-vfl", "vafl-dp")  # data parties get exact gradients
 DATA_DERIVED = ("min/max", "mean", "vocabular", "range")

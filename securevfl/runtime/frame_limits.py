@@ -90,7 +90,11 @@ _FAMILY_BOUNDS = {"dp+mpc": (mpc_bound,), "he": (he_bound,)}
 
 
 def largest_message(spec: Any, info: Any, method: Any) -> int:
-    """The largest message this run's protocol can legitimately send (bytes, no slack)."""
+    """The largest message this run's protocol can legitimately send (bytes, no slack); a
+    method whose messages the family bounds do not describe gives its own ``message_bound``."""
+    own = getattr(method, "message_bound", None)
+    if own is not None:
+        return max(rows_bound(spec, info, method), own(spec, info))
     bounds = (rows_bound, *_FAMILY_BOUNDS.get(method.family, ()))
     return max(f(spec, info, method) for f in bounds)
 

@@ -1,0 +1,60 @@
+"""Report section for SecureBoost (issue 46): secureboost and secureboost-dp beside the boosted
+trees references (``centralized``/``local`` records with ``--model gbdt`` where the suite has
+them), per dataset: accuracy over seeds, training seconds, megabytes on the channel and the
+share of splits made on the partners' columns."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.records import fmt_mean_std
+
+METHODS = ("secureboost", "secureboost-dp")
+REFERENCES = {"centralized": "pooled boosted trees", "local": "label holder's boosted trees"}
+
+
+def _label(r: dict[str, Any]) -> str | None:
+    cfg = r.get("config") or {}
+    if r["method"] in REFERENCES and cfg.get("model") == "gbdt":
+        return f"{r['method']} (gbdt: {REFERENCES[r['method']]})"
+    if r["method"] not in METHODS:
+        return None
+    ex = r.get("extra") or {}  # the run's settings, defaults included
+    shape = f"{ex.get('trees')} trees, depth {ex.get('depth')}, {ex.get('bins')} bins"
+    eps = cfg.get("epsilon")
+    return f"{r['method']}{'' if eps is None else f', ε = {eps:g}'} ({shape})"
+
+
+def render(records: list[dict[str, Any]], out: Path) -> str:
+    rows: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        label = _label(r)
+        if label is not None and "accuracy" in r.get("metrics", {}):
+            rows[(r["dataset"], label)].append(r)
+    lines = ["## SecureBoost", ""]
+    if not any(k[1].startswith("secureboost") for k in rows):
+        return "\n".join(lines + ["No secureboost records.", ""])
+    lines += [
+        "Accuracy over seeds (mean ± std), training seconds and MB sent per run; the share of "
+        "splits on partner columns. The Paillier key size changes no figure but the time "
+        "(exact integer arithmetic, tests/test_secureboost.py).",
+        "",
+        "| dataset | run | seeds | accuracy | train s | MB | partner splits |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (ds, label), rs in sorted(rows.items()):
+        acc = fmt_mean_std([r["metrics"]["accuracy"] for r in rs])
+        secs = np.mean([r["time"]["train_s"] for r in rs])
+        mb = np.mean([r["comm"]["bytes_total"] for r in rs]) / 1e6
+        share = "-"
+        splits = [(r.get("extra") or {}).get("splits_by_party") for r in rs]
+        if all(splits):
+            total = sum(sum(s.values()) for s in splits)
+            partner = sum(v for s in splits for k, v in s.items() if k != "0")
+            share = f"{partner / max(total, 1):.0%}"
+        lines.append(f"| {ds} | {label} | {len(rs)} | {acc} | {secs:.1f} | {mb:.2f} | {share} |")
+    return "\n".join(lines + [""])
