@@ -36,7 +36,8 @@ def _dump(spec, path: str) -> None:
     seed = spec.seed or 0
     opts = {"n": spec.dataset_options["n"]} if "n" in spec.dataset_options else {}
     ds = load_dataset(spec.dataset, seed=seed, **opts)
-    cols = np.concatenate(party_blocks(ds.groups, spec, seed))
+    parts = party_blocks(ds.groups, spec, seed)
+    cols = np.concatenate(parts)  # the label holder's columns first
     tr, te = split_in_place(ds, seed=seed)
     os.makedirs(path, exist_ok=True)
     np.savez(
@@ -47,6 +48,7 @@ def _dump(spec, path: str) -> None:
         y_test=te.y,
         settings=np.array([spec.options["trees"], spec.options["depth"], spec.options["bins"]]),
         lr=np.array([spec.lr]),
+        own_columns=np.array([len(parts[0])]),
     )
 
 
@@ -68,8 +70,12 @@ def main(argv: list[str] | None = None) -> int:
         "plus 60 s; 2048-bit runs on thousands of rows need more than the default 120)",
     )
     ap.add_argument("--dump-blocks", default=None, help="write DIR/blocks.npz for the peer")
+    ap.add_argument("--dump-only", action="store_true", help="write the blocks, run nothing")
     ap.add_argument("--json", action="store_true", help="only the JSON line on stdout")
     a = ap.parse_args(argv)
+    if a.dump_only and not a.dump_blocks:
+        print("secureboost_bench: error: --dump-only needs --dump-blocks DIR", file=sys.stderr)
+        return 2
     given = {
         "method": "secureboost",
         "dataset": a.dataset,
@@ -86,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         spec = build_spec(given)
         if a.dump_blocks:
             _dump(spec, a.dump_blocks)
+        if a.dump_only:
+            return 0
         rec = run_in_processes(spec) if a.processes else run_experiment(spec)
     except SecureVFLError as exc:
         print(f"secureboost_bench: error: {exc}", file=sys.stderr)

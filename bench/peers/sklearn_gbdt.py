@@ -17,6 +17,11 @@ from sklearn.ensemble import HistGradientBoostingClassifier
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--blocks", required=True, help="directory holding blocks.npz")
+    ap.add_argument(
+        "--label-holder-only",
+        action="store_true",
+        help="fit on the label holder's columns alone (the floor) instead of all of them",
+    )
     ap.add_argument("--json", action="store_true", help="only the JSON line on stdout")
     a = ap.parse_args()
     path = os.path.join(a.blocks, "blocks.npz")
@@ -27,6 +32,9 @@ def main() -> int:
         trees, depth, bins = (int(v) for v in b["settings"])
         lr = float(b["lr"][0])
         Xtr, ytr, Xte, yte = b["X_train"], b["y_train"], b["X_test"], b["y_test"]
+        if a.label_holder_only:
+            own = int(b["own_columns"][0])
+            Xtr, Xte = Xtr[:, :own], Xte[:, :own]
     model = HistGradientBoostingClassifier(
         max_iter=trees,
         max_depth=depth,
@@ -45,7 +53,7 @@ def main() -> int:
     out = {
         "seconds": seconds,
         "version": f"scikit-learn {importlib.metadata.version('scikit-learn')}",
-        "detail": {"accuracy": acc, "pooled": True, "encrypted": False},
+        "detail": {"accuracy": acc, "pooled": not a.label_holder_only, "encrypted": False},
     }
     if not a.json:
         print(f"HistGradientBoosting: {seconds:.3f} s, accuracy {acc:.4f}", file=sys.stderr)
