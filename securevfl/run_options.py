@@ -86,8 +86,11 @@ COMMON_OPTIONS: dict[str, Option] = {
         "glm: vertical GLM; mlp: split neural network; cnn: split neural network whose bottoms "
         "are a small CNN (two 3x3 convolutions, --hidden/4 and --hidden/2 channels) on each "
         "party's pixels in their image rows, for image datasets (digits, fashion-mnist, "
-        "mnist5k) and split-NN methods; default: the method's first model",
-        choices=("glm", "mlp", "cnn"),
+        "mnist5k) and split-NN methods; gbdt: scikit-learn's HistGradientBoosting (the local "
+        "and centralized references); best: local only, the label holder's best of glm, mlp "
+        "and gbdt chosen on a validation fifth of its training rows; default: the method's "
+        "first model",
+        choices=("glm", "mlp", "cnn", "gbdt", "best"),
     ),
     "epochs": _common("epochs", int, "passes over the training split", ge=1, le=100_000),
     "batch_size": _common("batch_size", int, "minibatch size", ge=1, le=10_000_000),
