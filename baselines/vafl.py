@@ -151,11 +151,6 @@ class VAFLDP(CascadeMethod):
                     "--active-features of vafl-dp needs the release-once schedule, got "
                     f"--release-schedule {spec.option('release_schedule', self)}"
                 )
-            if spec.parties < 3:
-                raise ConfigError(
-                    "parties for vafl-dp with --active-features must be >= 3 (the label holder "
-                    f"plus >= 2 clients), got {spec.parties}"
-                )
 
     def fit(self, ctx: RunContext) -> FitResult:
         if release_once(ctx.spec, self, ctx.info.task):

@@ -68,8 +68,10 @@ COMMON_OPTIONS: dict[str, Option] = {
     "partition": _common(
         "partition",
         str,
-        "how columns are split across parties (one-hot groups stay together)",
-        choices=("contiguous", "random"),
+        "how columns are split across parties (one-hot groups stay together); roles: the "
+        "dataset's declared holders (adult, K = 2: demographics and household at the label "
+        "holder, education, work and finances at the partner)",
+        choices=("contiguous", "random", "roles"),
     ),
     "n": Option(int, None, "rows, for synthetic datasets", ge=1, le=100_000_000),
     "d": Option(int, None, "columns, for synthetic datasets", ge=1, le=100_000),

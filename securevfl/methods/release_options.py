@@ -63,7 +63,8 @@ ACTIVE_FEATURES = Option(
     parse_bool,
     False,
     "the label holder is also a data party (party 0, its own columns, nothing of them leaves "
-    "it); parties 1..K-1 are the passive parties (K >= 3) and only their releases are accounted",
+    "it; none of its budget is spent on them); parties 1..K-1 are the passive parties (K >= 2) "
+    "and only their releases are accounted",
 )
 
 RELEASE_OPTIONS = {
