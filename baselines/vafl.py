@@ -227,6 +227,10 @@ class ClippedGaussianHooks(SplitNNHooks):
     def bound_rows(self, ctx: RunContext, k: int, h: torch.Tensor) -> torch.Tensor:
         return clip_rows(h, self.clip)
 
+    def test_gain(self) -> float:
+        """σ²_train / σ²_test (a test row's one release gets the whole target)."""
+        return float((self.sigma / self.sigma_test) ** 2)
+
     def saturation(self, ctx: RunContext, k: int) -> nn.Module:
         return Sphere(self.clip)
 

@@ -126,6 +126,10 @@ class PBMSecAggHooks(BoundedSumHooks):
             "delta": float(self.delta),
         }
 
+    def test_gain(self) -> float:
+        """Var_train / Var_test of the sum's estimate (its bound C²M/(4β²b), Theorem 2.3)."""
+        return float((self.eval_beta / self.beta) ** 2 * self.eval_b / self.b)
+
     def params(self) -> tuple[int, float]:
         """(b, beta) of the current batch: test-time scoring's or training's."""
         if self.batch is not None and self.batch.phase == EVAL:
