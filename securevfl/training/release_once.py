@@ -279,14 +279,21 @@ class _HeadOnAggregate(nn.Module):
         self.head = head
         self.own: np.ndarray | None = None
         self.at = 0
-        self.gain = 1.0  # σ²_train/σ²_test: a test aggregate on the training rows' LLR scale
 
     def forward(self, agg: torch.Tensor) -> torch.Tensor:
-        agg = agg * self.gain
         b = agg.shape[0]
         own = self.own[self.at : self.at + b] if self.own is not None else np.zeros((b, 0))
         self.at += b
         return self.head(torch.cat([torch.as_tensor(own, dtype=torch.float32), agg], dim=1))
+
+
+def _fold_test_gain(head: _Head, gain: float) -> None:
+    """Scale a test aggregate by ``gain`` (step 5 of the module docstring) inside the head's
+    standardisation of the aggregate's columns, (g·z - m)/s = (z - m/g)/(s/g): the training
+    rows are done with, and scoring here and in ``predict`` then run the same arithmetic."""
+    with torch.no_grad():
+        head.mean[head.d_own :] /= gain
+        head.scale[head.d_own :] /= gain
 
 
 def _best_head(
@@ -353,8 +360,8 @@ def fit_release_once(ctx: RunContext, hooks: SplitNNHooks, *, plan: ReleaseOnceP
     own_test, own_model = None, None
     if rt.here(L):
         head, _, own_test, own_model = _best_head(ctx, plan, released, stats)
+        _fold_test_gain(head, hooks.test_gain())
         state.top = _HeadOnAggregate(head)
-        state.top.gain = hooks.test_gain()
     train_s = time.perf_counter() - t0
     if state.top is not None:
         state.top.own = own_test
@@ -372,7 +379,8 @@ def fit_release_once(ctx: RunContext, hooks: SplitNNHooks, *, plan: ReleaseOnceP
     release = hooks.scoring_release(ctx)
     if own_model is not None:
         run.extra["own_model"] = own_model  # the label holder's pick (``_best_head``)
-    if plan.own_model != "columns":  # every process knows the plan: all refuse alike
+    holder_columns = info.label_party < info.data_parties  # public: every process knows it
+    if holder_columns and plan.own_model != "columns":  # all processes refuse alike
         run.model_refusal = (
             f"--own-model {plan.own_model}: the label holder's own trees are not saved yet "
             "(--own-model columns saves)"
@@ -394,13 +402,9 @@ def _export(
         inner = state.top.head
         head = inner.net
         width = int(inner.mean.shape[0]) - inner.d_own  # the aggregate's columns
-        # the test gain folded into the standardisation: (g·z - m)/s = (z - m/g)/(s/g)
-        mean, scale = inner.mean.numpy().copy(), inner.scale.numpy().copy()
-        mean[inner.d_own :] /= state.top.gain
-        scale[inner.d_own :] /= state.top.gain
         head_input = {
             "own_columns": True,  # the label holder's own prepared columns come first
-            "standardise": True,
-            "arrays": {"head_mean": mean, "head_scale": scale},
+            "standardise": True,  # the test gain is folded in (``_fold_test_gain``)
+            "arrays": {"head_mean": inner.mean.numpy(), "head_scale": inner.scale.numpy()},
         }
     return export_private(ctx, state, hooks, release, width=width, head=head, head_input=head_input)
