@@ -114,6 +114,9 @@ def test_k2_label_holder_columns_cost_no_budget(method):
         assert two["extra"]["sigma"] == pytest.approx(three["extra"]["sigma"], rel=1e-3)
         assert two["privacy"]["epsilon"] == pytest.approx(three["privacy"]["epsilon"], rel=1e-3)
     assert two["metrics"]["accuracy"] > 0.85
+    if method == "pbm-vfl":  # a sum of one sender: nothing to mask, and the record says so
+        assert two["privacy"]["secure_aggregation"] is False
+        assert three["privacy"]["secure_aggregation"] is True
 
 
 def test_split_schedule_stays_runnable_and_defaults_apply_only_to_release_once():
