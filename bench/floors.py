@@ -92,7 +92,7 @@ def floors(ss: list[Setting]) -> dict[str, Floors]:
     return out
 
 
-def _gain(s: Setting, alone: Setting) -> str:
+def gain_text(s: Setting, alone: Setting) -> str:
     """'+2.1 points' (accuracy) or '-3 % of the error' (MSE) of ``s`` over the floor."""
     if s.metric == "mse":
         return f"{100 * (alone.score - s.score) / alone.score:+.1f} % less error"
@@ -124,7 +124,7 @@ def verdicts(records: list[dict[str, Any]]) -> list[str]:
         else:
             out.append(
                 head + f"collaborating pays: {c.best.label} at {c.row.split(' (')[0]} gives "
-                f"{_gain(c.best, alone)} over the label holder alone ({c.best.score:.3f} against "
-                f"{alone.label} {alone.score:.3f})."
+                f"{gain_text(c.best, alone)} over the label holder alone "
+                f"({c.best.score:.3f} against {alone.label} {alone.score:.3f})."
             )
     return out

@@ -17,7 +17,7 @@ from typing import Any
 
 from bench.capability_plots import attack_plot, claims, epsilon_claims_plot
 from bench.choice_tables import cost_rows, summary_rows
-from bench.floors import floors, verdicts
+from bench.floors import floors, gain_text, verdicts
 from bench.md_html import table_html
 from bench.method_choice import ACCURACY_SLACK, Setting, fmt_bytes, settings
 from bench.pareto_plots import Plot, accuracy_vs_cost, accuracy_vs_epsilon, pick_epsilon
@@ -113,7 +113,8 @@ def utility_reading(ss: list[Setting]) -> str:
             parts = []
             for e in sorted({min(s.epsilon for s in at), max(s.epsilon for s in at)}):
                 pick = _better_of([s for s in at if s.epsilon == e])
-                versus = "" if alone is None else f", {_points(pick, alone)} vs the label holder"
+                gain = "" if alone is None else gain_text(pick, alone)
+                versus = f", {gain} vs the label holder" if gain else ""
                 parts.append(f"at ε = {e:g} {pick.label} {pick.score:.3f}{versus}")
             floor = "" if alone is None else f" (label holder alone: {alone.score:.3f})"
             said.append(f"on {ds} ({unit}) " + "; ".join(parts) + floor)
@@ -127,13 +128,6 @@ def _better_of(ss: list[Setting]) -> Setting:
     return (
         min(ss, key=lambda s: s.score) if ss[0].metric == "mse" else max(ss, key=lambda s: s.score)
     )
-
-
-def _points(s: Setting, alone: Setting) -> str:
-    """'+2.1 points' ('-3.0 % error' for MSE) of ``s`` over the label holder's floor."""
-    if s.metric == "mse":
-        return f"{100 * (s.score - alone.score) / alone.score:+.1f} % error"
-    return f"{100 * (s.score - alone.score):+.1f} points"
 
 
 def utility_section(records: Records) -> list[str]:
