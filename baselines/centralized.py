@@ -1,8 +1,9 @@
 """Centralized baselines on pooled data: the reference a federated method is measured against.
 
 ``centralized`` fits scikit-learn's logistic regression (binary) or ridge regression (regression)
-for ``--model glm``, and the same torch MLP as the split-NN (bottom + top stacked) for
-``--model mlp``, on all columns pooled at one place.
+for ``--model glm``, the same torch MLP as the split-NN (bottom + top stacked) for
+``--model mlp``, and scikit-learn's HistGradientBoosting (``models.trees``) for ``--model gbdt``,
+on all columns pooled at one place.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ import time
 import numpy as np
 import torch
 
+from baselines.local import TREES_REFUSAL
 from securevfl.context import RunContext, fingerprint
 from securevfl.methods.base import Method, register_method
 from securevfl.models.nets import pooled_mlp, seeded_init
+from securevfl.models.trees import fit_trees, tree_scores
 from securevfl.results import FitResult, ModelPart
 from securevfl.rng import derive_seed
 from securevfl.training import minibatches
@@ -25,9 +28,12 @@ from securevfl.training.splitnn_trainer import DEFAULT_MLP_LR, _out_dim, _task_l
 @register_method
 class Centralized(Method):
     name = "centralized"
-    summary = "pooled data at one place: scikit-learn GLM, or the same MLP as the split-NN"
+    summary = (
+        "pooled data at one place: scikit-learn GLM, the same MLP as the split-NN, or "
+        "scikit-learn boosted trees"
+    )
     family = "plain"
-    models = ("glm", "mlp")
+    models = ("glm", "mlp", "gbdt")
     pooled_data = True
 
     def fit(self, ctx: RunContext) -> FitResult:
@@ -35,6 +41,10 @@ class Centralized(Method):
             return FitResult(None, 0.0)
         X, y, Xt, _ = ctx.pooled()
         t0 = time.perf_counter()
+        if ctx.spec.model == "gbdt":
+            model = fit_trees(X, y, ctx.info.task, ctx.shared_seed)
+            scores = tree_scores(model, Xt, ctx.info.task)
+            return FitResult(scores, time.perf_counter() - t0, model_refusal=TREES_REFUSAL)
         if ctx.spec.model == "glm":
             scores, fp, part = _fit_sklearn(ctx, X, y, Xt)
         else:

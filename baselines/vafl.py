@@ -151,11 +151,6 @@ class VAFLDP(CascadeMethod):
                     "--active-features of vafl-dp needs the release-once schedule, got "
                     f"--release-schedule {spec.option('release_schedule', self)}"
                 )
-            if spec.parties < 3:
-                raise ConfigError(
-                    "parties for vafl-dp with --active-features must be >= 3 (the label holder "
-                    f"plus >= 2 clients), got {spec.parties}"
-                )
 
     def fit(self, ctx: RunContext) -> FitResult:
         if release_once(ctx.spec, self, ctx.info.task):
@@ -231,6 +226,10 @@ class ClippedGaussianHooks(SplitNNHooks):
 
     def bound_rows(self, ctx: RunContext, k: int, h: torch.Tensor) -> torch.Tensor:
         return clip_rows(h, self.clip)
+
+    def test_gain(self) -> float:
+        """σ²_train / σ²_test (a test row's one release gets the whole target)."""
+        return float((self.sigma / self.sigma_test) ** 2)
 
     def saturation(self, ctx: RunContext, k: int) -> nn.Module:
         return Sphere(self.clip)

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
-from securevfl.data.datasets import load_dataset
+from securevfl.data.datasets import load_dataset, role_blocks
 from securevfl.data.partition import partition_columns
 from securevfl.privacy.dp_bottom import gdp_mu
 
@@ -51,6 +51,7 @@ def perfect_bottom_accuracy(
     draws: int = 5,
     seed: int = 0,
     n: int | None = None,
+    partition: str = "contiguous",
 ) -> dict[str, object]:
     """Accuracies (%) of the oracle per ε (mean and std over ``draws`` noise draws, with the
     shape chosen, ``shape_by_epsilon``), beside the label holder alone, the pooled LR and the
@@ -58,7 +59,8 @@ def perfect_bottom_accuracy(
     ds = load_dataset(dataset)
     if ds.n_classes != 2:
         raise ValueError(f"the perfect-bottom oracle needs a binary task, got {ds.n_classes}")
-    cols = partition_columns(ds.groups, parties)
+    scheme = role_blocks(dataset, None, ds.groups, parties) if partition == "roles" else partition
+    cols = partition_columns(ds.groups, parties, scheme=scheme)
     idx = np.random.default_rng(seed).permutation(len(ds.y))
     if n is not None:
         idx = idx[: min(int(n), len(idx))]
@@ -119,6 +121,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--epsilon", type=float, nargs="+", default=[1.0, 4.0, 8.0], help="ε values")
     ap.add_argument("--delta", type=float, default=1e-5, help="δ (default 1e-5)")
     ap.add_argument("--n", type=int, default=None, help="use this many seeded rows (default all)")
+    ap.add_argument(
+        "--partition",
+        choices=("contiguous", "roles"),
+        default="contiguous",
+        help="column split (roles: the dataset's declared holders, e.g. adult K = 2)",
+    )
     a = ap.parse_args(argv)
     r = perfect_bottom_accuracy(
         a.dataset,
@@ -127,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         epsilons=a.epsilon,
         delta=a.delta,
         n=a.n,
+        partition=a.partition,
     )
     print(f"{a.dataset}, K = {a.parties}, active features: {a.active_features}")
     print(

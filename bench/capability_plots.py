@@ -45,7 +45,7 @@ def epsilon_claims_plot(settings: list[Setting]) -> Plot | None:
     ax.set_xlabel("ε asked for (the run's --epsilon)")
     ax.set_ylabel("ε the accountant reported (mean over seeds)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))  # outside the axes
     return (
         "Privacy claims: reported ε against asked ε",
         "Each point is a DP setting (dataset, method, variant, ε); on or below the diagonal the "

@@ -11,8 +11,10 @@ is listed with its costs, never picked.
 
 Two floors sit beside every choice: the majority class (always answering the test split's most
 common class, ``majority_class_rate`` in each record) and the label holder alone (``local``: no
-collaboration, nothing shared). A setting at or below either is marked, and a row whose best DP
-option loses to the label holder alone says, in one sentence, that collaborating does not pay there.
+collaboration, nothing shared; ``local --model best`` where it ran: its best model chosen on its
+training rows). A setting at or below either is marked, and every DP row says in one sentence
+whether collaborating pays there (``floors.verdicts``). A constant predictor (a warned run, or an
+AUC within noise of 0.5) is never the most accurate option.
 """
 
 from __future__ import annotations
@@ -97,6 +99,26 @@ class Setting:
         return float(np.std(vals)) if vals else math.nan
 
     @property
+    def constant(self) -> bool:
+        """A constant predictor: a run warned (e.g. a head that answers the class shares), or
+        the mean AUC is within two null standard errors of 0.5 (Hanley & McNeil's
+        √((n₁+n₀+1)/(12·n₁·n₀)) for a test split of n₁ and n₀ rows per class): never the
+        most accurate option, whatever its accuracy (the majority class is not a model)."""
+        if any(stat(r, "warnings") for r in self.records):
+            return True
+        aucs = [(r.get("metrics") or {}).get("auc") for r in self.records]
+        aucs = [a for a in aucs if a is not None and math.isfinite(a)]
+        if not aucs:
+            return False
+        r0 = self.records[0]
+        n, p = int(r0.get("n_test") or 0), self.majority
+        if n < 2 or math.isnan(p):
+            return False
+        n1, n0 = max(1.0, n * (1 - p)), max(1.0, n * p)
+        se = math.sqrt((n1 + n0 + 1) / (12 * n1 * n0) / len(aucs))
+        return abs(float(np.mean(aucs)) - 0.5) <= 2 * se
+
+    @property
     def majority(self) -> float:
         """The test majority-class rate of its runs (NaN: regression, or older records)."""
         return self._mean([r.get("majority_class_rate") for r in self.records])
@@ -179,10 +201,14 @@ class Choice:
     candidates: int
 
 
-def choose(group: list[Setting]) -> tuple[Setting, Setting, Setting]:
-    """(most accurate, fastest within the slack, fewest bytes within the slack)."""
+def choose(group: list[Setting]) -> tuple[Setting | None, Setting | None, Setting | None]:
+    """(most accurate, fastest within the slack, fewest bytes within the slack), among the
+    settings that are not constant predictors (``Setting.constant``); Nones where all are."""
     metric = group[0].metric
     pick, close = _better(metric)
+    group = [s for s in group if not s.constant]
+    if not group:
+        return None, None, None
     best = pick(group, key=lambda s: s.score)
     near = [s for s in group if close(s.score, best.score)]
     fastest = min(near, key=lambda s: (s.train_s, s.bytes_total))

@@ -40,13 +40,23 @@ def _good(s: Setting) -> bool:
 
 
 def references(group: list[Setting]) -> list[Setting]:
-    """The most accurate setting of each non-DP kind (one line each, so the plot stays legible)."""
+    """The most accurate setting of each non-DP kind (one line each, so the plot stays legible);
+    for the label holder alone, its floor (``floors``: chosen on training rows where it can)."""
     best: dict[tuple[str, bool], Setting] = {}
     for s in group:
         key = (s.kind, s.pooled)
         if s.unit is None and _good(s) and (key not in best or _ahead(s, best[key])):
             best[key] = s
-    return [best[k] for k in sorted(best)]
+    floor = _floor(group)
+    return [floor if best[k].holder_alone and floor else best[k] for k in sorted(best)]
+
+
+def _floor(group: list[Setting]) -> Setting | None:
+    """The label holder's floor among one dataset's settings (``bench.floors``)."""
+    from bench.floors import floors  # noqa: PLC0415  (floors imports method_choice, as we do)
+
+    fl = floors(group)
+    return next(iter(fl.values())).alone if len(fl) == 1 else None
 
 
 def _ahead(a: Setting, b: Setting) -> bool:
@@ -219,9 +229,8 @@ def _cost_plot(ds: str, group: list[Setting], cost: str, eps: float | None) -> P
     front = frontier([(value(s), s.score) for _, s in shown if not s.pooled], metric != "mse")
     if len(front) > 1:
         ax.step(*zip(*front), where="post", color="0.6", lw=1, zorder=0, label="Pareto frontier")
-    alone = [s for s in group if s.holder_alone]
-    if alone:
-        best = max(alone, key=lambda s: -s.score if metric == "mse" else s.score)
+    best = _floor(group)
+    if best is not None:
         ax.axhline(best.score, color="saddlebrown", ls="--", lw=1.4,
                    label=f"label holder alone: {best.label} {best.score:.3f}")  # fmt: skip
     majority = _majority(group)

@@ -17,7 +17,7 @@ from typing import Any
 
 from bench.capability_plots import attack_plot, claims, epsilon_claims_plot
 from bench.choice_tables import cost_rows, summary_rows
-from bench.floors import floors, verdicts
+from bench.floors import floors, gain_text, verdicts
 from bench.md_html import table_html
 from bench.method_choice import ACCURACY_SLACK, Setting, fmt_bytes, settings
 from bench.pareto_plots import Plot, accuracy_vs_cost, accuracy_vs_epsilon, pick_epsilon
@@ -97,22 +97,37 @@ def decision_section(records: Records) -> list[str]:
 
 
 def utility_reading(ss: list[Setting]) -> str:
-    """The best DP accuracy at the smallest and largest ε asked, per dataset and unit."""
+    """Per dataset and unit, at the smallest and largest ε asked, the most accurate DP method
+    that is not a constant predictor, each held against the label holder's floor (never
+    against the other ε: the methods may differ)."""
+    fl = floors(ss)
     said = []
     for ds in sorted({s.dataset for s in ss}):
         dp = [s for s in _good(ss) if s.dataset == ds and s.unit and s.epsilon is not None]
-        if not dp:
-            continue
-        lo, hi = min(s.epsilon for s in dp), max(s.epsilon for s in dp)
-        best = {e: max(s.score for s in dp if s.epsilon == e) for e in (lo, hi)}
-        alone = [s.score for s in _good(ss) if s.dataset == ds and s.holder_alone]
-        text = f"on {ds} the best DP {dp[0].metric} is {best[lo]:.3f} at ε = {lo:g}"
-        text += f" and {best[hi]:.3f} at ε = {hi:g}" if hi != lo else ""
-        said.append(text + (f" (label holder alone: {max(alone):.3f})" if alone else ""))
+        alone = fl[ds].alone if ds in fl else None
+        for unit in sorted({s.unit for s in dp}):
+            at = [s for s in dp if s.unit == unit and not s.constant]
+            if not at:
+                said.append(f"on {ds} ({unit}) every DP run is a constant predictor")
+                continue
+            parts = []
+            for e in sorted({min(s.epsilon for s in at), max(s.epsilon for s in at)}):
+                pick = _better_of([s for s in at if s.epsilon == e])
+                gain = "" if alone is None else gain_text(pick, alone)
+                versus = f", {gain} vs the label holder" if gain else ""
+                parts.append(f"at ε = {e:g} {pick.label} {pick.score:.3f}{versus}")
+            floor = "" if alone is None else f" (label holder alone: {alone.score:.3f})"
+            said.append(f"on {ds} ({unit}) " + "; ".join(parts) + floor)
     if not said:
         return "No DP run asked for an ε: the plots show the other kinds only."
     text = "; ".join(said)
     return text[0].upper() + text[1:] + "."
+
+
+def _better_of(ss: list[Setting]) -> Setting:
+    return (
+        min(ss, key=lambda s: s.score) if ss[0].metric == "mse" else max(ss, key=lambda s: s.score)
+    )
 
 
 def utility_section(records: Records) -> list[str]:

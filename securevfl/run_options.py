@@ -75,8 +75,10 @@ COMMON_OPTIONS: dict[str, Option] = {
     "partition": _common(
         "partition",
         str,
-        "how columns are split across parties (one-hot groups stay together)",
-        choices=("contiguous", "random"),
+        "how columns are split across parties (one-hot groups stay together); roles: the "
+        "dataset's declared holders (adult, K = 2: demographics and household at the label "
+        "holder, education, work and finances at the partner)",
+        choices=("contiguous", "random", "roles"),
     ),
     "n": Option(int, None, "rows, for synthetic datasets", ge=1, le=100_000_000),
     "d": Option(int, None, "columns, for synthetic datasets", ge=1, le=100_000),
@@ -93,9 +95,11 @@ COMMON_OPTIONS: dict[str, Option] = {
         "glm: vertical GLM; mlp: split neural network; cnn: split neural network whose bottoms "
         "are a small CNN (two 3x3 convolutions, --hidden/4 and --hidden/2 channels) on each "
         "party's pixels in their image rows, for image datasets (digits, fashion-mnist, "
-        "mnist5k) and split-NN methods; gbdt: gradient-boosted trees (secureboost); default: "
-        "the method's first model",
-        choices=("glm", "mlp", "cnn", "gbdt"),
+        "mnist5k) and split-NN methods; gbdt: gradient-boosted trees (secureboost; for the local "
+        "and centralized references scikit-learn's HistGradientBoosting); best: local only, the "
+        "label holder's best of glm, mlp and gbdt chosen on a validation fifth of its training "
+        "rows; default: the method's first model",
+        choices=("glm", "mlp", "cnn", "gbdt", "best"),
     ),
     "epochs": _common("epochs", int, "passes over the training split", ge=1, le=100_000),
     "batch_size": _common("batch_size", int, "minibatch size", ge=1, le=10_000_000),

@@ -73,7 +73,14 @@ def party_blocks(groups: list[list[int]], spec: RunSpec, seed: int) -> list[np.n
     """Each data party's columns (global indices): one block for a pooled one-party run."""
     if spec.parties == 1:  # a pooled baseline run with one party: it holds every column
         return [np.arange(sum(len(g) for g in groups))]
-    return partition_columns(groups, spec.parties, scheme=spec.partition, seed=seed)
+    scheme: Any = spec.partition
+    if scheme == "roles":  # the dataset's declared holders (a public declaration)
+        from securevfl.data.datasets import role_blocks
+
+        scheme = role_blocks(
+            spec.dataset, spec.dataset_options.get("encoding"), groups, spec.parties
+        )
+    return partition_columns(groups, spec.parties, scheme=scheme, seed=seed)
 
 
 def open_parties(spec: RunSpec, method: Method, rt: Runtime, wanted: list[int]) -> LocalData:

@@ -246,8 +246,8 @@ def test_active_features_accounts_only_the_passive_parties():
     assert set(p["per_party"]) == {"1", "2"}  # party 0 is the label holder: nothing released
     assert 0.98 * 4.0 <= p["epsilon"] <= 4.0
     assert rec["extra"]["accuracy_ceiling"] is None  # its own columns are not released
-    with pytest.raises(ConfigError, match="parties"):
-        run_experiment(_spec(parties=2, options={"active_features": True}))
+    with pytest.raises(ConfigError, match="parties"):  # the split variants contrast >= 2
+        run_experiment(_spec(parties=2, options={"variant": "full", "active_features": True}))
 
 
 def test_passive_only_run_reports_its_ceiling_and_head_epochs_change_only_the_head():

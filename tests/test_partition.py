@@ -136,3 +136,20 @@ def test_scaled_blocks_give_unit_rows(name, parties, scheme):
 def test_scale_block_rejects_bad_bound():
     with pytest.raises(ConfigError, match="total_bound_sq must be > 0.*got 0"):
         scale_block_to_unit_rows(np.ones((2, 2)), total_bound_sq=0)
+
+
+def test_roles_partition_puts_demographics_at_the_label_holder():
+    """``--partition roles`` (adult, K = 2): the declared holders, one-hot groups whole."""
+    from securevfl.data.datasets import load_dataset, role_blocks
+
+    ds = load_dataset("adult")
+    blocks = role_blocks("adult", None, ds.groups, 2)
+    base = [{ds.feature_names[c].split("=")[0] for c in b} for b in blocks]
+    assert base[0] == {"age", "fnlwgt", "marital-status", "relationship", "race", "sex",
+                       "native-country"}  # fmt: skip
+    assert {"occupation", "capital-gain", "education"} <= base[1]
+    assert sorted(blocks[0] + blocks[1]) == list(range(ds.X.shape[1]))
+    with pytest.raises(ConfigError, match="must be 2"):
+        role_blocks("adult", None, ds.groups, 3)
+    with pytest.raises(ConfigError, match="declares"):
+        role_blocks("breast", None, load_dataset("breast").groups, 2)

@@ -101,6 +101,24 @@ def test_active_features_keep_the_label_holders_columns():
     assert rec["metrics"]["accuracy"] > 0.85
 
 
+@pytest.mark.parametrize("method", ["ldp-vfl", "vafl-dp", "pbm-vfl"])
+def test_k2_label_holder_columns_cost_no_budget(method):
+    """K = 2: the label holder's columns go into its own model and only party 1 is accounted;
+    its ε and noise are those of one partner's release, the same as with two partners (each
+    passive party is calibrated on its own releases: the label holder's columns add nothing)."""
+    two = run_experiment(_spec(method, parties=2, epsilon=2.0, active_features=True))
+    three = run_experiment(_spec(method, parties=3, epsilon=2.0, active_features=True))
+    assert set(two["privacy"]["per_party"]) == {"1"}
+    assert 0.98 * 2.0 <= two["privacy"]["epsilon"] <= 2.0
+    if method != "pbm-vfl":  # pbm: its secure sum over the senders changes the noise
+        assert two["extra"]["sigma"] == pytest.approx(three["extra"]["sigma"], rel=1e-3)
+        assert two["privacy"]["epsilon"] == pytest.approx(three["privacy"]["epsilon"], rel=1e-3)
+    assert two["metrics"]["accuracy"] > 0.85
+    if method == "pbm-vfl":  # a sum of one sender: nothing to mask, and the record says so
+        assert two["privacy"]["secure_aggregation"] is False
+        assert three["privacy"]["secure_aggregation"] is True
+
+
 def test_split_schedule_stays_runnable_and_defaults_apply_only_to_release_once():
     rec = run_experiment(_spec("ldp-vfl", release_schedule="split"))
     assert rec["privacy"].get("release_schedule") is None

@@ -84,7 +84,8 @@ def test_the_utility_reading_states_the_measured_accuracies(default_report):
     text = _parsed(out).text["utility"]
     hdp = [r for r in records if r["method"] == "hdp-vfl" and r["config"].get("epsilon") == 8.0]
     best = max(r["metrics"]["accuracy"] for r in hdp)  # one seed: the mean is the run's
-    assert f"{best:.3f} at ε = 8" in text
+    assert f"at ε = 8 hdp-vfl {best:.3f}" in text  # each ε held against the floor, not another ε
+    assert "vs the label holder" in text
 
 
 def test_an_audit_renderer_joins_the_privacy_section(default_report, monkeypatch):
@@ -111,3 +112,22 @@ def test_attack_records_get_a_plot_and_a_reading():
 
 def test_sections_are_declared_once_each():
     assert [key for key, _, _ in SECTIONS] == ORDER
+
+
+def test_the_decision_says_for_every_dp_row_whether_collaborating_pays(default_report):
+    """Issue 43: one sentence per dataset, ε and unit, either way, held against the label
+    holder's floor chosen on its training rows (``local --model best`` is in the suite)."""
+    from bench.choice_tables import summary_rows
+    from bench.floors import floors, verdicts
+    from bench.method_choice import settings
+
+    out, records = default_report
+    text = _parsed(out).text["choice"]
+    assert floors(settings(records))["breast"].validated
+    dp_rows = [r[1] for r in summary_rows(records)[1] if r[1].startswith("ε = ")]
+    said = verdicts(records)
+    assert dp_rows and len(said) == len(dp_rows)
+    for row, sentence in zip(dp_rows, said, strict=True):
+        assert sentence.startswith(f"breast, {row}: collaborating ")
+        assert ("collaborating pays: " in sentence) != ("does not pay" in sentence)
+        assert sentence in text

@@ -119,12 +119,15 @@ def test_majority_and_holder_alone_are_stated_and_every_low_cell_marked(rendered
     assert re.search(r"\| hdp-vfl \|.*0\.8800 ± 0\.0000 ↓ below the label holder alone", md)
 
 
-def test_one_sentence_when_collaborating_does_not_pay(rendered):
+def test_one_sentence_per_epsilon_either_way(rendered):
     out, records = rendered
     found = verdicts(records)
-    assert len(found) == 1 and found[0].startswith("breast, ε = 1 (sample): collaborating does")
+    assert len(found) == 2 and found[0].startswith("breast, ε = 1 (sample): collaborating does")
     assert "hdp-vfl (0.880)" in found[0] and "local (0.920)" in found[0]
-    assert found[0] in (out / "report.md").read_text()
+    assert found[1].startswith("breast, ε = 8 (sample): collaborating pays: hdp-vfl at ε = 8 ")
+    assert "+3.0 points over the label holder alone" in found[1]
+    md = (out / "report.md").read_text()
+    assert all(v in md for v in found)
     _, rows = summary_rows(records)  # the pooled DP reference says it is DP, at its ε
     ref = next(r[6] for r in rows if r[1] == "ε = 1 (sample)")
     assert ref.startswith("dpsgd-c [DP, ε = 1 sample]")
@@ -155,3 +158,46 @@ def test_every_accuracy_plot_draws_both_floors(rendered, monkeypatch, tmp_path):
     for lines in drawn:
         assert any(x.endswith(f"@{MAJORITY:.3f}") for x in lines), lines
         assert any(x.endswith("@0.920") for x in lines), lines
+
+
+def test_a_constant_predictor_is_never_the_most_accurate():
+    """A warned run, or an AUC within noise of 0.5, is passed over even when its accuracy is
+    the highest of its row (it answers the majority class: no model)."""
+    from bench.method_choice import choices
+
+    recs = []
+    for seed in (0, 1):
+        recs += [_record("local", 0.92, seed), _record("hdp-vfl", 0.90, seed, 8.0)]
+        flat = _record("ldp-vfl", 0.95, seed, 8.0)
+        flat["metrics"]["auc"], flat["n_test"] = 0.51, 114  # within 2 null SEs of 0.5
+        warned = _record("dpsgd-c", 0.96, seed, 8.0)
+        warned["capabilities"] = CAPS["hdp-vfl"]  # a VFL option, not a pooled reference
+        warned["method"] = "afe-vfl"
+        warned["stats"] = {"warnings": ["the head did not beat the class shares"]}
+        recs += [flat, warned]
+    row = next(c for c in choices(recs) if c.row == "ε = 8 (sample)")
+    assert row.best.label == "hdp-vfl"
+    said = verdicts(recs)
+    assert said == [
+        "breast, ε = 8 (sample): collaborating does not pay: the most accurate DP option, "
+        "hdp-vfl (0.900), loses to the label holder alone, local (0.920); at this ε train on "
+        "the label holder's columns alone."
+    ]
+
+
+def test_the_floor_is_the_label_holders_pick_on_training_rows():
+    """``local --model best`` is the floor even where another local run scored higher on the
+    test rows (choosing on test rows would flatter the floor's choice)."""
+    recs = []
+    for seed in (0, 1):
+        best = _record("local", 0.90, seed)
+        best["config"]["model"] = "best"
+        lucky = _record("local", 0.93, seed)
+        lucky["config"]["model"] = "gbdt"
+        recs += [best, lucky, _record("hdp-vfl", 0.91, seed, 8.0)]
+    fl = floors(settings(recs))["breast"]
+    assert fl.validated and fl.alone.score == pytest.approx(0.90)
+    assert "chosen on its training rows" in fl.lines("breast")
+    assert verdicts(recs)[0].startswith(
+        "breast, ε = 8 (sample): collaborating pays: hdp-vfl at ε = 8 gives +1.0 points"
+    )

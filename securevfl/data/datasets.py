@@ -87,6 +87,9 @@ class _Entry:
     encodings: tuple[str, ...] = ("onehot",)
     params: tuple[str, ...] = field(default=())  # generator parameters besides seed
     picks_columns: bool = False  # the loader takes ``keep`` and never stores the other columns
+    # ``--partition roles``: who would hold which columns, one (role, column names) per party,
+    # party 0 the label holder (names before any '=' of a one-hot column)
+    roles: tuple[tuple[str, tuple[str, ...]], ...] | None = None
 
 
 # --------------------------------------------------------------------------- catalogue
@@ -108,6 +111,7 @@ _CATALOGUE = [
         ),
         _real.load_adult,
         encodings=ENCODINGS,
+        roles=_real.ADULT_ROLES,
     ),
     _Entry(
         DatasetInfo(
@@ -324,6 +328,35 @@ def _selector(n: int | None, seed: int, name: str) -> Callable[[int], np.ndarray
         return np.sort(make_rng(seed, purpose="subsample").choice(total, size=k, replace=False))
 
     return select
+
+
+def role_blocks(
+    name: str, encoding: str | None, groups: list[list[int]], parties: int
+) -> list[list[int]]:
+    """The columns of each party under ``--partition roles``: the dataset's declared holders
+    (``_Entry.roles``), resolved on its column names; a public declaration, no data read."""
+    entry: _Entry = lookup("dataset", name)
+    declaring = [nm for nm in names("dataset") if lookup("dataset", nm).roles]
+    if entry.roles is None:
+        raise ConfigError(
+            "partition 'roles' needs a dataset that declares who holds which columns "
+            f"({', '.join(declaring)}), got {name!r}"
+        )
+    if parties != len(entry.roles):
+        who = " / ".join(role for role, _ in entry.roles)
+        raise ConfigError(
+            f"parties for --partition roles of {name!r} must be {len(entry.roles)} ({who}), "
+            f"got {parties}"
+        )
+    feature_names = entry.loader(encoding or "onehot").feature_names
+    owner = {col: k for k, (_, cols) in enumerate(entry.roles) for col in cols}
+    out: list[list[int]] = [[] for _ in entry.roles]
+    for g in groups:
+        base = feature_names[g[0]].split("=")[0]
+        if base not in owner:
+            raise ConfigError(f"column {base!r} of {name!r} has no declared holder (roles)")
+        out[owner[base]].extend(int(c) for c in g)
+    return out
 
 
 def load_dataset(

@@ -110,6 +110,31 @@ def _adult_raw() -> dict[str, np.ndarray]:
     return cols
 
 
+# ``--partition roles`` (K = 2): a label holder that knows its customers' demographics and
+# household (an insurer, a retailer) and a partner that knows their education, work and
+# finances (an employer, a tax office); fnlwgt, the census sampling weight, stays with the
+# demographics it is derived from
+ADULT_ROLES = (
+    (
+        "label holder: demographics and household",
+        ("age", "fnlwgt", "marital-status", "relationship", "race", "sex", "native-country"),
+    ),
+    (
+        "partner: education, work and finances",
+        (
+            "education",
+            "education-num",
+            "occupation",
+            "occupation-group",
+            "workclass",
+            "hours-per-week",
+            "capital-gain",
+            "capital-loss",
+        ),
+    ),
+)
+
+
 @functools.lru_cache(maxsize=2)
 def load_adult(encoding: str) -> Table:
     """UCI Adult, train + test pooled (48,842 rows); ``encoding`` 'onehot' or 'compact'."""

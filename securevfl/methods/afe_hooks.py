@@ -94,6 +94,10 @@ class AFEHooks(AFECheckpoint, SplitNNHooks):
         """Rows clipped to the C-ball, as released (release-once trains its probe on them)."""
         return CLIPS[self.cfg["clip_mode"]](h, self.C)
 
+    def test_gain(self) -> float:
+        """σ²_train / σ²_test (a test row's one release gets the whole target)."""
+        return float((self.sigma / self.sigma_test) ** 2)
+
     def saturation(self, ctx: RunContext, k: int) -> nn.Module:
         """Rows on the C-sphere (then clipped as released: a no-op for the hard clip)."""
         return Sphere(self.C)

@@ -97,8 +97,9 @@ OPTIONS = {
         parse_bool,
         False,
         "the label holder is also a data party (party 0, its own bottom, no noise: its own "
-        "columns); parties 1..K-1 are the passive parties (K >= 3) and only their releases "
-        "are accounted",
+        "columns); parties 1..K-1 are the passive parties (K >= 2 under release-once, >= 3 for the "
+        "split variants) and only their releases are accounted; none of the label holder's "
+        "budget is spent on its own columns",
     ),
     **BOTTOM_OPTIONS,
     **RELEASE_OPTIONS,

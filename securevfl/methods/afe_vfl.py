@@ -4,7 +4,9 @@ Parties: K >= 2 passive parties (0..K-1, features and a bottom model each) and t
 (index K: labels and the head model; it holds no features). With ``--active-features`` the
 active party is data party 0 (labels, the head, its own bottom on its own columns, exactly
 trained, its embedding enters the head without clip or noise: nothing of it leaves the party)
-and parties 1..K-1 (K >= 3) are the passive ones; only their releases are accounted. Per step
+and parties 1..K-1 (K >= 2 under release-once, K >= 3 for the split variants) are the passive
+ones; only their releases are accounted (none of the label holder's budget is spent on its own
+columns: they are never released). Per step
 each passive party k embeds its minibatch, clips each row to norm C (Eq. 2), optionally
 rescales (R, Eqs. 3-5, with the KL term of Eq. 6 in its local loss), optionally adds the
 contrastive loss on pseudo-labels from fuzzy c-means of the gradients it gets back (D, Eqs.
@@ -126,9 +128,12 @@ class AFEVFL(Method):
     def validate(self, spec: RunSpec) -> None:
         super().validate(spec)
         active = parse_bool(spec.option("active_features", self))
-        if spec.parties < 2 + active:
+        # the split schedule's variants contrast >= 2 passive parties; release-once needs one
+        # (the label holder with its own columns plus one partner: K = 2)
+        passive = 1 if active and afe_release_once(spec, self) else 2
+        if spec.parties < passive + active:
             raise ConfigError(
-                f"parties for 'afe-vfl' must be >= {2 + active} (>= 2 passive"
+                f"parties for 'afe-vfl' must be >= {passive + active} (>= {passive} passive"
                 f"{' plus the active party' if active else ''}), got {spec.parties}"
             )
         z_of(float(spec.option("confidence", self)))

@@ -27,6 +27,10 @@ from securevfl.run_options import COMMON_OPTIONS, not_an_option
 GUARANTEES = {"plain": (), "dp": ("dp",), "dp+mpc": ("dp", "mpc"), "he": ("he",), "zo": ()}
 
 
+# the record's name of what a --model trains (``best``: local's pick among glm, mlp and gbdt)
+ARCHITECTURES = {"mlp": "split-nn", "cnn": "split-nn", "gbdt": "boosted-trees", "best": "best-of"}
+
+
 class Method(ABC):
     """A training method or baseline. Subclasses register with :func:`register_method`."""
 
@@ -122,7 +126,7 @@ class Method(ABC):
             "family": cls.family,
             "guarantees": list(GUARANTEES.get(cls.family, ())),
             "models": list(cls.models),
-            "architecture": "split-nn" if model in ("mlp", "cnn") else "glm",
+            "architecture": ARCHITECTURES.get(model, "glm"),
             "data": "pooled"
             if cls.pooled_data
             else ("label-party" if cls.label_party_only else "federated"),

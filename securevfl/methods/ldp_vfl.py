@@ -85,6 +85,10 @@ class LDPHooks(BoundedSumHooks):
             self.rngs[k].skip(int(counts["noise_draws"]))
             self.bottom_rngs[k].skip(int(counts["bottom_draws"]))
 
+    def test_gain(self) -> float:
+        """σ²_train / σ²_test (a test row's one release gets the whole target)."""
+        return float((self.sigma / self.sigma_test) ** 2)
+
     def scoring_release(self, ctx: RunContext) -> dict[str, Any] | None:
         """A scored row: N(0, sigma_test^2) on each of its P tanh-bounded coordinates, the
         L2 sensitivity of one party's embedding 2·C·sqrt(P) (what the test rows' ledger uses)."""

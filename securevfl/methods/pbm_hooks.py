@@ -62,7 +62,10 @@ class PBMSecAggHooks(BoundedSumHooks):
     ``senders`` (default: every data party) mask their rows; ``aggregator`` (default: the
     server) unmasks the sum. With ``--active-features`` the label holder, data party 0, is the
     aggregator and parties 1..K-1 the senders: secure aggregation runs among the senders, its
-    indices 0..n-1 mapped onto their party ids, and the label holder's columns never enter it."""
+    indices 0..n-1 mapped onto their party ids, and the label holder's columns never enter it.
+    With one sender (K = 2) there is nothing to aggregate: the sum of one sender is its own
+    PBM output, which the aggregator would learn through secure aggregation all the same, so
+    it is sent as it is (no keys, no masks) and the privacy is PBM's alone (``n_parties`` 1)."""
 
     def __init__(
         self,
@@ -92,11 +95,14 @@ class PBMSecAggHooks(BoundedSumHooks):
             )
         self.sec = {k: i for i, k in enumerate(self.senders)}  # party id -> secagg index
         M = len(self.senders)
+        self.single = M == 1  # one sender: its PBM output travels as it is (class docstring)
         self.bits = modulus_bits(max(b, self.eval_b) * M)
         local = [k for k in ctx.rt.local_parties if k in self.sec]
         self.rngs = {k: ctx.noise_rng(k, "pbm") for k in local}
-        self.clients = {k: SecAggParty(self.sec[k], M, bits=self.bits) for k in local}
-        self.server = SecAggServer(M, bits=self.bits) if ctx.rt.here(self.aggregator) else None
+        secure = not self.single
+        self.clients = {k: SecAggParty(self.sec[k], M, bits=self.bits) for k in local if secure}
+        here = ctx.rt.here(self.aggregator)
+        self.server = SecAggServer(M, bits=self.bits) if here and secure else None
         self.server_s: list[float] = []
         self.party_s: list[float] = []
         self.dropouts = 0  # party-aggregations recovered without the party (see the record)
@@ -120,6 +126,10 @@ class PBMSecAggHooks(BoundedSumHooks):
             "delta": float(self.delta),
         }
 
+    def test_gain(self) -> float:
+        """Var_train / Var_test of the sum's estimate (its bound C²M/(4β²b), Theorem 2.3)."""
+        return float((self.eval_beta / self.beta) ** 2 * self.eval_b / self.b)
+
     def params(self) -> tuple[int, float]:
         """(b, beta) of the current batch: test-time scoring's or training's."""
         if self.batch is not None and self.batch.phase == EVAL:
@@ -131,6 +141,8 @@ class PBMSecAggHooks(BoundedSumHooks):
         (metered)."""
         from protocols.secagg import SecAggError
 
+        if self.single:  # nothing to mask (class docstring)
+            return
         rt, S = ctx.rt, self.aggregator
         parties = self.senders
         with rt.meter.in_phase("setup"):
@@ -163,6 +175,9 @@ class PBMSecAggHooks(BoundedSumHooks):
             party=k,
             n_parties=len(self.senders),
         )
+        if self.single:
+            self.party_s.append(time.perf_counter() - t0)
+            return np.asarray(q, dtype=np.int64)
         if batch == 0:  # one keystream per pair and round (epoch), a disjoint segment per batch
             self.clients[k].prepare_round(rnd, n * P)
         msg = self.clients[k].mask(q, round_id=rnd, batch_id=batch, offset=row * P)
@@ -179,6 +194,8 @@ class PBMSecAggHooks(BoundedSumHooks):
         P = ctx.spec.embedding_dim
         got = rt.gather({k: messages.get(k) for k in self.senders}, dst=dst)
         t0 = time.perf_counter()
+        if self.single:
+            return self._estimate(np.asarray(got[self.senders[0]]), B, P, 1, t0) if got else None
         try:
             # masked values in; the survivor list out to each survivor, its vouches back (the
             # consistency round); one unmasking request out to each survivor, its answer back
@@ -214,13 +231,14 @@ class PBMSecAggHooks(BoundedSumHooks):
                 self.dropouts += len(self.senders) - len(self.server.survivors)
         except SecAggError as exc:
             raise ProtocolError(str(exc)) from exc
-        h = pbm_estimate_sum(
-            q_hat.reshape(B, P),
-            b=self.params()[0],
-            beta=self.params()[1],
-            # after a dropout the sum runs over the survivors: centre by their number
-            n_parties=len(self.server.survivors),
-            bound=BOUND,
-        ).astype(np.float32)
+        # after a dropout the sum runs over the survivors: centre by their number
+        return self._estimate(q_hat, B, P, len(self.server.survivors), t0)
+
+    def _estimate(self, q_sum: np.ndarray, B: int, P: int, n: int, t0: float) -> np.ndarray:
+        """The aggregator's estimate of the sum of ``n`` senders' embeddings."""
+        if q_sum.size != B * P:
+            raise ProtocolError(f"a PBM sum must have {B * P} values, got {q_sum.size}")
+        b, beta = self.params()
+        h = pbm_estimate_sum(q_sum.reshape(B, P), b=b, beta=beta, n_parties=n, bound=BOUND)
         self.server_s.append(time.perf_counter() - t0)
-        return h
+        return h.astype(np.float32)

@@ -91,6 +91,8 @@ def pbm_release_once_report(
             },
             "test_sampler": {"b": b, "beta": tb, "accountant": "pld (dp_accounting)"},
             "secure_sum_parties": M,
+            # one sender (K = 2): its PBM output is sent as it is (``PBMSecAggHooks``)
+            "secure_aggregation": M > 1,
             "releases_per_row": {"train": 1, "test": 1},
         },
     )

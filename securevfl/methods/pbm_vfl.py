@@ -116,11 +116,6 @@ class SumSplitNN(Method):
     def validate(self, spec: RunSpec) -> None:
         super().validate(spec)
         if not self.has_server(spec):
-            if spec.parties < 3:
-                raise ConfigError(
-                    f"parties for {self.name!r} with --active-features must be >= 3 (the label "
-                    f"holder plus >= 2 passive parties), got {spec.parties}"
-                )
             if not release_once(spec, self):
                 raise ConfigError(
                     f"--active-features of {self.name!r} needs the release-once schedule "

@@ -17,6 +17,7 @@ from securevfl.errors import ConfigError
 from securevfl.methods.base import Method
 from securevfl.privacy.dp_bottom import grad_event, grad_noise_multiplier
 from securevfl.privacy.events import PureDpEvent
+from securevfl.training.own_model import OWN_MODELS
 from securevfl.training.private_bottom import BottomDP
 from securevfl.training.release_once import ReleaseOncePlan
 
@@ -63,7 +64,8 @@ ACTIVE_FEATURES = Option(
     parse_bool,
     False,
     "the label holder is also a data party (party 0, its own columns, nothing of them leaves "
-    "it); parties 1..K-1 are the passive parties (K >= 3) and only their releases are accounted",
+    "it; none of its budget is spent on them); parties 1..K-1 are the passive parties (K >= 2) "
+    "and only their releases are accounted",
 )
 
 RELEASE_OPTIONS = {
@@ -99,6 +101,16 @@ RELEASE_OPTIONS = {
         "Gaussian noise the largest norm carries the most signal) or as-trained (the bounded "
         "bottom output as it is)",
         choices=("saturate", "as-trained"),
+        when=RELEASE_ONCE,
+    ),
+    "own_model": Option(
+        str,
+        "auto",
+        "release-once with --active-features: the label holder's own model in its head: "
+        "columns (its columns into the head MLP), gbdt (also the log-odds of boosted trees "
+        "on its columns alone, out of fold on the training rows) or auto (both heads trained, "
+        "the one with the lower loss on held-out training rows kept); local, no budget spent",
+        choices=OWN_MODELS,
         when=RELEASE_ONCE,
     ),
     "bottom_lr": Option(
@@ -170,6 +182,7 @@ def release_plan(spec: RunSpec, method: Method, *, delta: float, n_train: int) -
         label_epsilon=float(spec.epsilon) if label == "same" else float(label),
         bottom_batch=int(spec.batch_size),
         saturate=spec.option("release_shape", method) == "saturate",
+        own_model=str(spec.option("own_model", method)),
     )
 
 
@@ -193,6 +206,7 @@ def release_record(ctx: RunContext, plan: ReleaseOncePlan) -> dict[str, Any]:
         "label_epsilon": plan.label_epsilon,
         "label_mechanism": f"randomized response over {int(ctx.info.n_classes or 2)} classes",
         "release_shape": "saturate" if plan.saturate else "as-trained",
+        "own_model": plan.own_model,
         "amplification": "none (shuffled disjoint batches)",
     }
 

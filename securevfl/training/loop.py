@@ -123,6 +123,7 @@ class TrainRun:
     eval_mode: str = "plain"
     model: dict[int, Any] | None = None  # party -> ModelPart (training.export); None: none
     model_refusal: str | None = None  # why there is no model, one line
+    extra: dict[str, Any] = field(default_factory=dict)  # trainer facts for the record
 
     def result(self, privacy: Any = None, extra: dict[str, Any] | None = None) -> FitResult:
         """The method's :class:`FitResult` from this run."""
@@ -138,7 +139,7 @@ class TrainRun:
             privacy=privacy,
             fingerprints=self.fingerprints,
             stats=self.stats,
-            extra=extra if extra is not None else {},
+            extra={**self.extra, **(extra or {})},
             model=self.model,
             model_refusal=refusal,
         )

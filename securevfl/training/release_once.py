@@ -21,7 +21,13 @@ accuracy:
    aggregation, ...), phase "train", epoch 0.
 4. **Head** (label holder): an MLP on [its own columns (if any), the released rows], trained
    for ``epochs`` epochs on what it received: post-processing, no new event.
-5. **Scoring**: each test row is released once through the same mechanism (phase "eval").
+5. **Scoring**: each test row is released once through the same mechanism (phase "eval"),
+   at less noise than a training row's (it gets the whole target). The head weighs a release
+   as it learnt on training rows, where the noise variance was σ²_train; a release's evidence
+   about the label (its log-likelihood ratio, for a saturated release ±C plus Gaussian noise:
+   2C·r/σ²) grows as 1/σ², so a test row's aggregate is multiplied by σ²_train/σ²_test
+   (``hooks.test_gain``) before the head: the same scale of evidence as in training.
+   Post-processing with public σ's, no new event.
 
 Per party-row, a training row costs ``bottom_epochs`` gradient releases and one embedding
 release; a test row one embedding release; the rows are disjoint, so ε is the larger of the
@@ -48,6 +54,7 @@ from securevfl.results import RunStats
 from securevfl.rng import derive_seed
 from securevfl.training.batching import minibatches
 from securevfl.training.loop import TRAIN, Batch, EpochClock, TrainRun
+from securevfl.training.own_model import OWN_MODELS, own_inputs
 from securevfl.training.private_bottom import BottomDP, private_step
 from securevfl.training.splitnn_trainer import (
     DEFAULT_MLP_LR,
@@ -69,6 +76,7 @@ class ReleaseOncePlan:
     label_epsilon: float
     bottom_batch: int
     saturate: bool = True
+    own_model: str = "columns"  # the label holder's own model in the head (``own_model``)
 
 
 def keep_probability(epsilon: float, n_classes: int) -> float:
@@ -197,12 +205,12 @@ HOLDOUT = 0.2  # share of the training rows the head holds out to choose its epo
 
 def train_head(
     ctx: RunContext, own: np.ndarray, released: np.ndarray, stats: RunStats
-) -> nn.Module:
+) -> tuple[nn.Module, float]:
     """Adam on the label holder's stored inputs for up to ``epochs`` epochs, keeping the epoch
     with the lowest loss on a held-out fifth of the training rows; where no epoch beats the
     class shares alone there, the head answers the class shares (a head that learnt noise
     would do worse than the majority class). All of it is post-processing of the releases
-    and the label holder's own labels and columns."""
+    and the label holder's own labels and columns. Returns the head and its held-out loss."""
     spec, info = ctx.spec, ctx.info
     n_out = int(info.n_classes or 2)
     head = _Head(own, released, n_out, spec.hidden)
@@ -259,7 +267,7 @@ def train_head(
         )
     else:
         head.net.load_state_dict(best_state)
-    return head
+    return head, best
 
 
 class _HeadOnAggregate(nn.Module):
@@ -277,6 +285,33 @@ class _HeadOnAggregate(nn.Module):
         own = self.own[self.at : self.at + b] if self.own is not None else np.zeros((b, 0))
         self.at += b
         return self.head(torch.cat([torch.as_tensor(own, dtype=torch.float32), agg], dim=1))
+
+
+def _fold_test_gain(head: _Head, gain: float) -> None:
+    """Scale a test aggregate by ``gain`` (step 5 of the module docstring) inside the head's
+    standardisation of the aggregate's columns, (g·z - m)/s = (z - m/g)/(s/g): the training
+    rows are done with, and scoring here and in ``predict`` then run the same arithmetic."""
+    with torch.no_grad():
+        head.mean[head.d_own :] /= gain
+        head.scale[head.d_own :] /= gain
+
+
+def _best_head(
+    ctx: RunContext, plan: ReleaseOncePlan, released: np.ndarray, stats: RunStats
+) -> tuple[_Head, np.ndarray, np.ndarray, str]:
+    """The head on the label holder's own inputs (``training.own_model``); under ``auto``
+    one head per own model, the one with the lower held-out loss kept (training rows only)."""
+    candidates = list(OWN_MODELS[:2]) if plan.own_model == "auto" else [plan.own_model]
+    if ctx.info.label_party >= ctx.info.data_parties:
+        candidates = ["columns"]  # no columns of its own: nothing to choose
+    best = None
+    for own_model in candidates:
+        own_train, own_test = own_inputs(ctx, own_model)
+        head, loss = train_head(ctx, own_train, released, RunStats() if best else stats)
+        if best is None or loss < best[1]:
+            best = (head, loss, own_train, own_test, own_model)
+    head, _, own_train, own_test, own_model = best
+    return head, own_train, own_test, own_model
 
 
 def fit_release_once(ctx: RunContext, hooks: SplitNNHooks, *, plan: ReleaseOncePlan) -> TrainRun:
@@ -322,11 +357,10 @@ def fit_release_once(ctx: RunContext, hooks: SplitNNHooks, *, plan: ReleaseOnceP
     released = release_rows(ctx, state, hooks)
     t_release = time.perf_counter() - t0 - t_bottom
     scores = None
-    own_test = None
+    own_test, own_model = None, None
     if rt.here(L):
-        own_train = _own(ctx, "X_train")
-        own_test = _own(ctx, "X_test")
-        head = train_head(ctx, own_train, released, stats)
+        head, _, own_test, own_model = _best_head(ctx, plan, released, stats)
+        _fold_test_gain(head, hooks.test_gain())
         state.top = _HeadOnAggregate(head)
     train_s = time.perf_counter() - t0
     if state.top is not None:
@@ -343,7 +377,15 @@ def fit_release_once(ctx: RunContext, hooks: SplitNNHooks, *, plan: ReleaseOnceP
     }
     run = TrainRun(state, train_s, scores, splitnn_fingerprints(state), stats, eval_mode="private")
     release = hooks.scoring_release(ctx)
-    if release is not None:  # predict replays the release with fresh noise (and accounts it)
+    if own_model is not None:
+        run.extra["own_model"] = own_model  # the label holder's pick (``_best_head``)
+    holder_columns = info.label_party < info.data_parties  # public: every process knows it
+    if holder_columns and plan.own_model != "columns":  # all processes refuse alike
+        run.model_refusal = (
+            f"--own-model {plan.own_model}: the label holder's own trees are not saved yet "
+            "(--own-model columns saves)"
+        )
+    elif release is not None:  # predict replays the release with fresh noise (and accounts it)
         run.model, run.model_refusal = _export(ctx, state, hooks, release)
     return run
 
@@ -362,16 +404,7 @@ def _export(
         width = int(inner.mean.shape[0]) - inner.d_own  # the aggregate's columns
         head_input = {
             "own_columns": True,  # the label holder's own prepared columns come first
-            "standardise": True,
+            "standardise": True,  # the test gain is folded in (``_fold_test_gain``)
             "arrays": {"head_mean": inner.mean.numpy(), "head_scale": inner.scale.numpy()},
         }
     return export_private(ctx, state, hooks, release, width=width, head=head, head_input=head_input)
-
-
-def _own(ctx: RunContext, attr: str) -> np.ndarray:
-    """The label holder's own columns (an empty block when it holds none)."""
-    L = ctx.info.label_party
-    if L < ctx.info.data_parties:
-        return np.asarray(getattr(ctx.views[L], attr), dtype=np.float32)
-    n = ctx.info.n_train if attr == "X_train" else ctx.info.n_test
-    return np.zeros((n, 0), dtype=np.float32)

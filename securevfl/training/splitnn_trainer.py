@@ -90,6 +90,12 @@ class SplitNNHooks(ResumableHooks):
         tanh-bounded bottoms)."""
         return h
 
+    def test_gain(self) -> float:
+        """σ²_train / σ²_test of the noise in what the label holder receives (the release-once
+        head rescales a test row's aggregate by it: module ``training.release_once``); 1.0
+        where training and scoring release at the same noise (the default)."""
+        return 1.0
+
     def saturation(self, ctx: RunContext, k: int) -> nn.Module | None:
         """The layer that pushes party ``k``'s bounded output to the edge of its release set,
         direction kept (``models.release_shapes``; the release-once schedule releases through
