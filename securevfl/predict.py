@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from securevfl.errors import DataError
+from securevfl.errors import ConfigError, DataError
 from securevfl.model_io import ModelFileError, Part, load_parts
 from securevfl.model_layers import rebuild_layers
 from securevfl.predict_pbm import pbm_release, score_pbm
@@ -361,6 +361,11 @@ class Model:
         from securevfl.run_steps import party_blocks
 
         spec = spec_from_dict(dict(self.card["spec"]))
+        if spec.dataset == "csv":  # each party opened only its own file: no one holds it all
+            raise ConfigError(
+                "the test split of a run whose parties each named their own file (--data) is "
+                "not in one place: score new rows with predict --index K --dataset csv:MINE.csv"
+            )
         validate_spec(spec)  # registers a csv: dataset's files
         seed = 0 if spec.seed is None else spec.seed
         opts = {k: v for k, v in spec.dataset_options.items() if k not in CSV_KEYS}
