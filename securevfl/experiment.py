@@ -171,6 +171,7 @@ def build_views(
     facts: dict[str, Any] | None = None,
     *,
     rt: Runtime | None = None,
+    fixed_split: bool = False,
 ) -> tuple[PublicInfo, dict[int, PartyView], Any]:
     """The parties in ``wanted`` take the steps before training (:mod:`securevfl.run_steps`):
     each opens its own data (metadata exchanged, rows aligned by PSI with --data files), the
@@ -178,11 +179,13 @@ def build_views(
     and (a method that may see pooled data only) the pooled arrays.
 
     ``rt``: the run's runtime (None: every party in this process, for tests and attacks).
+    ``fixed_split``: the split from ``--seed`` whatever the noise (an audit's trials).
     """
     if rt is None:
         rt = InProcessRuntime(method.n_parties(spec))
     data = open_parties(spec, method, rt, wanted)
-    train, test, test_idx = receive_split(data, split_from_label_holder(spec, method, rt))
+    split_of = split_from_label_holder(spec, method, rt, fixed=fixed_split)
+    train, test, test_idx = receive_split(data, split_of)
     del data.ds  # its X now holds the split's rows
     if facts is not None:
         facts["feature_names"] = list(getattr(train, "feature_names", None) or [])
@@ -257,7 +260,9 @@ def run_experiment(
         check_save(save, rt.local_parties, spec, method)
     try:
         facts: dict[str, Any] = {}
-        info, views, pooled = build_views(spec, method, rt.local_parties, facts, rt=rt)
+        info, views, pooled = build_views(
+            spec, method, rt.local_parties, facts, rt=rt, fixed_split=audit is not None
+        )
         if views_hook is not None:
             info, views, pooled = views_hook(info, views, pooled)
         if hasattr(rt, "limit_frames"):  # networked: refuse frames over this run's largest

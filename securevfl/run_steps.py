@@ -220,11 +220,16 @@ def exchange_metadata(rt: Runtime, mine: dict[int, dict], data_parties: int) -> 
 SplitSource = Callable[[int], tuple[np.ndarray, np.ndarray]]
 
 
-def split_from_label_holder(spec: RunSpec, method: Method, rt: Runtime) -> SplitSource:
+def split_from_label_holder(
+    spec: RunSpec, method: Method, rt: Runtime, *, fixed: bool = False
+) -> SplitSource:
     """Step 4: the label holder draws positions for ``n`` rows from the CSPRNG (seeded only
     where the noise is) and sends them; every other party receives them. The draw reads no
-    labels (:mod:`securevfl.data.split`), so what a data party receives is label-independent."""
+    labels (:mod:`securevfl.data.split`), so what a data party receives is label-independent.
+    ``fixed``: drawn from ``--seed`` (default 0) whatever the noise: an audit's trials differ
+    in one row only, so they must share one split."""
     holder = label_holder(spec, method)
+    seed = (spec.seed or 0) if fixed else noise_seed(spec)
 
     def split_of(n: int) -> tuple[np.ndarray, np.ndarray]:
         if hasattr(rt, "limit_frames"):  # n positions of 8 bytes (n is public: every row count)
@@ -233,7 +238,7 @@ def split_from_label_holder(spec: RunSpec, method: Method, rt: Runtime) -> Split
             rt.limit_frames(max(rt.frame_limit, min(16 * n + SLACK_BYTES, MAX_FRAME)))
         drawn = None
         if rt.here(holder):
-            drawn = draw_split(n, rng=make_noise_rng(noise_seed(spec), purpose="split"))
+            drawn = draw_split(n, rng=make_noise_rng(seed, purpose="split"))
         got = rt.control(drawn, src=holder)
         if rt.view is not None and rt.view.party != holder:  # what the recorded party received
             rt.view.received(src=holder, dst=rt.view.party, phase="split", payload=got)
