@@ -179,7 +179,8 @@ def build_views(
     and (a method that may see pooled data only) the pooled arrays.
 
     ``rt``: the run's runtime (None: every party in this process, for tests and attacks).
-    ``fixed_split``: the split from ``--seed`` whatever the noise (an audit's trials).
+    ``fixed_split``: the split from ``--seed`` whatever the noise (an audit's trials, a run
+    that writes or resumes checkpoints).
     """
     if rt is None:
         rt = InProcessRuntime(method.n_parties(spec))
@@ -261,7 +262,13 @@ def run_experiment(
     try:
         facts: dict[str, Any] = {}
         info, views, pooled = build_views(
-            spec, method, rt.local_parties, facts, rt=rt, fixed_split=audit is not None
+            spec,
+            method,
+            rt.local_parties,
+            facts,
+            rt=rt,
+            # an audit's trials and a resumed run must see the rows of the run they continue
+            fixed_split=audit is not None or checkpoints is not None,
         )
         if views_hook is not None:
             info, views, pooled = views_hook(info, views, pooled)
