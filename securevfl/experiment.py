@@ -175,7 +175,7 @@ def build_views(
     facts: dict[str, Any] | None = None,
     *,
     rt: Runtime | None = None,
-    audit: bool = False,
+    fixed_split: bool = False,
 ) -> tuple[PublicInfo, dict[int, PartyView], Any]:
     """The parties in ``wanted`` take the steps before training (:mod:`securevfl.run_steps`):
     each opens its own data (metadata exchanged, rows aligned by PSI with --data files), the
@@ -183,14 +183,14 @@ def build_views(
     and (a method that may see pooled data only) the pooled arrays.
 
     ``rt``: the run's runtime (None: every party in this process, for tests and attacks).
-    ``audit``: an audit trial (its split is seeded from ``--seed``).
+    ``fixed_split``: the split from ``--seed`` whatever the noise (an audit's trials, a run
+    that writes or resumes checkpoints).
     """
     if rt is None:
         rt = InProcessRuntime(method.n_parties(spec))
     data = open_parties(spec, method, rt, wanted)
-    train, test, test_idx = receive_split(
-        data, split_from_label_holder(spec, method, rt, audit=audit)
-    )
+    split_of = split_from_label_holder(spec, method, rt, fixed=fixed_split)
+    train, test, test_idx = receive_split(data, split_of)
     del data.ds  # its X now holds the split's rows
     if facts is not None:
         facts["feature_names"] = list(getattr(train, "feature_names", None) or [])
@@ -266,7 +266,13 @@ def run_experiment(
     try:
         facts: dict[str, Any] = {}
         info, views, pooled = build_views(
-            spec, method, rt.local_parties, facts, rt=rt, audit=audit is not None
+            spec,
+            method,
+            rt.local_parties,
+            facts,
+            rt=rt,
+            # an audit's trials and a resumed run must see the rows of the run they continue
+            fixed_split=audit is not None or checkpoints is not None,
         )
         if views_hook is not None:
             info, views, pooled = views_hook(info, views, pooled)

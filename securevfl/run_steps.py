@@ -227,15 +227,15 @@ SplitSource = Callable[[int], tuple[np.ndarray, np.ndarray]]
 
 
 def split_from_label_holder(
-    spec: RunSpec, method: Method, rt: Runtime, *, audit: bool = False
+    spec: RunSpec, method: Method, rt: Runtime, *, fixed: bool = False
 ) -> SplitSource:
     """Step 4: the label holder draws positions for ``n`` rows from the CSPRNG (seeded only
     where the noise is) and sends them; every other party receives them. The draw reads no
     labels (:mod:`securevfl.data.split`), so what a data party receives is label-independent.
-    An audit trial seeds it from ``--seed`` (public randomness fixed across trials, so the
-    canary stays a training row; seeding a label-independent draw reveals nothing)."""
+    ``fixed``: drawn from ``--seed`` (default 0) whatever the noise: an audit's trials differ
+    in one row only, so they must share one split."""
     holder = label_holder(spec, method)
-    seed = spec.seed if audit else noise_seed(spec)
+    seed = (spec.seed or 0) if fixed else noise_seed(spec)
 
     def split_of(n: int) -> tuple[np.ndarray, np.ndarray]:
         if hasattr(rt, "limit_frames"):  # n positions of 8 bytes (n is public: every row count)
