@@ -105,10 +105,6 @@ def test_bank_and_insurer_train_save_and_score_new_customers_apart(hosts, method
     assert rec["alignment"]["kept"] == len(facts["intersection"])
     assert rec["n_train"] + rec["n_test"] == len(facts["intersection"])
     assert not (root / "insurer" / save / "party_0").exists()  # each part stays where it lives
-    from securevfl.data import csv_columns
-
-    if not hasattr(csv_columns, "encode_rows"):  # predict's CSV encoder (issue 40, item 3)
-        pytest.xfail("predict on a categorical column and blank cells: the 'encoders' branch")
     # each party scores its own new-rows file; the bank writes the scores
     n = 2
     common = ["predict", "--id-column", ID, "--run-id", f"p-{method}", *_addresses(n)]
