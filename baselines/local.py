@@ -59,7 +59,7 @@ def fit_one(ctx: RunContext) -> FitResult:
 
 def fit_best(ctx: RunContext) -> FitResult:
     """``--model best`` (module docstring): the pick is made on training rows only."""
-    from securevfl.evaluation import metrics_for  # the record's own metric
+    from securevfl.model.evaluation import metrics_for  # the record's own metric
 
     v = ctx.views[0]
     order = ctx.shared_rng("floor/validation").permutation(len(v.y_train))

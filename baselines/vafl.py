@@ -245,7 +245,7 @@ class ClippedGaussianHooks(SplitNNHooks):
 
 
 def _clipped_gaussian(sigma: float, clip: float, delta: float) -> dict[str, Any]:
-    """The release descriptor predict replays (``securevfl.predict_privacy``)."""
+    """The release descriptor predict replays (``securevfl.model.predict_privacy``)."""
     return {
         "mechanism": "gaussian",
         "sigma": float(sigma),

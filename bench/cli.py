@@ -30,7 +30,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _print_record(record: dict[str, Any], as_json: bool) -> None:
-    from securevfl.outcome import strict_json
+    from securevfl.run.outcome import strict_json
 
     for line in record.get("stats", {}).get("warnings", []):  # silently wrong is never silent
         print(f"securevfl: warning: {line}", file=sys.stderr)
@@ -75,7 +75,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     if args.save is not None and args.record_view is not None:
         raise ConfigError("--save does not apply with --record-view (an attack run)")
-    from securevfl.checkpoint import make_checkpoints
+    from securevfl.model.checkpoint import make_checkpoints
 
     ck = make_checkpoints(
         spec, every=args.checkpoint_every, directory=args.checkpoint, resume=args.resume

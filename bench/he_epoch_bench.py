@@ -38,8 +38,8 @@ from bench.plugins import load_plugins, plugin_modules
 from protocols.ckks_packed import GRAD_ERROR_BITS
 from securevfl.errors import SecureVFLError
 from securevfl.experiment import run_experiment, run_in_processes
-from securevfl.resources import peak_rss_bytes
 from securevfl.run_options import build_spec
+from securevfl.runtime.resources import peak_rss_bytes
 
 
 def checked(base: type) -> type:

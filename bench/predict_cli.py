@@ -93,7 +93,7 @@ def add_predict_parser(sub: Any) -> None:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from securevfl.predict import load_model
+    from securevfl.model.predict import load_model
 
     # numpy's and pandas' warnings would add unexplained lines before a one-line error
     if getattr(args, "out", None):
@@ -128,7 +128,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 def _party(args: argparse.Namespace) -> int:
-    from securevfl.predict import Model, predict_party
+    from securevfl.model.predict import Model, predict_party
 
     if not args.dataset or not args.dataset.startswith("csv:") or "," in args.dataset:
         raise ConfigError(
@@ -184,7 +184,7 @@ def _processes(args: argparse.Namespace) -> int:
 
     from protocols.processes import free_ports, run_group
     from securevfl.errors import PartyTimeoutError, ProtocolError
-    from securevfl.model_io import party_dir
+    from securevfl.model.files import party_dir
 
     if not args.dataset or not args.dataset.startswith("csv:") or not args.id_column:
         raise ConfigError("--processes needs --dataset csv:A.csv,B.csv,... and --id-column")
@@ -244,8 +244,8 @@ def _privacy_line(priv: dict[str, Any]) -> str:
 
 
 def _test_split(model: Any, args: argparse.Namespace) -> int:
-    from securevfl.evaluation import metrics_for
-    from securevfl.model_io import classes_digest
+    from securevfl.model.evaluation import metrics_for
+    from securevfl.model.files import classes_digest
 
     scores, y = model.predict_test_split()
     metrics = metrics_for(model.task, y, scores)

@@ -31,7 +31,7 @@ from securevfl.run_options import build_spec
 
 def _dump(spec, path: str) -> None:
     from securevfl.data import load_dataset, split_in_place
-    from securevfl.run_steps import party_blocks
+    from securevfl.run.steps import party_blocks
 
     seed = spec.seed or 0
     opts = {"n": spec.dataset_options["n"]} if "n" in spec.dataset_options else {}

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
     )
     from securevfl.experiment import run_experiment, run_in_processes
     from securevfl.methods.base import Method, register_method
-    from securevfl.predict import Model, Prediction, load_model
+    from securevfl.model.predict import Model, Prediction, load_model
     from securevfl.privacy import Accountant, PrivacyLedger, PrivacyReport, calibrate
     from securevfl.results import FitResult, ModelPart
     from securevfl.runtime import InProcessRuntime, Meter, Runtime
@@ -43,11 +43,11 @@ _EXPORTS = {  # public name -> its module: imported on first use (PEP 562), so a
     "InProcessRuntime": "securevfl.runtime",
     "Meter": "securevfl.runtime",
     "Method": "securevfl.methods.base",
-    "Model": "securevfl.predict",
+    "Model": "securevfl.model.predict",
     "ModelPart": "securevfl.results",
     "Option": "securevfl.context",
     "PartyTimeoutError": "securevfl.errors",
-    "Prediction": "securevfl.predict",
+    "Prediction": "securevfl.model.predict",
     "PrivacyLedger": "securevfl.privacy",
     "PrivacyReport": "securevfl.privacy",
     "ProtocolError": "securevfl.errors",
@@ -59,7 +59,7 @@ _EXPORTS = {  # public name -> its module: imported on first use (PEP 562), so a
     "calibrate": "securevfl.privacy",
     "list_datasets": "securevfl.data",
     "load_dataset": "securevfl.data",
-    "load_model": "securevfl.predict",
+    "load_model": "securevfl.model.predict",
     "partition_columns": "securevfl.data",
     "register_method": "securevfl.methods.base",
     "run_experiment": "securevfl.experiment",

@@ -41,11 +41,9 @@ from securevfl.privacy.centring import (
 )
 from securevfl.privacy.centring import reserve as centring_reserve
 from securevfl.registry import create
-from securevfl.resources import check_memory, cpu_seconds, current_rss_bytes
 from securevfl.rng import make_noise_rng
-from securevfl.run_options import build_spec, check_common
-from securevfl.run_record import collect_record
-from securevfl.run_steps import (
+from securevfl.run.record import collect_record
+from securevfl.run.steps import (
     OWN_CSV,
     open_parties,
     party_views,
@@ -55,9 +53,11 @@ from securevfl.run_steps import (
     split_from_label_holder,
     write_probe,
 )
+from securevfl.run_options import build_spec, check_common
 from securevfl.runtime.base import Runtime
 from securevfl.runtime.frame_limits import frame_limit
 from securevfl.runtime.inprocess import InProcessRuntime
+from securevfl.runtime.resources import check_memory, cpu_seconds, current_rss_bytes
 
 
 def check_spec(spec: RunSpec) -> Method:
@@ -177,7 +177,7 @@ def build_views(
     rt: Runtime | None = None,
     fixed_split: bool = False,
 ) -> tuple[PublicInfo, dict[int, PartyView], Any]:
-    """The parties in ``wanted`` take the steps before training (:mod:`securevfl.run_steps`):
+    """The parties in ``wanted`` take the steps before training (:mod:`securevfl.run.steps`):
     each opens its own data (metadata exchanged, rows aligned by PSI with --data files), the
     label holder's split is received, columns centred; returns the public facts, their views
     and (a method that may see pooled data only) the pooled arrays.
@@ -249,8 +249,8 @@ def run_experiment(
     ``views_hook(info, views, pooled)`` may re-split the rows before training (the membership
     attack trains on part of the training split and scores members beside non-members).
     ``save``: a directory; each party living here writes its own trained part into it
-    (:mod:`securevfl.model_io`). ``checkpoints``: a :class:`securevfl.checkpoint.Checkpoints`
-    (write every N epochs / resume), None: off.
+    (:mod:`securevfl.model.files`). ``checkpoints``:
+    a :class:`securevfl.model.checkpoint.Checkpoints` (write every N epochs / resume), None: off.
     ``audit``: a trial of ``securevfl audit`` (fresh noise; maybe deliberately under-noised).
     """
     t_start = time.perf_counter()
@@ -260,7 +260,7 @@ def run_experiment(
     own_rt = rt is None
     rt = runtime_for(spec, method, rt)
     if save is not None:  # refused before any training
-        from securevfl.model_io import check_save
+        from securevfl.model.files import check_save
 
         check_save(save, rt.local_parties, spec, method)
     try:
@@ -286,7 +286,7 @@ def run_experiment(
         if rt.view is not None and rt.view.party == info.label_party:
             rt.view.view.outputs = fit.test_scores
         if save is not None:  # every party writes only its own part, where it lives
-            from securevfl.model_io import save_parts
+            from securevfl.model.files import save_parts
 
             save_parts(
                 save,
@@ -373,7 +373,7 @@ def fit_method(
     )
     # numpy's overflow/invalid warnings would add unexplained lines to the output; what they
     # can mean (a non-finite or constant result) is judged by outcome_warnings below
-    from securevfl import checkpoint
+    from securevfl.model import checkpoint
 
     token = checkpoint.activate(checkpoints)
     try:
@@ -416,7 +416,7 @@ def run_in_processes(
     # each party may wait up to spec.timeout per message; the whole run gets a generous bound
     overall = spec.timeout * 4 + 60
     if save is not None:
-        from securevfl.model_io import check_save
+        from securevfl.model.files import check_save
 
         check_save(save, list(range(n)), spec, method)
     # a party imports its method's module, not every method's (torch, the accountant: ~3 s)
@@ -437,7 +437,7 @@ def own_files_of(spec: RunSpec, method: Method) -> tuple[RunSpec, dict[int, dict
     party k alone is given (its own file; the label column at the label holder only)."""
     from pathlib import Path
 
-    from securevfl.run_steps import label_holder
+    from securevfl.run.steps import label_holder
 
     paths = [p for p in spec.dataset[len(CSV_PREFIX) :].split(",") if p]
     if len(paths) != spec.parties:

@@ -18,8 +18,8 @@ import pytest
 
 import securevfl
 from bench.cli import main
-from securevfl.checkpoint import make_checkpoints
-from securevfl.checkpoint_privacy import _LINE, event_json, event_of
+from securevfl.model.checkpoint import make_checkpoints
+from securevfl.model.checkpoint_privacy import _LINE, event_json, event_of
 from securevfl.run_options import build_spec
 
 ROOT = Path(__file__).resolve().parents[1]

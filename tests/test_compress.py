@@ -13,7 +13,7 @@ from protocols.compress import (
     max_error,
     quant_range,
 )
-from securevfl import serialization
+from securevfl.runtime import serialization
 
 
 @pytest.mark.parametrize("bits", [1, 2, 3, 4, 8, 12, 16, 32])

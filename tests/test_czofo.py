@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from protocols.compress import encoded_size
-from securevfl import serialization
 from securevfl.context import RunSpec
 from securevfl.errors import ConfigError
 from securevfl.experiment import run_experiment
 from securevfl.privacy.czofo_intrinsic import ACCOUNTANT, advanced_composition, step_epsilon
+from securevfl.runtime import serialization
 from securevfl.training.rounds import plan_rounds, releases_per_client
 from securevfl.training.zeroth_order import sample_directions, zo_estimate
 

@@ -8,7 +8,7 @@ from bench.cli import build_parser, main
 from bench.run_args import spec_from_args
 from securevfl.methods.fm_vfl import resolve_ridge
 from securevfl.methods.hdp_vfl import FULL_BATCH, resolve_intercept
-from securevfl.outcome import outcome_warnings
+from securevfl.run.outcome import outcome_warnings
 from securevfl.run_options import build_spec
 
 

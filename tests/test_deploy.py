@@ -24,8 +24,8 @@ from protocols.processes import free_ports
 from securevfl.data.split import draw_split
 from securevfl.experiment import build_views, run_in_processes, validate_spec
 from securevfl.rng import make_rng
+from securevfl.run.steps import PROBE_ENV
 from securevfl.run_options import build_spec
-from securevfl.run_steps import PROBE_ENV
 from securevfl.runtime.inprocess import InProcessRuntime
 from securevfl.runtime.view import ViewRecorder
 from tests.deploy_data import write_pair

@@ -7,9 +7,9 @@ import pytest
 import securevfl.training.cascade_trainer as cascade
 from protocols.compress import CODED, UNIFORM, CompressError, decode, encode, packed_bytes
 from protocols.entropy import EntropyError, decode_codes, encode_codes
-from securevfl import serialization
 from securevfl.context import RunSpec
 from securevfl.experiment import run_experiment
+from securevfl.runtime import serialization
 
 
 def _entropy_bytes(codes, bits):

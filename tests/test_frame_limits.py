@@ -16,13 +16,12 @@ import baselines
 from protocols import rns, wire
 from protocols.frame_bounds import job_frame_limit, share_bound
 from protocols.rns_blocks import BLOCK_ROWS
-from securevfl import serialization
 from securevfl.errors import ConfigError
 from securevfl.experiment import build_views, run_experiment, validate_spec
 from securevfl.methods import load_all
 from securevfl.registry import _REGISTRIES, create
 from securevfl.run_options import build_spec
-from securevfl.runtime import inprocess
+from securevfl.runtime import inprocess, serialization
 from securevfl.runtime.frame_limits import (
     HANDSHAKE_FRAME,
     SLACK_BYTES,

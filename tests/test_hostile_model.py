@@ -18,8 +18,8 @@ import pytest
 import securevfl
 from securevfl.context import RunSpec
 from securevfl.experiment import run_experiment
-from securevfl.model_io import ModelFileError
-from securevfl.model_layers import check_layers
+from securevfl.model.files import ModelFileError
+from securevfl.model.layers import check_layers
 
 SECRET = "TOP-SECRET-FIRST-LINE"
 

@@ -9,7 +9,7 @@ import pytest
 from bench.cli import main
 from securevfl.data.custom import label_task, register_csv_parties
 from securevfl.errors import DataError
-from securevfl.outcome import finite_values, outcome_warnings, strict_json
+from securevfl.run.outcome import finite_values, outcome_warnings, strict_json
 
 
 def test_warnings_name_nan_metric_constant_predictor_and_infinite_epsilon():

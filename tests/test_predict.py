@@ -15,8 +15,8 @@ import securevfl
 from bench.cli import main
 from protocols.compress import decode
 from securevfl.data import load_dataset
-from securevfl.evaluation import metrics_for
-from securevfl.model_io import classes_digest
+from securevfl.model.evaluation import metrics_for
+from securevfl.model.files import classes_digest
 from securevfl.run_options import build_spec
 
 EXPORTABLE = [
@@ -98,7 +98,7 @@ def test_trainer_models_score_bit_identically(tmp_path):
             RunContext(rt=rt, spec=spec, info=info, views=views, shared_seed=5)
         )
         out = tmp_path / kw.get("model", "glm")
-        from securevfl.model_io import save_parts
+        from securevfl.model.files import save_parts
 
         save_parts(out, spec, method, info, views, fit, facts, shared_seed=5)
         scores, _ = securevfl.load_model(out).predict_test_split()
@@ -316,7 +316,7 @@ def test_noisy_scoring_replays_the_runs_release_exactly(tmp_path, monkeypatch, o
     columns and standardisation) must give training's test scores bit for bit: predict
     replays every deterministic step of the mechanism a test row went through."""
     import securevfl.context
-    import securevfl.model_io
+    import securevfl.model.files
     import securevfl.rng
 
     real = securevfl.rng.make_noise_rng
@@ -325,7 +325,7 @@ def test_noisy_scoring_replays_the_runs_release_exactly(tmp_path, monkeypatch, o
         rng = real(*a, **kw)
         return _NoNoise(rng) if kw["purpose"].endswith(("embedding", "predict")) else rng
 
-    save, trained = securevfl.model_io.save_parts, []
+    save, trained = securevfl.model.files.save_parts, []
 
     def keep_scores(*a, **kw):  # training's own test scores, as it saves the model
         trained.append(a[5].test_scores)
@@ -333,7 +333,7 @@ def test_noisy_scoring_replays_the_runs_release_exactly(tmp_path, monkeypatch, o
 
     monkeypatch.setattr(securevfl.rng, "make_noise_rng", zeroed)
     monkeypatch.setattr(securevfl.context, "make_noise_rng", zeroed)
-    monkeypatch.setattr(securevfl.model_io, "save_parts", keep_scores)
+    monkeypatch.setattr(securevfl.model.files, "save_parts", keep_scores)
     # the reproduction mode: the statistics' noise, hence R's factors, fixed by the seed
     record, out = _train(tmp_path, model="mlp", epochs=2, reproducible_noise=True, **opts)
     model = securevfl.load_model(out)
@@ -359,7 +359,7 @@ def _check_clipped_release(model, record, X: np.ndarray) -> None:
     run recorded and clipped again, plus the seeded draw of N(0, σ²)."""
     import torch
 
-    from securevfl.model_layers import rebuild_layers
+    from securevfl.model.layers import rebuild_layers
     from securevfl.rng import make_noise_rng
 
     part = model.parts[0]
@@ -391,8 +391,8 @@ def _pbm_estimates(model, blocks, seeded) -> tuple:
     two ``seeded`` models)."""
     import torch
 
-    from securevfl.model_layers import rebuild_layers
-    from securevfl.predict_pbm import pbm_aggregate, pbm_release
+    from securevfl.model.layers import rebuild_layers
+    from securevfl.model.predict_pbm import pbm_aggregate, pbm_release
     from securevfl.runtime import InProcessRuntime
 
     rel = pbm_release(model.parts)
@@ -955,7 +955,7 @@ def test_resume_after_a_kill_gives_the_uninterrupted_model(tmp_path):
     import signal
     import time
 
-    from securevfl.checkpoint import make_checkpoints
+    from securevfl.model.checkpoint import make_checkpoints
 
     ck = tmp_path / "ck"
     run = ["run", "vfl", "--dataset", "phishing", "--epochs", "40", "--seed", "3"]
@@ -1002,7 +1002,7 @@ def _kill_after_epoch(run: list[str], ck: Path, epoch: int) -> None:
 
 def test_splitnn_resume_after_a_kill_gives_the_uninterrupted_model(tmp_path):
     """The split-NN trainer: bottoms, head and their Adam moments resume (vfl --model mlp)."""
-    from securevfl.checkpoint import make_checkpoints
+    from securevfl.model.checkpoint import make_checkpoints
 
     ck = tmp_path / "ck"
     args = {"method": "vfl", "model": "mlp", "dataset": "breast", "epochs": 8, "seed": 3}
@@ -1026,8 +1026,8 @@ def test_a_kill_between_two_parties_saves_resumes_from_their_common_epoch(tmp_pa
     every party holds (the model still equals an uninterrupted run's)."""
     import shutil
 
-    from securevfl.checkpoint import make_checkpoints
     from securevfl.errors import DataError
+    from securevfl.model.checkpoint import make_checkpoints
 
     ck = tmp_path / "ck"
     args = {"method": "vfl", "model": "mlp", "dataset": "breast", "epochs": 4, "seed": 3}

@@ -198,8 +198,8 @@ def test_a_checkpoint_resumes_only_on_the_same_csv_encoding(tmp_path):
     """A checkpoint keeps a digest of the CSV's encoders and scaling: the same paths holding
     other rows (here one more age range: the same column count, so no shape check notices)
     are refused."""
-    from securevfl.checkpoint import make_checkpoints
     from securevfl.errors import ConfigError
+    from securevfl.model.checkpoint import make_checkpoints
     from securevfl.run_options import build_spec
 
     bank, insurer, cats = write_csv_pair(tmp_path, n=200)

@@ -12,8 +12,8 @@ import pytest
 
 import securevfl
 from bench.cli import main
-from securevfl.model_io import classes_digest, save_parts
-from securevfl.predict_privacy import PLAIN_RELEASE
+from securevfl.model.files import classes_digest, save_parts
+from securevfl.model.predict_privacy import PLAIN_RELEASE
 from securevfl.run_options import build_spec
 
 # CKKS with the method's defaults; Paillier at its smallest allowed key (speed: the scoring

@@ -5,7 +5,7 @@ import pytest
 from bench.cli import main
 from securevfl.context import RunSpec
 from securevfl.errors import ConfigError
-from securevfl.resources import available_memory, check_memory, needs
+from securevfl.runtime.resources import available_memory, check_memory, needs
 
 
 def test_pbm_accountant_tables_counted_and_refused():
@@ -41,7 +41,7 @@ def test_peak_of_a_child_process_is_its_own(tmp_path):
     import numpy as np
 
     big = np.ones(200 * 2**20 // 8)  # 200 MiB resident in this (the parent) process
-    code = "from securevfl.resources import peak_rss_bytes as p; print(p())"
+    code = "from securevfl.runtime.resources import peak_rss_bytes as p; print(p())"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert big.sum() > 0 and out.returncode == 0, out.stderr

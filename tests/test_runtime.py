@@ -3,9 +3,8 @@
 import numpy as np
 import pytest
 
-from securevfl import serialization
 from securevfl.errors import ConfigError, ProtocolError
-from securevfl.runtime import InProcessRuntime, Meter
+from securevfl.runtime import InProcessRuntime, Meter, serialization
 
 
 def test_send_returns_a_copy_and_meters_exact_bytes():

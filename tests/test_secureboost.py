@@ -58,7 +58,7 @@ def test_accuracy_near_pooled_boosted_trees_and_above_the_label_holder_alone():
     from sklearn.ensemble import HistGradientBoostingClassifier
 
     from securevfl.data import load_dataset, split_in_place
-    from securevfl.run_steps import party_blocks
+    from securevfl.run.steps import party_blocks
 
     rec = _run(trees=3, depth=2, seed=0)
     spec = build_spec({"method": "secureboost", "dataset": "breast", "seed": 0})

@@ -70,7 +70,7 @@ def test_concat_aggregation_runs():
 
 def test_bytes_in_record_equal_serialized_payloads():
     """GLM: per step each passive party sends b floats up and receives b floats back."""
-    from securevfl import serialization
+    from securevfl.runtime import serialization
 
     spec = RunSpec(method="vfl", dataset="breast", parties=2, epochs=1, batch_size=569, seed=0)
     rec = run_experiment(spec)

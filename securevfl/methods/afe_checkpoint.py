@@ -1,4 +1,4 @@
-"""What a checkpoint keeps of afe-vfl's hooks (``securevfl.checkpoint_privacy``): each passive
+"""What a checkpoint keeps of afe-vfl's hooks (``securevfl.model.checkpoint_privacy``): each passive
 party's draw counts (embedding, statistics and DP-SGD noise: positions, never a key) and its
 rescaling state (a moving average of DP releases: post-processing), and the label holder's
 contrastive diagnostics. The last epoch's kept embeddings and fill norms are empty at every

@@ -11,10 +11,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from securevfl.checkpoint_privacy import CountedNormals
 from securevfl.context import RunContext
 from securevfl.methods.afe_checkpoint import AFECheckpoint
 from securevfl.methods.dp_bottom_options import BottomPlan
+from securevfl.model.checkpoint_privacy import CountedNormals
 from securevfl.models.afe_losses import (
     contrastive_loss,
     negentropy,
@@ -154,7 +154,7 @@ class AFEHooks(AFECheckpoint, SplitNNHooks):
         return out
 
     def scoring_release(self, ctx: RunContext) -> dict[str, Any] | None:
-        """A scored row (``securevfl.predict`` replays it): clipped to the C-ball as released,
+        """A scored row (``securevfl.model.predict`` replays it): clipped to the C-ball as released,
         (R) rescaled by the party's final factor and clipped again, plus N(0, σ_t²) per
         coordinate; Δ = 2C, as the test rows' ledger."""
         if self.delta is None:

@@ -66,11 +66,11 @@ from typing import Any
 import numpy as np
 
 import securevfl.models.glm_family  # noqa: F401  (registers svm, poisson, gamma, l1, elastic-net)
-from securevfl import checkpoint
 from securevfl.context import Option, RunContext, RunSpec, parse_bool
 from securevfl.errors import ConfigError
 from securevfl.methods.base import Method, register_method
 from securevfl.methods.hdp_hooks import HDPHooks, plan_streams, train_hdp
+from securevfl.model import checkpoint
 from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.privacy.hdp_plan import DEFAULT_SCORE_SHARE, hdp_report, parse_derivative_clip
 from securevfl.privacy.mechanisms import CALIBRATIONS

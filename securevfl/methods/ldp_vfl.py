@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from securevfl.checkpoint_privacy import CountedNormals
 from securevfl.context import RunContext
 from securevfl.errors import ConfigError
 from securevfl.methods.base import register_method
@@ -34,6 +33,7 @@ from securevfl.methods.release_options import (
     release_once,
     release_plan,
 )
+from securevfl.model.checkpoint_privacy import CountedNormals
 from securevfl.privacy.accountant import Accountant, PrivacyLedger, calibrate
 from securevfl.privacy.dp_bottom import test_noise_multiplier, with_test_rows
 from securevfl.privacy.events import PrivacyReport

@@ -111,7 +111,7 @@ class PBMSecAggHooks(BoundedSumHooks):
     def scoring_release(self, ctx: RunContext) -> dict[str, Any] | None:
         """A privately scored row: each sender's P coordinates PBM-quantised at the test-row
         (b, beta), masked and summed by secure aggregation, estimated at the aggregator; what
-        ``securevfl.predict_pbm`` replays with these hooks and accounts."""
+        ``securevfl.model.predict_pbm`` replays with these hooks and accounts."""
         if self.delta is None:
             return None
         return {

@@ -33,7 +33,7 @@ class NoiseStream:
         """Continue as a stream that has handed out ``n`` values (a seeded generator resumed
         from a checkpoint): the values are the generator's normals in order, whatever the
         chunking, so discarding ``n`` of them puts the next ``take`` where it was."""
-        from securevfl.checkpoint_privacy import skip_normals
+        from securevfl.model.checkpoint_privacy import skip_normals
 
         skip_normals(self.rng, n)
         self.buf, self.pos, self.taken = np.empty(0), 0, n

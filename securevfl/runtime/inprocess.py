@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from securevfl import serialization
 from securevfl.errors import ConfigError
+from securevfl.runtime import serialization
 from securevfl.runtime.base import Runtime
 from securevfl.runtime.channel import Meter
 from securevfl.runtime.expect import Expect

@@ -32,8 +32,8 @@ from typing import Any
 
 from protocols import mpyc_net
 from protocols.wire import WireError, guard_mpyc_unpickling
-from securevfl import serialization
 from securevfl.errors import ConfigError, PartyTimeoutError, ProtocolError
+from securevfl.runtime import serialization
 from securevfl.runtime.base import Runtime
 from securevfl.runtime.channel import Meter
 from securevfl.runtime.expect import Expect

@@ -338,7 +338,7 @@ class CascadeTrainer:
         self.stats.curve.append({"rounds": rounds, "train_bytes": sent, "accuracy": acc})
 
     def uplink(self) -> dict[str, Any]:
-        """How a client's scoring message is compressed (``securevfl.predict`` replays it)."""
+        """How a client's scoring message is compressed (``securevfl.model.predict`` replays it)."""
         cfg, on = self.cfg, ("up", "both")
         return {
             "bits": int(cfg.uplink_bits),

@@ -6,7 +6,7 @@ weights it released), the label holder's adds the bias; a split-NN party's part 
 the label holder's adds the head. Torch modules are flattened to an allow-list of layers
 (linear, relu, tanh; corners and sphere, the release shapes; the CNN bottom's placement,
 conv2d, maxpool2d, adaptive_avgpool2d, flatten) and their arrays, so a saved model never needs
-code to load (``securevfl.model_layers`` rebuilds them).
+code to load (``securevfl.model.layers`` rebuilds them).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ LINKS = {"logistic": "sigmoid", "least-squares": "identity"}
 def flatten_module(module: nn.Module, prefix: str) -> tuple[list[dict[str, Any]], dict]:
     """(layer specs, arrays) of a module built from the allow-listed layers (Sequential, Linear,
     ReLU, Tanh, the release shapes, and the CNN bottom's: its pixel placement, Conv2d,
-    MaxPool2d, AdaptiveAvgPool2d, Flatten); ``securevfl.model_layers`` rebuilds them."""
+    MaxPool2d, AdaptiveAvgPool2d, Flatten); ``securevfl.model.layers`` rebuilds them."""
     from torch import nn
 
     from securevfl.models.conv_bottom import ConvBottom

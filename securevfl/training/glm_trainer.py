@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from securevfl import checkpoint
-from securevfl.checkpoint_privacy import ResumableHooks, private_resume
 from securevfl.context import RunContext, fingerprint
 from securevfl.errors import ConfigError
+from securevfl.model import checkpoint
+from securevfl.model.checkpoint_privacy import ResumableHooks, private_resume
 from securevfl.models.glm import GLMLoss, Penalty, default_loss_for, make_loss, make_penalty
 from securevfl.results import RunStats
 from securevfl.runtime.expect import Expect

@@ -46,9 +46,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from securevfl import checkpoint
 from securevfl.context import RunContext
 from securevfl.errors import ConfigError
+from securevfl.model import checkpoint
 from securevfl.models.nets import seeded_init, top_mlp
 from securevfl.results import RunStats
 from securevfl.rng import derive_seed

@@ -20,10 +20,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from securevfl import checkpoint
-from securevfl.checkpoint_privacy import ResumableHooks, private_resume
 from securevfl.context import RunContext, fingerprint
 from securevfl.errors import ConfigError, ProtocolError
+from securevfl.model import checkpoint
+from securevfl.model.checkpoint_privacy import ResumableHooks, private_resume
 from securevfl.models.nets import seeded_init, top_mlp
 from securevfl.results import RunStats
 from securevfl.rng import derive_seed
@@ -150,7 +150,7 @@ class SplitNNHooks(ResumableHooks):
 
     def scoring_release(self, ctx: RunContext) -> dict[str, Any] | None:
         """How a data party's message for a privately scored row is released, as data that
-        ``securevfl.predict`` replays with fresh noise and accounts (``{"mechanism":
+        ``securevfl.model.predict`` replays with fresh noise and accounts (``{"mechanism":
         "gaussian", "sigma", "sensitivity", "delta"}``); None: predict cannot replay this
         method's private path, so its model is not saved (default). Optional keys: ``clip``
         ({"mode": "hard"|"soft", "bound": C}: each row clipped to the C-ball before noise)."""

@@ -19,7 +19,7 @@ import numpy as np
 
 from securevfl.context import PartyView, RunContext
 from securevfl.errors import ConfigError
-from securevfl.evaluation import metrics_for
+from securevfl.model.evaluation import metrics_for
 
 # run(fold context, setting, fold index) -> validation scores at the label holder (None elsewhere)
 FoldRun = Callable[[RunContext, Mapping[str, Any], int], np.ndarray | None]

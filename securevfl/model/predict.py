@@ -11,8 +11,8 @@ What scoring releases: each data party's message for every scored row goes to th
 holder exactly as at the training run's test scoring: in the clear for a plain path (no ε covers
 the scored rows; the training ε in the card covers the training rows), or, for a method whose
 scoring is a noisy release (``meta.release``: ldp-vfl, afe-vfl, vafl-dp; pbm-vfl's PBM +
-secure aggregation in ``securevfl.predict_pbm``), through the same mechanism with fresh noise,
-its ε per scored row accounted (``securevfl.predict_privacy``).
+secure aggregation in ``securevfl.model.predict_pbm``), through the same mechanism with fresh noise,
+its ε per scored row accounted (``securevfl.model.predict_privacy``).
 """
 
 from __future__ import annotations
@@ -31,11 +31,11 @@ from securevfl.data.csv_columns import ColumnRule
 from securevfl.data.preprocess import scale_by_ranges
 from securevfl.data.saved_encoder import rules_from_json
 from securevfl.errors import ConfigError, DataError
-from securevfl.model_io import ModelFileError, Part, load_parts
-from securevfl.model_layers import rebuild_layers
-from securevfl.predict_pbm import pbm_release, score_pbm
-from securevfl.predict_privacy import PLAIN_RELEASE, apply_release, scoring_privacy
-from securevfl.predict_trees import score_trees
+from securevfl.model.files import ModelFileError, Part, load_parts
+from securevfl.model.layers import rebuild_layers
+from securevfl.model.predict_pbm import pbm_release, score_pbm
+from securevfl.model.predict_privacy import PLAIN_RELEASE, apply_release, scoring_privacy
+from securevfl.model.predict_trees import score_trees
 from securevfl.runtime.base import Runtime
 from securevfl.runtime.inprocess import InProcessRuntime
 
@@ -390,7 +390,7 @@ class Model:
         from securevfl.data.custom import CSV_KEYS, CSV_PREFIX
         from securevfl.data.split import apply_split
         from securevfl.experiment import spec_from_dict, validate_spec
-        from securevfl.run_steps import party_blocks
+        from securevfl.run.steps import party_blocks
 
         settings = dict(self.card["spec"])
         named = str(settings.get("dataset", ""))
@@ -481,7 +481,7 @@ def predict_party(
 
     from securevfl.data.alignment import align_tables
     from securevfl.errors import ConfigError
-    from securevfl.model_io import load_part, party_dir
+    from securevfl.model.files import load_part, party_dir
     from securevfl.party import check_addresses
     from securevfl.runtime.networked import NetworkedRuntime
 

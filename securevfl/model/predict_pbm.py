@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from securevfl.model_io import ModelFileError
+from securevfl.model.files import ModelFileError
 
 MECHANISM = "pbm-secagg"
 
@@ -123,7 +123,7 @@ def pbm_aggregate(
 
     from securevfl.methods.dp_bottom_options import BottomPlan
     from securevfl.methods.pbm_hooks import PBMSecAggHooks
-    from securevfl.model_layers import rebuild_layers
+    from securevfl.model.layers import rebuild_layers
     from securevfl.training.loop import eval_batches
 
     L, senders = model.label_party, list(rel["senders"])

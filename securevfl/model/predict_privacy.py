@@ -34,7 +34,7 @@ def release_of(parts: dict[int, Any]) -> dict[str, Any] | None:
 
 
 def _number(release: dict[str, Any], value: Any, what: str) -> float:
-    from securevfl.model_io import ModelFileError
+    from securevfl.model.files import ModelFileError
 
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ModelFileError(f"a part's release {what} must be a number > 0, got {value!r}")
@@ -47,7 +47,7 @@ def _number(release: dict[str, Any], value: Any, what: str) -> float:
 def check_release(release: dict[str, Any]) -> dict[str, Any]:
     """The release's steps, checked: Gaussian noise σ, and where given the clip (mode, bound C)
     and the rescaling factor; a clip must not claim less than its 2C sensitivity."""
-    from securevfl.model_io import ModelFileError
+    from securevfl.model.files import ModelFileError
     from securevfl.privacy.afe import CLIPS
 
     if release.get("mechanism") != "gaussian":
@@ -118,8 +118,8 @@ def scoring_privacy(
     if release is None:
         return {"scored_rows_epsilon": None, "release": PLAIN_RELEASE, "training": training}
     if release.get("mechanism") == "pbm-secagg":  # pbm-vfl: its own accountant
-        from securevfl.predict_pbm import check_release as check_pbm
-        from securevfl.predict_pbm import scoring_privacy_pbm
+        from securevfl.model.predict_pbm import check_release as check_pbm
+        from securevfl.model.predict_pbm import scoring_privacy_pbm
 
         eps, text, facts = scoring_privacy_pbm(check_pbm(release))
         return _noisy_record(eps, text, facts, noise_seed=noise_seed, training=training)

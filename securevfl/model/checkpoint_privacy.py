@@ -1,6 +1,6 @@
 """The privacy side of a checkpointed DP run: the ledger resumed, no release forgotten.
 
-A checkpoint of a DP run keeps, besides the models (``securevfl.checkpoint``):
+A checkpoint of a DP run keeps, besides the models (``securevfl.model.checkpoint``):
 
 * **the releases so far**: every leaf event the trainer composed into the run's ledger (mechanism,
   noise multiplier σ/Δ, count: public facts, no data), restored into the resumed run's ledger;

@@ -12,14 +12,14 @@ from securevfl.context import AuditTap, PartyView, PublicInfo, RunSpec, has_budg
 from securevfl.data.custom import alignment_of
 from securevfl.data.domains import bound_source
 from securevfl.disclosure import FINGERPRINT_WITHHELD, guarded, scrub_record, scrub_warnings
-from securevfl.evaluation import metrics_for
 from securevfl.methods.base import Method
-from securevfl.outcome import finite_values, outcome_warnings
+from securevfl.model.evaluation import metrics_for
 from securevfl.privacy.centring import compose_into
 from securevfl.privacy.coalitions import REPLACE_ONE, coalitions
-from securevfl.resources import cpu_seconds, peak_rss_bytes
 from securevfl.rng import noise_generator_name
+from securevfl.run.outcome import finite_values, outcome_warnings
 from securevfl.runtime.base import Runtime
+from securevfl.runtime.resources import cpu_seconds, peak_rss_bytes
 from securevfl.version import __version__
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from securevfl.model_io import ModelFileError
+from securevfl.model.files import ModelFileError
 
 TYPES = (
     "linear",

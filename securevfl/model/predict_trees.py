@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from securevfl.model_io import ModelFileError, Part
+from securevfl.model.files import ModelFileError, Part
 from securevfl.models.boosted_trees import Lookup, TreeSet, bin_index
 from securevfl.training.tree_routing import route_margins
 

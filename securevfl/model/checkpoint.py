@@ -7,7 +7,7 @@ same ``--seed`` the minibatch order is the same, so it ends with the same model 
 never interrupted. Built for the GLM trainer (vfl, local with ``--model glm``, hdp-vfl) and the
 split-NN trainer (vfl, local with ``--model mlp``: parameters and Adam moments; ldp-vfl and
 afe-vfl): a DP method's releases, write-ahead log and hook state are kept by
-``securevfl.checkpoint_privacy``; a method whose hooks hold state a checkpoint does not keep
+``securevfl.model.checkpoint_privacy``; a method whose hooks hold state a checkpoint does not keep
 refuses, naming why.
 """
 
@@ -137,7 +137,7 @@ class Checkpoints:
                 "changed since the checkpoint was written"
             )
         arrays = {}
-        from securevfl.model_io import _load_array
+        from securevfl.model.files import _load_array
 
         for name, digest in doc["files"].items():
             arrays[name[: -len(".npy")]] = _load_array(d / name, digest)
