@@ -501,6 +501,7 @@ async def handshake(
                 f"party {j} failed the run check (it saw other parties, e.g. a foreign run "
                 "on the same ports, or does not hold this run's key)"
             )
+    authenticated(mpc)  # peers may now be held up to the run's budgets
 
 
 async def _exchange_macs(mpc: Any, key: bytes, hellos: list[bytes]) -> dict[int, bytes]:

@@ -32,6 +32,9 @@ def _exchanger(loop, limit: int = 1 << 30):
         _securevfl_last_seen={},
         _securevfl_refused=[],
         _securevfl_max_frame=limit,
+        _securevfl_authenticated=True,  # after the handshake: the run's budgets apply
+        parties=[],
+        pid=0,
         _loop=loop,
     )
     ex = mpyc_net._exchanger_class()(rt, 1)  # the peer is party 1: past identification

@@ -111,7 +111,6 @@ class NetworkedRuntime(Runtime):
         self._run(
             mpyc_net.handshake(self.mpc, digest, key=key, parts=digest_parts), "the run handshake"
         )
-        mpyc_net.authenticated(self.mpc)  # peers may now be held up to the run's budgets
 
     def limit_frames(self, nbytes: int) -> None:
         """From now on refuse any frame a peer announces over ``nbytes`` (the run's limit,
