@@ -29,8 +29,10 @@ NOT_A_GUARANTEE = (
 # sample-unit run); where they are not (a server or a featureless active party holding only the
 # labels, whose exposure the record lists), they are post-processing of released values
 UNRELEASED_STATS = ("epoch_loss", "epoch_accuracy")
-# method ``extra`` keys that are statistics of unreleased values
-UNRELEASED_EXTRA = ("embedding_fill",)
+# method ``extra`` keys that are statistics of unreleased values: AFE's embedding fill, and the
+# release-once head's pick of the label holder's own model (``--own-model auto``: the lower loss
+# on held-out exact training labels)
+UNRELEASED_EXTRA = ("embedding_fill", "own_model")
 # ``privacy`` entries (path below ``privacy``) computed from the label holder's exact rows and
 # labels: HDP-VFL's final refit (bias, passive scales) and its deconvolved threshold (from the
 # exact derivatives). Withheld wherever the label holder's rows are in a unit

@@ -16,7 +16,7 @@ def test_filters_keep_the_asked_cells_and_the_reference_points():
     assert {c.spec.dataset for c in cells} == {"breast"} and {c.spec.seed for c in cells} == {0}
     assert {c.spec.epsilon for c in cells} == {None, 1.0, 8.0}
     dp = {(c.spec.method, c.spec.epsilon) for c in cells if c.spec.epsilon is not None}
-    assert len(dp) == 18  # 9 DP methods (fm-central, vafl-dp, opacus-dpsgd included) x 2 ε
+    assert len(dp) == 20  # 10 DP methods (fm-central, vafl-dp, opacus-dpsgd, secureboost-dp) x 2 ε
     assert {"vfl", "local", "centralized", "he-vfl"} <= {c.spec.method for c in cells}
     assert {c.cell_id for c in cells} <= {c.cell_id for c in suite.cells}  # same ids: reused
     only = filter_suite(suite, parse_filters("hdp-vfl", "breast", "1,8", "0")).cells
@@ -64,7 +64,10 @@ def test_help_lists_every_choice_and_the_methods_real_defaults(monkeypatch):
     assert "one of auto, clipped, free, none (or true/false); default auto" in text
     assert "_hdp_intercept" not in text
     pbm = " ".join(_help("pbm-vfl").split())
-    assert "default 1e-05 (pbm-vfl's own)" in pbm and "[one of glm, mlp, cnn; default mlp]" in pbm
+    assert (
+        "default 1e-05 (pbm-vfl's own)" in pbm
+        and "[one of glm, mlp, cnn, gbdt, best; default mlp]" in pbm
+    )
     assert "minibatch size [integer in [1, 10000000]; default 1024 (dpsgd-c's own)]" in " ".join(
         _help("dpsgd-c").split()
     )

@@ -859,7 +859,7 @@ def test_pbm_predict_runs_secure_aggregation_over_processes(tmp_path, capsys):
     bytes per row and ε per scored row as in one process (the noise is fresh: scores differ)."""
     _, out = _train(
         tmp_path, method="pbm-vfl", model="mlp", epochs=1, parties=3, epsilon=6.0, b=16,
-        active_features=True,
+        active_features=True, own_model="columns",  # the own trees (auto) are not saved yet
     )  # fmt: skip
     model = securevfl.load_model(out)
     new = _card_csvs(tmp_path, model)
