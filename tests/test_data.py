@@ -75,9 +75,11 @@ def test_offline_dataset_shape_task_and_domains(name, n, d, task, n_classes):
 
 
 def test_catalogue_is_sorted_and_complete():
-    infos = list_datasets()
-    assert [i.name for i in infos] == sorted(i.name for i in infos) == dataset_names()
-    assert {n for n, *_ in OFFLINE} | set(OPTIONAL) == set(dataset_names())
+    # a user's CSV or arrays registered by another test in this worker are not the catalogue
+    infos = [i for i in list_datasets() if i.licence != "user's own"]
+    names = [n for n in dataset_names() if n in {i.name for i in infos}]
+    assert [i.name for i in infos] == sorted(i.name for i in infos) == names
+    assert {n for n, *_ in OFFLINE} | set(OPTIONAL) == set(names)
     by_name = {i.name: i for i in infos}
     for name, n, d, task, _ in OFFLINE:
         i = by_name[name]
