@@ -41,6 +41,11 @@ NOISY = {
 }
 
 
+# per method: secureboost-dp's bytes follow its trees (splits picked on noisy sums) and the row
+# partitions the feature owners return, which its record lists outside the guarantee
+ALSO_NOISY = {"secureboost-dp": {"comm"}}
+
+
 def neighbour(kind: str):
     """A ``views_hook`` changing training row 0: ``label`` flips its label, ``row`` replaces
     its columns (every block) and label by row 1's."""
@@ -82,20 +87,21 @@ def flat(d: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix[:-1]: d}
 
 
-def differing(a: dict, b: dict) -> list[str]:
+def differing(a: dict, b: dict, also: set[str] = frozenset()) -> list[str]:
     fa, fb = flat(a), flat(b)
     keys = set(fa) | set(fb)
+    noisy = NOISY | set(also)
     return sorted(
         k
         for k in keys
-        if not any(k == n or k.startswith(n + ".") for n in NOISY) and fa.get(k) != fb.get(k)
+        if not any(k == n or k.startswith(n + ".") for n in noisy) and fa.get(k) != fb.get(k)
     )
 
 
 @pytest.mark.parametrize("method", sorted(SMALL))
 def test_one_label_flipped_or_one_row_replaced_gives_the_same_record(method):
     flipped, replaced = _run(method, "label"), _run(method, "row")
-    assert differing(flipped, replaced) == []
+    assert differing(flipped, replaced, ALSO_NOISY.get(method, set())) == []
     assert flipped["privacy"]["relation"].startswith("replace-one")
 
 

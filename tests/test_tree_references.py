@@ -13,7 +13,9 @@ from securevfl.models.trees import out_of_fold_logits
 
 
 def _run(method: str, model: str) -> dict:
-    return run_experiment(RunSpec(method=method, dataset="phishing", parties=2, model=model, seed=0))
+    return run_experiment(
+        RunSpec(method=method, dataset="phishing", parties=2, model=model, seed=0)
+    )
 
 
 def test_local_and_centralized_trees_beat_chance_and_pooled_wins():
