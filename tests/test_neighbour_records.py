@@ -41,9 +41,13 @@ NOISY = {
 }
 
 
-# per method: secureboost-dp's bytes follow its trees (splits picked on noisy sums) and the row
-# partitions the feature owners return, which its record lists outside the guarantee
-ALSO_NOISY = {"secureboost-dp": frozenset({"comm"})}
+# per method: secureboost-dp's trees (node count, splits per party, and the bytes that follow
+# them) are picked on the partners' noisy sums and the label holder's own exact gradients, and
+# the row partitions go back exactly: its record lists the label holder's labels and the
+# partitions outside its party-row guarantee
+ALSO_NOISY = {
+    "secureboost-dp": frozenset({"comm", "extra.nodes", "extra.splits_by_party"}),
+}
 
 
 def neighbour(kind: str):
