@@ -83,6 +83,20 @@ def party_blocks(groups: list[list[int]], spec: RunSpec, seed: int) -> list[np.n
     return partition_columns(groups, spec.parties, scheme=scheme, seed=seed)
 
 
+def _parties(wanted: list[int], blocks: list[np.ndarray], holder: int, source: str) -> dict:
+    """The local parties' records: a data party's source and columns, a server's none."""
+    K = len(blocks)
+    return {
+        k: Party(
+            index=k,
+            source=source if k < K else "none (server)",
+            columns=blocks[k] if k < K else np.arange(0, dtype=int),
+            holds_labels=k == holder,
+        )
+        for k in wanted
+    }
+
+
 def open_parties(spec: RunSpec, method: Method, rt: Runtime, wanted: list[int]) -> LocalData:
     """Step 1-3: every local party opens its own data; metadata and (with an ID column) PSI
     are exchanged with the peers inside (SPMD: every process calls this)."""
@@ -111,15 +125,7 @@ def _open_catalogue(spec: RunSpec, method: Method, wanted: list[int]) -> LocalDa
         ds.y = None  # a process without the label holder keeps no label (the loader read them)
         clear_caches()  # nor the whole table the loader cached
     blocks = party_blocks(ds.groups, spec, seed)
-    parties = {
-        k: Party(
-            index=k,
-            source=f"dataset {spec.dataset}" if k < K else "none (server)",
-            columns=blocks[k] if k < K else np.arange(0, dtype=int),
-            holds_labels=k == holder,
-        )
-        for k in wanted
-    }
+    parties = _parties(wanted, blocks, holder, f"dataset {spec.dataset}")
     return LocalData(ds=ds, blocks=blocks, parties=parties)
 
 
@@ -186,15 +192,7 @@ def _open_own_files(spec: RunSpec, method: Method, rt: Runtime, wanted: list[int
         columns=held,
         fitted=tuple(fitted),
     )
-    parties = {
-        k: Party(
-            index=k,
-            source=f"file {Path(spec.data).name}" if k < K else "none (server)",
-            columns=blocks[k] if k < K else np.arange(0, dtype=int),
-            holds_labels=k == holder,
-        )
-        for k in wanted
-    }
+    parties = _parties(wanted, blocks, holder, f"file {Path(spec.data).name}")
     return LocalData(ds=ds, blocks=blocks, parties=parties, alignment=alignment)
 
 
