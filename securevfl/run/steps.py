@@ -192,7 +192,8 @@ def _open_own_files(spec: RunSpec, method: Method, rt: Runtime, wanted: list[int
         columns=held,
         fitted=tuple(fitted),
     )
-    parties = _parties(wanted, blocks, holder, f"file {Path(spec.data).name}")
+    source = f"file {Path(spec.data).name}" if spec.data else "none (server)"
+    parties = _parties(wanted, blocks, holder, source)
     return LocalData(ds=ds, blocks=blocks, parties=parties, alignment=alignment)
 
 
