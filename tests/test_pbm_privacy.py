@@ -379,3 +379,24 @@ def test_ldp_events_are_gaussian_with_row_and_sample_sensitivity() -> None:
 def test_quantizer_rejects_nan() -> None:
     with pytest.raises(ConfigError, match=r"\[-1.0, 1.0\]"):
         pbm_quantize(np.array([0.1, np.nan]), b=4, beta=0.1, rng=np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("unit", ["party-row", "sample"])
+@pytest.mark.parametrize("b", [1, 3, 8])
+def test_a_single_sender_is_dominated_by_its_own_binomial_pair(unit: str, b: int) -> None:
+    """K = 2 with the label holder's columns kept at home: one partner sends, so the secure sum
+    is that party's own b trials (n_parties=1, N = b). Brute force over every pair of reachable
+    grid levels: the event's pair dominates Binomial(b, p) against Binomial(b, p'), and its
+    epsilon is no smaller than that of the extreme pair (Binomial(b, lo), Binomial(b, hi))."""
+    beta = 0.25
+    top = int(beta * GRID)
+    levels = (2048 - top, 2048 - top // 3, 2048, 2048 + 7, 2048 + top)
+    pair = dominating_pair(unit, b, beta, 1, points=300)
+    dominates = _Dominates(pair)
+    lg = functools.cache(lambda j: poisson_binomial_logpmf([j / GRID], b))
+    for j, j2 in itertools.product(levels, repeat=2):
+        if j != j2:
+            dominates(lg(j), lg(j2))
+    lo, hi = lg(levels[0]), lg(levels[-1])
+    la = np.linspace(0.0, b * math.log((0.5 + beta) / (0.5 - beta)) + 0.1, 120)
+    assert np.all(_curve(*pair, la) >= _curve(hi, lo, la) - 1e-12)
