@@ -6,7 +6,6 @@ keeps only the columns of the parties that live there, and the label holder retu
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from securevfl.context import (
@@ -15,14 +14,20 @@ from securevfl.context import (
 )
 from securevfl.run.centring import center_numeric_columns, center_released, centre_columns
 from securevfl.run.checks import check_spec, validate_spec
+from securevfl.run.phases import (
+    after_training,
+    apply_views_hook,
+    before_training,
+    save_parties,
+    start_clock,
+    views_of,
+)
 from securevfl.run.processes import own_files_of, run_in_processes
 from securevfl.run.record import collect_record
 from securevfl.run.train import agree_seed, fit_method, one_torch_thread, runtime_for
-from securevfl.run.views import ViewsHook, build_views
+from securevfl.run.views import ViewsHook, build_views, prepare_parties
 from securevfl.run_options import build_spec
 from securevfl.runtime.base import Runtime
-from securevfl.runtime.frame_limits import frame_limit
-from securevfl.runtime.resources import cpu_seconds, current_rss_bytes
 
 __all__ = [
     "ViewsHook",
@@ -61,8 +66,7 @@ def run_experiment(
     a :class:`securevfl.model.checkpoint.Checkpoints` (write every N epochs / resume), None: off.
     ``audit``: a trial of ``securevfl audit`` (fresh noise; maybe deliberately under-noised).
     """
-    t_start = time.perf_counter()
-    rss_start, cpu_start = current_rss_bytes(), cpu_seconds()
+    start = start_clock()
     method = validate_spec(spec)
     one_torch_thread(spec)
     own_rt = rt is None
@@ -73,50 +77,26 @@ def run_experiment(
         check_save(save, rt.local_parties, spec, method)
     try:
         facts: dict[str, Any] = {}
-        info, views, pooled = build_views(
-            spec,
-            method,
-            rt.local_parties,
-            facts,
-            rt=rt,
-            # an audit's trials and a resumed run must see the rows of the run they continue
-            fixed_split=audit is not None or checkpoints is not None,
+        # an audit's trials and a resumed run must see the rows of the run they continue
+        fixed = audit is not None or checkpoints is not None
+        info, parties, pooled = prepare_parties(
+            spec, method, rt.local_parties, facts, rt=rt, fixed_split=fixed
         )
         if views_hook is not None:
-            info, views, pooled = views_hook(info, views, pooled)
-        if hasattr(rt, "limit_frames"):  # networked: refuse frames over this run's largest
-            rt.limit_frames(frame_limit(spec, info, method))
-        if rt.view is not None:  # the recorded party's own data and the public facts
-            v = rt.view.view
-            v.own, v.info, v.spec = views.get(v.party), info, spec
+            info, pooled = apply_views_hook(views_hook, info, parties, pooled)
+        before_training(spec, method, rt, info, parties)
         shared_seed = agree_seed(spec, rt)
-        fit = fit_method(spec, method, rt, info, views, pooled, shared_seed, audit, checkpoints)
-        if rt.view is not None and rt.view.party == info.label_party:
-            rt.view.view.outputs = fit.test_scores
-        if save is not None:  # every party writes only its own part, where it lives
-            from securevfl.model.files import save_parts
-
-            save_parts(
-                save,
-                spec,
-                method,
-                info,
-                views,
-                fit,
-                facts,
-                shared_seed=shared_seed,
-                here_label=rt.here(info.label_party),
+        views = views_of(parties)
+        fit = fit_method(
+            spec, method, rt, info, views, pooled, shared_seed, audit, checkpoints, parties
+        )
+        after_training(rt, info, parties, fit)
+        if save is not None:
+            save_parties(
+                save, spec, method, info, parties, fit, facts, shared_seed=shared_seed, rt=rt
             )
         return collect_record(
-            spec,
-            method,
-            rt,
-            info,
-            views,
-            fit,
-            start=(t_start, rss_start, cpu_start),
-            checkpoints=checkpoints,
-            audit=audit,
+            spec, method, rt, info, views, fit, start=start, checkpoints=checkpoints, audit=audit
         )
     finally:
         if own_rt:

@@ -18,14 +18,33 @@ OWN_CSV = "csv"  # spec.dataset when each party names only its own file (spec.da
 
 
 @dataclasses.dataclass
+class PartyKeys:
+    """Handles to the key material one party holds, set where it is made (never a copy):
+
+    ``identity``: its TLS certificate and key files (a run on hosts with ``--certs``);
+    ``he``: its side of the run's homomorphic encryption: the key holder's key pair, a data
+    party's public key; ``secagg``: its secure-aggregation side (a client's or the server's,
+    holding its X25519 key-agreement key). None: the party has none in this run."""
+
+    identity: tuple[str, str] | None = None
+    he: Any = None
+    secagg: Any = None
+
+
+@dataclasses.dataclass
 class Party:
-    """One party as it lives in this process: the data it owns and what it holds of the run."""
+    """One party as it lives in this process: the data it owns, its view of the run, its keys
+    and, after training, its part of the model (what ``--save`` writes for it). The same record
+    in one process, in ``--processes`` and on a host of its own: a process holds only the
+    records of the parties that live there."""
 
     index: int
     source: str  # where its data comes from: a catalogue block, its own file, nothing (server)
     columns: np.ndarray  # global indices of its columns
     holds_labels: bool
     view: PartyView | None = None
+    keys: PartyKeys = dataclasses.field(default_factory=PartyKeys)
+    model: Any = None  # its ModelPart (securevfl.training.export) once trained; None: none
 
 
 @dataclasses.dataclass

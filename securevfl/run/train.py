@@ -64,8 +64,10 @@ def fit_method(
     shared_seed: int,
     audit: AuditTap | None,
     checkpoints: Any,
+    parties: dict[int, Any] | None = None,
 ) -> Any:
-    """Step 7: the method trains (the centring's share of ε set aside where it is released)."""
+    """Step 7: the method trains (the centring's share of ε set aside where it is released);
+    ``parties``: the local parties' records, where the method keeps their keys."""
     fit_spec = spec
     composes = method.composes_centring(spec)  # else the record adds them (basic)
     if spec.center and has_budget(spec) and not composes:  # the means take their share
@@ -79,6 +81,7 @@ def fit_method(
         shared_seed=shared_seed,
         pooled=pooled if method.pooled_data else None,
         audit=audit,
+        parties=parties or {},
     )
     # numpy's overflow/invalid warnings would add unexplained lines to the output; what they
     # can mean (a non-finite or constant result) is judged by outcome_warnings below
