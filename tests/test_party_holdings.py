@@ -100,3 +100,18 @@ def test_a_data_party_holds_its_own_model_part_and_saves_it_from_its_record(run)
         for name, arr in saved.items():
             digest = hashlib.sha256(np.ascontiguousarray(arr).tobytes()).hexdigest()
             assert digest == part[name], name
+
+
+def test_a_key_is_kept_on_its_partys_record_only_where_it_lives():
+    from securevfl.context import RunContext
+    from securevfl.run.parties import Party
+
+    mine = Party(index=1, source="file b.csv", columns=np.arange(2), holds_labels=False)
+    ctx = RunContext(rt=None, spec=None, info=None, views={}, shared_seed=0, parties={1: mine})  # type: ignore[arg-type]
+    side = object()
+    ctx.hold_key(1, "secagg", side)
+    assert mine.keys.secagg is side  # the handle itself, not a copy
+    ctx.hold_key(0, "he", object())  # party 0 does not live here: nothing kept
+    assert mine.keys.he is None
+    with pytest.raises(ValueError, match="key kind"):
+        ctx.hold_key(1, "session", side)
