@@ -161,6 +161,8 @@ class CKKSScheme(Scheme):
         for k in range(self.K):
             if rt.here(k):
                 self.sides[k] = cp.load_public(self.params, pub)
+        for k, side in self.sides.items():  # each party's record holds its side
+            self.ctx.hold_key(k, "he", side)
         self.public_bytes = len(pub) if pub is not None else 0
         self.setup_s = time.perf_counter() - t0
 
@@ -284,6 +286,8 @@ class PaillierScheme(Scheme):
                 if self.randomness == "djn":  # the fixed-base table: precomputed at setup
                     h_s = ph.from_bytes(self.pub[k], pub[1])[0]
                     self.fast[k] = ph.FixedBaseEncryptor(self.pub[k], h_s)
+        for k, p in self.pub.items():  # each party's record holds its side
+            self.ctx.hold_key(k, "he", (p, self.priv) if k == C else p)
         if self.randomness == "djn":
             pub = b"".join(pub) if pub is not None else None
         self.public_bytes = len(pub) if pub is not None else 0

@@ -174,6 +174,18 @@ class RunContext:
     shared_seed: int
     pooled: Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] | None = None
     audit: AuditTap | None = None  # set by ``securevfl audit`` only, never by ``run``
+    # the local parties' records (securevfl.run.parties.Party): where their keys are kept
+    parties: dict[int, Any] = field(default_factory=dict)
+
+    def hold_key(self, party: int, kind: str, key: Any) -> None:
+        """Keep ``key`` (a handle, not a copy) on ``party``'s record as its ``kind`` key
+        ("he", "secagg"); nothing where the party does not live in this process."""
+        p = self.parties.get(party)
+        if p is None:
+            return
+        if not hasattr(p.keys, kind):
+            raise ValueError(f"key kind must be one of identity, he, secagg, got {kind!r}")
+        setattr(p.keys, kind, key)
 
     def noise_rng(self, party: int, purpose: str) -> np.random.Generator:
         """Noise generator of one party: in a private run the AES-CTR CSPRNG whatever ``--seed``

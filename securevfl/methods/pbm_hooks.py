@@ -103,6 +103,9 @@ class PBMSecAggHooks(BoundedSumHooks):
         self.clients = {k: SecAggParty(self.sec[k], M, bits=self.bits) for k in local if secure}
         here = ctx.rt.here(self.aggregator)
         self.server = SecAggServer(M, bits=self.bits) if here and secure else None
+        for k, side in [*self.clients.items(), (self.aggregator, self.server)]:
+            if side is not None:  # each party's record holds its side (its X25519 key)
+                ctx.hold_key(k, "secagg", side)
         self.server_s: list[float] = []
         self.party_s: list[float] = []
         self.dropouts = 0  # party-aggregations recovered without the party (see the record)

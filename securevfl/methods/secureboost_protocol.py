@@ -74,6 +74,8 @@ def setup_keys(ctx: Any, bits: int, djn: bool) -> dict[int, Crypto]:
                 raise ProtocolError(f"the public key must have {bits} bits")
             h = gmpy2.mpz(int.from_bytes(got["h"], "big"))
             out[k] = Crypto(pub, None, ph.FixedBaseEncryptor(pub, h) if djn else None)
+    for k, c in out.items():  # each party's record holds its side: L's key pair, a public key
+        ctx.hold_key(k, "he", c)
     return out
 
 

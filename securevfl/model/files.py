@@ -116,8 +116,11 @@ def save_parts(
     *,
     shared_seed: int,
     here_label: bool = True,
+    parts: dict[int, Any] | None = None,
 ) -> list[Path]:
-    """Write every local party's part of ``fit.model`` under ``root``; return the directories."""
+    """Write every local party's part under ``root``; return the directories. ``parts``: party
+    -> its part, from the parties' records (``securevfl.run.parties.Party.model``); None: the
+    parts of ``fit.model``."""
     from securevfl.data.custom import is_csv_dataset, schema_of
 
     if fit.model is None and fit.model_refusal is None and not here_label:
@@ -128,7 +131,7 @@ def save_parts(
     schema = schema_of(spec.dataset) if is_csv_dataset(spec.dataset) else None
     written = []
     mid = model_id(spec, shared_seed)
-    for k, part in sorted(fit.model.items()):
+    for k, part in sorted((fit.model if parts is None else parts).items()):
         d = party_dir(root, k)
         d.mkdir(parents=True, exist_ok=True)
         files = {}

@@ -93,6 +93,8 @@ class NetworkedRuntime(Runtime):
         self.n_parties = len(addresses)
         self.index = index
         self.timeout = timeout
+        # this party's TLS identity files (certificate, key): its run record holds them
+        self.identity = mpyc_net.cert_paths(cert_dir, index)[1:] if cert_dir else None
         self.meter = Meter()
         self._dead: asyncio.Future | None = None
         self._closing = False
