@@ -77,11 +77,7 @@ def run_experiment(
         check_save(save, rt.local_parties, spec, method)
     try:
         facts: dict[str, Any] = {}
-        # an audit's trials and a resumed run must see the rows of the run they continue
-        fixed = audit is not None or checkpoints is not None
-        info, parties, pooled = prepare_parties(
-            spec, method, rt.local_parties, facts, rt=rt, fixed_split=fixed
-        )
+        info, parties, pooled = prepare_parties(spec, method, rt.local_parties, facts, rt=rt)
         if views_hook is not None:
             info, pooled = apply_views_hook(views_hook, info, parties, pooled)
         before_training(spec, method, rt, info, parties)

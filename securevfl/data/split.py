@@ -14,9 +14,9 @@ that never reads ``y``: the positions a data party receives have the same distri
 two label vectors (a data party's view of the split is label-independent). The cost is a test
 split whose class shares vary by sampling error (~sqrt(p(1-p)/n_test)).
 
-The generator is the caller's: the run passes the CSPRNG (``make_noise_rng``) unless the noise
-is seeded (``--reproducible-noise`` or a run that reports no ε), as DP noise is. Seeding it is
-safe for the labels (the draw is label-independent); it only makes the split reproducible.
+The generator is the caller's: the run seeds it from the public ``--seed``. Seeding is safe for
+the labels (the draw is label-independent, so a party that reruns it learns only positions it
+receives anyway); it makes the split reproducible, so two runs at one seed score the same rows.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from securevfl.context import PartyView, PublicInfo, RunSpec, noise_seed
+from securevfl.context import PartyView, PublicInfo, RunSpec
 from securevfl.data import scale_block_to_unit_rows
 from securevfl.data import schema_norm_bound as norm_bound_sq
 from securevfl.data.datasets import Dataset
@@ -53,16 +53,14 @@ __all__ = [
 SplitSource = Callable[[int], tuple[np.ndarray, np.ndarray]]
 
 
-def split_from_label_holder(
-    spec: RunSpec, method: Method, rt: Runtime, *, fixed: bool = False
-) -> SplitSource:
-    """Step 4: the label holder draws positions for ``n`` rows from the CSPRNG (seeded only
-    where the noise is) and sends them; every other party receives them. The draw reads no
-    labels (:mod:`securevfl.data.split`), so what a data party receives is label-independent.
-    ``fixed``: drawn from ``--seed`` (default 0) whatever the noise: an audit's trials differ
-    in one row only, so they must share one split."""
+def split_from_label_holder(spec: RunSpec, method: Method, rt: Runtime) -> SplitSource:
+    """Step 4: the label holder draws positions for ``n`` rows from the public ``--seed``
+    (default 0) and sends them; every other party receives them. The draw reads no labels
+    (:mod:`securevfl.data.split`), so what a data party receives is label-independent whether
+    or not the seed is known. Seeded, not secret: two runs at one seed (a DP method and the
+    non-private references, an audit's trials, a resumed run) score the same test rows."""
     holder = label_holder(spec, method)
-    seed = (spec.seed or 0) if fixed else noise_seed(spec)
+    seed = spec.seed or 0
 
     def split_of(n: int) -> tuple[np.ndarray, np.ndarray]:
         if hasattr(rt, "limit_frames"):  # n positions of 8 bytes (n is public: every row count)

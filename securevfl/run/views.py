@@ -36,12 +36,9 @@ def build_views(
     facts: dict[str, Any] | None = None,
     *,
     rt: Runtime | None = None,
-    fixed_split: bool = False,
 ) -> tuple[PublicInfo, dict[int, PartyView], Any]:
     """:func:`prepare_parties`, returning the local parties' views in place of their records."""
-    info, parties, pooled = prepare_parties(
-        spec, method, wanted, facts, rt=rt, fixed_split=fixed_split
-    )
+    info, parties, pooled = prepare_parties(spec, method, wanted, facts, rt=rt)
     return info, {k: p.view for k, p in parties.items()}, pooled
 
 
@@ -52,7 +49,6 @@ def prepare_parties(
     facts: dict[str, Any] | None = None,
     *,
     rt: Runtime | None = None,
-    fixed_split: bool = False,
 ) -> tuple[PublicInfo, dict[int, Party], Any]:
     """The parties in ``wanted`` take the steps before training (:mod:`securevfl.run.steps`):
     each opens its own data (metadata exchanged, rows aligned by PSI with --data files), the
@@ -60,13 +56,11 @@ def prepare_parties(
     (each with its view) and (a method that may see pooled data only) the pooled arrays.
 
     ``rt``: the run's runtime (None: every party in this process, for tests and attacks).
-    ``fixed_split``: the split from ``--seed`` whatever the noise (an audit's trials, a run
-    that writes or resumes checkpoints).
     """
     if rt is None:
         rt = InProcessRuntime(method.n_parties(spec))
     data = open_parties(spec, method, rt, wanted)
-    split_of = split_from_label_holder(spec, method, rt, fixed=fixed_split)
+    split_of = split_from_label_holder(spec, method, rt)
     train, test, test_idx = receive_split(data, split_of)
     del data.ds  # its X now holds the split's rows
     if facts is not None:
