@@ -42,6 +42,7 @@ from securevfl.privacy.centring import (
 from securevfl.privacy.centring import reserve as centring_reserve
 from securevfl.registry import create
 from securevfl.rng import make_noise_rng
+from securevfl.run.dp_ranges import dp_ranges_of, method_spec
 from securevfl.run.record import collect_record
 from securevfl.run.steps import (
     OWN_CSV,
@@ -99,6 +100,7 @@ def validate_spec(spec: RunSpec) -> Method:
             label_column=opts.get("label_column"),
             categories=opts.get("categories"),
             bounds=spec.bounds,
+            dp=dp_ranges_of(spec, method),
         )
         if len(spec.partition) != spec.parties:
             raise ConfigError(
@@ -362,6 +364,7 @@ def fit_method(
     if spec.center and has_budget(spec) and not composes:  # the means take their share
         cost = centring_reserve(float(spec.epsilon), method.centre_share(spec))
         fit_spec = dataclasses.replace(spec, epsilon=float(spec.epsilon) - cost)
+    fit_spec = method_spec(spec, method, info, fit_spec)  # DP ranges' share set aside
     ctx = RunContext(
         rt=rt,
         spec=fit_spec,

@@ -23,6 +23,7 @@ import numpy as np
 from securevfl.context import PartyView, PublicInfo, RunSpec, noise_seed
 from securevfl.data import load_dataset, partition_columns, scale_block_to_unit_rows
 from securevfl.data import schema_norm_bound as norm_bound_sq
+from securevfl.data.bounds import DpRanges
 from securevfl.data.custom import CSV_KEYS, register_own_schema
 from securevfl.data.datasets import Dataset, DatasetInfo
 from securevfl.data.own_csv import OwnFile, open_own_files
@@ -30,6 +31,7 @@ from securevfl.data.split import apply_split, draw_split
 from securevfl.errors import ConfigError, DataError
 from securevfl.methods.base import Method
 from securevfl.rng import make_noise_rng
+from securevfl.run.dp_ranges import bounds_plan, party_rng
 from securevfl.runtime.base import Runtime
 
 OWN_CSV = "csv"  # spec.dataset when each party names only its own file (spec.data)
@@ -145,8 +147,15 @@ def _open_own_files(spec: RunSpec, method: Method, rt: Runtime, wanted: list[int
     if mine and spec.data is None:
         raise ConfigError(f"party {mine[0]} must name its own data file with --data, got none")
     opts = spec.dataset_options or {}
+    plan = bounds_plan(spec, method)  # without --bounds in a run with an ε: DP ranges
     files = {
-        k: OwnFile(str(spec.data), opts.get("label_column"), opts.get("categories"), spec.bounds)
+        k: OwnFile(
+            str(spec.data),
+            opts.get("label_column"),
+            opts.get("categories"),
+            spec.bounds,
+            None if plan is None else DpRanges(plan, party_rng(plan, k)),
+        )
         for k in mine
     }
     own = open_own_files(rt, files, id_column=spec.id_column, data_parties=K, label_party=holder)
@@ -168,6 +177,7 @@ def _open_own_files(spec: RunSpec, method: Method, rt: Runtime, wanted: list[int
         for k in range(K)
         if meta[k]["fitted"]
     ]
+    dp_bounds = tuple(k for k in range(K) if meta[k].get("dp_bounds"))
     if meta[holder].get("target_fitted"):
         fitted.append("scaling range (min/max) of the regression target")
     info = DatasetInfo(
@@ -191,6 +201,7 @@ def _open_own_files(spec: RunSpec, method: Method, rt: Runtime, wanted: list[int
         info=info,
         columns=held,
         fitted=tuple(fitted),
+        dp_bounds=dp_bounds,
     )
     source = f"file {Path(spec.data).name}" if spec.data else "none (server)"
     parties = _parties(wanted, blocks, holder, source)
@@ -279,6 +290,7 @@ def public_info(
         server=server,
         row_norm_bound_sq=sum(norm_bound_sq(train.groups, b) for b in blocks),
         fitted=tuple(train.fitted),
+        dp_bounds=tuple(train.dp_bounds),
     )
 
 
