@@ -146,3 +146,25 @@ def test_a_run_without_epsilon_keeps_the_exact_min_max(csv_pair):
     rec = run_experiment(build_spec({"method": "vfl", "dataset": name, "seed": 0, "epochs": 1}))
     assert rec["privacy"] is None
     assert np.allclose(schema_of(name)["scaling"], np.column_stack([raw.min(0), raw.max(0)]))
+
+
+def test_each_party_releases_its_own_file_s_ranges(csv_pair):
+    """The own-file path (``securevfl party --data``): each party releases only its own ranges
+    with its own generator; a party with --bounds releases nothing."""
+    from securevfl.data.bounds import DpRanges
+    from securevfl.data.own_csv import OwnFile, open_own_files
+    from securevfl.runtime.inprocess import InProcessRuntime
+
+    p0, p1, raw = csv_pair
+    plan = plan_bounds(4.0, 1e-5, unit="party-row", parties=2, seed=0)
+    bounds = p1.parent / "b1.csv"
+    bounds.write_text("column,lo,hi\nw,0,100\nz,0,100\n")
+    files = {
+        0: OwnFile(str(p0), dp=DpRanges(plan, np.random.default_rng(0))),
+        1: OwnFile(str(p1), bounds=str(bounds), dp=DpRanges(plan, np.random.default_rng(1))),
+    }
+    own = open_own_files(InProcessRuntime(2), files, id_column=None, data_parties=2)
+    assert own[0].public()["dp_bounds"] and not own[0].fitted
+    assert not own[1].public()["dp_bounds"] and own[1].scaling == [[0.0, 100.0]] * 2
+    for (lo, hi), c in zip(own[0].scaling, raw[:, :2].T, strict=True):
+        assert lo < np.median(c) < hi and np.mean((c >= lo) & (c <= hi)) >= 0.9
