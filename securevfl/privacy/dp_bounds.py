@@ -9,7 +9,9 @@ live in the public [0, 1] and release nothing). It counts, per column, its rows 
 one public grid fixed here, never read off the data: log-scale magnitudes of both signs,
 edges ±2^e for e = LOW_EXP..HIGH_EXP, and one central bin [-2^LOW_EXP, 2^LOW_EXP]; a value past
 the outer edges counts in the outer bin (and is clipped to its edge later). A blank cell counts
-nowhere. The d histograms are released together as one vector with noise on every count.
+nowhere. The d histograms are released together as one vector with noise on every count, to
+the party itself (nothing crosses the wire), yet accounted as public: the ranges shape every
+later release and go into the party's saved encoder.
 
 **Sensitivity, unit.** Replace-one (n is public): one row of party k's block changes; in each
 column that row leaves one bin and enters another (or only enters or leaves, a blank), so the
@@ -26,7 +28,7 @@ is the ε of a μ-GDP mechanism, the bounds take μ_b = sqrt(s)·μ (split as μ
 for the sample unit) and the method is calibrated to the ε of sqrt(1-s)·μ, so bounds and method
 compose to the run's ε when the method is Gaussian. A method whose releases are not all Gaussian
 (PBM's pmfs, Laplace centring inside fm-vfl's ledger) composes with the bounds a little past
-that (measured: +0.15 % fm-vfl, +0.26 % pbm-vfl), so the method is calibrated to ``MARGIN``
+that (docs/privacy-boundaries.md has the figures), so the method is calibrated to ``MARGIN``
 below it; the record prints what the accountant composes, whatever it is. A pure-ε run gives
 the bounds s·ε (over K for sample) and the method the rest (basic composition, exact at δ = 0).
 
@@ -35,8 +37,7 @@ maximising the sum over its bins of (noisy count - s_bin), s_bin the noise's sta
 per count: a bin joins the range only if it holds more rows than the noise can fake, so a tail
 of fewer than about s_bin rows per bin is clipped, and an empty bin far from the bulk, even with
 a large noise draw, rarely outweighs the bulk. One widening follows: to the central bin, where
-it holds significantly many rows (zeros beside counts). The range is finite and
-holds the bulk.
+it holds significantly many rows (zeros beside counts). The range is finite and holds the bulk.
 """
 
 from __future__ import annotations
