@@ -168,3 +168,16 @@ def test_each_party_releases_its_own_file_s_ranges(csv_pair):
     assert not own[1].public()["dp_bounds"] and own[1].scaling == [[0.0, 100.0]] * 2
     for (lo, hi), c in zip(own[0].scaling, raw[:, :2].T, strict=True):
         assert lo < np.median(c) < hi and np.mean((c >= lo) & (c <= hi)) >= 0.9
+
+
+def test_lucky_draws_beside_a_large_bulk_do_not_stretch_a_range():
+    """With many rows the noise is small beside the bulk: a run of bins whose draws each beat
+    the noise's deviation joins the scan's interval, and the 1 % tail trim takes it off."""
+    from securevfl.privacy.dp_bounds import CENTRE, GRID_EDGES, bulk_interval
+
+    sd, rows = 5.0, 10_000
+    noisy = np.zeros(len(GRID_EDGES) - 1)
+    noisy[CENTRE + 13 : CENTRE + 15] = rows / 2  # the bulk: [1, 4)
+    noisy[CENTRE + 15 : CENTRE + 19] = 1.5 * sd  # lucky draws past it: [4, 64)
+    assert bulk_interval(noisy, sd, rows) == (1.0, 4.0)
+    assert bulk_interval(noisy, sd, 100)[1] == 64.0  # few rows: such bins may be real

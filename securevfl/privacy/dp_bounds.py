@@ -36,8 +36,10 @@ the bounds s·ε (over K for sample) and the method the rest (basic composition,
 maximising the sum over its bins of (noisy count - s_bin), s_bin the noise's standard deviation
 per count: a bin joins the range only if it holds more rows than the noise can fake, so a tail
 of fewer than about s_bin rows per bin is clipped, and an empty bin far from the bulk, even with
-a large noise draw, rarely outweighs the bulk. One widening follows: to the central bin, where
-it holds significantly many rows (zeros beside counts). The range is finite and holds the bulk.
+a large noise draw, rarely outweighs the bulk. Its end bins are then trimmed while they hold
+under 1 % of the (public) n rows, which only binds when n is large beside the noise. One
+widening follows: to the central bin, where it holds significantly many rows (zeros beside
+counts). The range is finite and holds the bulk.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ LOW_EXP, HIGH_EXP = -12, 40  # the grid's magnitudes: 2^-12 (2.4e-4) .. 2^40 (1.
 _POS = 2.0 ** np.arange(LOW_EXP, HIGH_EXP + 1)
 GRID_EDGES = np.concatenate([-_POS[::-1], _POS])  # bins lie between consecutive edges
 CENTRE = len(_POS) - 1  # the index of the central bin [-2^LOW_EXP, 2^LOW_EXP]
+TAIL = 0.01  # an end bin with fewer than this share of the rows is clipped off a range
 ZERO_Z = 3.0  # the one widening test of the rule: 3 deviations (one-sided p = 0.13 %)
 MECHANISMS = ("gaussian", "laplace")
 MARGIN = 0.02  # the method's ε below the Gaussian split: room for non-Gaussian methods
@@ -142,11 +145,13 @@ def noise_scale(plan: BoundsPlan, d: int) -> tuple[float, float]:
     return b, b * math.sqrt(2.0)
 
 
-def bulk_interval(noisy: np.ndarray, sd: float) -> tuple[float, float]:
-    """The grid interval maximising Σ (noisy count - sd) over its bins (Kadane's scan), then
-    widened to the central bin where it holds more than ``ZERO_Z`` noise deviations of rows:
-    zeros beside positive counts (0..5) sit a dozen empty log bins from the bulk, which the
-    scan alone would not cross."""
+def bulk_interval(noisy: np.ndarray, sd: float, rows: int) -> tuple[float, float]:
+    """The grid interval maximising Σ (noisy count - sd) over its bins (Kadane's scan); its end
+    bins trimmed while they hold fewer than ``TAIL`` of the ``rows`` (public n): with many rows
+    the noise is small beside the bulk and a run of lucky draws would otherwise stretch a range
+    far out; then widened to the central bin where it holds more than ``ZERO_Z`` noise
+    deviations of rows: zeros beside positive counts (0..5) sit a dozen empty log bins from the
+    bulk, which the scan alone would not cross."""
     best, cur, start, span = -math.inf, 0.0, 0, (0, 0)
     for i, v in enumerate(noisy - sd):
         if cur <= 0:
@@ -155,6 +160,10 @@ def bulk_interval(noisy: np.ndarray, sd: float) -> tuple[float, float]:
         if cur > best:
             best, span = cur, (start, i)
     a, b = span
+    while a < b and noisy[a] < TAIL * rows:
+        a += 1
+    while b > a and noisy[b] < TAIL * rows:
+        b -= 1
     c = CENTRE
     if (a > c or b < c) and noisy[c] > ZERO_Z * sd:  # zeros beside a one-signed bulk
         a, b = min(a, c), max(b, c)
@@ -175,7 +184,7 @@ def released_ranges(
         noisy = counts + rng.normal(0.0, scale, size=counts.shape)
     else:
         noisy = counts + rng.laplace(0.0, scale, size=counts.shape)
-    return [bulk_interval(noisy[j], sd) for j in range(d)]
+    return [bulk_interval(noisy[j], sd, X.shape[0]) for j in range(d)]
 
 
 def compose_bounds(
