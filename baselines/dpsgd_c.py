@@ -71,6 +71,7 @@ class DPSGDCentral(Method):
     models = ("glm",)
     requires_epsilon = True
     pooled_data = True
+    pure_dp = True
     options = {
         "clip": Option(
             float,

@@ -65,6 +65,12 @@ def _print_record(record: dict[str, Any], as_json: bool) -> None:
                 f"  privacy: ε={p['epsilon']:.4g}{asked}, δ={p['delta']:.3g}, unit "
                 f"{p.get('unit')} ({p['accountant']})"
             )
+            b = p.get("bounds")
+            if b:  # a csv: run without --bounds: its scaling ranges are in that ε
+                print(
+                    f"  scaling ranges: released by parties {b['parties']} under {b['share']:g} "
+                    f"of the budget ({b['share_of']}; composed into ε; --bounds spends none)"
+                )
             for why in p.get("outside_guarantee", []):
                 print(f"  outside the guarantee: {why}")
 

@@ -31,7 +31,7 @@ COMMON_GROUPS = {
         "sparsity",
         "encoding",
     ),
-    "privacy": ("epsilon", "delta", "reproducible_noise"),
+    "privacy": ("epsilon", "delta", "bounds_share", "reproducible_noise"),
     "model": ("model", "loss", "penalty", "lam", "embedding_dim", "hidden", "aggregation"),
     "training": ("epochs", "batch_size", "lr", "seed"),
     "protocol": ("timeout",),

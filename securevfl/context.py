@@ -67,6 +67,9 @@ class RunSpec:
     center: bool = False  # centre numeric columns on their training mean (see experiment.py)
     id_column: str | None = None  # csv: datasets: align the parties' rows by PSI on this column
     bounds: str | None = None  # csv: datasets: a file of public column domains (data/bounds.py)
+    # csv: datasets without --bounds in a run with an ε: the budget's share for DP ranges
+    # (privacy/dp_bounds.py); None: its default
+    bounds_share: float | None = None
     data: str | None = None  # this party's own CSV file (dataset "csv"): it names no other's
     dataset_options: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
@@ -81,7 +84,8 @@ class RunSpec:
             k: v
             for k, v in self.__dict__.items()
             if k not in ("method", "dataset", "parties", "options", "dataset_options")
-            and not (k == "data" and v is None)  # records of runs without --data keep their keys
+            # records of runs without --data (or --bounds-share) keep their keys
+            and not (k in ("data", "bounds_share") and v is None)
         }
         out.update(self.dataset_options)
         out.update(self.options)
@@ -140,6 +144,8 @@ class PublicInfo:
     row_norm_bound_sq: float
     # values the loader computed from the rows (``Dataset.fitted``; empty: public scaling)
     fitted: tuple[str, ...] = ()
+    # the data parties that released DP scaling ranges (``Dataset.dp_bounds``)
+    dp_bounds: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -62,8 +62,19 @@ COMMON_OPTIONS: dict[str, Option] = {
         "bounds",
         str,
         "with --dataset csv:...: a CSV file 'column,lo,hi' declaring each column's public "
-        "domain (values clipped in); without it each column is scaled by its own min/max, "
-        "which the record lists outside the privacy guarantee",
+        "domain (values clipped in), the better way: it spends no budget. Without it, a run "
+        "with --epsilon releases each party's ranges under the budget (--bounds-share); a run "
+        "without one scales each column by its own exact min/max",
+    ),
+    "bounds_share": _common(
+        "bounds_share",
+        float,
+        "with --dataset csv:... and --epsilon but no --bounds: the share of the budget spent on "
+        "each party's DP scaling ranges (one noisy histogram of its columns on a public log "
+        "grid; a share of the Gaussian-DP mu^2, of epsilon in a pure-DP run), composed into "
+        "the record's epsilon; default 0.1",
+        gt=0,
+        le=0.9,
     ),
     "parties": _common(
         "parties",

@@ -285,7 +285,9 @@ def test_csv_bounds_make_scaling_row_wise_and_are_required_for_every_column(tmp_
     assert read_bounds(f) == {"a": (-1.0, 1.0)}
 
 
-def test_csv_without_bounds_is_listed_outside_the_guarantee(tmp_path):
+def test_csv_bounds_are_public_or_released_never_a_hole(tmp_path):
+    """Issue 42 item 5: without --bounds a run with an ε releases its ranges under the budget
+    (tests/test_dp_bounds.py checks the release); --bounds spends nothing."""
     rng = np.random.default_rng(1)
     n = 60
     x0, x1 = rng.normal(size=(n, 2)), rng.normal(size=(n, 2))
@@ -296,13 +298,15 @@ def test_csv_without_bounds_is_listed_outside_the_guarantee(tmp_path):
     base = {"method": "hdp-vfl", "dataset": f"csv:{p0},{p1}", "parties": 2, "epsilon": 4.0}
     base.update(seed=0, epochs=1, center=False)
     rec = run_experiment(build_spec(base))
-    assert any("no --bounds" in s for s in rec["privacy"]["outside_guarantee"])
-    assert rec["privacy"]["public_bounds"].startswith("none public")
+    assert not any("no --bounds" in s for s in rec["privacy"]["outside_guarantee"])
+    assert rec["privacy"]["public_bounds"].startswith("released under the budget")
+    assert rec["privacy"]["bounds"]["parties"] == [0, 1]
     bf = tmp_path / "bounds.csv"
     bf.write_text("column,lo,hi\n" + "".join(f"{c},-4,4\n" for c in "uvwz"))
     rec = run_experiment(build_spec({**base, "bounds": str(bf)}))
     assert not any("no --bounds" in s for s in rec["privacy"]["outside_guarantee"])
     assert rec["privacy"]["public_bounds"] == f"declared by the user in --bounds {bf}"
+    assert "bounds" not in rec["privacy"]  # public bounds: no release, nothing composed
 
 
 def test_catalogue_declares_every_column_and_vocabulary():

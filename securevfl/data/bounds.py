@@ -1,9 +1,12 @@
 """``--bounds FILE``: the public domain of each column of a ``csv:`` dataset.
 
-A CSV's columns have no catalogue entry, so their scaling range would otherwise be their own
-min/max (one person's value, listed outside the guarantee). A bounds file declares them: a CSV
-with the header ``column,lo,hi`` and one line per column name of the parties' files (``label``
-bounds a regression target). Values outside a bound are clipped into it, row by row.
+A CSV's columns have no catalogue entry. A bounds file declares them: a CSV with the header
+``column,lo,hi`` and one line per column name of the parties' files (``label`` bounds a
+regression target). Values outside a bound are clipped into it, row by row. It spends no
+budget, so it is the better way. Without one, a run with an ε releases each party's ranges
+under a share of the budget (:func:`released_domains`, ``--bounds-share``), and a run without
+an ε scales each column by its own exact min/max (one person's value: such a run claims no
+privacy).
 """
 
 from __future__ import annotations
@@ -11,9 +14,13 @@ from __future__ import annotations
 import csv
 import io
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from securevfl.errors import ConfigError
+from securevfl.privacy.dp_bounds import BoundsPlan, released_ranges
 
 MAX_BYTES = 1 << 20  # a bounds file is a schema: a megabyte is thousands of columns
 
@@ -55,3 +62,37 @@ def check_covered(bounds: dict[str, tuple[float, float]], names: list[str]) -> N
     missing = [n for n in names if n not in bounds]
     if missing:
         raise ConfigError(f"bounds file must declare every column, missing {missing[:10]}")
+
+
+@dataclass
+class DpRanges:
+    """How a party without --bounds releases its ranges in a run with an ε: the run's public
+    plan and the party's own noise generator."""
+
+    plan: BoundsPlan
+    rng: np.random.Generator
+
+
+def is_indicator(name: str) -> bool:
+    """A one-hot ('col=cat') or missing-indicator ('col_missing') column: public [0, 1]."""
+    return "=" in name or name.endswith("_missing")
+
+
+def released_domains(
+    names: list[str],
+    raw: np.ndarray,
+    plan: BoundsPlan,
+    rng: np.random.Generator,
+    target: np.ndarray | None = None,
+) -> tuple[list[tuple[float, float]], tuple[float, float] | None]:
+    """A party's scaling ranges without --bounds in a run with an ε: its numeric columns (and
+    a regression ``target``, the label holder's) released together as one noisy histogram
+    (:mod:`securevfl.privacy.dp_bounds`); indicator columns keep the public [0, 1]. Returns
+    each column's (lo, hi) and the target's (None without one)."""
+    numeric = [j for j, n in enumerate(names) if not is_indicator(n)]
+    cols = [raw[:, numeric]] + ([] if target is None else [np.asarray(target, float)[:, None]])
+    released = released_ranges(np.hstack(cols), plan, rng)
+    out = [(0.0, 1.0)] * len(names)
+    for j, r in zip(numeric, released, strict=False):
+        out[j] = r
+    return out, (None if target is None else released[-1])

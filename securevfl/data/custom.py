@@ -19,12 +19,18 @@ intersection size is what PSI reveals, and the record says so.
 from __future__ import annotations
 
 import csv
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from securevfl.data.bounds import check_covered, read_bounds
+from securevfl.data.bounds import (
+    DpRanges,
+    check_covered,
+    is_indicator,
+    read_bounds,
+    released_domains,
+)
 from securevfl.data.csv_columns import (
     check_not_id,
     encode_rows,
@@ -99,13 +105,16 @@ def register_party_arrays(
     names: Sequence[Sequence[str]] | None = None,
     bounds: dict[str, tuple[float, float]] | None = None,
     blanks: bool = False,
+    dp: Callable[[int], DpRanges] | None = None,
 ) -> list[list[int]]:
     """Register a dataset from per-party blocks; return the explicit column partition.
 
     Use the returned lists as ``RunSpec.partition`` so each party gets exactly its block.
     ``bounds`` (``{column name: (lo, hi)}``, names from ``names``, one list per block; the
     target is ``label``) scales every column by its public domain, values clipped in; without
-    it each column's own min/max is used and listed in the dataset's ``fitted`` values.
+    it, ``dp(k)`` (a run with an ε) gives party k's plan and generator and each party releases
+    its ranges (:func:`~securevfl.data.bounds.released_domains`); with neither each column's
+    own min/max is used and listed in the dataset's ``fitted`` values.
     ``blanks``: a NaN cell is a blank (a ``csv:`` file's), set to its column's range midpoint
     (:func:`~securevfl.data.preprocess.scale_by_ranges`); otherwise every value must be finite.
     """
@@ -120,21 +129,29 @@ def register_party_arrays(
             raise DataError(f"party {k}'s header must name its {b.shape[1]} columns, got {len(ns)}")
     flat = [str(n) for ns in names for n in ns]
     fitted: tuple[str, ...] = ()
+    target_dom = None
+    released: tuple[int, ...] = ()
+    # each column's scaling range, kept so a saved model prepares new rows the same way
+    ranges: list = []
     if bounds is not None:
         check_covered(bounds, flat + (["label"] if task == "regression" else []))
-    else:
+        ranges = [tuple(bounds[n]) for n in flat]
+        target_dom = bounds["label"] if task == "regression" else None
+    elif dp is not None:  # each party releases its ranges under the budget
+        for k, b in enumerate(blocks):
+            target = y if k == 0 and task == "regression" else None
+            got, t = released_domains(list(names[k]), b, dp(k).plan, dp(k).rng, target=target)
+            ranges += got
+            target_dom = t if k == 0 else target_dom
+        released = tuple(range(len(blocks)))
+    else:  # a run with no ε: each column's exact min/max
         fitted = (f"scaling ranges (min/max) of the {len(flat)} CSV columns (no --bounds)",)
-    # each column's scaling range, kept so a saved model prepares new rows the same way
-    ranges = []
-    for k, b in enumerate(blocks):
-        for j in range(b.shape[1]):
-            dom = None if bounds is None else tuple(bounds[str(names[k][j])])
-            ranges.append(dom or (float(np.nanmin(b[:, j])), float(np.nanmax(b[:, j]))))
+        ranges = [(float(np.nanmin(c)), float(np.nanmax(c))) for b in blocks for c in b.T]
     X = scale_by_ranges(np.hstack(blocks), ranges)
     classes = None
     if task == "regression":
-        y_out, _ = scale_target(y.astype(float), domain=None if bounds is None else bounds["label"])
-        if bounds is None:
+        y_out, _ = scale_target(y.astype(float), domain=target_dom)
+        if target_dom is None:
             fitted += ("scaling range (min/max) of the regression target",)
         n_classes = None
     else:
@@ -153,6 +170,7 @@ def register_party_arrays(
         groups=[[j] for j in range(X.shape[1])],
         n_classes=n_classes,
         fitted=fitted,
+        dp_bounds=released,
     )
     info = DatasetInfo(name, X.shape[0], X.shape[1], task, source, "user's own", "user data", False)
     _SCHEMAS[name] = {
@@ -259,6 +277,7 @@ def register_csv_parties(
     label_column: str | None = None,
     categories: str | None = None,
     bounds: str | None = None,
+    dp: Callable[[int], DpRanges] | None = None,
 ) -> list[list[int]]:
     """Register ``csv:a.csv,b.csv,...`` (party order) as a dataset; return its partition.
 
@@ -316,7 +335,7 @@ def register_csv_parties(
         )
     if declared is not None:  # one-hot and missing-indicator columns live in [0, 1] (public)
         for n in (n for ns in names for n in ns):
-            if n not in declared and ("=" in n or n.endswith("_missing")):
+            if n not in declared and is_indicator(n):
                 declared[n] = (0.0, 1.0)
     out = register_party_arrays(
         spec_name,
@@ -324,9 +343,10 @@ def register_csv_parties(
         y,
         task=task,
         source=", ".join(map(str, paths)),
-        names=names if declared is not None else None,
+        names=names if declared is not None or dp is not None else None,
         bounds=declared,
         blanks=True,
+        dp=dp,
     )
     # what predict needs to encode new rows the same way (the label column removed above)
     _SCHEMAS[spec_name]["headers"] = [list(h) for h in headers]

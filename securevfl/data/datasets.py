@@ -67,6 +67,9 @@ class Dataset:
     columns: np.ndarray | None = None
     # values the loader computed from the rows (one line each; empty: scaling is public)
     fitted: tuple[str, ...] = ()
+    # the data parties whose scaling ranges were released under the budget (a csv: run
+    # without --bounds: securevfl.privacy.dp_bounds), composed into the record's ε
+    dp_bounds: tuple[int, ...] = ()
 
     @property
     def n(self) -> int:
@@ -443,6 +446,7 @@ def load_dataset(
         y_range=table.y_range,
         columns=table.columns,
         fitted=tuple(table.fitted),
+        dp_bounds=tuple(table.dp_bounds),
     )
 
 

@@ -169,10 +169,23 @@ BOUND_SOURCES = {
 }
 
 
-def bound_source(dataset: str, *, fitted: tuple[str, ...], bounds_file: str | None) -> str:
-    """Where ``dataset``'s scaling bounds come from (a catalogue name, or a CSV run's)."""
+def bound_source(
+    dataset: str,
+    *,
+    fitted: tuple[str, ...],
+    bounds_file: str | None,
+    released: tuple[int, ...] = (),
+) -> str:
+    """Where ``dataset``'s scaling bounds come from (a catalogue name, or a CSV run's);
+    ``released``: the parties whose ranges were released under the budget."""
     if fitted:
         return "none public: " + "; ".join(fitted) + " (listed under outside_guarantee)"
+    if released:
+        return (
+            f"released under the budget by parties {list(released)} (a noisy histogram per "
+            "party on a public grid, composed into epsilon: privacy.bounds)"
+            + (f"; the others declared them in --bounds {bounds_file}" if bounds_file else "")
+        )
     if bounds_file is not None:
         return f"declared by the user in --bounds {bounds_file}"
     name = dataset.split(":", 1)[0]

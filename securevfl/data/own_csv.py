@@ -18,7 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from securevfl.data.bounds import check_covered, read_bounds
+from securevfl.data.bounds import (
+    DpRanges,
+    check_covered,
+    is_indicator,
+    read_bounds,
+    released_domains,
+)
 from securevfl.data.csv_columns import check_not_id, encode_rows, fit_rules, read_categories
 from securevfl.data.preprocess import scale_by_ranges, scale_target
 from securevfl.data.saved_encoder import rules_to_json
@@ -34,6 +40,7 @@ class OwnFile:
     label_column: str | None = None  # the label holder's only
     categories: str | None = None
     bounds: str | None = None
+    dp: DpRanges | None = None  # without --bounds in a run with an ε
 
 
 @dataclass
@@ -47,7 +54,8 @@ class OwnBlock:
     scaling: list[list[float]]  # each encoded column's (lo, hi)
     encoder: list[dict] = field(default_factory=list)  # the saved rules: raw columns -> inputs
     with_missing: list[str] = field(default_factory=list)
-    fitted: bool = False  # scaled by its own min/max (no --bounds)
+    fitted: bool = False  # scaled by its own exact min/max (no --bounds, no ε)
+    dp_bounds: bool = False  # its ranges released under the budget (no --bounds, an ε)
     y: np.ndarray | None = None  # the label holder's only
     task: str | None = None
     classes: list | None = None
@@ -62,6 +70,7 @@ class OwnBlock:
             "names": list(self.names),
             "with_missing": list(self.with_missing),
             "fitted": self.fitted,
+            "dp_bounds": self.dp_bounds,
         }
         if self.task is not None:
             # the number of classes is schema; the class values stay with the label holder
@@ -103,26 +112,32 @@ def _take_labels(
     return header[:j] + header[j + 1 :], [r[:j] + r[j + 1 :] for r in rows]
 
 
-def _scale(block: OwnBlock, raw: np.ndarray, bounds: str | None) -> None:
+def _scale(block: OwnBlock, raw: np.ndarray, bounds: str | None, dp: DpRanges | None) -> None:
     declared = None if bounds is None else read_bounds(bounds)
     if declared is not None:  # one-hot and missing-indicator columns live in [0, 1] (public)
         for n in block.names:
-            if n not in declared and ("=" in n or n.endswith("_missing")):
+            if n not in declared and is_indicator(n):
                 declared[n] = (0.0, 1.0)
         check_covered(declared, block.names + (["label"] if block.task == "regression" else []))
-    block.fitted = declared is None
-    for j, name in enumerate(block.names):  # a blank (NaN) takes no part in a fitted range
-        dom = None if declared is None else tuple(declared[name])
-        c = raw[:, j]
-        block.scaling.append(list(dom or (float(np.nanmin(c)), float(np.nanmax(c)))))
+    regression = block.y is not None and block.task == "regression"
+    target_dom = None if declared is None or not regression else tuple(declared["label"])
+    if declared is None and dp is not None:  # released under the budget: no exact min/max
+        y = block.y if regression else None
+        ranges, target_dom = released_domains(block.names, raw, dp.plan, dp.rng, target=y)
+        block.dp_bounds = True
+    elif declared is not None:
+        ranges = [tuple(declared[n]) for n in block.names]
+    else:  # a run with no ε: each column's exact min/max (a blank takes no part)
+        ranges = [(float(np.nanmin(c)), float(np.nanmax(c))) for c in raw.T]
+        block.fitted = True
+    block.scaling = [list(r) for r in ranges]
     # the one scaling rule of training and predict: clipped in, a blank at the midpoint
     block.X = scale_by_ranges(raw, block.scaling)
     if block.y is None:
         return
-    if block.task == "regression":
-        dom = None if declared is None else declared["label"]
-        block.y, _ = scale_target(block.y.astype(float), domain=dom)
-        block.target_fitted = declared is None
+    if regression:
+        block.y, _ = scale_target(block.y.astype(float), domain=target_dom)
+        block.target_fitted = target_dom is None
     else:
         classes, block.y = np.unique(block.y, return_inverse=True)
         block.classes = classes.tolist()
@@ -168,7 +183,7 @@ def open_own_files(
             enc.with_missing,
         )
         block.encoder = rules_to_json(rules)
-        _scale(block, enc.block, f.bounds)
+        _scale(block, enc.block, f.bounds, f.dp)
         block.alignment = record if k == 0 else None
         out[k] = block
     return out

@@ -73,6 +73,8 @@ class Table:
     # values computed from the rows (e.g. a column's min/max where no public domain is known):
     # one line each; a run lists them outside its guarantee
     fitted: tuple[str, ...] = ()
+    # the parties whose scaling ranges were released under the budget (privacy/dp_bounds.py)
+    dp_bounds: tuple[int, ...] = ()
 
 
 # Picks the columns a process holds from a table's column groups (indices into the whole table).

@@ -43,6 +43,7 @@ class Method(ABC):
     uses_server: ClassVar[bool] = False  # a server/coordinator at index K (= data parties)
     labels_at_server: ClassVar[bool] = False  # the server, not party 0, holds the labels
     pooled_data: ClassVar[bool] = False  # a non-federated baseline that sees all columns
+    pure_dp: ClassVar[bool] = False  # its ε holds at δ = 0 (a csv: run's DP ranges: Laplace)
     label_party_only: ClassVar[bool] = False  # a baseline on the label holder's columns alone
     options: ClassVar[dict[str, Option]] = {}
     # the unit of the method's ε (sizes the budget reserved for released centring means)

@@ -54,34 +54,13 @@ def event_json(event: dp_event.DpEvent, count: int) -> dict[str, Any]:
 
 def event_of(doc: dict[str, Any]) -> tuple[dp_event.DpEvent, int]:
     """A leaf event and its count back from :func:`event_json` (plain data, checked)."""
-    from dp_accounting import dp_event
-
-    from securevfl.privacy.events import PMFPairDpEvent, PureDpEvent
+    from securevfl.errors import ConfigError
+    from securevfl.privacy.events import event_from_line
 
     try:
-        mech, n = doc["mechanism"], int(doc["count"])
-        if mech == "gaussian":
-            ev: dp_event.DpEvent = dp_event.GaussianDpEvent(float(doc["noise_multiplier"]))
-        elif mech == "laplace":
-            ev = dp_event.LaplaceDpEvent(float(doc["noise_multiplier"]))
-        elif mech == "pure":
-            ev = PureDpEvent(float(doc["epsilon"]))
-        elif mech == "pmf-pair":
-            lo, up = (
-                tuple(-np.inf if v is None else float(v) for v in doc[key])
-                for key in ("log_lower", "log_upper")
-            )
-            ev = PMFPairDpEvent(lo, up, bool(doc["symmetric"]))
-        elif mech == "poisson-sampled gaussian":
-            g = dp_event.GaussianDpEvent(float(doc["noise_multiplier"]))
-            ev = dp_event.PoissonSampledDpEvent(float(doc["sampling"]), g)
-        else:
-            raise ValueError(f"unknown mechanism {mech!r}")
-    except (KeyError, TypeError, ValueError) as exc:
-        raise DataError(
-            f"a checkpoint's release must be a known event, got {doc!r}: {exc}"
-        ) from None
-    return ev, n
+        return event_from_line(doc)
+    except ConfigError as exc:
+        raise DataError(f"a checkpoint's release must be a known event: {exc}") from None
 
 
 class PrivateResume:

@@ -17,6 +17,7 @@ from securevfl.data.custom import (
 from securevfl.errors import ConfigError
 from securevfl.methods.base import Method
 from securevfl.registry import create
+from securevfl.run.dp_ranges import dp_ranges_of
 from securevfl.run.steps import (
     OWN_CSV,
 )
@@ -63,6 +64,7 @@ def validate_spec(spec: RunSpec) -> Method:
             label_column=opts.get("label_column"),
             categories=opts.get("categories"),
             bounds=spec.bounds,
+            dp=dp_ranges_of(spec, method),
         )
         if len(spec.partition) != spec.parties:
             raise ConfigError(

@@ -10,11 +10,13 @@ import numpy as np
 
 from securevfl.context import RunSpec
 from securevfl.data import load_dataset
+from securevfl.data.bounds import DpRanges
 from securevfl.data.custom import CSV_KEYS, register_own_schema
 from securevfl.data.datasets import Dataset, DatasetInfo
 from securevfl.data.own_csv import OwnFile, open_own_files
 from securevfl.errors import ConfigError, DataError
 from securevfl.methods.base import Method
+from securevfl.run.dp_ranges import bounds_plan, party_rng
 from securevfl.run.parties import (
     OWN_CSV,
     LocalData,
@@ -74,8 +76,15 @@ def _open_own_files(spec: RunSpec, method: Method, rt: Runtime, wanted: list[int
     if mine and spec.data is None:
         raise ConfigError(f"party {mine[0]} must name its own data file with --data, got none")
     opts = spec.dataset_options or {}
+    plan = bounds_plan(spec, method)  # without --bounds in a run with an ε: DP ranges
     files = {
-        k: OwnFile(str(spec.data), opts.get("label_column"), opts.get("categories"), spec.bounds)
+        k: OwnFile(
+            str(spec.data),
+            opts.get("label_column"),
+            opts.get("categories"),
+            spec.bounds,
+            None if plan is None else DpRanges(plan, party_rng(plan, k)),
+        )
         for k in mine
     }
     own = open_own_files(rt, files, id_column=spec.id_column, data_parties=K, label_party=holder)
@@ -97,6 +106,7 @@ def _open_own_files(spec: RunSpec, method: Method, rt: Runtime, wanted: list[int
         for k in range(K)
         if meta[k]["fitted"]
     ]
+    dp_bounds = tuple(k for k in range(K) if meta[k].get("dp_bounds"))
     if meta[holder].get("target_fitted"):
         fitted.append("scaling range (min/max) of the regression target")
     info = DatasetInfo(
@@ -120,6 +130,7 @@ def _open_own_files(spec: RunSpec, method: Method, rt: Runtime, wanted: list[int
         info=info,
         columns=held,
         fitted=tuple(fitted),
+        dp_bounds=dp_bounds,
     )
     source = f"file {Path(spec.data).name}" if spec.data else "none (server)"
     parties = _parties(wanted, blocks, holder, source)

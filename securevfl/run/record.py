@@ -17,6 +17,7 @@ from securevfl.model.evaluation import metrics_for
 from securevfl.privacy.centring import compose_into
 from securevfl.privacy.coalitions import REPLACE_ONE, coalitions
 from securevfl.rng import noise_generator_name
+from securevfl.run.dp_ranges import compose_into_record
 from securevfl.run.outcome import finite_values, outcome_warnings
 from securevfl.runtime.base import Runtime
 from securevfl.runtime.resources import cpu_seconds, peak_rss_bytes
@@ -103,9 +104,11 @@ def collect_record(
         "version": __version__,
         "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
+    # a resumed run under the CSPRNG: every earlier run's centring (and DP ranges) released too
+    again = 0 if checkpoints is None else checkpoints.centrings_again
+    if record["privacy"] is not None and info.dp_bounds:  # the parties' DP ranges composed
+        record["privacy"] = compose_into_record(record["privacy"], spec, method, info, 1 + again)
     if record["privacy"] is not None and spec.center and has_budget(spec) and not composes:
-        # a resumed run under the CSPRNG: every earlier run's centring was a release too
-        again = 0 if checkpoints is None else checkpoints.centrings_again
         for _ in range(1 + again):
             record["privacy"] = compose_into(
                 record["privacy"],
@@ -119,7 +122,7 @@ def collect_record(
         record["privacy"].setdefault("relation", REPLACE_ONE)
         record["privacy"]["coalitions"] = coalitions(method)
         record["privacy"]["public_bounds"] = bound_source(
-            spec.dataset, fitted=info.fitted, bounds_file=spec.bounds
+            spec.dataset, fitted=info.fitted, bounds_file=spec.bounds, released=info.dp_bounds
         )
         record["privacy"]["outside_guarantee"] = [
             *record["privacy"].get("outside_guarantee", []),

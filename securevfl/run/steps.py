@@ -105,6 +105,7 @@ def public_info(
         server=server,
         row_norm_bound_sq=sum(norm_bound_sq(train.groups, b) for b in blocks),
         fitted=tuple(train.fitted),
+        dp_bounds=tuple(train.dp_bounds),
     )
 
 

@@ -20,6 +20,7 @@ from securevfl.context import (
 from securevfl.errors import ConfigError
 from securevfl.methods.base import Method
 from securevfl.privacy.centring import reserve as centring_reserve
+from securevfl.run.dp_ranges import method_spec
 from securevfl.runtime.base import Runtime
 from securevfl.runtime.inprocess import InProcessRuntime
 
@@ -73,6 +74,7 @@ def fit_method(
     if spec.center and has_budget(spec) and not composes:  # the means take their share
         cost = centring_reserve(float(spec.epsilon), method.centre_share(spec))
         fit_spec = dataclasses.replace(spec, epsilon=float(spec.epsilon) - cost)
+    fit_spec = method_spec(spec, method, info, fit_spec)  # DP ranges' share set aside
     ctx = RunContext(
         rt=rt,
         spec=fit_spec,
