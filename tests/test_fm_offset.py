@@ -11,10 +11,13 @@ import pytest
 from dp_accounting import dp_event
 from dp_accounting.pld import pld_privacy_accountant
 
+import securevfl
 from securevfl.context import RunSpec
 from securevfl.errors import ConfigError
 from securevfl.experiment import run_experiment, validate_spec
 from securevfl.methods.fm_offset import residual_vector, step_gain
+from securevfl.model.evaluation import metrics_for
+from securevfl.model.files import classes_digest
 from securevfl.privacy.fm_gaussian import clip_l2, gaussian_sensitivity
 
 
@@ -49,7 +52,7 @@ def test_step_gain_is_the_mean_curvature_ratio():
 
 
 @pytest.fixture(scope="module")
-def record():
+def trained(tmp_path_factory):
     spec = RunSpec(
         method="fm-vfl",
         dataset="breast",
@@ -59,7 +62,13 @@ def record():
         delta=1e-5,
         options={"offset": "gbdt"},  # no centring: the σ is the analytic Gaussian's alone
     )
-    return run_experiment(spec)
+    out = tmp_path_factory.mktemp("fm-offset") / "model"
+    return run_experiment(spec, save=str(out)), out
+
+
+@pytest.fixture(scope="module")
+def record(trained):
+    return trained[0]
 
 
 def test_residual_run_records_the_partners_party_row_epsilon(record):
@@ -80,12 +89,45 @@ def test_residual_run_records_the_partners_party_row_epsilon(record):
     assert record["metrics"]["accuracy"] > 0.85  # the label holder's trees alone reach ~0.9
 
 
-def test_residual_mode_refusals(tmp_path):
+def test_saved_residual_model_predicts_the_training_runs_scores(trained):
+    """The label holder's trees saved as plain arrays (no pickle), reloaded and walked by numpy:
+    the test split's scores equal the training run's (classes digest and metrics)."""
+    record, out = trained
+    model = securevfl.load_model(out)
+    scores, y = model.predict_test_split()
+    assert classes_digest(model.task, scores) == model.card["test_classes_sha256"]
+    assert metrics_for(model.task, y, scores) == pytest.approx(record["metrics"], abs=1e-12)
+    head = model.parts[0]
+    assert head.arrays["own_trees_leaf"].dtype == np.uint8  # numbers only, no object arrays
+
+
+def test_tree_arrays_score_as_scikit_learn_does():
+    """Exported nodes walked by numpy give scikit-learn's raw margins exactly, blanks included;
+    a child pointing back to its parent is refused (a walk must end)."""
+    from securevfl.models.tree_arrays import PREFIX, tree_margins, trees_to_arrays
+    from securevfl.models.trees import fit_trees
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 4))
+    y = (X[:, 0] + X[:, 1] ** 2 > 1).astype(int)
+    X[rng.random(X.shape) < 0.05] = np.nan
+    model = fit_trees(X, y, "binary", 0)
+    arrays = trees_to_arrays(model)
+    Xt = rng.normal(size=(200, 4))
+    Xt[rng.random(Xt.shape) < 0.05] = np.nan
+    assert np.array_equal(tree_margins(arrays, Xt), model.decision_function(Xt))
+    bad = dict(arrays)
+    inner = int(np.flatnonzero(bad[PREFIX + "leaf"] == 0)[0])
+    bad[PREFIX + "left"] = bad[PREFIX + "left"].copy()
+    bad[PREFIX + "left"][inner] = inner
+    with pytest.raises(ValueError, match="children must follow"):
+        tree_margins(bad, Xt)
+
+
+def test_residual_mode_refusals():
     base = dict(method="fm-vfl", dataset="breast", parties=2, epsilon=4.0, delta=1e-5)
     with pytest.raises(ConfigError, match="--offset gbdt needs --mechanism gaussian"):
         validate_spec(RunSpec(**base, options={"offset": "gbdt", "mechanism": "laplace"}))
-    with pytest.raises(ConfigError, match="trees are not saved yet"):
-        run_experiment(RunSpec(**base, options={"offset": "gbdt"}), save=str(tmp_path / "m"))
     with pytest.raises(ConfigError, match="--offset gbdt needs a binary dataset"):
         run_experiment(
             RunSpec(**{**base, "dataset": "diabetes"}, options={"offset": "gbdt"}), save=None

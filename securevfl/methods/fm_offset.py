@@ -45,6 +45,7 @@ import numpy as np
 
 from securevfl.context import Option, RunContext, RunSpec
 from securevfl.errors import ConfigError
+from securevfl.models.tree_arrays import LOGIT_CLIP, tree_margins, trees_to_arrays
 from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.privacy.events import PureDpEvent, gaussian_event
 
@@ -58,7 +59,6 @@ OFFSET_OPTION = Option(
     "rows shape the coefficients outside it); none: one joint GLM (sample unit)",
     choices=OFFSETS,
 )
-OFFSET_REFUSAL = "--offset gbdt: the label holder's trees are not saved yet"
 LABEL_HOLDER_OUTSIDE = (
     "--offset gbdt: the label holder's columns and labels shape the opened first-order "
     "coefficients through its trees' margins (sigma(m_j) - y_j); a fitted model moves every "
@@ -80,24 +80,40 @@ def check_offset(spec: RunSpec, method: Any) -> None:
         raise ConfigError("--offset gbdt needs --budget top-down, got --budget bottom-up")
 
 
-def own_offsets(ctx: RunContext) -> tuple[np.ndarray, np.ndarray]:
-    """(training margins out of fold, test margins): the label holder's trees' log-odds."""
-    from securevfl.models.trees import out_of_fold_logits  # sklearn: only in this mode
+def own_offsets(ctx: RunContext) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """(training margins out of fold, test margins, the trees as arrays): the label holder's
+    boosted trees on its own columns; the test margins are scored from the arrays, as a saved
+    model scores them (``models.tree_arrays``)."""
+    from securevfl.models.trees import fit_trees, oof_logits  # sklearn: only in this mode
 
     v = ctx.views[0]
-    m, mt = out_of_fold_logits(
-        np.asarray(v.X_train, dtype=np.float64),
-        np.asarray(v.y_train),
-        np.asarray(v.X_test, dtype=np.float64),
-        n_classes=2,
-        seed=int(ctx.shared_seed % 2**31),
-    )
-    return m[:, 0].astype(np.float64), mt[:, 0].astype(np.float64)
+    X, y = np.asarray(v.X_train, dtype=np.float64), np.asarray(v.y_train)
+    seed = int(ctx.shared_seed % 2**31)
+    m = oof_logits(X, y, n_classes=2, seed=seed)[:, 0].astype(np.float64)
+    arrays = trees_to_arrays(fit_trees(X, y, "binary", seed))
+    return m, tree_offsets(arrays, v.X_test), arrays
+
+
+def tree_offsets(arrays: dict[str, np.ndarray], X: np.ndarray) -> np.ndarray:
+    """The trees' log-odds of rows ``X``, clipped as the out-of-fold margins are (and as
+    ``model.predict_trees.own_tree_offsets`` scores a saved model)."""
+    return np.clip(tree_margins(arrays, X), -LOGIT_CLIP, LOGIT_CLIP)
 
 
 def residual_vector(m: np.ndarray, y: np.ndarray) -> np.ndarray:
     """v_j = σ(m_j) - y_j: the logistic loss's derivative at the offset (module docstring)."""
     return 1.0 / (1.0 + np.exp(-np.asarray(m, dtype=np.float64))) - np.asarray(y, dtype=float)
+
+
+def offset_head(part: Any, gain: float, trees: dict, own_columns: int, parties: int) -> None:
+    """The label holder's saved part in residual mode: its weights scaled by the step gain
+    (the constant's, then a zero for each of its columns: they enter through the trees), each
+    partner's message scaled by it (``passive_scale``) and its trees' arrays."""
+    w = np.asarray(part.arrays["w"], dtype=np.float64)
+    part.arrays["w"] = np.concatenate([gain * w, np.zeros(own_columns)])
+    part.arrays.update(trees)
+    part.meta["passive_scale"] = {str(k): gain for k in range(1, parties)}
+    part.meta["own_trees"] = "clipped log-odds added to the margin (models.tree_arrays)"
 
 
 def step_gain(m: np.ndarray) -> float:

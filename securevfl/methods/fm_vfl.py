@@ -56,8 +56,8 @@ from securevfl.methods.base import Method, register_method
 from securevfl.methods.fm_noise import SCORING_OUTSIDE, fm_privacy, noise_plan
 from securevfl.methods.fm_offset import (
     OFFSET_OPTION,
-    OFFSET_REFUSAL,
     check_offset,
+    offset_head,
     offset_noise_plan,
     offset_privacy,
     own_offsets,
@@ -205,10 +205,6 @@ class FMVFL(Method):
                 f"budget), got --epsilon {spec.epsilon}"
             )
 
-    def export_refusal(self, spec: RunSpec) -> str | None:
-        """Residual mode's model includes the label holder's trees: not saved yet."""
-        return OFFSET_REFUSAL if spec.option("offset", self) != "none" else None
-
     def epsilon_required(self, spec: RunSpec) -> bool:
         return not str(spec.options.get("party_epsilons", "")).strip()
 
@@ -314,14 +310,8 @@ class FMVFL(Method):
             model[0].meta["intercept"] = intercept
         if offset:
             extra["offset"] = spec.option("offset", self)
-            return FitResult(
-                scores,
-                train_s,
-                privacy=privacy,
-                fingerprints=fps,
-                extra=extra,
-                model_refusal=OFFSET_REFUSAL,
-            )
+            if 0 in model:  # its trees and the step gain (fm_offset.offset_head)
+                offset_head(model[0], own[1], margins[2], info.features_per_party[0], K)
         return FitResult(
             scores, train_s, privacy=privacy, fingerprints=fps, extra=extra, model=model
         )
@@ -414,7 +404,12 @@ def _score(
         got = rt.gather(partial, dst=0, expect=Expect("scores", shape=(rows,)))
     if not rt.here(0):
         return None
-    z = sum(got.values())
-    if own is not None:
-        z = own[0] + own[1] * z
+    if own is None:
+        return _link(task, sum(got.values()))
+    # the saved model's arithmetic (predict: own, then the partners by index, then the trees)
+    z = sum(own[1] * got[k] for k in sorted(got)) + own[0]
+    return _link(task, z)
+
+
+def _link(task: str, z: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-z)) if task == "logistic" else z
