@@ -132,3 +132,14 @@ def test_residual_mode_refusals():
         run_experiment(
             RunSpec(**{**base, "dataset": "diabetes"}, options={"offset": "gbdt"}), save=None
         )
+
+
+def test_saved_label_holder_trees_predict_the_training_runs_scores(tmp_path):
+    """``local --model gbdt`` saves (so does the floor ``--model best`` when it picks the
+    trees: the same ``fit_one``); the reloaded model's test scores give the run's metrics."""
+    spec = RunSpec(method="local", dataset="breast", parties=2, seed=0, model="gbdt")
+    record = run_experiment(spec, save=str(tmp_path / "m"))
+    loaded = securevfl.load_model(tmp_path / "m")
+    scores, y = loaded.predict_test_split()
+    assert classes_digest(loaded.task, scores) == loaded.card["test_classes_sha256"]
+    assert metrics_for(loaded.task, y, scores) == pytest.approx(record["metrics"], abs=1e-12)

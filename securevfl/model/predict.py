@@ -223,7 +223,8 @@ class Model:
                     float(scale.get(str(k), 1.0)) * received[k] for k in sorted(received)
                 )
             if TREES_PREFIX + "leaf" in part.arrays:  # fm-vfl --offset gbdt: its own trees
-                theta = theta + own_tree_offsets(part.arrays, own)
+                clip = bool(meta.get("own_trees"))  # fm-vfl's offsets are clipped log-odds
+                theta = theta + own_tree_offsets(part.arrays, own, clip=clip)
             return _link(meta["link"], theta)
         import torch
 

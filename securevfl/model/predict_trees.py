@@ -1,10 +1,10 @@
 """Scoring new rows with saved trees.
 
-The label holder's own boosted trees (fm-vfl ``--offset gbdt``): their clipped log-odds of its
-own prepared rows, added to the linear margin. A ``secureboost`` model: each party bins its own
-columns by the public domain and answers for its own nodes (``training.tree_routing``), exactly
-as the training run scored its test rows; the label holder adds the leaf values and applies the
-link."""
+The label holder's own boosted trees (fm-vfl ``--offset gbdt``, ``local --model gbdt``): their
+margin on its own prepared rows, added to the linear margin. A ``secureboost`` model: each
+party bins its own columns by the public domain and answers for its own nodes
+(``training.tree_routing``), exactly as the training run scored its test rows; the label holder
+adds the leaf values and applies the link."""
 
 from __future__ import annotations
 
@@ -19,11 +19,12 @@ from securevfl.models.tree_arrays import LOGIT_CLIP, tree_margins
 from securevfl.training.tree_routing import route_margins
 
 
-def own_tree_offsets(arrays: Mapping[str, np.ndarray], X: np.ndarray) -> np.ndarray:
-    """The label holder's own boosted trees' clipped log-odds of its prepared rows (fm-vfl
-    ``--offset gbdt``; ``models.tree_arrays``, checked before the walk)."""
+def own_tree_offsets(arrays: Mapping[str, np.ndarray], X: np.ndarray, *, clip: bool) -> np.ndarray:
+    """The label holder's own boosted trees' margins of its prepared rows (``models.tree_arrays``,
+    checked before the walk); ``clip``: as log-odds clipped like fm-vfl ``--offset gbdt``'s."""
     try:
-        return np.clip(tree_margins(dict(arrays), X), -LOGIT_CLIP, LOGIT_CLIP)
+        margin = tree_margins(dict(arrays), X)
+        return np.clip(margin, -LOGIT_CLIP, LOGIT_CLIP) if clip else margin
     except ValueError as exc:
         raise ModelFileError(f"model part: {exc}") from None
 
