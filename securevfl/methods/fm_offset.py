@@ -10,16 +10,17 @@ to second order in z around the offset:
     ℓ(m + z) <= ℓ(m) + (σ(m) - y) z + z²/8,
 
 the curvature bound σ(1 - σ) <= 1/4 makes the quadratic a majoriser of the loss, so its
-minimiser never overshoots what the offset already explains. Where the trees are confident the
-loss is far flatter than 1/4 (phishing: mean curvature about 0.07), and the majoriser's step
-falls short; the label holder therefore scales the partners' term by 1/(4 h̄), h̄ the mean of
-σ(m_j)(1 - σ(m_j)) over its training rows (``step_gain``): the minimiser of the same quadratic
-with curvature h̄ in place of 1/4 (its own rows' number, applied where it scores: post-processing
-of the released model, no event). Its coefficients are those of
+minimiser never overshoots what the offset already explains. Its coefficients are those of
 fm-vfl's Eq. 4 with the label column v = 1/2 - y (the derivative at the offset 0) replaced by
 v_j = σ(m_j) - y_j: λ_a = Σ v_j x_ja, λ_aa = Σ x_ja²/8, λ_ab = Σ x_ja x_jb/4. The label holder's
-columns are not in the objective (it keeps them in its trees); the model on a test row is
-m_test + x_test·w, m_test from trees fitted on every training row.
+columns are not in the objective (it keeps them in its trees).
+
+Where the trees are confident the loss is far flatter than 1/4, and the majoriser's step falls
+short. The label holder therefore scales the partners' term by g = 1/(4 h̄), h̄ the mean of
+σ(m_j)(1 - σ(m_j)) over its training rows (``step_gain``): g·w minimises the same quadratic with
+curvature h̄ in place of 1/4. h̄ is its own rows' number and g is applied where it scores, so
+this is post-processing of the released model (no event). A test row's score is
+m_test + g·(x_test·w), m_test from trees fitted on every training row.
 
 Sensitivity (``gaussian_sensitivity`` with ``label_bound`` 1). For fixed offsets a row adds
 φ(x, v) with |v| = |σ(m) - y| < 1 (against 1/2 for v = 1/2 - y), and fm_gaussian's bound
