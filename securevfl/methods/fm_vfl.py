@@ -37,6 +37,11 @@ training rows, else 1) and, with Laplace, ``--l1-bound auto``. Why (issue 25, do
 Lemma 1's noise drowned every coefficient at small ε, and the means' noise shifts every score by
 an offset the ridged intercept cannot absorb (breast ε = 4, Laplace: AUC 0.97, accuracy 0.72).
 
+Residual mode (``--offset gbdt``, ``securevfl.methods.fm_offset``): the label holder keeps
+boosted trees on its own columns, the objective covers the partners' columns with the trees'
+margins as per-row offsets; party-row over the partners' rows (the label holder's rows are
+outside the guarantee there).
+
 Precision: inputs are rounded to 2**-f (``frac_bits``: 16 unless the noise bound needs fewer),
 products are exact, so an opened coefficient is within n * 2**-f of the real sum. Scale: the
 default ``rns`` products size their modulus from n; ``vectorized``/``naive`` stop at 1e5 rows.
