@@ -11,19 +11,24 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
 from baselines.vfl import fit_plain
 from securevfl.context import PartyView, RunContext, RunSpec
 from securevfl.methods.base import Method, register_method
+from securevfl.models.tree_arrays import trees_to_arrays
 from securevfl.models.trees import fit_trees, tree_scores
-from securevfl.results import FitResult
+from securevfl.results import FitResult, ModelPart
 from securevfl.runtime import InProcessRuntime
 
 CANDIDATES = ("glm", "mlp", "gbdt")
 VALIDATION_SHARE = 0.2
-TREES_REFUSAL = "boosted-trees references (--model gbdt/best on gbdt) do not save a model yet"
+TREES_REFUSAL = (
+    "boosted trees on pooled columns (centralized --model gbdt) and multiclass boosted trees do "
+    "not save a model yet"
+)
 
 
 @register_method
@@ -54,7 +59,19 @@ def fit_one(ctx: RunContext) -> FitResult:
     t0 = time.perf_counter()
     model = fit_trees(v.X_train, v.y_train, task, ctx.shared_seed)
     scores = tree_scores(model, v.X_test, task)
-    return FitResult(scores, time.perf_counter() - t0, model_refusal=TREES_REFUSAL)
+    if task == "multiclass":
+        return FitResult(scores, time.perf_counter() - t0, model_refusal=TREES_REFUSAL)
+    return FitResult(scores, time.perf_counter() - t0, model={0: trees_part(model, v, task)})
+
+
+def trees_part(model: Any, view: PartyView, task: str) -> ModelPart:
+    """The label holder's saved boosted trees: a linear head of zero weights whose margin is
+    the trees' (plain node arrays, ``models.tree_arrays``; predict walks them with numpy and
+    applies the link, as scikit-learn's predict_proba / predict does)."""
+    d = int(np.asarray(view.X_train).shape[1])
+    arrays = {"w": np.zeros(d), "bias": np.zeros(1), **trees_to_arrays(model)}
+    link = "identity" if task == "regression" else "sigmoid"
+    return ModelPart("linear", arrays, {"head": True, "link": link, "intercept": False})
 
 
 def fit_best(ctx: RunContext) -> FitResult:

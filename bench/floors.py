@@ -99,6 +99,17 @@ def gain_text(s: Setting, alone: Setting) -> str:
     return f"{100 * (s.score - alone.score):+.1f} points"
 
 
+def _named_options(c: Any) -> str:
+    """'M (accuracy a, AUC u), ...' of a row's options: which ran, and whether they rank."""
+
+    def auc(s: Setting) -> str:
+        vals = [(r.get("metrics") or {}).get("auc") for r in s.records]
+        vals = [v for v in vals if isinstance(v, (int, float)) and math.isfinite(v)]
+        return f", AUC {np.mean(vals):.2f}" if vals else ""
+
+    return "; ".join(f"{s.label}: accuracy {s.score:.3f}{auc(s)}" for s in c.options)
+
+
 def verdicts(records: list[dict[str, Any]]) -> list[str]:
     """One sentence per DP row (dataset, ε, unit), either way: its most accurate option (never
     a constant predictor) against the label holder alone."""
@@ -111,8 +122,9 @@ def verdicts(records: list[dict[str, Any]]) -> list[str]:
         head = f"{c.dataset}, {c.row}: "
         if c.best is None:
             out.append(
-                head + "collaborating does not pay: every DP option is a constant predictor; "
-                f"the label holder alone, {alone.label}, reaches {alone.score:.3f}."
+                head + "collaborating does not pay as run: every DP option run at this ε "
+                f"answers one class or carries no signal ({_named_options(c)}); the label "
+                f"holder alone, {alone.label}, reaches {alone.score:.3f}."
             )
         elif _worse(c.best, alone.score):
             out.append(

@@ -32,6 +32,16 @@ from bench.records import capabilities, stat
 ACCURACY_SLACK = 0.01  # "within 1 point" of the best accuracy
 MSE_SLACK = 0.01  # regression: within 1 % (relative) of the best mean squared error
 IGNORED_VARIANT_KEYS = ("n", "delta", "timed_batches")  # sizes, not what a user chooses
+# the run warnings (``run.outcome.outcome_warnings``, the release-once head's fallback) that say
+# a model answers one class or carries no signal; other warnings (an audit variant, a resumed
+# checkpoint, an unbounded ε) say nothing about the predictions
+CONSTANT_WARNINGS = (
+    "constant predictor",
+    "no better than the majority class",
+    "auc ",
+    "the head did not beat the class shares",
+    "metric ",
+)
 
 
 def kind_of(record: dict[str, Any]) -> str:
@@ -100,11 +110,12 @@ class Setting:
 
     @property
     def constant(self) -> bool:
-        """A constant predictor: a run warned (e.g. a head that answers the class shares), or
+        """A constant predictor: a run warned that it answers one class or carries no signal
+        (``CONSTANT_WARNINGS``, e.g. a head that answers the class shares), or
         the mean AUC is within two null standard errors of 0.5 (Hanley & McNeil's
         √((n₁+n₀+1)/(12·n₁·n₀)) for a test split of n₁ and n₀ rows per class): never the
         most accurate option, whatever its accuracy (the majority class is not a model)."""
-        if any(stat(r, "warnings") for r in self.records):
+        if any(w.startswith(CONSTANT_WARNINGS) for r in self.records for w in warned(r)):
             return True
         aucs = [(r.get("metrics") or {}).get("auc") for r in self.records]
         aucs = [a for a in aucs if a is not None and math.isfinite(a)]
@@ -188,6 +199,11 @@ def _better(metric: str) -> tuple[Any, Any]:
     return max, lambda v, best: v >= best - ACCURACY_SLACK
 
 
+def warned(record: dict[str, Any]) -> list[str]:
+    """The run's warning lines."""
+    return [str(w) for w in stat(record, "warnings") or []]
+
+
 @dataclass
 class Choice:
     """One summary row: the best setting and the cheapest close ones."""
@@ -199,6 +215,7 @@ class Choice:
     fewest_bytes: Setting | None
     reference: Setting | None  # the most accurate pooled-data baseline of the row
     candidates: int
+    options: tuple[Setting, ...] = ()  # the row's VFL options (constant predictors included)
 
 
 def choose(group: list[Setting]) -> tuple[Setting | None, Setting | None, Setting | None]:
@@ -233,7 +250,7 @@ def choices(records: list[dict[str, Any]]) -> list[Choice]:
         pooled = [s for s in rows[key] if s.pooled]
         best, fastest, fewest = choose(options) if options else (None, None, None)
         ref = choose(pooled)[0] if pooled else None
-        out.append(Choice(key[0], key[4], best, fastest, fewest, ref, len(options)))
+        out.append(Choice(key[0], key[4], best, fastest, fewest, ref, len(options), tuple(options)))
     return out
 
 

@@ -39,7 +39,7 @@ COMMON_GROUPS = {
 }
 
 _METHOD_GROUPS = {
-    "data": ("active_features", "input_scaling", "own_model"),
+    "data": ("active_features", "input_scaling", "offset", "own_model"),
     "privacy": (
         "b",
         "beta",

@@ -22,6 +22,11 @@ from securevfl.privacy.functional import (
     top_down_scales,
 )
 
+SCORING_OUTSIDE = (
+    "test scoring: each party sends X_k,test w_k in the clear (test rows; the model "
+    "w is post-processing of the noisy objective, so training rows stay covered)"
+)
+
 
 def fm_delta(spec: RunSpec) -> float:
     """The run's δ (a RunSpec built directly has none: the CLI's default then)."""
@@ -98,10 +103,7 @@ def fm_privacy(spec: RunSpec, noise: dict, dims: list[int], method: Method):
     """The accountant's report for the released noisy objective: every block's Laplace, or the
     one Gaussian release of the whole coefficient vector (``privacy.fm_gaussian``)."""
     K = len(dims)
-    outside = [
-        "test scoring: each party sends X_k,test w_k in the clear (test rows; the model "
-        "w is post-processing of the noisy objective, so training rows stay covered)"
-    ]
+    outside = [SCORING_OUTSIDE]
     extra: dict[str, Any] = {
         "mechanism": noise["mechanism"],
         "budget": spec.option("budget", method),

@@ -37,6 +37,11 @@ training rows, else 1) and, with Laplace, ``--l1-bound auto``. Why (issue 25, do
 Lemma 1's noise drowned every coefficient at small ε, and the means' noise shifts every score by
 an offset the ridged intercept cannot absorb (breast ε = 4, Laplace: AUC 0.97, accuracy 0.72).
 
+Residual mode (``--offset gbdt``, ``securevfl.methods.fm_offset``): the label holder keeps
+boosted trees on its own columns, the objective covers the partners' columns with the trees'
+margins as per-row offsets; party-row over the partners' rows (the label holder's rows are
+outside the guarantee there).
+
 Precision: inputs are rounded to 2**-f (``frac_bits``: 16 unless the noise bound needs fewer),
 products are exact, so an opened coefficient is within n * 2**-f of the real sum. Scale: the
 default ``rns`` products size their modulus from n; ``vectorized``/``naive`` stop at 1e5 rows.
@@ -53,7 +58,17 @@ import numpy as np
 from securevfl.context import Option, RunContext, RunSpec, fingerprint, parse_bool
 from securevfl.errors import ConfigError
 from securevfl.methods.base import Method, register_method
-from securevfl.methods.fm_noise import fm_privacy, noise_plan
+from securevfl.methods.fm_noise import SCORING_OUTSIDE, fm_privacy, noise_plan
+from securevfl.methods.fm_offset import (
+    OFFSET_OPTION,
+    check_offset,
+    offset_head,
+    offset_noise_plan,
+    offset_privacy,
+    own_offsets,
+    residual_vector,
+    step_gain,
+)
 from securevfl.methods.fm_options import (
     CENTRE_SHARE_OPTION,
     L2_BOUND_OPTION,
@@ -102,11 +117,19 @@ LEGACY_MAX_ROWS = 100_000  # MPyC's own arithmetic runs in a 56-bit field sized 
 
 
 def _box(
-    ctx: RunContext, k: int, intercept: bool, bound: tuple[str, float], test: bool = False
+    ctx: RunContext,
+    k: int,
+    intercept: bool,
+    bound: tuple[str, float],
+    test: bool = False,
+    offset: bool = False,
 ) -> np.ndarray:
     """Party k's block back in the paper's range [-1, 1], each row scaled to its norm bound
-    (``("l1", B)`` or ``("l2", R)``: a public row-wise map), and the constant column at party 0."""
+    (``("l1", B)`` or ``("l2", R)``: a public row-wise map), and the constant column at party 0
+    (``offset``: the label holder's columns stay in its own trees, only the constant is here)."""
     v = ctx.views[k]
+    if k == 0 and offset:
+        return np.ones((len(v.X_test if test else v.X_train), 1 if intercept else 0))
     X = np.clip((v.X_test if test else v.X_train) * math.sqrt(ctx.info.row_norm_bound_sq), -1, 1)
     X = clip_l2(X, bound[1]) if bound[0] == "l2" else clip_l1(X, bound[1])
     if k == 0 and intercept:
@@ -155,6 +178,7 @@ class FMVFL(Method):
         "centre_share": CENTRE_SHARE_OPTION,
         "mechanism": MECHANISM_OPTION,
         "l2_bound": L2_BOUND_OPTION,
+        "offset": OFFSET_OPTION,
     }
 
     @classmethod
@@ -172,6 +196,7 @@ class FMVFL(Method):
 
     def validate(self, spec: RunSpec) -> None:
         super().validate(spec)
+        check_offset(spec, self)
         offers = parse_party_epsilons(spec.option("party_epsilons", self), spec.parties)
         gaussian = spec.option("mechanism", self) == "gaussian"
         if gaussian and spec.option("budget", self) == "bottom-up":
@@ -193,12 +218,23 @@ class FMVFL(Method):
         task = fm_task(info.task)
         K, server = info.data_parties, info.server
         intercept = bool(spec.option("intercept", self))
+        offset = spec.option("offset", self) != "none"
+        if offset and task != "logistic":
+            raise ConfigError(f"--offset gbdt needs a binary dataset, got task {info.task!r}")
         t0 = time.perf_counter()
         dims = [info.features_per_party[k] + (1 if k == 0 and intercept else 0) for k in range(K)]
-        noise = noise_plan(self, spec, task, dims, info.features_per_party, intercept)
+        if offset:  # the label holder's columns stay in its trees (fm_offset)
+            dims[0] = 1 if intercept else 0
+            noise = offset_noise_plan(self, spec, K, intercept)
+        else:
+            noise = noise_plan(self, spec, task, dims, info.features_per_party, intercept)
         scales, bounds, gauss = noise["scales"], noise["bounds"], noise["gaussian"]
-        X = {k: _box(ctx, k, intercept, bounds[k]) for k in ctx.views if k < K}
-        v = label_vector(task, ctx.views[0].y_train) if rt.here(0) else None
+        X = {k: _box(ctx, k, intercept, bounds[k], offset=offset) for k in ctx.views if k < K}
+        margins = rt.local(0, own_offsets, ctx) if offset else None
+        v = None
+        if rt.here(0):
+            y = ctx.views[0].y_train
+            v = residual_vector(margins[0], y) if offset else label_vector(task, y)
         rngs = {k: ctx.noise_rng(k, "fm") for k in rt.local_parties}
         # single-party blocks: computed and perturbed by their owner, sent to the server
         singles = {
@@ -247,8 +283,12 @@ class FMVFL(Method):
             for k in range(K)
         }
         train_s = time.perf_counter() - t0
-        scores = _score(ctx, task, intercept, bounds, w_k)
-        privacy = fm_privacy(spec, noise, dims, self)
+        own = None if margins is None else (margins[1], step_gain(margins[0]))
+        scores = _score(ctx, task, intercept, bounds, w_k, offset, own)
+        if offset:
+            privacy = offset_privacy(spec, noise, K, self, [SCORING_OUTSIDE])
+        else:
+            privacy = fm_privacy(spec, noise, dims, self)
         fps = {k: fingerprint(w_k[k]) for k in range(K) if rt.here(k)}
         extra = {
             "d": int(sum(dims)),
@@ -273,6 +313,10 @@ class FMVFL(Method):
             model[0].arrays["bias"] = np.zeros(1)
             model[0].meta.update(head=True, link="sigmoid" if task == "logistic" else "identity")
             model[0].meta["intercept"] = intercept
+        if offset:
+            extra["offset"] = spec.option("offset", self)
+            if 0 in model:  # its trees and the step gain (fm_offset.offset_head)
+                offset_head(model[0], own[1], margins[2], info.features_per_party[0], K)
         return FitResult(
             scores, train_s, privacy=privacy, fingerprints=fps, extra=extra, model=model
         )
@@ -341,19 +385,36 @@ def _cross_request(ctx: RunContext, task: str, impl: str, dims, scales, X, v, rn
 
 
 def _score(
-    ctx: RunContext, task: str, intercept: bool, bounds: list, w_k: dict
+    ctx: RunContext,
+    task: str,
+    intercept: bool,
+    bounds: list,
+    w_k: dict,
+    offset: bool = False,
+    own: tuple[np.ndarray, float] | None = None,
 ) -> np.ndarray | None:
-    """Test scoring: each party sends X_k,test w_k to the label party (phase ``eval``)."""
+    """Test scoring: each party sends X_k,test w_k to the label party (phase ``eval``); in
+    residual mode the label holder's ``own`` = (its trees' test margins, the step gain):
+    margin + gain * the partners' sum (``fm_offset.step_gain``)."""
     rt, K = ctx.rt, ctx.info.data_parties
+
+    def part(k: int) -> np.ndarray:
+        z = _box(ctx, k, intercept, bounds[k], test=True, offset=offset) @ w_k[k]
+        return z
+
     with rt.meter.in_phase("eval"):
         # every party lists every sender (None where it does not live): SPMD lockstep
-        partial = {
-            k: rt.local(k, lambda k=k: _box(ctx, k, intercept, bounds[k], test=True) @ w_k[k])
-            for k in range(K)
-        }
+        partial = {k: rt.local(k, part, k) for k in range(K)}
         rows = len(ctx.views[0].X_test) if rt.here(0) else None  # checked where it arrives
         got = rt.gather(partial, dst=0, expect=Expect("scores", shape=(rows,)))
     if not rt.here(0):
         return None
-    z = sum(got.values())
+    if own is None:
+        return _link(task, sum(got.values()))
+    # the saved model's arithmetic (predict: own, then the partners by index, then the trees)
+    z = sum(own[1] * got[k] for k in sorted(got)) + own[0]
+    return _link(task, z)
+
+
+def _link(task: str, z: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-z)) if task == "logistic" else z

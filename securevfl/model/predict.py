@@ -35,7 +35,8 @@ from securevfl.model.files import ModelFileError, Part, load_parts
 from securevfl.model.layers import rebuild_layers
 from securevfl.model.predict_pbm import pbm_release, score_pbm
 from securevfl.model.predict_privacy import PLAIN_RELEASE, apply_release, scoring_privacy
-from securevfl.model.predict_trees import score_trees
+from securevfl.model.predict_trees import own_tree_offsets, score_trees
+from securevfl.models.tree_arrays import PREFIX as TREES_PREFIX
 from securevfl.runtime.base import Runtime
 from securevfl.runtime.inprocess import InProcessRuntime
 
@@ -221,6 +222,9 @@ class Model:
                 theta = theta + sum(
                     float(scale.get(str(k), 1.0)) * received[k] for k in sorted(received)
                 )
+            if TREES_PREFIX + "leaf" in part.arrays:  # fm-vfl --offset gbdt: its own trees
+                clip = bool(meta.get("own_trees"))  # fm-vfl's offsets are clipped log-odds
+                theta = theta + own_tree_offsets(part.arrays, own, clip=clip)
             return _link(meta["link"], theta)
         import torch
 

@@ -1,6 +1,10 @@
-"""Scoring new rows with a saved ``secureboost`` model: each party bins its own columns by the
-public domain and answers for its own nodes (``training.tree_routing``), exactly as the
-training run scored its test rows; the label holder adds the leaf values and applies the link."""
+"""Scoring new rows with saved trees.
+
+The label holder's own boosted trees (fm-vfl ``--offset gbdt``, ``local --model gbdt``): their
+margin on its own prepared rows, added to the linear margin. A ``secureboost`` model: each
+party bins its own columns by the public domain and answers for its own nodes
+(``training.tree_routing``), exactly as the training run scored its test rows; the label holder
+adds the leaf values and applies the link."""
 
 from __future__ import annotations
 
@@ -11,7 +15,18 @@ import numpy as np
 
 from securevfl.model.files import ModelFileError, Part
 from securevfl.models.boosted_trees import Lookup, TreeSet, bin_index
+from securevfl.models.tree_arrays import LOGIT_CLIP, tree_margins
 from securevfl.training.tree_routing import route_margins
+
+
+def own_tree_offsets(arrays: Mapping[str, np.ndarray], X: np.ndarray, *, clip: bool) -> np.ndarray:
+    """The label holder's own boosted trees' margins of its prepared rows (``models.tree_arrays``,
+    checked before the walk); ``clip``: as log-odds clipped like fm-vfl ``--offset gbdt``'s."""
+    try:
+        margin = tree_margins(dict(arrays), X)
+        return np.clip(margin, -LOGIT_CLIP, LOGIT_CLIP) if clip else margin
+    except ValueError as exc:
+        raise ModelFileError(f"model part: {exc}") from None
 
 
 def _lookup(part: Part) -> Lookup:

@@ -58,6 +58,16 @@ def out_of_fold_logits(
     other folds (so a head stacked on them sees logits as noisy as a test row's), on each test
     row from trees fitted on every training row. Log-probabilities, one column per class
     (binary: one column, the log-odds)."""
+    task = "binary" if n_classes == 2 else "multiclass"
+    train = oof_logits(X, y, n_classes=n_classes, seed=seed, folds=folds)
+    return train, _logits(fit_trees(X, y, task, seed), Xt, n_classes)
+
+
+def oof_logits(
+    X: np.ndarray, y: np.ndarray, *, n_classes: int, seed: int, folds: int = 5
+) -> np.ndarray:
+    """Each training row's logits from trees fitted on the other folds
+    (:func:`out_of_fold_logits`' training half)."""
     y = np.asarray(y)
     n = len(y)
     task = "binary" if n_classes == 2 else "multiclass"
@@ -68,8 +78,7 @@ def out_of_fold_logits(
         hold = order[f::folds]
         fit = np.setdiff1d(order, hold)
         train[hold] = _logits(fit_trees(X[fit], y[fit], task, seed + f), X[hold], n_classes)
-    test = _logits(fit_trees(X, y, task, seed), Xt, n_classes)
-    return train, test
+    return train
 
 
 def _logits(model: Any, X: np.ndarray, n_classes: int) -> np.ndarray:

@@ -56,14 +56,17 @@ def row_l2_bound(party_bounds: Sequence[float], intercept: bool) -> float:
     return math.sqrt((1.0 if intercept else 0.0) + sum(b * b for b in party_bounds))
 
 
-def gaussian_sensitivity(task: str, R: float) -> float:
-    """Δ₂ of the coefficient vector for rows of L2 norm <= R (module docstring)."""
+def gaussian_sensitivity(task: str, R: float, label_bound: float | None = None) -> float:
+    """Δ₂ of the coefficient vector for rows of L2 norm <= R (module docstring); ``label_bound``
+    replaces the label column's bound v_max (fm-vfl's residual mode: |σ(m) - y| < 1)."""
     if task == "logistic":
         alpha, c, vmax, const = 1.0, 0.125, 0.5, 0.0
     elif task == "linear":
         alpha, c, vmax, const = -2.0, 1.0, 1.0, 1.0
     else:
         raise ConfigError(f"task must be logistic or linear, got {task!r}")
+    if label_bound is not None:
+        vmax = float(label_bound)
     return 2.0 * math.sqrt(alpha**2 * vmax**2 * R**2 + 2.0 * c**2 * R**4 + const)
 
 
@@ -93,6 +96,7 @@ def gaussian_sigma(
     delta: float,
     parties: int = 1,
     centring_epsilon: float = 0.0,
+    label_bound: float | None = None,
 ) -> tuple[float, float]:
     """(σ, Δ₂): the smallest σ (within 0.5 %) whose Gaussian release, composed with the K pure
     ε_c releases of the column means (if any), is (ε, δ)-DP in the sample unit. Without
@@ -100,7 +104,7 @@ def gaussian_sigma(
     (too little noise) and for ε - K ε_c (basic composition: enough)."""
     if not (delta is not None and 0 < float(delta) < 1):
         raise ConfigError(f"--mechanism gaussian needs a delta in (0, 1), got {delta}")
-    sens = gaussian_sensitivity(task, R)
+    sens = gaussian_sensitivity(task, R, label_bound)
     delta = float(delta)
     rest = epsilon - parties * centring_epsilon
     if centring_epsilon <= 0:
