@@ -315,3 +315,23 @@ def test_afe_csprng_resume_composes_the_last_epoch_and_scoring_again(tmp_path):
     expect = max(_gdp_epsilon(m, delta) for m in mu.values())
     assert resumed["privacy"]["epsilon"] == pytest.approx(expect, rel=1e-6)
     assert resumed["privacy"]["epsilon"] > whole["privacy"]["epsilon"]
+
+
+@pytest.mark.parametrize(
+    "center,dp_bounds,expect", [(False, (0, 1), 2), (True, (), 2), (False, (), 0)]
+)
+def test_a_resume_counts_every_earlier_runs_pre_training_releases(
+    tmp_path, center, dp_bounds, expect
+):
+    """Each earlier start on a checkpoint directory released its centring means and, in a csv
+    run without --bounds, its DP scaling ranges, under fresh noise: both are counted again."""
+    from types import SimpleNamespace
+
+    from securevfl.model.checkpoint_privacy import PrivateResume
+
+    spec = build_spec({**HDP, "epsilon": 1.0, "center": center})
+    (tmp_path / "party_0").mkdir()
+    (tmp_path / "party_0" / "started.log").write_text("start\nepoch 0\nstart\n")
+    ck = SimpleNamespace(resume=True, root=tmp_path)
+    ctx = SimpleNamespace(spec=spec, audit=None, info=SimpleNamespace(dp_bounds=dp_bounds))
+    assert PrivateResume(ck, ctx, hooks=None, ledger=None, parties=[0]).earlier == expect

@@ -82,11 +82,13 @@ class PrivateResume:
             for k in parties:
                 (ck.root / f"party_{k}").mkdir(parents=True, exist_ok=True)
                 self._log(k).write_text("")
-        # every earlier run on this directory released its centring means (drawn before the
-        # trainer starts) and trained on them: under the CSPRNG each is a release of its own
-        centred = bool(ctx.spec.center) and has_budget(ctx.spec)  # else no centring release
+        # every earlier run on this directory released its centring means and (a csv run
+        # without --bounds) its DP scaling ranges, both drawn before the trainer starts, and
+        # trained on them: under the CSPRNG each is a release of its own
+        centred = bool(ctx.spec.center) and has_budget(ctx.spec)
+        ranged = bool(getattr(ctx.info, "dp_bounds", ()))
         starts = sum(x == "start" for x in self.lines(parties[0])) if ck.resume else 0
-        self.earlier = starts if centred else 0
+        self.earlier = starts if (centred or ranged) else 0
         self.mark("start")
 
     def _log(self, k: int) -> Any:
