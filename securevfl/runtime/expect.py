@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from protocols.compress import decode, message_shape
 from securevfl.errors import ProtocolError
 
 __all__ = ["Expect"]
@@ -33,9 +34,11 @@ class Expect:
 
     ``kind``: ``"array"`` (a numpy array whose dtype kind is in ``dtype``, e.g. ``"f"`` or
     ``"fiu"``, of ``shape``: ints, None for any length; None for any shape), ``"int"``,
-    ``"float"``, ``"bytes"`` (at most ``max_len`` long) or ``"dict"`` (exactly the keys of
-    ``fields``, each value checked by its rule). ``finite``: no NaN or infinity; ``lo``/``hi``:
-    inclusive bounds on every value; ``optional``: None is accepted too.
+    ``"float"``, ``"bytes"`` (at most ``max_len`` long), ``"packed"`` (a
+    ``protocols.compress`` message, at most ``max_len`` long: the shape in its header is checked
+    against ``shape`` before it is decoded, then its values by the array rules) or ``"dict"``
+    (exactly the keys of ``fields``, each value checked by its rule). ``finite``: no NaN or
+    infinity; ``lo``/``hi``: inclusive bounds on every value; ``optional``: None is accepted too.
     """
 
     step: str
@@ -66,6 +69,7 @@ class Expect:
             "int": self._int,
             "float": self._float,
             "bytes": self._bytes,
+            "packed": self._packed,
             "dict": self._dict,
         }[self.kind]
         return check(value)
@@ -76,12 +80,9 @@ class Expect:
         if a.dtype.kind not in self.dtype:
             kinds = " or ".join(_KINDS.get(c, c) for c in self.dtype)
             return f"expected an array of {kinds}, got dtype {a.dtype}"
-        if self.shape is not None and (
-            a.ndim != len(self.shape)
-            or any(want is not None and got != want for got, want in zip(a.shape, self.shape))
-        ):
-            want = "(" + ", ".join("any" if d is None else str(d) for d in self.shape) + ")"
-            return f"expected shape {want}, got {a.shape}"
+        why = self._shape(a.shape)
+        if why is not None:
+            return why
         if a.dtype.kind in "fc" and self.finite and a.size and not np.isfinite(a).all():
             return f"{int(a.size - np.isfinite(a).sum())} values are NaN or infinite"
         if a.size and (self.lo is not None or self.hi is not None):
@@ -89,6 +90,28 @@ class Expect:
             if (self.lo is not None and lo < self.lo) or (self.hi is not None and hi > self.hi):
                 return f"values from {lo} to {hi}, outside [{self.lo}, {self.hi}]"
         return None
+
+    def _shape(self, shape: tuple[int, ...]) -> str | None:
+        if self.shape is not None and (
+            len(shape) != len(self.shape)
+            or any(want is not None and got != want for got, want in zip(shape, self.shape))
+        ):
+            want = "(" + ", ".join("any" if d is None else str(d) for d in self.shape) + ")"
+            return f"expected shape {want}, got {tuple(shape)}"
+        return None
+
+    def _packed(self, v: Any) -> str | None:
+        why = self._bytes(v)
+        if why is not None:
+            return why
+        try:  # the header's shape first: decoding allocates what it claims
+            why = self._shape(message_shape(v))
+            if why is not None:
+                return f"a compressed message: {why}"
+            a = decode(v)
+        except Exception as e:  # noqa: BLE001  (any failure on crafted bytes is the peer's)
+            return f"a malformed compressed message ({type(e).__name__}: {e})"
+        return self._array(a)
 
     def _range(self, v: float) -> str | None:
         if (self.lo is not None and v < self.lo) or (self.hi is not None and v > self.hi):
