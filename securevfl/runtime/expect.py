@@ -38,7 +38,9 @@ class Expect:
     ``protocols.compress`` message, at most ``max_len`` long: the shape in its header is checked
     against ``shape`` before it is decoded, then its values by the array rules) or ``"dict"``
     (exactly the keys of ``fields``, each value checked by its rule). ``finite``: no NaN or
-    infinity; ``lo``/``hi``: inclusive bounds on every value; ``optional``: None is accepted too.
+    infinity; ``lo``/``hi``: inclusive bounds on every value; ``optional``: None is accepted too;
+    ``or_packed``: an ``"array"`` may also come as its compressed message (a cascade client's
+    scoring message).
     """
 
     step: str
@@ -51,6 +53,7 @@ class Expect:
     max_len: int | None = None
     fields: tuple[tuple[str, Expect], ...] = ()
     optional: bool = False
+    or_packed: bool = False
 
     def check(self, value: Any, *, src: int, dst: int) -> Any:
         """``value`` if it meets this rule, else a ProtocolError naming both parties."""
@@ -64,6 +67,8 @@ class Expect:
     def _violation(self, value: Any) -> str | None:
         if value is None and self.optional:
             return None
+        if self.or_packed and type(value) is bytes:
+            return self._packed(value)
         check = {
             "array": self._array,
             "int": self._int,
