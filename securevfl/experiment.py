@@ -99,6 +99,7 @@ def validate_spec(spec: RunSpec) -> Method:
             label_column=opts.get("label_column"),
             categories=opts.get("categories"),
             bounds=spec.bounds,
+            feature_column=opts.get("feature_column"),
         )
         if len(spec.partition) != spec.parties:
             raise ConfigError(
@@ -451,6 +452,7 @@ def own_files_of(spec: RunSpec, method: Method) -> tuple[RunSpec, dict[int, dict
         )
     opts = dict(spec.dataset_options or {})
     label, cats = opts.pop("label_column", None), opts.pop("categories", None)
+    keep = opts.pop("feature_column", None)
     shared = dataclasses.replace(spec, dataset=OWN_CSV, dataset_options=opts, bounds=None)
 
     def absolute(p: str | None) -> str | None:
@@ -463,6 +465,7 @@ def own_files_of(spec: RunSpec, method: Method) -> tuple[RunSpec, dict[int, dict
             "dataset_options": {
                 **({"categories": absolute(cats)} if cats else {}),
                 **({"label_column": label} if k == 0 and label else {}),
+                **({"feature_column": keep} if keep else {}),
             },
         }
         for k, p in enumerate(paths)

@@ -34,6 +34,7 @@ class OwnFile:
     label_column: str | None = None  # the label holder's only
     categories: str | None = None
     bounds: str | None = None
+    feature_column: str | None = None  # a first column kept as a feature though it looks like an ID
 
 
 @dataclass
@@ -159,7 +160,7 @@ def open_own_files(
             raise DataError(f"party {k}'s CSV must hold >= 1 feature column, got none")
         cats = read_categories(f.categories)
         if id_column is None:
-            check_not_id(k, name, header[0], [r[0] for r in rows], cats)
+            check_not_id(k, name, header[0], [r[0] for r in rows], cats, f.feature_column)
         rules = fit_rules(k, name, header, rows, cats)
         enc = encode_rows(k, name, rules, header, rows, training=True)
         block.header, block.names, block.with_missing = (

@@ -146,7 +146,13 @@ def _open_own_files(spec: RunSpec, method: Method, rt: Runtime, wanted: list[int
         raise ConfigError(f"party {mine[0]} must name its own data file with --data, got none")
     opts = spec.dataset_options or {}
     files = {
-        k: OwnFile(str(spec.data), opts.get("label_column"), opts.get("categories"), spec.bounds)
+        k: OwnFile(
+            str(spec.data),
+            opts.get("label_column"),
+            opts.get("categories"),
+            spec.bounds,
+            opts.get("feature_column"),
+        )
         for k in mine
     }
     own = open_own_files(rt, files, id_column=spec.id_column, data_parties=K, label_party=holder)
