@@ -177,10 +177,15 @@ PROGRESS_EVERY = 15.0  # seconds between two progress lines of a long calibratio
 def progress(
     what: str, *, every: float = PROGRESS_EVERY, write: Callable[[str], None] | None = None
 ) -> Iterator[None]:
-    """While the body runs: a line every ``every`` seconds (default to stderr) naming ``what``,
-    the time so far and where the answer will be kept, and a last line when it is done. A body
-    that returns sooner (a cache hit) prints nothing."""
-    write = write or (lambda line: print(line, file=sys.stderr, flush=True))
+    """While the body runs: a line every ``every`` seconds naming ``what``, the time so far and
+    where the answer will be kept, and a last line when it is done. A body that returns sooner
+    (a cache hit) prints nothing. ``write``: where the lines go (default: stderr where it is a
+    terminal, as the CLI's progress bars; nothing else, so logs and one-line errors stay so)."""
+    if write is None:
+        if not sys.stderr.isatty():
+            yield
+            return
+        write = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     root = cache_dir()
     kept = f"kept in {root} for the next run" if root is not None else "the cache is off"
     done, t0, beats = threading.Event(), time.monotonic(), []
