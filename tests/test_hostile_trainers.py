@@ -135,3 +135,27 @@ def test_a_substituted_afe_message_is_refused_naming_the_peer_and_the_step(
     msg = str(err.value)
     assert f"refused the message of party {attacker} at step {step!r}" in msg, msg
     assert rt.done
+
+
+# secureboost (party 0 the label holder, party 1 a partner): small keys, one shallow tree
+BOOST = [
+    (1, "bin sums", lambda v: b"\x01\x02junk"),
+    (1, "bin sums", lambda v: v + v),
+    (1, "split answers", lambda v: {"records": v["records"], "left": "x"}),
+    (0, "gradients", lambda v: {"rows": v["rows"] + 10_000, "cts": v["cts"]}),
+    (0, "nodes", lambda v: {"node": v["node"][1:], "n": v["n"]}),
+    (0, "split requests", lambda v: np.zeros((1, 2))),
+]
+
+
+@pytest.mark.parametrize("attacker,step,forge", BOOST)
+def test_a_substituted_secureboost_message_is_refused(attacker, step, forge):
+    rt = Hostile(2, attacker, step, forge)
+    spec = RunSpec(
+        method="secureboost", dataset="breast", parties=2, model="gbdt", seed=0,
+        options={"trees": 1, "depth": 2, "bins": 8, "paillier_bits": 512},
+    )  # fmt: skip
+    with pytest.raises(ProtocolError) as err:
+        run_experiment(spec, rt)
+    assert f"refused the message of party {attacker} at step {step!r}" in str(err.value)
+    assert rt.done

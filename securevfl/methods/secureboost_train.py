@@ -157,7 +157,9 @@ def _grow(ctx, cfg, st, keys, rngs, noise_rngs, margin, y, with_partners) -> np.
             clock["encrypt"] += time.perf_counter() - t0
         n = ctx.info.n_train
         sampled = Expect("gradients", dtype="iu", shape=(None,), lo=0, hi=n - 1)
-        expect = Expect("gradients", kind="dict", fields=(("rows", sampled), ("cts", _BYTES)))
+        width = next((ph.ct_width(c.pub) for k, c in keys.items() if k != L), None)
+        whole = Expect("gradients", kind="bytes", multiple=width)  # whole ciphertexts
+        expect = Expect("gradients", kind="dict", fields=(("rows", sampled), ("cts", whole)))
         got = rt.broadcast(payload, src=L, dsts=others, expect=expect)
         for k in others:
             if rt.here(k):
@@ -196,7 +198,7 @@ def _grow(ctx, cfg, st, keys, rngs, noise_rngs, margin, y, with_partners) -> np.
                         keys[k], c, kb, _node_vector(msg, len(r)), int(msg["n"]), nb, noise
                     )
                     clock["bin_sums"] += time.perf_counter() - t0
-            got = rt.gather(replies, dst=L, expect=Expect("bin sums", kind="bytes"))
+            got = rt.gather(replies, dst=L, expect=_sums_rule(ctx, cfg, keys, others, nodes, nb))
         if rt.here(L):
             t0 = time.perf_counter()
             sums[L] = sp.own_sums(bins_L[:, cols[L]], g, h, node_of, len(nodes), nb)
@@ -249,7 +251,6 @@ def _node_vector(msg: Any, n_rows: int) -> np.ndarray:
     return v
 
 
-_BYTES = Expect("gradients", kind="bytes")
 # (node, column slot, bin) per split on the partner's columns (split_rows checks the slot)
 _REQUEST = Expect("split requests", dtype="iu", shape=(None, 3), lo=0)
 _ANSWER = Expect(
@@ -260,6 +261,19 @@ _ANSWER = Expect(
         ("left", Expect("split answers", dtype="u", shape=(None,))),
     ),
 )
+
+
+def _sums_rule(ctx: Any, cfg: Any, keys: dict, others: list[int], nodes: Any, nb: int) -> Any:
+    """At the label holder: each partner's bin sums, the ciphertexts ``open_sums`` takes."""
+    L = ctx.info.label_party
+    if L not in keys or nodes is None:
+        return None
+    c, rule = keys[L], {}
+    for k in others:
+        total = len(nodes) * cfg.columns_used(ctx.info.features_per_party[k]) * nb
+        size = -(-total // c.capacity) * ph.ct_width(c.pub)
+        rule[k] = Expect("bin sums", kind="bytes", min_len=size, max_len=size)
+    return rule
 
 
 def _node_rule(cts: dict[int, Any]) -> Expect:

@@ -34,7 +34,8 @@ class Expect:
 
     ``kind``: ``"array"`` (a numpy array whose dtype kind is in ``dtype``, e.g. ``"f"`` or
     ``"fiu"``, of ``shape``: ints, None for any length; None for any shape), ``"int"``,
-    ``"float"``, ``"bytes"`` (at most ``max_len`` long), ``"packed"`` (a
+    ``"float"``, ``"bytes"`` (``min_len`` to ``max_len`` long, a multiple of ``multiple``: whole
+    ciphertexts), ``"packed"`` (a
     ``protocols.compress`` message, at most ``max_len`` long: the shape in its header is checked
     against ``shape`` before it is decoded, then its values by the array rules) or ``"dict"``
     (exactly the keys of ``fields``, each value checked by its rule). ``finite``: no NaN or
@@ -51,6 +52,8 @@ class Expect:
     lo: float | None = None
     hi: float | None = None
     max_len: int | None = None
+    min_len: int | None = None
+    multiple: int | None = None
     fields: tuple[tuple[str, Expect], ...] = ()
     optional: bool = False
     or_packed: bool = False
@@ -140,6 +143,10 @@ class Expect:
             return f"expected bytes, got {_what(v)}"
         if self.max_len is not None and len(v) > self.max_len:
             return f"{len(v)} bytes, over the {self.max_len} this step allows"
+        if self.min_len is not None and len(v) < self.min_len:
+            return f"{len(v)} bytes, under the {self.min_len} this step needs"
+        if self.multiple and len(v) % self.multiple:
+            return f"{len(v)} bytes, not a multiple of {self.multiple}"
         return None
 
     def _dict(self, d: Any) -> str | None:
