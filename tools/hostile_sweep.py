@@ -55,7 +55,14 @@ METHODS: dict[str, tuple[dict[str, Any], int]] = {  # name -> (spec fields, runt
         },
         2,
     ),
-    "secureboost": ({"method": "secureboost", "model": "gbdt", "options": {"trees": 2, "depth": 2, "paillier_bits": 512}}, 2),
+    "secureboost": (
+        {
+            "method": "secureboost",
+            "model": "gbdt",
+            "options": {"trees": 2, "depth": 2, "paillier_bits": 512},
+        },
+        2,
+    ),
     "hdp-vfl": ({"method": "hdp-vfl", "model": "glm", "epochs": 1, "epsilon": 4.0}, 2),
     "ldp-vfl": ({"method": "ldp-vfl", **MLP, "epsilon": 4.0}, 2),
 }
