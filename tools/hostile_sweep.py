@@ -64,7 +64,8 @@ METHODS: dict[str, tuple[dict[str, Any], int]] = {  # name -> (spec fields, runt
         2,
     ),
     "hdp-vfl": ({"method": "hdp-vfl", "model": "glm", "epochs": 1, "epsilon": 4.0}, 2),
-    "ldp-vfl": ({"method": "ldp-vfl", **MLP, "epsilon": 4.0}, 2),
+    "ldp-vfl": ({"method": "ldp-vfl", **MLP, "epsilon": 4.0}, 3),
+    "pbm-vfl": ({"method": "pbm-vfl", **MLP}, 3),
 }
 
 FORGERIES: dict[str, Any] = {
@@ -121,7 +122,8 @@ class Sweep(InProcessRuntime):
 
 
 def _spec(fields: dict[str, Any], n: int) -> RunSpec:
-    parties = n - 1 if fields.get("method") in ("czofo-vfl", "compressed-vfl", "zoo-vfl") else n
+    server = ("czofo-vfl", "compressed-vfl", "zoo-vfl", "ldp-vfl", "pbm-vfl")
+    parties = n - 1 if fields.get("method") in server else n
     if fields.get("method") == "afe-vfl" and "variant" in fields.get("options", {}):
         parties = n - 1
     return RunSpec(dataset="breast", parties=parties, seed=0, **fields)
