@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import signal
 import sys
 import traceback
@@ -144,7 +145,8 @@ def run_case(fields: dict[str, Any], n: int, target, forgery: str, limit: float)
         return "hang"
     except (ProtocolError, ConfigError, DataError) as e:
         one = "\n" not in str(e)
-        return "named" if one and "party" in str(e) else f"error: unnamed {type(e).__name__}"
+        named = one and re.search(r"\bpart(y|ies)\b", str(e))
+        return "named" if named else f"error: unnamed {type(e).__name__}"
     except Exception as e:  # noqa: BLE001  (what the sweep counts)
         return f"error: {type(e).__name__}: {str(e)[:120]}"
     finally:

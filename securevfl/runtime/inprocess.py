@@ -64,8 +64,8 @@ class InProcessRuntime(Runtime):
             self.meter.message(src=src, dst=d, nbytes=len(data))
         # every receiver gets its own copy; in-process one decoded copy stands for all of them
         out = serialization.loads(data)
-        for d in dsts:
-            self._delivered(out, src=src, dst=d, expect=expect)
+        for d in dsts:  # what a receiver is handed is what the delivery check returns
+            out = self._delivered(out, src=src, dst=d, expect=expect)
         return out
 
     def gather(
