@@ -23,6 +23,7 @@ COMMON_GROUPS = {
         "id_column",
         "label_column",
         "categories",
+        "feature_column",
         "bounds",
         "parties",
         "partition",

@@ -185,19 +185,30 @@ def encode(
     return _HEAD.pack(kind, bits, a.ndim) + shape + _values(flat, bits, **how)
 
 
-def decode(data: bytes) -> np.ndarray:
-    """Inverse of :func:`encode` (up to the compression error): a float64 array."""
-    view = memoryview(data)
+def _header(view: memoryview) -> tuple[int, int, tuple[int, ...]]:
+    """A message's kind, bits and shape, read from its header alone."""
     if len(view) < _HEAD.size:
         raise CompressError(
             f"a compressed message must hold >= {_HEAD.size} bytes, got {len(view)}"
         )
     kind, bits, ndim = _HEAD.unpack_from(view)
     check_bits(bits)
-    off = _HEAD.size + 4 * ndim
-    if kind not in (RAW, UNIFORM, TOPK, CODED) or len(view) < off:
+    if kind not in (RAW, UNIFORM, TOPK, CODED) or len(view) < _HEAD.size + 4 * ndim:
         raise CompressError(f"message kind must be 0..3 with a full shape, got kind {kind}")
-    shape = struct.unpack_from(f"<{ndim}I", view, _HEAD.size)
+    return kind, bits, struct.unpack_from(f"<{ndim}I", view, _HEAD.size)
+
+
+def message_shape(data: bytes) -> tuple[int, ...]:
+    """The shape a message decodes to, read from its header without decoding it (a receiver
+    checks it against the shape it expects before :func:`decode` allocates anything)."""
+    return _header(memoryview(data))[2]
+
+
+def decode(data: bytes) -> np.ndarray:
+    """Inverse of :func:`encode` (up to the compression error): a float64 array."""
+    view = memoryview(data)
+    kind, bits, shape = _header(view)
+    off = _HEAD.size + 4 * len(shape)
     n = int(np.prod(shape, dtype=np.int64))
     if kind == CODED:
         if bits > MAX_CODED_BITS or len(view) < off + _RANGE.size:

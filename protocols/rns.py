@@ -122,9 +122,11 @@ class ResidueStream:
     of the seed draw the same sequence as long as they ask for the same sizes in the same order.
     """
 
+    SEED_BYTES = 32
+
     def __init__(self, seed: bytes) -> None:
-        if len(seed) != 32:
-            raise ValueError(f"seed must be 32 bytes, got {len(seed)}")
+        if len(seed) != self.SEED_BYTES:
+            raise ValueError(f"seed must be {self.SEED_BYTES} bytes, got {len(seed)}")
         self._enc = Cipher(algorithms.AES(seed), modes.CTR(b"\0" * 16)).encryptor()
 
     def _words(self, count: int) -> np.ndarray:

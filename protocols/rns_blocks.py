@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from protocols import rns
+from protocols.share_checks import received_residues, received_seed
 
 DEAL_ROWS = 8192  # dealing and seed expansion run in row chunks that stay in cache
 KEPT_MAX = 3 * 2**20  # a dealer's own share, left unreduced: |v| <= 1.5 p < 3 * 2**20
@@ -200,10 +201,14 @@ class Accumulator:
         r = len(self.primes)
         full = dict(block.own)
         for i, fut in block.pending.items():
-            full[i] = rns.unpack((await fut)[0], r, (block.rows, self.shapes[i][1]))
+            full[i] = received_residues(
+                (await fut)[0], sender=i, step="input sharing", r=r,
+                shape=(block.rows, self.shapes[i][1]),
+            )  # fmt: skip
         for i, fut in seed_msgs.items():
             if i not in self.expanders:
-                self.expanders[i] = rns.ResidueStream((await fut)[0])
+                seed = received_seed((await fut)[0], sender=i, size=rns.ResidueStream.SEED_BYTES)
+                self.expanders[i] = rns.ResidueStream(seed)
                 self.buffers[i] = np.empty((r, DEAL_ROWS, self.shapes[i][1]))
         t1 = time.perf_counter()
         expand_s = 0.0
@@ -243,9 +248,10 @@ class Accumulator:
                     seg[i] *= float(inv - q if inv > q // 2 else inv)  # |.| <= 2**40: exact
                     rns.reduce(seg[i], q)
             off += a * b
-        for z in zs.values():
+        for i, z in zs.items():
             if not isinstance(z, np.ndarray):
-                z = rns.unpack((await z)[0], r, (1, width))
+                got = (await z)[0]
+                z = received_residues(got, sender=i, step="re-randomisation", r=r, shape=(1, width))
             self.H += np.asarray(z, dtype=np.float64).reshape(r, width)
         for i, q in enumerate(self.primes):
             rns.reduce(self.H[i], q)

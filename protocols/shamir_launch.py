@@ -171,9 +171,11 @@ def spawn_party(
     index: int,
     addresses: Sequence[str],
     key: bytes,
+    program: str = "protocols.mpyc_party",
 ) -> processes.PartyProcess:
-    """Start MPyC party ``index`` of ``job``; ``own`` (its inputs) and ``key`` go over stdin."""
-    cmd = [sys.executable, "-m", "protocols.mpyc_party", "--job-json", json.dumps(job)]
+    """Start MPyC party ``index`` of ``job``; ``own`` (its inputs) and ``key`` go over stdin.
+    ``program``: the module the party runs (a test runs a hostile party's)."""
+    cmd = [sys.executable, "-m", program, "--job-json", json.dumps(job)]
     cmd += ["-I", str(index), "--no-log"]
     for a in addresses:
         cmd += ["-P", a]

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from protocols.shamir_shares import shamir_split
+from protocols.share_checks import received_field_share
 
 
 def vector_ops(mpc: Any, secfld: Any, trace: dict[str, Any] | None = None):
@@ -41,7 +42,7 @@ def vector_ops(mpc: Any, secfld: Any, trace: dict[str, Any] | None = None):
             msg = mpc._receive_message(sender)  # bytes if already arrived, else a Future
             if not isinstance(msg, bytes | bytearray):
                 msg = await msg
-            mine = np.frombuffer(msg, dtype=np.int64)
+            mine = received_field_share(msg, sender=sender, shape=shape, order=p, mpc=mpc)
         # int64 values are only ever read by at_b; anything MPyC itself computes on gets objects
         mine = mine.reshape(shape)
         if trace is not None:

@@ -45,6 +45,7 @@ import numpy as np
 
 from protocols.shamir_mpyc_ops import vector_ops
 from protocols.shamir_rns import PartyPhases, rns_block_products
+from protocols.share_checks import guard_recombination
 
 IMPLS = ("rns", "vectorized", "naive")
 LEGACY_IMPLS = ("vectorized", "naive")  # MPyC's own arithmetic, in a field sized for MAX_ROWS
@@ -153,6 +154,7 @@ async def block_products(
             f"Shamir sharing needs >= 3 parties and threshold >= 1, got "
             f"{len(mpc.parties)} parties, t = {mpc.threshold}"
         )
+    guard_recombination(mpc)  # MPyC's own steps check each share before they recombine it
     secfld = mpc.SecFld(order=FIELD_PRIME, signed=True)  # opened values come out as signed ints
     involved = sorted({p.a for p in pairs} | {p.b for p in pairs})
     futures = []

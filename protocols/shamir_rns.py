@@ -82,6 +82,7 @@ from protocols.rns_blocks import (  # noqa: F401  (deal, *_ROWS: part of this mo
     post_block,
     share_scale,
 )
+from protocols.share_checks import received_residues
 
 PHASES = ("input sharing", "local product", "opening")
 SEED_BYTES = 32
@@ -247,7 +248,7 @@ async def rns_block_products(
     if me == receiver:
         Hs = {receiver: H}
         for j, fut in got.items():
-            Hs[j] = rns.unpack((await fut)[0], r, (width,))
+            Hs[j] = received_residues((await fut)[0], sender=j, step="opening", r=r, shape=(width,))
         opened = np.empty((r, width), dtype=np.int64)
         xs = [j + 1 for j in nodes]
         for i, p in enumerate(primes):

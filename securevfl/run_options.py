@@ -17,7 +17,7 @@ from securevfl.options import Option, dash, parse_bool
 from securevfl.registry import lookup
 
 _DEFAULTS = {f.name: (f.default if f.default is not MISSING else None) for f in fields(RunSpec)}
-DATASET_KEYS = ("n", "d", "sparsity", "encoding", "label_column", "categories")
+DATASET_KEYS = ("n", "d", "sparsity", "encoding", "label_column", "categories", "feature_column")
 _NESTED = ("options", "dataset_options")
 
 
@@ -57,6 +57,12 @@ COMMON_OPTIONS: dict[str, Option] = {
         'with --dataset csv:...: JSON file {"column": ["a", "b", ...]} of each text column\'s '
         "categories, public metadata (one-hot encoded per party); a text column without them is "
         "refused, as categories read off the data are data-derived",
+    ),
+    "feature_column": Option(
+        str,
+        None,
+        "with --dataset csv:... or --data: a first column that looks like an ID (distinct "
+        "integers: monotone, dense, or under an ID-like name) but is a feature: kept as one",
     ),
     "bounds": _common(
         "bounds",

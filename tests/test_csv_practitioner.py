@@ -81,7 +81,8 @@ def test_missing_cells_get_a_constant_and_an_indicator_never_a_mean():
     ("first", "needle"),
     [
         (lambda i: str(1000 + i), "holds distinct integers, strictly monotone"),
-        (lambda i: str((7 * i) % 101), None),  # distinct, not monotone, a plain name: a feature
+        (lambda i: str((7 * i) % 101), "holds distinct integers, dense"),  # a shuffled ID
+        (lambda i: str((37 * i) % 1009), None),  # distinct, sparse, shuffled, a plain name
         (lambda i: f"c{i:04d}", "holds text, a distinct value per row"),
     ],
 )

@@ -64,3 +64,16 @@ def test_predict_out_that_cannot_be_written_is_one_line(model, tmp_path, capsys,
     out = tmp_path if where == "dir" else tmp_path / where
     capsys.readouterr()
     _one_line(main(["predict", "--model", str(model), "--out", str(out)]), capsys, needle)
+
+
+def test_a_shuffled_integer_id_column_is_refused_unless_named_a_feature(tmp_path, capsys):
+    rng = __import__("numpy").random.default_rng(0)
+    ids = rng.permutation(40) + 1000  # distinct, dense, shuffled: the red team's 'customer'
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    a.write_text(
+        "customer,x,label\n" + "".join(f"{c},{i % 7},{i % 2}\n" for i, c in enumerate(ids))
+    )
+    b.write_text("z\n" + "".join(f"{i % 5}\n" for i in range(40)))
+    argv = ["run", "vfl", "--dataset", f"csv:{a},{b}", "--epochs", "1", "--model", "glm"]
+    _one_line(main(argv), capsys, "first column 'customer' (a.csv) holds distinct integers, dense")
+    assert main([*argv, "--feature-column", "customer"]) == 0  # the user says it is a feature

@@ -177,3 +177,26 @@ def test_a_shipped_entry_is_checked_like_any_other(cache, evals, monkeypatch):
     path.unlink()
     evals.clear()
     assert pc.calibrate_beta(TARGET, **ARGS) == fresh and len(evals) == 1  # a good one is used
+
+
+def test_a_long_calibration_says_what_it_computes_while_it_runs(monkeypatch, tmp_path):
+    import threading
+
+    from securevfl.privacy.calibration_cache import progress
+
+    monkeypatch.setenv("SECUREVFL_CACHE_DIR", str(tmp_path))
+    lines, beat = [], threading.Event()
+
+    def write(line):
+        lines.append(line)
+        beat.set()
+
+    with progress("pbm-vfl: calibrating beta", every=0.01, write=write):
+        assert beat.wait(30)  # the body outlasts one interval: a line while it runs
+    assert lines[0].startswith("securevfl: pbm-vfl: calibrating beta: ")
+    assert f"kept in {tmp_path}" in lines[0]
+    assert "done in" in lines[-1]
+    quiet = []
+    with progress("a cache hit", every=60.0, write=quiet.append):
+        pass
+    assert quiet == []  # a step that returns at once prints nothing

@@ -12,9 +12,12 @@
   text column is refused: categories read off the data are data-derived (a rare category names a
   row), and treating them as public would put a disclosure outside every guarantee. A value that
   is not among the given categories is refused too (a metadata/file mismatch).
-- **ID-like first columns**: distinct integers that are strictly monotone, or distinct integers
-  under an ID-like name, or distinct text values with no categories given, are refused with a
-  hint to pass ``--id-column``: trained on as a feature they encode the row order.
+- **ID-like first columns**: distinct integers that are strictly monotone, or dense (at least
+  :data:`DENSE_ROWS` rows filling at least half of the integers between their min and max: a
+  shuffled ID), or under an ID-like name, or distinct text values with no categories given, are
+  refused with a hint to pass ``--id-column``: trained on as a feature they encode the row order
+  (a shuffled ID still names each row). ``--feature-column NAME`` keeps such a column as a
+  feature where the user says it is one.
 
 Each training column's rule (:class:`ColumnRule`: numeric or its categories, with or without a
 missing indicator) is saved with the party's part of the model, and ``predict`` encodes new rows
@@ -43,6 +46,7 @@ MAX_CATEGORIES_BYTES = 1 << 20  # a categories file is metadata: 1 MiB is plenty
 _INT = re.compile(r"^[+-]?\d+$")
 _ID_NAME = re.compile(r"(^|[_\s.-])(id|key|index|idx)$|^id[_\s.-]|[a-z]ID$", re.IGNORECASE)
 
+DENSE_ROWS = 10  # fewer distinct integers say nothing about an ID
 MAX_CELL = 1e150  # differences and squares of two such cells stay finite in float64
 
 
@@ -133,10 +137,16 @@ class Encoded:
 
 
 def check_not_id(
-    party: int, where: str, name: str, cells: Sequence[str], categories: dict[str, list[str]]
+    party: int,
+    where: str,
+    name: str,
+    cells: Sequence[str],
+    categories: dict[str, list[str]],
+    keep: str | None = None,
 ) -> None:
-    """Refuse an ID-like first column (one line with the ``--id-column`` hint)."""
-    if len(cells) < 2 or any(is_missing(c) for c in cells) or name in categories:
+    """Refuse an ID-like first column (one line with the ``--id-column`` hint); ``keep``: the
+    column the user says is a feature (``--feature-column``)."""
+    if len(cells) < 2 or any(is_missing(c) for c in cells) or name in categories or name == keep:
         return
     if len(set(cells)) != len(cells):
         return
@@ -144,11 +154,20 @@ def check_not_id(
     if all(_INT.match(c.strip()) for c in cells):
         v = [int(c) for c in cells]
         monotone = all(a < b for a, b in zip(v, v[1:])) or all(a > b for a, b in zip(v, v[1:]))
-        if monotone or _ID_NAME.search(name):
-            what = "strictly monotone" if monotone else "under an ID-like name"
+        span = max(v) - min(v) + 1
+        dense = len(v) >= DENSE_ROWS and 2 * len(v) >= span
+        if monotone or dense or _ID_NAME.search(name):
+            what = (
+                "strictly monotone"
+                if monotone
+                else f"dense ({len(v)} of the {span} integers from {min(v)} to {max(v)})"
+                if dense
+                else "under an ID-like name"
+            )
             raise ConfigError(
                 f"party {party}'s first column {name!r} ({where}) holds distinct integers, "
-                f"{what}: an ID, not a feature (it would train on the row order): {hint}"
+                f"{what}: an ID, not a feature (it would train on the row order): {hint}, or "
+                f"--feature-column {name} if it is a feature"
             )
     elif not all(_number(c) is not None for c in cells):
         raise ConfigError(

@@ -45,7 +45,7 @@ from securevfl.errors import ConfigError, DataError
 from securevfl.registry import _REGISTRIES, register
 
 CSV_PREFIX = "csv:"
-CSV_KEYS = ("label_column", "categories")  # dataset options of csv: runs only
+CSV_KEYS = ("label_column", "categories", "feature_column")  # dataset options of csv: runs only
 _ALIGNMENTS: dict[str, dict] = {}  # dataset name -> alignment record of its last registration
 _DISCLOSED: dict[str, str] = {}  # dataset name -> what its encoding made visible
 # dataset name -> its raw schema: per party column names, each column's scaling (lo, hi), classes
@@ -278,6 +278,7 @@ def register_csv_parties(
     categories: str | None = None,
     bounds: str | None = None,
     dp: Callable[[int], DpRanges] | None = None,
+    feature_column: str | None = None,
 ) -> list[list[int]]:
     """Register ``csv:a.csv,b.csv,...`` (party order) as a dataset; return its partition.
 
@@ -321,7 +322,7 @@ def register_csv_parties(
         if not header:
             raise DataError(f"party {k}'s CSV must hold >= 1 feature column, got none")
         if id_column is None:
-            check_not_id(k, paths[k].name, header[0], [r[0] for r in rows], cats)
+            check_not_id(k, paths[k].name, header[0], [r[0] for r in rows], cats, feature_column)
         rules.append(fit_rules(k, paths[k].name, header, rows, cats))
         enc = encode_rows(k, paths[k].name, rules[-1], header, rows, training=True)
         blocks.append(enc.block)

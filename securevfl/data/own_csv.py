@@ -41,6 +41,7 @@ class OwnFile:
     categories: str | None = None
     bounds: str | None = None
     dp: DpRanges | None = None  # without --bounds in a run with an ε
+    feature_column: str | None = None  # a first column kept as a feature though it looks like an ID
 
 
 @dataclass
@@ -174,7 +175,7 @@ def open_own_files(
             raise DataError(f"party {k}'s CSV must hold >= 1 feature column, got none")
         cats = read_categories(f.categories)
         if id_column is None:
-            check_not_id(k, name, header[0], [r[0] for r in rows], cats)
+            check_not_id(k, name, header[0], [r[0] for r in rows], cats, f.feature_column)
         rules = fit_rules(k, name, header, rows, cats)
         enc = encode_rows(k, name, rules, header, rows, training=True)
         block.header, block.names, block.with_missing = (

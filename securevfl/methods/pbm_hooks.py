@@ -15,6 +15,7 @@ from securevfl.errors import ProtocolError
 from securevfl.methods.dp_bottom_options import BottomPlan
 from securevfl.models.release_shapes import Corners
 from securevfl.privacy.pbm import pbm_estimate_sum, pbm_quantize
+from securevfl.runtime.expect import Expect
 from securevfl.training import EVAL, SplitNNHooks
 from securevfl.training.private_bottom import BottomDP
 
@@ -161,7 +162,7 @@ class PBMSecAggHooks(BoundedSumHooks):
                     }
                 except SecAggError as exc:
                     raise ProtocolError(str(exc)) from exc
-            table = rt.broadcast(table, src=S, dsts=parties)
+            table = rt.broadcast(table, src=S, dsts=parties, expect=_key_table(len(parties)))
         for client in self.clients.values():
             client.agree(table["keys"], table["session"], table["server_key"])
 
@@ -245,3 +246,13 @@ class PBMSecAggHooks(BoundedSumHooks):
         h = pbm_estimate_sum(q_sum.reshape(B, P), b=b, beta=beta, n_parties=n, bound=BOUND)
         self.server_s.append(time.perf_counter() - t0)
         return h.astype(np.float32)
+
+
+def _key_table(n: int) -> Expect:
+    """The aggregator's relayed table: each sender's 32-byte X25519 key by secagg index, a
+    16-byte session id and its own key."""
+    key = Expect("key table", kind="bytes", min_len=32, max_len=32)
+    keys = Expect("key table", kind="dict", fields=tuple((j, key) for j in range(n)))
+    session = Expect("key table", kind="bytes", min_len=16, max_len=16)
+    fields = (("keys", keys), ("session", session), ("server_key", key))
+    return Expect("key table", kind="dict", fields=fields)

@@ -71,6 +71,7 @@ from securevfl.methods.release_options import (
     release_once,
     release_plan,
 )
+from securevfl.privacy.calibration_cache import progress
 from securevfl.privacy.events import PrivacyReport
 from securevfl.privacy.pbm import check_pbm_params
 from securevfl.privacy.pbm_accountant import check_accountant_size
@@ -193,28 +194,30 @@ class PBMVFL(SumSplitNN):
         plan = bottom_plan(spec, self, delta=delta)
         grads = None if plan.dp is None else plan.events(E)
         if spec.epsilon is not None:
-            b, beta = calibrate_beta(
-                float(spec.epsilon),
+            with progress(_calibrating(spec.epsilon, M)):
+                b, beta = calibrate_beta(
+                    float(spec.epsilon),
+                    b=b,
+                    n_parties=M,
+                    dim=P,
+                    uses=plan_uses(ctx, plan, private_eval(self, spec)),
+                    delta=delta,
+                    extra_events=grads or (),
+                )
+        with progress(f"pbm-vfl: accounting the run's epsilon for {M} parties"):
+            report = pbm_report(
                 b=b,
+                beta=beta,
                 n_parties=M,
                 dim=P,
-                uses=plan_uses(ctx, plan, private_eval(self, spec)),
+                epochs=E,
                 delta=delta,
-                extra_events=grads or (),
+                parties=list(ctx.data_parties),
+                n_rows=(ctx.info.n_train, ctx.info.n_test if private_eval(self, spec) else 0),
+                outside_guarantee=outside(self, spec),
+                target_epsilon=spec.epsilon,
+                grad_events=grads,
             )
-        report = pbm_report(
-            b=b,
-            beta=beta,
-            n_parties=M,
-            dim=P,
-            epochs=E,
-            delta=delta,
-            parties=list(ctx.data_parties),
-            n_rows=(ctx.info.n_train, ctx.info.n_test if private_eval(self, spec) else 0),
-            outside_guarantee=outside(self, spec),
-            target_epsilon=spec.epsilon,
-            grad_events=grads,
-        )
         hooks = PBMSecAggHooks(
             ctx, b=b, beta=beta, eval_mode=eval_mode(self, spec), plan=plan, delta=delta
         )
@@ -250,18 +253,19 @@ class PBMVFL(SumSplitNN):
         senders, L = passive_parties(ctx), ctx.info.label_party
         M, P = len(senders), spec.embedding_dim
         plan = release_plan(spec, self, delta=delta, n_train=ctx.info.n_train)
-        b, beta = calibrate_beta(
-            float(spec.epsilon),
-            b=b,
-            n_parties=M,
-            dim=P,
-            uses=1,
-            delta=delta,
-            extra_events=bottom_events(plan),
-        )
-        test_beta = calibrate_test_beta(
-            float(spec.epsilon), b=b, n_parties=M, dim=P, delta=delta, floor=beta
-        )
+        with progress(_calibrating(spec.epsilon, M)):
+            b, beta = calibrate_beta(
+                float(spec.epsilon),
+                b=b,
+                n_parties=M,
+                dim=P,
+                uses=1,
+                delta=delta,
+                extra_events=bottom_events(plan),
+            )
+            test_beta = calibrate_test_beta(
+                float(spec.epsilon), b=b, n_parties=M, dim=P, delta=delta, floor=beta
+            )
         report = pbm_release_once_report(
             ctx, plan, b=b, beta=beta, senders=senders, delta=delta, test_beta=test_beta
         )
@@ -291,6 +295,10 @@ def _pbm_eps(unit: str, b: int, beta: float, M: int, P: int, delta: float) -> fl
     from securevfl.privacy.pbm_accountant import pbm_epsilon
 
     return pbm_epsilon(unit, b=b, beta=beta, n_parties=M, dim=P, uses=1, delta=delta, kind="rdp")
+
+
+def _calibrating(epsilon: float, M: int) -> str:
+    return f"pbm-vfl: calibrating beta to epsilon {float(epsilon):g} for {M} parties"
 
 
 def passive_parties(ctx: RunContext) -> list[int]:

@@ -23,6 +23,7 @@ from protocols import paillier_he as ph
 from protocols import paillier_pack as pk
 from securevfl.errors import ProtocolError
 from securevfl.models.boosted_trees import Lookup, TreeSet, leaf_value, split_gains
+from securevfl.runtime.expect import Expect
 
 FRAC_BITS = 20  # fixed point of g and h (2^-20 resolution)
 SLOT_BITS = 64  # one signed sum per slot: 2^63 > rows x 2^20 x C_g plus the noise's tail
@@ -66,7 +67,9 @@ def setup_keys(ctx: Any, bits: int, djn: bool) -> dict[int, Crypto]:
         out[L] = Crypto(pub, priv, ph.FixedBaseEncryptor(pub, h) if djn else None)
         payload = {"n": ph.public_key_bytes(pub), "h": int(h).to_bytes(bits // 4, "big")}
     with rt.meter.in_phase("setup"):
-        got = rt.broadcast(payload, src=L, dsts=others)
+        key = Expect("public key", kind="bytes", max_len=bits // 4)
+        expect = Expect("public key", kind="dict", fields=(("n", key), ("h", key)))
+        got = rt.broadcast(payload, src=L, dsts=others, expect=expect)
     for k in others:
         if rt.here(k):
             pub = ph.load_public_key(got["n"])

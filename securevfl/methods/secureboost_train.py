@@ -21,6 +21,7 @@ from securevfl.models.boosted_trees import (
     logistic_grad_hess,
     squared_grad_hess,
 )
+from securevfl.runtime.expect import Expect
 from securevfl.training.tree_routing import route_margins
 
 REGRESSION_GRAD_CLIP = 2.0  # |margin - y| bound of the squared loss (targets lie in [-1, 1])
@@ -154,12 +155,15 @@ def _grow(ctx, cfg, st, keys, rngs, noise_rngs, margin, y, with_partners) -> np.
             t0 = time.perf_counter()
             payload = {"rows": rows.astype(np.int64), "cts": sp.encrypt_gradients(keys[L], g, h)}
             clock["encrypt"] += time.perf_counter() - t0
-        got = rt.broadcast(payload, src=L, dsts=others)
+        n = ctx.info.n_train
+        sampled = Expect("gradients", dtype="iu", shape=(None,), lo=0, hi=n - 1)
+        width = next((ph.ct_width(c.pub) for k, c in keys.items() if k != L), None)
+        whole = Expect("gradients", kind="bytes", multiple=width)  # whole ciphertexts
+        expect = Expect("gradients", kind="dict", fields=(("rows", sampled), ("cts", whole)))
+        got = rt.broadcast(payload, src=L, dsts=others, expect=expect)
         for k in others:
             if rt.here(k):
                 r = np.asarray(got["rows"], dtype=np.int64)
-                if r.ndim != 1 or (len(r) and not 0 <= r.min() <= r.max() < ctx.info.n_train):
-                    raise ProtocolError("the sampled rows must be training row ids")
                 cts[k] = (r, ph.from_bytes(keys[k].pub, got["cts"]))
                 if len(cts[k][1]) != len(r):
                     raise ProtocolError("one ciphertext per sampled row must arrive")
@@ -177,6 +181,7 @@ def _grow(ctx, cfg, st, keys, rngs, noise_rngs, margin, y, with_partners) -> np.
                 None if node_of is None else {"node": node_of, "n": len(nodes)},
                 src=L,
                 dsts=others,
+                expect=_node_rule(cts),
             )
             replies: dict[int, Any] = dict.fromkeys(others)  # the senders, set where they live
             for k in others:
@@ -193,7 +198,7 @@ def _grow(ctx, cfg, st, keys, rngs, noise_rngs, margin, y, with_partners) -> np.
                         keys[k], c, kb, _node_vector(msg, len(r)), int(msg["n"]), nb, noise
                     )
                     clock["bin_sums"] += time.perf_counter() - t0
-            got = rt.gather(replies, dst=L)
+            got = rt.gather(replies, dst=L, expect=_sums_rule(ctx, cfg, keys, others, nodes, nb))
         if rt.here(L):
             t0 = time.perf_counter()
             sums[L] = sp.own_sums(bins_L[:, cols[L]], g, h, node_of, len(nodes), nb)
@@ -212,14 +217,14 @@ def _grow(ctx, cfg, st, keys, rngs, noise_rngs, margin, y, with_partners) -> np.
         if with_partners:
             answers: dict[int, Any] = dict.fromkeys(others)
             for k in others:
-                req = rt.send(requests.get(k), src=L, dst=k)
+                req = rt.send(requests.get(k), src=L, dst=k, expect=_REQUEST)
                 if rt.here(k):
                     r = cts[k][0]
                     node_vec = _node_vector(msg, len(r))
                     answers[k] = sp.split_rows(
                         st.lookups[k], st.bins_train[k][r], cols[k], node_vec, req
                     )
-            got = rt.gather(answers, dst=L)
+            got = rt.gather(answers, dst=L, expect=_ANSWER)
             if rt.here(L):
                 for k in others:
                     lefts[k], records[k] = _unpack_answer(got[k], nodes, chosen, k)
@@ -244,6 +249,40 @@ def _node_vector(msg: Any, n_rows: int) -> np.ndarray:
     if v.shape != (n_rows,) or (n_rows and not -1 <= v.min() <= v.max() < int(msg["n"])):
         raise ProtocolError("the node of every sampled row must be -1 or an open node")
     return v
+
+
+# (node, column slot, bin) per split on the partner's columns (split_rows checks the slot)
+_REQUEST = Expect("split requests", dtype="iu", shape=(None, 3), lo=0)
+_ANSWER = Expect(
+    "split answers",
+    kind="dict",
+    fields=(
+        ("records", Expect("split answers", dtype="iu", shape=(None,), lo=0)),
+        ("left", Expect("split answers", dtype="u", shape=(None,))),
+    ),
+)
+
+
+def _sums_rule(ctx: Any, cfg: Any, keys: dict, others: list[int], nodes: Any, nb: int) -> Any:
+    """At the label holder: each partner's bin sums, the ciphertexts ``open_sums`` takes."""
+    L = ctx.info.label_party
+    if L not in keys or nodes is None:
+        return None
+    c, rule = keys[L], {}
+    for k in others:
+        total = len(nodes) * cfg.columns_used(ctx.info.features_per_party[k]) * nb
+        size = -(-total // c.capacity) * ph.ct_width(c.pub)
+        rule[k] = Expect("bin sums", kind="bytes", min_len=size, max_len=size)
+    return rule
+
+
+def _node_rule(cts: dict[int, Any]) -> Expect:
+    """A level's node of each sampled row (-1: in no open node) and the open nodes' count;
+    the rows are those a partner received (None at the label holder, which receives none)."""
+    rows = len(next(iter(cts.values()))[0]) if cts else None
+    node = Expect("nodes", dtype="iu", shape=(rows,), lo=-1, hi=None if rows is None else rows)
+    count = Expect("nodes", kind="int", lo=1, hi=None if rows is None else max(rows, 1))
+    return Expect("nodes", kind="dict", fields=(("node", node), ("n", count)))
 
 
 def _unpack_answer(ans: dict, nodes: list, chosen: list, k: int):

@@ -30,7 +30,7 @@ import numpy as np
 from securevfl.data.csv_columns import ColumnRule
 from securevfl.data.preprocess import scale_by_ranges
 from securevfl.data.saved_encoder import rules_from_json
-from securevfl.errors import ConfigError, DataError
+from securevfl.errors import ConfigError, DataError, ProtocolError
 from securevfl.model.files import ModelFileError, Part, load_parts
 from securevfl.model.layers import rebuild_layers
 from securevfl.model.predict_pbm import pbm_release, score_pbm
@@ -38,6 +38,7 @@ from securevfl.model.predict_privacy import PLAIN_RELEASE, apply_release, scorin
 from securevfl.model.predict_trees import own_tree_offsets, score_trees
 from securevfl.models.tree_arrays import PREFIX as TREES_PREFIX
 from securevfl.runtime.base import Runtime
+from securevfl.runtime.expect import Expect
 from securevfl.runtime.inprocess import InProcessRuntime
 
 SCORING_RELEASE = PLAIN_RELEASE  # the plain path's release (kept under its old name)
@@ -232,6 +233,12 @@ class Model:
 
         # a cascade client's message is its compressed bytes: decoded as the server did
         msgs = {k: decode(v) if isinstance(v, bytes) else v for k, v in received.items()}
+        counts = {k: len(v) for k, v in msgs.items()}
+        if len(set(counts.values())) > 1:  # no own block to hold them to: they must agree
+            raise ProtocolError(
+                f"party {self.label_party} refused the messages at step 'predict messages': "
+                f"the parties sent different row counts {counts}"
+            )
         how = meta.get("head_input") or {}
         if own is not None and not how.get("own_columns"):
             msgs[self.label_party] = self._message(self.label_party, own)
@@ -286,11 +293,21 @@ class Model:
         senders = [k for k in self.scoring if k != L]
         with rt.meter.in_phase("predict"):
             msgs = {k: rt.local(k, self._message, k, blocks.get(k)) for k in senders}
-            got = rt.gather(msgs, dst=L)
+            got = rt.gather(msgs, dst=L, expect=self._message_rule(blocks.get(L)))
         if not rt.here(L):
             return None
         own = blocks.get(L) if L < self.data_parties else None
         return self._head(own, got or {})
+
+    def _message_rule(self, own: np.ndarray | None) -> Expect:
+        """What the label holder accepts from a scoring party: a linear part's score of each
+        row, else an embedding row per row (a cascade client's as its compressed message);
+        the rows are the label holder's own where it holds columns."""
+        rows = None if own is None else len(own)
+        if self.kind == "linear":
+            return Expect("predict messages", shape=(rows,))
+        width = int(self.card["spec"]["embedding_dim"])
+        return Expect("predict messages", shape=(rows, width), or_packed=True)
 
     def classify(self, scores: np.ndarray) -> np.ndarray:
         """Class labels of scores (the training labels' values where the card has them)."""

@@ -16,10 +16,15 @@ entries are checked exactly like the user's (below), and an entry of older code 
 A cache file is not trusted: :func:`load` returns only what parses, and the caller re-checks
 the answer by one evaluation of the accountant (``pbm_calibration.calibrate_beta``), so a stale
 or tampered entry can never yield a false epsilon; it is recomputed and overwritten instead.
+
+A search that misses can take minutes (pbm-vfl with 20 parties); :func:`progress` says what is
+being computed while it runs. It lives here, not in the calibrating modules: their source is
+part of every entry's key, so editing them would void the shipped table.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.metadata
@@ -27,8 +32,11 @@ import importlib.util
 import json
 import math
 import os
+import sys
 import tempfile
-from collections.abc import Iterable
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -160,3 +168,39 @@ def store(kind: str, key: str, value: dict[str, Any]) -> None:
             raise
     except OSError:
         return
+
+
+PROGRESS_EVERY = 15.0  # seconds between two progress lines of a long calibration
+
+
+@contextlib.contextmanager
+def progress(
+    what: str, *, every: float = PROGRESS_EVERY, write: Callable[[str], None] | None = None
+) -> Iterator[None]:
+    """While the body runs: a line every ``every`` seconds naming ``what``, the time so far and
+    where the answer will be kept, and a last line when it is done. A body that returns sooner
+    (a cache hit) prints nothing. ``write``: where the lines go (default: stderr where it is a
+    terminal, as the CLI's progress bars; nothing else, so logs and one-line errors stay so)."""
+    if write is None:
+        if not sys.stderr.isatty():
+            yield
+            return
+        write = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    root = cache_dir()
+    kept = f"kept in {root} for the next run" if root is not None else "the cache is off"
+    done, t0, beats = threading.Event(), time.monotonic(), []
+
+    def beat() -> None:
+        while not done.wait(every):
+            beats.append(1)
+            write(f"securevfl: {what}: {time.monotonic() - t0:.0f} s so far (once: {kept})")
+
+    thread = threading.Thread(target=beat, name="calibration-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+        if beats:
+            write(f"securevfl: {what}: done in {time.monotonic() - t0:.0f} s")

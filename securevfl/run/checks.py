@@ -65,6 +65,7 @@ def validate_spec(spec: RunSpec) -> Method:
             categories=opts.get("categories"),
             bounds=spec.bounds,
             dp=dp_ranges_of(spec, method),
+            feature_column=opts.get("feature_column"),
         )
         if len(spec.partition) != spec.parties:
             raise ConfigError(

@@ -83,7 +83,8 @@ def _open_own_files(spec: RunSpec, method: Method, rt: Runtime, wanted: list[int
             opts.get("label_column"),
             opts.get("categories"),
             spec.bounds,
-            None if plan is None else DpRanges(plan, party_rng(plan, k)),
+            dp=None if plan is None else DpRanges(plan, party_rng(plan, k)),
+            feature_column=opts.get("feature_column"),
         )
         for k in mine
     }

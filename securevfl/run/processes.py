@@ -77,6 +77,7 @@ def own_files_of(spec: RunSpec, method: Method) -> tuple[RunSpec, dict[int, dict
         )
     opts = dict(spec.dataset_options or {})
     label, cats = opts.pop("label_column", None), opts.pop("categories", None)
+    keep = opts.pop("feature_column", None)
     shared = dataclasses.replace(spec, dataset=OWN_CSV, dataset_options=opts, bounds=None)
 
     def absolute(p: str | None) -> str | None:
@@ -89,6 +90,7 @@ def own_files_of(spec: RunSpec, method: Method) -> tuple[RunSpec, dict[int, dict
             "dataset_options": {
                 **({"categories": absolute(cats)} if cats else {}),
                 **({"label_column": label} if k == 0 and label else {}),
+                **({"feature_column": keep} if keep else {}),
             },
         }
         for k, p in enumerate(paths)

@@ -18,6 +18,10 @@ from securevfl.runtime.channel import Meter
 from securevfl.runtime.expect import Expect
 from securevfl.runtime.view import ViewRecorder
 
+# what a receiving step accepts: one rule for every sender, one per sender (a gather whose
+# senders send differently shaped messages), or None (unchecked)
+Expects = Expect | Mapping[int, Expect] | None
+
 
 class Runtime(ABC):
     """Where parties live and how payloads move between them."""
@@ -26,10 +30,12 @@ class Runtime(ABC):
     meter: Meter
     view: ViewRecorder | None = None  # records one party's view (--record-view); None: off
 
-    def _delivered(self, value: Any, *, src: int, dst: int, expect: Expect | None = None) -> Any:
+    def _delivered(self, value: Any, *, src: int, dst: int, expect: Expects = None) -> Any:
         """Every payload handed to a receiver passes here: checked against the step's
-        ``expect`` (a ProtocolError naming ``src``, ``dst`` and the step), then the view
-        recorder's tap."""
+        ``expect`` (one rule, or one per sender; a ProtocolError naming ``src``, ``dst`` and
+        the step), then the view recorder's tap."""
+        if isinstance(expect, Mapping):
+            expect = expect[src]
         if expect is not None:
             value = expect.check(value, src=src, dst=dst)
         if self.view is not None:
@@ -85,7 +91,7 @@ class Runtime(ABC):
 
     @abstractmethod
     def gather(
-        self, values: Mapping[int, Any], *, dst: int, expect: Expect | None = None
+        self, values: Mapping[int, Any], *, dst: int, expect: Expects = None
     ) -> dict[int, Any] | None:
         """Each sender ``k`` in ``values`` sends ``values[k]`` to ``dst`` (one round).
 

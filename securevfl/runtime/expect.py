@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from protocols.compress import decode, message_shape
 from securevfl.errors import ProtocolError
 
 __all__ = ["Expect"]
@@ -33,9 +34,14 @@ class Expect:
 
     ``kind``: ``"array"`` (a numpy array whose dtype kind is in ``dtype``, e.g. ``"f"`` or
     ``"fiu"``, of ``shape``: ints, None for any length; None for any shape), ``"int"``,
-    ``"float"``, ``"bytes"`` (at most ``max_len`` long) or ``"dict"`` (exactly the keys of
-    ``fields``, each value checked by its rule). ``finite``: no NaN or infinity; ``lo``/``hi``:
-    inclusive bounds on every value; ``optional``: None is accepted too.
+    ``"float"``, ``"bytes"`` (``min_len`` to ``max_len`` long, a multiple of ``multiple``: whole
+    ciphertexts), ``"packed"`` (a
+    ``protocols.compress`` message, at most ``max_len`` long: the shape in its header is checked
+    against ``shape`` before it is decoded, then its values by the array rules) or ``"dict"``
+    (exactly the keys of ``fields``, each value checked by its rule). ``finite``: no NaN or
+    infinity; ``lo``/``hi``: inclusive bounds on every value; ``optional``: None is accepted too;
+    ``or_packed``: an ``"array"`` may also come as its compressed message (a cascade client's
+    scoring message).
     """
 
     step: str
@@ -46,8 +52,11 @@ class Expect:
     lo: float | None = None
     hi: float | None = None
     max_len: int | None = None
+    min_len: int | None = None
+    multiple: int | None = None
     fields: tuple[tuple[str, Expect], ...] = ()
     optional: bool = False
+    or_packed: bool = False
 
     def check(self, value: Any, *, src: int, dst: int) -> Any:
         """``value`` if it meets this rule, else a ProtocolError naming both parties."""
@@ -61,11 +70,14 @@ class Expect:
     def _violation(self, value: Any) -> str | None:
         if value is None and self.optional:
             return None
+        if self.or_packed and type(value) is bytes:
+            return self._packed(value)
         check = {
             "array": self._array,
             "int": self._int,
             "float": self._float,
             "bytes": self._bytes,
+            "packed": self._packed,
             "dict": self._dict,
         }[self.kind]
         return check(value)
@@ -76,12 +88,9 @@ class Expect:
         if a.dtype.kind not in self.dtype:
             kinds = " or ".join(_KINDS.get(c, c) for c in self.dtype)
             return f"expected an array of {kinds}, got dtype {a.dtype}"
-        if self.shape is not None and (
-            a.ndim != len(self.shape)
-            or any(want is not None and got != want for got, want in zip(a.shape, self.shape))
-        ):
-            want = "(" + ", ".join("any" if d is None else str(d) for d in self.shape) + ")"
-            return f"expected shape {want}, got {a.shape}"
+        why = self._shape(a.shape)
+        if why is not None:
+            return why
         if a.dtype.kind in "fc" and self.finite and a.size and not np.isfinite(a).all():
             return f"{int(a.size - np.isfinite(a).sum())} values are NaN or infinite"
         if a.size and (self.lo is not None or self.hi is not None):
@@ -89,6 +98,28 @@ class Expect:
             if (self.lo is not None and lo < self.lo) or (self.hi is not None and hi > self.hi):
                 return f"values from {lo} to {hi}, outside [{self.lo}, {self.hi}]"
         return None
+
+    def _shape(self, shape: tuple[int, ...]) -> str | None:
+        if self.shape is not None and (
+            len(shape) != len(self.shape)
+            or any(want is not None and got != want for got, want in zip(shape, self.shape))
+        ):
+            want = "(" + ", ".join("any" if d is None else str(d) for d in self.shape) + ")"
+            return f"expected shape {want}, got {tuple(shape)}"
+        return None
+
+    def _packed(self, v: Any) -> str | None:
+        why = self._bytes(v)
+        if why is not None:
+            return why
+        try:  # the header's shape first: decoding allocates what it claims
+            why = self._shape(message_shape(v))
+            if why is not None:
+                return f"a compressed message: {why}"
+            a = decode(v)
+        except Exception as e:  # noqa: BLE001  (any failure on crafted bytes is the peer's)
+            return f"a malformed compressed message ({type(e).__name__}: {e})"
+        return self._array(a)
 
     def _range(self, v: float) -> str | None:
         if (self.lo is not None and v < self.lo) or (self.hi is not None and v > self.hi):
@@ -112,6 +143,10 @@ class Expect:
             return f"expected bytes, got {_what(v)}"
         if self.max_len is not None and len(v) > self.max_len:
             return f"{len(v)} bytes, over the {self.max_len} this step allows"
+        if self.min_len is not None and len(v) < self.min_len:
+            return f"{len(v)} bytes, under the {self.min_len} this step needs"
+        if self.multiple and len(v) % self.multiple:
+            return f"{len(v)} bytes, not a multiple of {self.multiple}"
         return None
 
     def _dict(self, d: Any) -> str | None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from securevfl.errors import ConfigError
 from securevfl.runtime import serialization
-from securevfl.runtime.base import Runtime
+from securevfl.runtime.base import Expects, Runtime
 from securevfl.runtime.channel import Meter
 from securevfl.runtime.expect import Expect
 
@@ -32,7 +32,7 @@ class InProcessRuntime(Runtime):
         if not 0 <= k < self.n_parties:
             raise ConfigError(f"{what} must be a party index in [0, {self.n_parties}), got {k}")
 
-    def _move(self, value: Any, src: int, dst: int, expect: Expect | None = None) -> Any:
+    def _move(self, value: Any, src: int, dst: int, expect: Expects = None) -> Any:
         data = serialization.dumps(value)
         self.meter.message(src=src, dst=dst, nbytes=len(data))
         return self._delivered(serialization.loads(data), src=src, dst=dst, expect=expect)
@@ -64,12 +64,12 @@ class InProcessRuntime(Runtime):
             self.meter.message(src=src, dst=d, nbytes=len(data))
         # every receiver gets its own copy; in-process one decoded copy stands for all of them
         out = serialization.loads(data)
-        for d in dsts:
-            self._delivered(out, src=src, dst=d, expect=expect)
+        for d in dsts:  # what a receiver is handed is what the delivery check returns
+            out = self._delivered(out, src=src, dst=d, expect=expect)
         return out
 
     def gather(
-        self, values: Mapping[int, Any], *, dst: int, expect: Expect | None = None
+        self, values: Mapping[int, Any], *, dst: int, expect: Expects = None
     ) -> dict[int, Any]:
         self._check(dst, "dst")
         self.meter.round()

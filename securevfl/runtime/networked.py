@@ -34,7 +34,7 @@ from protocols import mpyc_net
 from protocols.wire import WireError, guard_mpyc_unpickling
 from securevfl.errors import ConfigError, PartyTimeoutError, ProtocolError
 from securevfl.runtime import serialization
-from securevfl.runtime.base import Runtime
+from securevfl.runtime.base import Expects, Runtime
 from securevfl.runtime.channel import Meter
 from securevfl.runtime.expect import Expect
 from securevfl.runtime.frame_limits import HANDSHAKE_FRAME, MAX_FRAME
@@ -310,7 +310,7 @@ class NetworkedRuntime(Runtime):
         return self._delivered(self._decode(got[0], src), src=src, dst=self.index, expect=expect)
 
     def gather(
-        self, values: Mapping[int, Any], *, dst: int, expect: Expect | None = None
+        self, values: Mapping[int, Any], *, dst: int, expect: Expects = None
     ) -> dict[int, Any] | None:
         self.meter.round()
         senders = [k for k in sorted(values) if k != dst]

@@ -32,6 +32,7 @@ from torch import nn
 from protocols.compress import ROUNDINGS, decode, encode
 from securevfl.context import RunContext
 from securevfl.rng import derive_seed
+from securevfl.runtime.expect import Expect
 from securevfl.training.rounds import Round, curve_marks, plan_rounds
 from securevfl.training.row_reference import RowReferences
 from securevfl.training.splitnn_trainer import DEFAULT_MLP_LR, SplitNNHooks, build_models
@@ -147,6 +148,30 @@ class CascadeTrainer:
         self.stats = CascadeStats(replies=dict.fromkeys(range(self.K), 0))
 
     # --- messages ------------------------------------------------------------------------------
+    def _rows(self, step: str, rows: int, lead: tuple[int, ...] = ()) -> Expect:
+        """A packed message of ``rows`` embedding-width rows (``lead``: stacked copies)."""
+        return Expect(step, kind="packed", shape=(*lead, rows, self.ctx.spec.embedding_dim))
+
+    def _upload_expect(self, r: Round) -> dict[int, Expect]:
+        """What the server accepts from each sender of round ``r`` (the plan is public)."""
+        b, q = len(r.idx), self.cfg.q
+        stacked = self.cfg.client_grad == "zo-model"
+        return {
+            k: self._rows("embeddings", b, (1 + q,) if stacked and k in r.active else ())
+            for k in r.senders
+        }
+
+    def _reply_expect(self, rows: int) -> Expect:
+        """What an active client accepts back: a gradient of its rows or q loss differences
+        (per row where ``per_sample``)."""
+        cfg = self.cfg
+        if cfg.client_grad == "foo":
+            return self._rows("gradients", rows)
+        per_row = cfg.per_sample and cfg.client_grad == "zo-output"
+        return Expect(
+            "loss differences", kind="packed", shape=(cfg.q, rows) if per_row else (cfg.q,)
+        )
+
     def _enc(self, x: np.ndarray, bits: int, party: int, rng=None) -> bytes:
         """``party``'s message (clients: the uplink's quantiser, the server: the downlink's);
         ``rng``: the curve instrument's own (its messages skip the lossless entropy stage)."""
@@ -281,10 +306,11 @@ class CascadeTrainer:
             for k in r.senders:
                 if rt.here(k):
                     msgs[k], kept[k] = self._upload(k, r.idx, step, active=k in r.active)
-            got = rt.gather(msgs, dst=S)
+            got = rt.gather(msgs, dst=S, expect=self._upload_expect(r))
             replies = self._replies(r, got, step) if rt.here(S) else {}
+            reply = self._reply_expect(len(r.idx))
             for k in r.active:
-                back = rt.send(replies.get(k), src=S, dst=k)
+                back = rt.send(replies.get(k), src=S, dst=k, expect=reply)
                 if rt.here(k):
                     self._apply(k, kept[k], back, r.idx)
                 self.stats.replies[k] += 1
@@ -304,7 +330,7 @@ class CascadeTrainer:
             msgs: dict[int, Any] = dict.fromkeys(range(self.K))
             for k in self.state.bottoms:
                 msgs[k] = self._upload(k, None, -1)[0]
-            got = rt.gather(msgs, dst=S)
+            got = rt.gather(msgs, dst=S, expect=self._rows("embeddings", self.ctx.info.n_train))
         if rt.here(S):
             self.table = {k: decode(got[k]) for k in range(self.K)}
             for k in range(self.K):
@@ -376,7 +402,7 @@ class CascadeTrainer:
             for k, m in self.state.bottoms.items():
                 rows = self.hooks.release(self.ctx, k, m(self._x(k, None, "test")).numpy(), -1)
                 msgs[k] = self._enc(rows.astype(np.float64), self.cfg.uplink_bits, k)
-            got = rt.gather(msgs, dst=S)
+            got = rt.gather(msgs, dst=S, expect=self._rows("embeddings", info.n_test))
             if not rt.here(S):
                 return None
             parts = [torch.as_tensor(decode(got[k]), dtype=torch.float32) for k in range(self.K)]

@@ -52,6 +52,7 @@ from securevfl.model import checkpoint
 from securevfl.models.nets import seeded_init, top_mlp
 from securevfl.results import RunStats
 from securevfl.rng import derive_seed
+from securevfl.runtime.expect import Expect
 from securevfl.training.batching import minibatches
 from securevfl.training.loop import TRAIN, Batch, EpochClock, TrainRun
 from securevfl.training.own_model import OWN_MODELS, own_inputs
@@ -344,7 +345,9 @@ def fit_release_once(ctx: RunContext, hooks: SplitNNHooks, *, plan: ReleaseOnceP
             rng=ctx.noise_rng(L, "labels"),
         ).astype(np.int8)
     with rt.meter.in_phase("labels"):
-        got = rt.broadcast(labels, src=L, dsts=senders)
+        classes = int(info.n_classes or 2)
+        expect = Expect("labels", dtype="iu", shape=(info.n_train,), lo=0, hi=classes - 1)
+        got = rt.broadcast(labels, src=L, dsts=senders, expect=expect)
     for k in state.bottoms:
         rng = ctx.noise_rng(k, "release-once/bottom")
         train_bottom(ctx, k, state.bottoms[k], hooks, np.asarray(got, dtype=np.int64), plan, rng)

@@ -112,9 +112,11 @@ class SplitNNHooks(ResumableHooks):
     def aggregate(
         self, ctx: RunContext, messages: Mapping[int, Any], *, dst: int, step: int
     ) -> np.ndarray | None:
-        """Combine the parties' messages at ``dst`` (default: gather, then sum or concat)."""
+        """Combine the parties' messages at ``dst`` (default: gather, then sum or concat): one
+        embedding row per row of the current batch (any count outside a batch: ``same_rows``)."""
+        rows = None if self.batch is None else self.batch.size
         width = ctx.spec.embedding_dim
-        got = ctx.rt.gather(messages, dst=dst, expect=Expect("embeddings", shape=(None, width)))
+        got = ctx.rt.gather(messages, dst=dst, expect=Expect("embeddings", shape=(rows, width)))
         if got is None:
             return None
         same_rows(got, dst)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from securevfl.models.boosted_trees import LEAF, Lookup, TreeSet
+from securevfl.runtime.expect import Expect
 
 
 def _answer(lookup: Lookup, bins: np.ndarray, queries: np.ndarray) -> np.ndarray:
@@ -32,6 +33,13 @@ def _answer(lookup: Lookup, bins: np.ndarray, queries: np.ndarray) -> np.ndarray
             raise ValueError(f"a query names record {rec.max()}, beyond the party's table")
         out[rows, trees] = lookup.goes_left(bins, rows, rec)
     return out
+
+
+def _query_rule(lookup: Lookup | None, bins: np.ndarray | None) -> Expect:
+    """A party's queries: a record of its table (-1: none) per scored row and tree."""
+    rows = None if bins is None else len(bins)
+    top = None if lookup is None else len(lookup.column) - 1
+    return Expect("tree queries", dtype="i", shape=(rows, None), lo=-1, hi=top)
 
 
 def route_margins(
@@ -65,9 +73,10 @@ def route_margins(
             q = None
             if rt.here(L):
                 q = np.where(owner[cur] == k, record[cur], -1).astype(np.int32)
-            q = rt.send(q, src=L, dst=k)
+            q = rt.send(q, src=L, dst=k, expect=_query_rule(lookups.get(k), bins.get(k)))
             asked[k] = rt.local(k, _answer, lookups.get(k), bins.get(k), q)
-        got = rt.gather(asked, dst=L)
+        answers = None if cur is None else cur.shape
+        got = rt.gather(asked, dst=L, expect=Expect("tree answers", dtype="u", shape=answers, hi=1))
         if rt.here(L):
             left = np.zeros(cur.shape, dtype=bool)
             for k, a in (got or {}).items():

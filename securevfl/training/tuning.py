@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 
 from securevfl.context import PartyView, RunContext
-from securevfl.errors import ConfigError
+from securevfl.errors import ConfigError, ProtocolError
 from securevfl.model.evaluation import metrics_for
+from securevfl.runtime.expect import Expect
 
 # run(fold context, setting, fold index) -> validation scores at the label holder (None elsewhere)
 FoldRun = Callable[[RunContext, Mapping[str, Any], int], np.ndarray | None]
@@ -88,6 +89,12 @@ def kfold_tune(
         if ctx.rt.here(label):
             top = max(table, key=lambda row: row["cv_score"])  # the first best on ties
             best = np.array([top[key] for key in keys], dtype=float)
-        best = ctx.rt.broadcast(best, src=label, dsts=[p for p in ctx.data_parties if p != label])
+        others = [p for p in ctx.data_parties if p != label]
+        rule = Expect("tuned setting", shape=(len(keys),))
+        best = ctx.rt.broadcast(best, src=label, dsts=others, expect=rule)
     chosen = {key: type(grid[0][key])(value) for key, value in zip(keys, best, strict=True)}
+    if chosen not in grid:  # a setting of the grid, or the label holder lied
+        raise ProtocolError(
+            f"party {label}'s tuned setting {chosen} at step 'tuned setting' is not in the grid"
+        )
     return chosen, table
