@@ -68,6 +68,8 @@ class RunSpec:
     id_column: str | None = None  # csv: datasets: align the parties' rows by PSI on this column
     bounds: str | None = None  # csv: datasets: a file of public column domains (data/bounds.py)
     data: str | None = None  # this party's own CSV file (dataset "csv"): it names no other's
+    engine: str = "numpy"  # where a party's own products run (runtime/engine.py); its own
+    dask_scheduler: str | None = None  # --engine dask: this party's scheduler (default: local)
     dataset_options: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
     timeout: float = 120.0
@@ -174,6 +176,13 @@ class RunContext:
     shared_seed: int
     pooled: Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] | None = None
     audit: AuditTap | None = None  # set by ``securevfl audit`` only, never by ``run``
+    engines: dict[int, Any] = field(default_factory=dict)  # --engine dask: a party's cluster
+
+    def engine(self, party: int) -> Any:
+        """Where party ``party`` computes its own products (:mod:`securevfl.runtime.engine`)."""
+        from securevfl.runtime.engine import NUMPY
+
+        return self.engines.get(party, NUMPY)
 
     def noise_rng(self, party: int, purpose: str) -> np.random.Generator:
         """Noise generator of one party: in a private run the AES-CTR CSPRNG whatever ``--seed``

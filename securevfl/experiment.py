@@ -27,7 +27,8 @@ from securevfl.context import (
 from securevfl.data import check_rows
 from securevfl.data.custom import (
     CSV_KEYS,
-    CSV_PREFIX,
+    FILE_PREFIXES,
+    file_sources,
     is_csv_dataset,
     register_csv_parties,
 )
@@ -83,6 +84,10 @@ def check_spec(spec: RunSpec) -> Method:
             )
     if spec.bounds is not None and not is_csv:
         raise ConfigError(f"bounds applies to --dataset csv:... only, got dataset {spec.dataset!r}")
+    if spec.dask_scheduler is not None and spec.engine != "dask":
+        raise ConfigError(
+            f"--dask-scheduler applies with --engine dask, got --engine {spec.engine}"
+        )
     method.validate(spec)
     check_rows(spec.dataset, (spec.dataset_options or {}).get("n"))  # before any run
     return method
@@ -91,7 +96,7 @@ def check_spec(spec: RunSpec) -> Method:
 def validate_spec(spec: RunSpec) -> Method:
     """:func:`check_spec`, then a ``csv:`` dataset's files (registered, one per party)."""
     method = check_spec(spec)
-    if isinstance(spec.dataset, str) and spec.dataset.startswith(CSV_PREFIX):
+    if isinstance(spec.dataset, str) and spec.dataset.startswith(FILE_PREFIXES):
         opts = spec.dataset_options or {}
         spec.partition = register_csv_parties(
             spec.dataset,
@@ -362,6 +367,8 @@ def fit_method(
     if spec.center and has_budget(spec) and not composes:  # the means take their share
         cost = centring_reserve(float(spec.epsilon), method.centre_share(spec))
         fit_spec = dataclasses.replace(spec, epsilon=float(spec.epsilon) - cost)
+    from securevfl.runtime.engine import close_engines, open_engines
+
     ctx = RunContext(
         rt=rt,
         spec=fit_spec,
@@ -370,17 +377,22 @@ def fit_method(
         shared_seed=shared_seed,
         pooled=pooled if method.pooled_data else None,
         audit=audit,
+        engines=open_engines(spec, [k for k in rt.local_parties if k < info.data_parties]),
     )
     # numpy's overflow/invalid warnings would add unexplained lines to the output; what they
     # can mean (a non-finite or constant result) is judged by outcome_warnings below
     from securevfl.model import checkpoint
 
     token = checkpoint.activate(checkpoints)
+    engines = None
     try:
         with np.errstate(all="ignore"):
             fit = method.fit(ctx)
     finally:
         checkpoint.deactivate(token)
+        engines = close_engines(ctx.engines)
+    if engines is not None:  # each local party's engine, its workers' peak memory
+        fit.extra["engine"] = engines
     if checkpoints is not None and not checkpoints.used:
         raise ConfigError(
             f"--checkpoint-every/--resume do not apply to method {spec.method!r}: it does "
@@ -406,7 +418,7 @@ def run_in_processes(
             "--processes starts every party: name every party's file with --dataset "
             "csv:A.csv,B.csv (each process then opens only its own), not --data"
         )
-    if spec.dataset.startswith(CSV_PREFIX):  # each process opens only its own file
+    if spec.dataset.startswith(FILE_PREFIXES):  # each process opens only its own file
         method = check_spec(spec)
         spec, own = own_files_of(spec, method)
         check_memory(spec, spec.parties)
@@ -439,7 +451,7 @@ def own_files_of(spec: RunSpec, method: Method) -> tuple[RunSpec, dict[int, dict
 
     from securevfl.run.steps import label_holder
 
-    paths = [p for p in spec.dataset[len(CSV_PREFIX) :].split(",") if p]
+    paths = file_sources(spec.dataset)
     if len(paths) != spec.parties:
         raise ConfigError(
             f"parties must equal the number of CSV files ({len(paths)}), got {spec.parties}"

@@ -212,6 +212,7 @@ class FMVFL(Method):
                     scales[(k, k)],
                     rngs.get(k),
                     gauss,
+                    ctx.engine(k),
                 ),
                 src=k,
                 dst=server,
@@ -292,11 +293,17 @@ def _single_expect(d: int) -> Expect:
 
 
 def _single(
-    task: str, X: np.ndarray, v: np.ndarray | None, s: float, rng: Any, gauss: bool = False
+    task: str,
+    X: np.ndarray,
+    v: np.ndarray | None,
+    s: float,
+    rng: Any,
+    gauss: bool = False,
+    engine: Any = None,
 ) -> dict:
     """A party's own block, perturbed by itself (v: the label column, at the label party):
-    Laplace(s) or N(0, s²) on every released coefficient."""
-    lam0, lam, U = single_coefficients(task, X, v)
+    Laplace(s) or N(0, s²) on every released coefficient; its products on ``engine``."""
+    lam0, lam, U = single_coefficients(task, X, v, engine)
     d = X.shape[1]
     U = U + (np.triu(draw(rng, True, s, (d, d))) if gauss else laplace_upper(rng, d, s))
     if lam is not None:
@@ -348,7 +355,12 @@ def _score(
     with rt.meter.in_phase("eval"):
         # every party lists every sender (None where it does not live): SPMD lockstep
         partial = {
-            k: rt.local(k, lambda k=k: _box(ctx, k, intercept, bounds[k], test=True) @ w_k[k])
+            k: rt.local(
+                k,
+                lambda k=k: ctx.engine(k).matvec(
+                    _box(ctx, k, intercept, bounds[k], test=True), w_k[k]
+                ),
+            )
             for k in range(K)
         }
         rows = len(ctx.views[0].X_test) if rt.here(0) else None  # checked where it arrives
