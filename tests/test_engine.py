@@ -34,7 +34,7 @@ def test_the_engines_products_agree_with_numpy(scheduler):
 @pytest.mark.parametrize(
     "method, extra",
     [
-        ("hdp-vfl", {"epochs": 2, "delta": 1e-5}),
+        ("hdp-vfl", {"epochs": 1, "delta": 1e-5}),
         ("fm-vfl", {}),
     ],
 )

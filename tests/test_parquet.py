@@ -132,3 +132,19 @@ def test_csv_read_by_arrow_keeps_the_text_rules(tmp_path):
     assert t.X.shape == (6, 3)
     np.testing.assert_array_equal(t.X[:, 1], [-1, -1, 1, -1, -1, -1])  # scaled 0/1
     assert t.X[0, 0] == 1.0 and t.X[5, 0] == -1.0
+
+
+def test_align_keeps_a_parquet_sources_rows_as_parquet(pair, tmp_path):
+    from securevfl.data.align_files import align_files
+
+    _, bank, insurer, _, bank_pq, shards = pair
+    rec = align_files([bank_pq, shards], "customer_id", tmp_path / "out", workers=1)
+    ref = align_files([bank, insurer], "customer_id", tmp_path / "ref", workers=1)
+    assert rec["kept"] == ref["kept"] and rec["files"][1].endswith("insurer.parquet")
+    got = pq.read_table(rec["files"][1])
+    want = pacsv.read_csv(
+        ref["files"][1],
+        convert_options=pacsv.ConvertOptions(column_types={"customer_id": pa.string()}),
+    )
+    assert got.column("customer_id").to_pylist() == want.column("customer_id").to_pylist()
+    assert got.num_rows == rec["kept"]

@@ -13,7 +13,7 @@ cells are read, never what the rules decide.
 
 On the command line ``parquet:A,B`` names one Parquet source per party, as ``csv:A.csv,B.csv``
 names one CSV per party; ``--data PATH`` (one party's own source) is Parquet where ``PATH`` is a
-folder, a glob or ends in ``.parquet``/``.pq``.
+folder, a glob or ends in ``.parquet``/``.pq`` (a name ending in ``.csv`` is a CSV).
 """
 
 from __future__ import annotations
@@ -31,8 +31,11 @@ PARQUET_SUFFIXES = (".parquet", ".pq")
 
 
 def is_parquet_source(path: str | Path) -> bool:
-    """A folder, a glob or a ``.parquet``/``.pq`` file: a Parquet source (else a CSV)."""
+    """A folder, a glob or a ``.parquet``/``.pq`` file: a Parquet source; anything else, and
+    any name ending in ``.csv`` (a folder so named is refused as a CSV), a CSV."""
     text = str(path)
+    if text.lower().endswith(".csv"):
+        return False
     return (
         Path(text).is_dir()
         or any(c in text for c in "*?[")
