@@ -68,7 +68,7 @@ class RunSpec:
     id_column: str | None = None  # csv: datasets: align the parties' rows by PSI on this column
     bounds: str | None = None  # csv: datasets: a file of public column domains (data/bounds.py)
     data: str | None = None  # this party's own CSV file (dataset "csv"): it names no other's
-    engine: str = "numpy"  # where a party's own products run (runtime/engine.py); its own
+    engine: str = "numpy"  # where a party's own products run (engine.py); its own
     dask_scheduler: str | None = None  # --engine dask: this party's scheduler (default: local)
     dataset_options: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
@@ -179,8 +179,8 @@ class RunContext:
     engines: dict[int, Any] = field(default_factory=dict)  # --engine dask: a party's cluster
 
     def engine(self, party: int) -> Any:
-        """Where party ``party`` computes its own products (:mod:`securevfl.runtime.engine`)."""
-        from securevfl.runtime.engine import NUMPY
+        """Where party ``party`` computes its own products (:mod:`securevfl.engine`)."""
+        from securevfl.engine import NUMPY
 
         return self.engines.get(party, NUMPY)
 

@@ -367,7 +367,7 @@ def fit_method(
     if spec.center and has_budget(spec) and not composes:  # the means take their share
         cost = centring_reserve(float(spec.epsilon), method.centre_share(spec))
         fit_spec = dataclasses.replace(spec, epsilon=float(spec.epsilon) - cost)
-    from securevfl.runtime.engine import close_engines, open_engines
+    from securevfl.engine import close_engines, open_engines
 
     ctx = RunContext(
         rt=rt,

@@ -8,7 +8,7 @@ import pytest
 
 from securevfl.context import RunSpec
 from securevfl.experiment import run_experiment
-from securevfl.runtime.engine import DaskEngine, NumpyEngine, open_engines
+from securevfl.engine import DaskEngine, NumpyEngine, open_engines
 
 
 @pytest.fixture(scope="module")

@@ -121,8 +121,6 @@ def read_own_table(path: str | Path, party: int, *, parquet: bool | None = None)
     """Header and columns of party ``party``'s own source (one DataError line if unreadable).
 
     ``parquet``: the format (None: by the path, :func:`is_parquet_source`)."""
-    from securevfl.data.custom import _read_text_csv
-
     if parquet is None:
         parquet = is_parquet_source(path)
     if parquet:
@@ -133,8 +131,33 @@ def read_own_table(path: str | Path, party: int, *, parquet: bool | None = None)
         table = read_csv_arrow(p, party)
         if table is not None and table.num_rows > 0:
             return list(table.column_names), ArrowColumns(table)
-    header, rows = _read_text_csv(p, party)  # refuses with the rule's line, or reads it
+    header, rows = read_text_csv(p, party)  # refuses with the rule's line, or reads it
     return header, TextColumns(rows)
+
+
+def read_text_csv(p: Path, k: int) -> tuple[list[str], list[list[str]]]:
+    """Header and text rows of party ``k``'s CSV, or one DataError line naming the file."""
+    if not p.is_file():
+        what = "a directory" if p.is_dir() else "no such file"
+        raise DataError(f"party {k}'s CSV must be a file, got {str(p)!r} ({what})")
+    if b"\x00" in p.read_bytes()[:65536]:
+        raise DataError(f"party {k}'s CSV {str(p)!r} must be UTF-8 text, got binary data")
+    try:
+        with p.open(newline="", encoding="utf-8") as f:
+            reader = csv.reader(f)
+            header = [h.strip() for h in next(reader, [])]
+            rows = [r for r in reader if r]
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise DataError(f"party {k}'s CSV {str(p)!r} must be UTF-8 CSV text: {exc}") from None
+    if not rows:
+        raise DataError(f"party {k}'s CSV {str(p)!r} must hold >= 1 data row, got none")
+    for i, r in enumerate(rows):
+        if len(r) != len(header):
+            raise DataError(
+                f"party {k}'s CSV {p.name!r} must have {len(header)} fields per row, "
+                f"got {len(r)} on line {i + 2}"
+            )
+    return header, rows
 
 
 def without(header: list[str], cols: Columns, j: int) -> tuple[list[str], Columns]:

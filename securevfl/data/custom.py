@@ -18,7 +18,6 @@ intersection size is what PSI reveals, and the record says so.
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -198,31 +197,6 @@ def label_task(y: np.ndarray) -> str:
     if np.all(values == np.round(values)) and len(values) <= MAX_CLASSES:
         return "multiclass"
     return "regression"
-
-
-def _read_text_csv(p: Path, k: int) -> tuple[list[str], list[list[str]]]:
-    """Header and text rows of party ``k``'s CSV, or one DataError line naming the file."""
-    if not p.is_file():
-        what = "a directory" if p.is_dir() else "no such file"
-        raise DataError(f"party {k}'s CSV must be a file, got {str(p)!r} ({what})")
-    if b"\x00" in p.read_bytes()[:65536]:
-        raise DataError(f"party {k}'s CSV {str(p)!r} must be UTF-8 text, got binary data")
-    try:
-        with p.open(newline="", encoding="utf-8") as f:
-            reader = csv.reader(f)
-            header = [h.strip() for h in next(reader, [])]
-            rows = [r for r in reader if r]
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise DataError(f"party {k}'s CSV {str(p)!r} must be UTF-8 CSV text: {exc}") from None
-    if not rows:
-        raise DataError(f"party {k}'s CSV {str(p)!r} must hold >= 1 data row, got none")
-    for i, r in enumerate(rows):
-        if len(r) != len(header):
-            raise DataError(
-                f"party {k}'s CSV {p.name!r} must have {len(header)} fields per row, "
-                f"got {len(r)} on line {i + 2}"
-            )
-    return header, rows
 
 
 def _labels(column: str, where: str, cells: list[str] | Column) -> np.ndarray:

@@ -41,7 +41,7 @@ def factors(task: str) -> tuple[float, float]:
 
 def single_coefficients(task: str, X: np.ndarray, v: np.ndarray | None, engine: Any = None):
     """(λ0, λ_first or None, U upper-triangular monomial coefficients) of one party's block;
-    Xᵀ X and Xᵀ v on the party's ``engine`` (:mod:`securevfl.runtime.engine`; None: numpy)."""
+    Xᵀ X and Xᵀ v on the party's ``engine`` (:mod:`securevfl.engine`; None: numpy)."""
     alpha, c = factors(task)
     G = X.T @ X if engine is None else engine.gram(X)
     U = np.triu(2 * c * G, 1) + np.diag(c * np.diag(G))

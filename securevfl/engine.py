@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import sys
 import uuid
+import warnings
 from typing import Any
 
 import numpy as np
@@ -103,7 +104,9 @@ class DaskEngine(NumpyEngine):
             # a name of its own: two equal blocks would otherwise share (and release) keys
             name = f"party-block-{uuid.uuid4().hex}"
             arr = da.from_array(np.asarray(X), chunks=(self.block_rows, X.shape[1]), name=name)
-            hit = (X, self.client.persist(arr))
+            with warnings.catch_warnings():  # shipping the party's own block is the point
+                warnings.filterwarnings("ignore", "Large object", UserWarning)
+                hit = (X, self.client.persist(arr))
             self._blocks[id(X)] = hit
         return hit[1]
 
