@@ -148,3 +148,23 @@ def test_align_keeps_a_parquet_sources_rows_as_parquet(pair, tmp_path):
     )
     assert got.column("customer_id").to_pylist() == want.column("customer_id").to_pylist()
     assert got.num_rows == rec["kept"]
+
+
+def test_predict_scores_parquet_rows_as_their_csv(pair, tmp_path):
+    from securevfl import load_model
+
+    _, bank, insurer, cats, bank_pq, shards = pair
+    spec = RunSpec(
+        method="vfl",
+        dataset=f"csv:{bank},{insurer}",
+        epochs=2,
+        seed=0,
+        id_column="customer_id",
+        dataset_options={"label_column": "default_12m", "categories": str(cats)},
+    )
+    run_experiment(spec, save=str(tmp_path / "model"))
+    model = load_model(str(tmp_path / "model"))
+    from_csv = model.predict_csv([bank, insurer], "customer_id")
+    from_parquet = model.predict_csv([bank_pq, shards], "customer_id")
+    assert list(from_parquet.ids) == list(from_csv.ids)
+    np.testing.assert_array_equal(from_parquet.scores, from_csv.scores)
