@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from securevfl.context import RunSpec
-from securevfl.experiment import run_experiment
 from securevfl.engine import DaskEngine, NumpyEngine, open_engines
+from securevfl.experiment import run_experiment
 
 
 @pytest.fixture(scope="module")
@@ -71,3 +71,14 @@ def test_other_methods_say_they_run_in_one_process(capsys):
     assert open_engines(spec, [0, 1]) == {}
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "vfl runs each party's local work in one process" in err[0]
+
+
+def test_a_scheduler_without_the_dask_engine_is_one_line(capsys):
+    from bench.cli import main
+
+    argv = ["run", "hdp-vfl", "--epsilon", "1", "--dask-scheduler", "tcp://127.0.0.1:1"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "securevfl: error: --dask-scheduler applies with --engine dask, got --engine numpy"
+    ]
