@@ -17,13 +17,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from securevfl.data.alignment import (
-    align_tables,
-    default_workers,
-    output_name,
-    read_party_csv,
-    write_table,
-)
+from securevfl.data.alignment import align_tables, default_workers, read_party_csv, write_table
+from securevfl.data.arrow_input import output_name
 from securevfl.errors import (
     ConfigError,
     PartyTimeoutError,

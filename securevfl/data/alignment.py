@@ -168,11 +168,16 @@ def read_party_csv(
     """Read party ``party``'s CSV or Parquet source (:mod:`securevfl.data.arrow_input`;
     ``parquet`` None: by the path) and check its ID column (ConfigError naming value and
     rule)."""
-    from securevfl.data.arrow_input import is_parquet_source, read_parquet
+    from securevfl.data.arrow_input import id_table, is_parquet_source, read_parquet
 
     if parquet if parquet is not None else is_parquet_source(path):
-        table = _arrow_ids(Path(path), read_parquet(path, party), id_column, party)
-        check_ids(table.ids, party, table.path.name, id_column)
+        p = Path(path)
+        arrow = read_parquet(p, party)
+        if id_column not in arrow.column_names:
+            raise _missing_id(party, p, id_column, list(arrow.column_names))
+        j, ids, arrow = id_table(p, arrow, id_column, party)
+        table = PartyTable(p, list(arrow.column_names), j, ids, arrow=arrow)
+        check_ids(table.ids, party, p.name, id_column)
         return table
     p = Path(path)
     if not p.is_file():
@@ -186,27 +191,6 @@ def read_party_csv(
         table = _parse_csv(p, id_column, party)
     check_ids(table.ids, party, p.name, id_column)
     return table
-
-
-def _arrow_ids(p: Path, arrow: Any, id_column: str, party: int) -> PartyTable:
-    """A table read through Arrow with its ID column as trimmed text (an integer column's
-    digits; a float column is refused: a float-converted ID would silently never match)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    header = list(arrow.column_names)
-    if id_column not in header:
-        raise _missing_id(party, p, id_column, header)
-    j = header.index(id_column)
-    col = arrow.column(j)
-    if pa.types.is_floating(col.type) or pa.types.is_decimal(col.type):
-        raise ConfigError(
-            f"party {party}'s ID column {id_column!r} ({p.name}) must hold integers or text, "
-            f"got a {col.type} column"
-        )
-    ids = pc.fill_null(pc.utf8_trim_whitespace(pc.cast(col, pa.string())), "")
-    arrow = arrow.set_column(j, header[j], ids)
-    return PartyTable(p, header, j, ids.to_pylist(), arrow=arrow)
 
 
 def _from_lines(p: Path, lines: list[str], id_column: str, party: int) -> PartyTable | None:
@@ -463,17 +447,6 @@ def align_tables(
         "comm": merged.summary(rt.n_parties),
     }
     return kept, record
-
-
-def output_name(source: Path) -> str:
-    """The file name a party's aligned rows get: its CSV's name; a Parquet source's name
-    with ``.parquet`` (one file, whatever the number of shards read)."""
-    from securevfl.data.arrow_input import PARQUET_SUFFIXES, is_parquet_source
-
-    name = source.name
-    if is_parquet_source(source) and not name.lower().endswith(PARQUET_SUFFIXES):
-        return name.replace("*", "all").replace("?", "_") + ".parquet"
-    return name
 
 
 @paused_gc()

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from securevfl.data.cells import ArrowColumns, Columns, TextColumns
-from securevfl.errors import DataError
+from securevfl.errors import ConfigError, DataError
 
 PARQUET_PREFIX = "parquet:"
 PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -158,6 +158,33 @@ def read_text_csv(p: Path, k: int) -> tuple[list[str], list[list[str]]]:
                 f"got {len(r)} on line {i + 2}"
             )
     return header, rows
+
+
+def id_table(p: Path, arrow: Any, id_column: str, party: int) -> tuple[int, list[str], Any]:
+    """The ID column's index, its cells as trimmed text (an integer column's digits; a float
+    column is refused: a float-converted ID would silently never match) and the table with the
+    column so."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    j = arrow.column_names.index(id_column)
+    col = arrow.column(j)
+    if pa.types.is_floating(col.type) or pa.types.is_decimal(col.type):
+        raise ConfigError(
+            f"party {party}'s ID column {id_column!r} ({p.name}) must hold integers or text, "
+            f"got a {col.type} column"
+        )
+    ids = pc.fill_null(pc.utf8_trim_whitespace(pc.cast(col, pa.string())), "")
+    return j, ids.to_pylist(), arrow.set_column(j, id_column, ids)
+
+
+def output_name(source: Path) -> str:
+    """The file name a party's aligned rows get: its CSV's name; a Parquet source's name
+    with ``.parquet`` (one file, whatever the number of shards read)."""
+    name = source.name
+    if is_parquet_source(source) and not name.lower().endswith(PARQUET_SUFFIXES):
+        return name.replace("*", "all").replace("?", "_") + ".parquet"
+    return name
 
 
 def without(header: list[str], cols: Columns, j: int) -> tuple[list[str], Columns]:
