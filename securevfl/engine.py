@@ -110,8 +110,13 @@ class DaskEngine(NumpyEngine):
             self._blocks[id(X)] = hit
         return hit[1]
 
+    def _result(self, expr: Any) -> np.ndarray:
+        """``expr`` computed on this party's own cluster (never Dask's default client: in one
+        process, each party has its own client)."""
+        return np.asarray(self.client.compute(expr, sync=True))
+
     def matvec(self, X: np.ndarray, w: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
-        z = np.asarray((self.blocks(X) @ np.asarray(w)).compute())
+        z = self._result(self.blocks(X) @ np.asarray(w))
         return z if idx is None else z[idx]
 
     def rmatvec(self, X: np.ndarray, g: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
@@ -119,11 +124,11 @@ class DaskEngine(NumpyEngine):
             full = np.zeros(X.shape[0])
             np.add.at(full, idx, g)
             g = full
-        return np.asarray((self.blocks(X).T @ np.asarray(g)).compute())
+        return self._result(self.blocks(X).T @ np.asarray(g))
 
     def gram(self, X: np.ndarray) -> np.ndarray:
         A = self.blocks(X)
-        return np.asarray((A.T @ A).compute())
+        return self._result(A.T @ A)
 
     def stats(self) -> dict[str, Any]:
         """The engine, its workers and each worker's peak resident memory (MiB)."""
