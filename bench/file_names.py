@@ -22,8 +22,9 @@ def name_part(text: str) -> str:
     if _PLAIN.fullmatch(text) and not text.startswith("."):
         return text
     base = text
-    if text.startswith("csv:"):
-        base = "csv-" + "-".join(PurePath(p.strip()).stem for p in text[4:].split(",") if p)
+    if text.startswith(("csv:", "parquet:")):
+        kind, _, files = text.partition(":")
+        base = f"{kind}-" + "-".join(PurePath(p.strip()).stem for p in files.split(",") if p)
     base = _UNSAFE.sub("_", base).strip("._-")[:48]
     return f"{base or 'x'}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 

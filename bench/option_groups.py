@@ -34,7 +34,7 @@ COMMON_GROUPS = {
     ),
     "privacy": ("epsilon", "delta", "bounds_share", "reproducible_noise"),
     "model": ("model", "loss", "penalty", "lam", "embedding_dim", "hidden", "aggregation"),
-    "training": ("epochs", "batch_size", "lr", "seed"),
+    "training": ("epochs", "batch_size", "lr", "seed", "engine", "dask_scheduler"),
     "protocol": ("timeout",),
     "output": (),
 }

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from securevfl.data.custom import FILE_PREFIXES, file_sources
 from securevfl.errors import ConfigError
 
 
@@ -109,13 +110,15 @@ def cmd_predict(args: argparse.Namespace) -> int:
         model = load_model(args.model)
         if args.dataset is None:
             return _test_split(model, args)
-        if not args.dataset.startswith("csv:"):
-            raise ConfigError(f"--dataset must be csv:A.csv,B.csv,..., got {args.dataset!r}")
+        if not args.dataset.startswith(FILE_PREFIXES):
+            raise ConfigError(
+                f"--dataset must be csv:A.csv,B.csv,... or parquet:A,B,..., got {args.dataset!r}"
+            )
         if not args.id_column:
             raise ConfigError("--id-column must be given with --dataset csv:...")
         if not args.out:
             raise ConfigError("--out must be given with --dataset csv:... (the scores file)")
-        paths = [p for p in args.dataset[4:].split(",") if p]
+        paths = file_sources(args.dataset)
         pred = model.predict_csv(paths, args.id_column)
     _write(Path(args.out), pred.ids, pred.classes, model.score_column(pred.scores, model.task))
     rec = {**pred.record, "out": args.out}
@@ -130,7 +133,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 def _party(args: argparse.Namespace) -> int:
     from securevfl.model.predict import Model, predict_party
 
-    if not args.dataset or not args.dataset.startswith("csv:") or "," in args.dataset:
+    if not args.dataset or not args.dataset.startswith(FILE_PREFIXES) or "," in args.dataset:
         raise ConfigError(
             f"--dataset must be csv:MINE.csv (this party's file), got {args.dataset!r}"
         )
@@ -144,7 +147,7 @@ def _party(args: argparse.Namespace) -> int:
     notes: list[str] = []  # this party's own encoding warnings (they stay on its host)
     pred = predict_party(
         args.model,
-        args.dataset[4:],
+        file_sources(args.dataset)[0],
         args.id_column,
         args.index,
         args.P,
@@ -186,18 +189,18 @@ def _processes(args: argparse.Namespace) -> int:
     from securevfl.errors import PartyTimeoutError, ProtocolError
     from securevfl.model.files import party_dir
 
-    if not args.dataset or not args.dataset.startswith("csv:") or not args.id_column:
+    if not args.dataset or not args.dataset.startswith(FILE_PREFIXES) or not args.id_column:
         raise ConfigError("--processes needs --dataset csv:A.csv,B.csv,... and --id-column")
     if not args.out:
         raise ConfigError("--out must be given with --dataset csv:... (the scores file)")
-    paths = [p for p in args.dataset[4:].split(",") if p]
+    paths = file_sources(args.dataset)
     n = len(paths)
     addresses = [f"127.0.0.1:{p}" for p in free_ports(n)]
     run_id, key = secrets.token_hex(8), secrets.token_bytes(32)
     cmds = []
     for k, path in enumerate(paths):
         cmd = [sys.executable, "-m", "bench.cli", "predict", "--index", str(k), "--model"]
-        cmd += [str(party_dir(args.model, k)), "--dataset", f"csv:{path}"]
+        cmd += [str(party_dir(args.model, k)), "--dataset", f"csv:{path}"]  # read by its path
         cmd += ["--id-column", args.id_column, "--run-id", run_id, "--key-stdin", "--json"]
         cmd += ["--timeout", str(args.timeout)] + (["--out", args.out] if k == 0 else [])
         for a in addresses:

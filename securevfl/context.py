@@ -71,6 +71,8 @@ class RunSpec:
     # (privacy/dp_bounds.py); None: its default
     bounds_share: float | None = None
     data: str | None = None  # this party's own CSV file (dataset "csv"): it names no other's
+    engine: str = "numpy"  # where a party's own products run (engine.py); its own
+    dask_scheduler: str | None = None  # --engine dask: this party's scheduler (default: local)
     dataset_options: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
     timeout: float = 120.0
@@ -192,6 +194,14 @@ class RunContext:
         if not hasattr(p.keys, kind):
             raise ValueError(f"key kind must be one of identity, he, secagg, got {kind!r}")
         setattr(p.keys, kind, key)
+
+    engines: dict[int, Any] = field(default_factory=dict)  # --engine dask: a party's cluster
+
+    def engine(self, party: int) -> Any:
+        """Where party ``party`` computes its own products (:mod:`securevfl.engine`)."""
+        from securevfl.engine import NUMPY
+
+        return self.engines.get(party, NUMPY)
 
     def noise_rng(self, party: int, purpose: str) -> np.random.Generator:
         """Noise generator of one party: in a private run the AES-CTR CSPRNG whatever ``--seed``

@@ -56,9 +56,10 @@ def check_party_spec(n_parties: int, index: int, addresses: Sequence[str]) -> No
 def check_own_data(spec: Any, index: int) -> None:
     """A party names only its own data: ``--data MINE.csv`` (the server: none), never the files
     of every party (``--dataset csv:A.csv,B.csv`` is the one-process form)."""
-    from securevfl.data.custom import CSV_PREFIX
+    from securevfl.data.arrow_input import is_parquet_source
+    from securevfl.data.custom import FILE_PREFIXES
 
-    if spec.dataset.startswith(CSV_PREFIX):
+    if spec.dataset.startswith(FILE_PREFIXES):
         raise ConfigError(
             f"a party names only its own file: --data MINE.csv (with --id-column to align the "
             f"rows by PSI), got --dataset {spec.dataset!r}"
@@ -69,8 +70,8 @@ def check_own_data(spec: Any, index: int) -> None:
         raise ConfigError(f"party {index} must name its own file with --data FILE, got none")
     if index >= spec.parties and spec.data:
         raise ConfigError(f"party {index} is the server, it holds no data: got --data {spec.data}")
-    if spec.data and not os.path.isfile(spec.data):
-        raise ConfigError(f"--data must be a file, got {spec.data!r}")
+    if spec.data and not (os.path.isfile(spec.data) or is_parquet_source(spec.data)):
+        raise ConfigError(f"--data must be a file (or a Parquet folder or glob), got {spec.data!r}")
 
 
 def run_party(

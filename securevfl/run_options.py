@@ -31,12 +31,14 @@ COMMON_OPTIONS: dict[str, Option] = {
         str,
         "dataset name (see `securevfl datasets`), or csv:P0.csv,P1.csv,... with one CSV per "
         "party (header row; party 0's has the label column, see --label-column; blank cells "
-        "are imputed with a constant plus a missingness indicator column)",
+        "are imputed with a constant plus a missingness indicator column), or parquet:A,B,... "
+        "with one Parquet source per party (a file, a folder of shards or a glob; same rules)",
     ),
     "data": _common(
         "data",
         str,
-        "this party's own CSV file (header row; the label holder's holds the label column, see "
+        "this party's own CSV file or Parquet source (a folder, a glob or a .parquet file; "
+        "the label holder's holds the label column, see "
         "--label-column): with `securevfl party` each party names only its own file and its own "
         "--categories/--bounds; implies --dataset csv. Rows are aligned by PSI on --id-column",
     ),
@@ -167,6 +169,20 @@ COMMON_OPTIONS: dict[str, Option] = {
     ),
     "delta": _common("delta", float, "δ of (ε, δ)-DP", gt=0, lt=1),
     "timeout": _common("timeout", float, "seconds a party waits for a peer", gt=0, le=7 * 86400),
+    "engine": _common(
+        "engine",
+        str,
+        "where each party computes on its own rows: numpy (in its process) or dask (Dask "
+        "reductions over row blocks on the party's own cluster; hdp-vfl and fm-vfl, other "
+        "methods say so and run in one process); the protocol between parties is the same",
+        choices=("numpy", "dask"),
+    ),
+    "dask_scheduler": _common(
+        "dask_scheduler",
+        str,
+        "with --engine dask: this party's Dask scheduler ADDRESS (tcp://host:port); default: "
+        "a LocalCluster of 2 worker processes started by the party",
+    ),
 }
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from securevfl.data.alignment import align_tables, default_workers, read_party_csv, write_table
+from securevfl.data.arrow_input import output_name
 from securevfl.errors import (
     ConfigError,
     PartyTimeoutError,
@@ -72,9 +73,9 @@ def align_files(
         kept, record = align_tables(rt, tables, workers=workers, progress=progress)
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         for t in kept.values():
-            write_table(t, Path(out_dir) / t.path.name)
+            write_table(t, Path(out_dir) / output_name(t.path))
         record["runtime"] = "inprocess"
-    record["files"] = [str(Path(out_dir) / p.name) for p in ps]
+    record["files"] = [str(Path(out_dir) / output_name(p)) for p in ps]
     record["time_s"] = round(time.perf_counter() - t0, 3)
     return record
 
@@ -100,7 +101,8 @@ def _run_processes(
         cmds = []
         for i, p in enumerate(ps):
             cmd = [sys.executable, "-m", "securevfl.data.align_files", "--index", str(i)]
-            cmd += ["--csv", str(p), "--id-column", id_column, "--out", str(out_dir / p.name)]
+            out = str(out_dir / output_name(p))
+            cmd += ["--csv", str(p), "--id-column", id_column, "--out", out]
             cmd += ["--timeout", str(timeout), "--workers", str(w)]
             cmd += ["--record", os.path.join(tmp, "record.json"), "--run-id", run_id]
             for a in addresses:

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from securevfl.data.cells import ArrowColumns, Columns
 from securevfl.errors import ConfigError, DataError, ProtocolError
 from securevfl.runtime.base import Runtime
 from securevfl.runtime.expect import Expect
@@ -82,17 +83,47 @@ class PartyTable:
     ids: list[str]
     lines: list[str] | None = None
     parsed: list[list[str]] | None = None
+    arrow: Any = None  # a table read through Arrow (CSV or Parquet; its ID column trimmed)
 
     @property
     def rows(self) -> list[list[str]]:
         """The rows as lists of fields (split from ``lines`` on first use: no quotes there)."""
+        if self.parsed is None and self.arrow is not None:
+            cols = ArrowColumns(self.arrow)
+            texts = [cols.column(j).text() for j in range(len(self.header))]
+            self.parsed = [list(r) for r in zip(*texts, strict=True)]
         if self.parsed is None:
             self.parsed = [ln.split(",") for ln in self.lines or []]
         return self.parsed
 
+    def features(self) -> tuple[list[str], Columns]:
+        """The header and columns without the ID column (what the CSV rules encode)."""
+        j = self.id_index
+        header = self.header[:j] + self.header[j + 1 :]
+        if self.arrow is not None:
+            return header, ArrowColumns(self.arrow).drop(j)
+        return header, ArrowColumns(self._as_arrow()).drop(j)
+
+    def _as_arrow(self) -> Any:
+        """The text rows as an Arrow table of text columns: the kept lines split at commas
+        (what :attr:`rows` would split) or the csv module's fields, column-wise."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        names = [f"c{j}" for j in range(len(self.header))]
+        if self.parsed is None and self.lines is not None:
+            split = pc.split_pattern(pa.array(self.lines, pa.string()), ",")
+            cols = [pc.list_element(split, j) for j in range(len(names))]
+        else:
+            cols = [pa.array([r[j] for r in self.rows], pa.string()) for j in range(len(names))]
+        return pa.table(cols, names=names).rename_columns(self.header)
+
     def take(self, index: Sequence[int]) -> PartyTable:
         """The table of the rows at ``index``, in that order."""
         ids = [self.ids[i] for i in index]
+        if self.arrow is not None:
+            taken = self.arrow.take(np.asarray(index, dtype=np.int64))
+            return PartyTable(self.path, self.header, self.id_index, ids, arrow=taken)
         if self.lines is not None:
             return PartyTable(
                 self.path, self.header, self.id_index, ids, [self.lines[i] for i in index]
@@ -131,8 +162,23 @@ def _plain_lines(text: str) -> list[str] | None:
 
 
 @paused_gc()
-def read_party_csv(path: str | os.PathLike, id_column: str, party: int) -> PartyTable:
-    """Read party ``party``'s CSV and check its ID column (ConfigError naming value and rule)."""
+def read_party_csv(
+    path: str | os.PathLike, id_column: str, party: int, *, parquet: bool | None = None
+) -> PartyTable:
+    """Read party ``party``'s CSV or Parquet source (:mod:`securevfl.data.arrow_input`;
+    ``parquet`` None: by the path) and check its ID column (ConfigError naming value and
+    rule)."""
+    from securevfl.data.arrow_input import id_table, is_parquet_source, read_parquet
+
+    if parquet if parquet is not None else is_parquet_source(path):
+        p = Path(path)
+        arrow = read_parquet(p, party)
+        if id_column not in arrow.column_names:
+            raise _missing_id(party, p, id_column, list(arrow.column_names))
+        j, ids, arrow = id_table(p, arrow, id_column, party)
+        table = PartyTable(p, list(arrow.column_names), j, ids, arrow=arrow)
+        check_ids(table.ids, party, p.name, id_column)
+        return table
     p = Path(path)
     if not p.is_file():
         raise DataError(f"party {party}'s CSV must exist, got {str(p)!r}")
@@ -405,7 +451,15 @@ def align_tables(
 
 @paused_gc()
 def write_table(table: PartyTable, path: Path) -> None:
-    """Write a party's (aligned) rows with its header."""
+    """Write a party's (aligned) rows with its header (a Parquet file where the name ends in
+    ``.parquet``/``.pq``, else CSV)."""
+    from securevfl.data.arrow_input import PARQUET_SUFFIXES
+
+    if table.arrow is not None and path.name.lower().endswith(PARQUET_SUFFIXES):
+        import pyarrow.parquet as pq
+
+        pq.write_table(table.arrow, path)
+        return
     with path.open("w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(table.header)

@@ -39,19 +39,23 @@ from pathlib import Path
 
 import numpy as np
 
+from securevfl.data.cells import (
+    MISSING,
+    ArrowColumn,
+    Column,
+    Columns,
+    TextColumn,
+    as_columns,
+    is_missing,
+)
 from securevfl.errors import ConfigError, DataError
 
-MISSING = frozenset({"", "na", "n/a", "nan", "null", "?"})
+__all__ = ["MISSING", "ColumnRule", "Encoded", "is_missing"]
 MAX_CATEGORIES_BYTES = 1 << 20  # a categories file is metadata: 1 MiB is plenty
-_INT = re.compile(r"^[+-]?\d+$")
 _ID_NAME = re.compile(r"(^|[_\s.-])(id|key|index|idx)$|^id[_\s.-]|[a-z]ID$", re.IGNORECASE)
 
 DENSE_ROWS = 10  # fewer distinct integers say nothing about an ID
 MAX_CELL = 1e150  # differences and squares of two such cells stay finite in float64
-
-
-def is_missing(cell: str) -> bool:
-    return cell.strip().lower() in MISSING
 
 
 def _number(cell: str) -> float | None:
@@ -140,27 +144,29 @@ def check_not_id(
     party: int,
     where: str,
     name: str,
-    cells: Sequence[str],
+    cells: Sequence[str] | Column,
     categories: dict[str, list[str]],
     keep: str | None = None,
 ) -> None:
     """Refuse an ID-like first column (one line with the ``--id-column`` hint); ``keep``: the
     column the user says is a feature (``--feature-column``)."""
-    if len(cells) < 2 or any(is_missing(c) for c in cells) or name in categories or name == keep:
+    col = cells if isinstance(cells, TextColumn | ArrowColumn) else TextColumn(list(cells))
+    if len(col) < 2 or col.miss.any() or name in categories or name == keep:
         return
-    if len(set(cells)) != len(cells):
+    if not col.distinct():
         return
     hint = f"pass --id-column {name} to align the parties' rows by it (PSI)"
-    if all(_INT.match(c.strip()) for c in cells):
-        v = [int(c) for c in cells]
-        monotone = all(a < b for a, b in zip(v, v[1:])) or all(a > b for a, b in zip(v, v[1:]))
-        span = max(v) - min(v) + 1
+    v = col.integers()
+    if v is not None:
+        monotone = _monotone(v)
+        lo, hi = int(min(v)), int(max(v))
+        span = hi - lo + 1
         dense = len(v) >= DENSE_ROWS and 2 * len(v) >= span
         if monotone or dense or _ID_NAME.search(name):
             what = (
                 "strictly monotone"
                 if monotone
-                else f"dense ({len(v)} of the {span} integers from {min(v)} to {max(v)})"
+                else f"dense ({len(v)} of the {span} integers from {lo} to {hi})"
                 if dense
                 else "under an ID-like name"
             )
@@ -169,7 +175,7 @@ def check_not_id(
                 f"{what}: an ID, not a feature (it would train on the row order): {hint}, or "
                 f"--feature-column {name} if it is a feature"
             )
-    elif not all(_number(c) is not None for c in cells):
+    elif col.numbers() is None and not all(_number(c) is not None for c in col.text()):
         raise ConfigError(
             f"party {party}'s first column {name!r} ({where}) holds text, a distinct value "
             f"per row: an ID? {hint}, or give its categories with --categories if it is a "
@@ -177,25 +183,33 @@ def check_not_id(
         )
 
 
+def _monotone(v: np.ndarray | list[int]) -> bool:
+    if isinstance(v, np.ndarray):
+        d = np.diff(v)
+        return bool(np.all(d > 0) or np.all(d < 0))
+    return all(a < b for a, b in zip(v, v[1:])) or all(a > b for a, b in zip(v, v[1:]))
+
+
 def fit_rules(
     party: int,
     where: str,
     header: list[str],
-    rows: list[list[str]],
+    rows: Sequence[Sequence[str]] | Columns,
     categories: dict[str, list[str]],
 ) -> list[ColumnRule]:
     """The encoding rule of each of party ``party``'s training columns, in header order."""
     _check_distinct(party, where, header)
+    cols = as_columns(rows)
     rules = []
     for j, name in enumerate(header):
-        miss = [is_missing(r[j]) for r in rows]
-        if all(miss):
+        miss = cols.column(j).miss
+        if miss.all():
             raise DataError(
                 f"party {party}'s column {name!r} ({where}) must hold >= 1 value, got only "
                 "missing cells"
             )
         cats = categories.get(name)
-        rules.append(ColumnRule(name, None if cats is None else tuple(cats), any(miss)))
+        rules.append(ColumnRule(name, None if cats is None else tuple(cats), bool(miss.any())))
     return rules
 
 
@@ -203,7 +217,7 @@ def encode_columns(
     party: int,
     where: str,
     header: list[str],
-    rows: list[list[str]],
+    rows: Sequence[Sequence[str]] | Columns,
     categories: dict[str, list[str]],
 ) -> Encoded:
     """Party ``party``'s training cells as numbers by the module's rules (DataError/ConfigError)."""
@@ -216,7 +230,7 @@ def encode_rows(
     where: str,
     rules: Sequence[ColumnRule],
     header: list[str],
-    rows: list[list[str]],
+    rows: Sequence[Sequence[str]] | Columns,
     *,
     training: bool = False,
 ) -> Encoded:
@@ -226,6 +240,7 @@ def encode_rows(
     unseen category encodes as all zeros and a blank in a column without an indicator is
     imputed as in training; both are counted in ``warnings``."""
     _check_distinct(party, where, header)
+    cols = as_columns(rows)
     where_col = {h: j for j, h in enumerate(header)}
     absent = [r.name for r in rules if r.name not in where_col]
     if absent:
@@ -238,12 +253,12 @@ def encode_rows(
     if extra:
         out.warnings.append(f"party {party}: columns {extra} are not the model's: ignored"[:300])
     for rule in rules:
-        cells = [r[where_col[rule.name]] for r in rows]
-        miss = np.array([is_missing(c) for c in cells], dtype=bool)
+        col = cols.column(where_col[rule.name])
+        miss = col.miss
         if rule.categories is None:
-            out.columns.append(_numeric(party, where, rule.name, cells, miss, training))
+            out.columns.append(_numeric(party, where, rule.name, col, training))
         else:
-            onehot, unseen = _one_hot(party, where, rule, cells, miss, training)
+            onehot, unseen = _one_hot(party, where, rule, col.text(), miss, training)
             out.columns += list(onehot.T)
             if unseen:
                 out.warnings.append(
@@ -273,9 +288,15 @@ def _check_distinct(party: int, where: str, header: list[str]) -> None:
         seen.add(h)
 
 
-def _numeric(
-    party: int, where: str, name: str, cells: list[str], miss: np.ndarray, training: bool
-) -> np.ndarray:
+def _numeric(party: int, where: str, name: str, col: Column, training: bool) -> np.ndarray:
+    """The column's numbers (NaN where blank); a column whose cells a reader could not take
+    whole (or holding an out-of-rule number) is read cell by cell, naming the first bad one."""
+    fast = col.numbers()
+    if fast is not None:
+        present = fast[~col.miss]
+        if np.all(np.isfinite(present)) and not np.any(np.abs(present) > MAX_CELL):
+            return fast
+    cells, miss = col.text(), col.miss
     values = np.full(len(cells), np.nan)  # a blank stays NaN until scaled (the range midpoint)
     for i, c in enumerate(cells):
         if miss[i]:

@@ -18,7 +18,6 @@ intersection size is what PSI reveals, and the record says so.
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -31,11 +30,11 @@ from securevfl.data.bounds import (
     read_bounds,
     released_domains,
 )
+from securevfl.data.cells import ArrowColumn, Column, Columns, TextColumn
 from securevfl.data.csv_columns import (
     check_not_id,
     encode_rows,
     fit_rules,
-    is_missing,
     read_categories,
 )
 from securevfl.data.datasets import DatasetInfo, _Entry
@@ -45,6 +44,7 @@ from securevfl.errors import ConfigError, DataError
 from securevfl.registry import _REGISTRIES, register
 
 CSV_PREFIX = "csv:"
+FILE_PREFIXES = (CSV_PREFIX, "parquet:")  # a user's own files, one per party
 CSV_KEYS = ("label_column", "categories", "feature_column")  # dataset options of csv: runs only
 _ALIGNMENTS: dict[str, dict] = {}  # dataset name -> alignment record of its last registration
 _DISCLOSED: dict[str, str] = {}  # dataset name -> what its encoding made visible
@@ -184,19 +184,19 @@ def register_party_arrays(
 
 def _aligned_csv_tables(
     paths: list[Path], id_column: str
-) -> tuple[list[list[str]], list[list[list[str]]], dict]:
-    """Align the files by PSI on ``id_column``; each party's header and text rows without it."""
+) -> tuple[list[list[str]], list[Columns], dict]:
+    """Align the files by PSI on ``id_column``; each party's header and columns without it."""
     from securevfl.data.alignment import align_tables, read_party_csv
     from securevfl.runtime.inprocess import InProcessRuntime
 
     tables = {k: read_party_csv(p, id_column, k) for k, p in enumerate(paths)}
     kept, record = align_tables(InProcessRuntime(len(paths)), tables)
-    headers, rows = [], []
+    headers, cols = [], []
     for _, t in sorted(kept.items()):
-        j = t.id_index
-        headers.append(t.header[:j] + t.header[j + 1 :])
-        rows.append([r[:j] + r[j + 1 :] for r in t.rows])
-    return headers, rows, record
+        h, c = t.features()
+        headers.append(h)
+        cols.append(c)
+    return headers, cols, record
 
 
 MAX_CLASSES = 20
@@ -222,43 +222,21 @@ def label_task(y: np.ndarray) -> str:
     return "regression"
 
 
-def _read_text_csv(p: Path, k: int) -> tuple[list[str], list[list[str]]]:
-    """Header and text rows of party ``k``'s CSV, or one DataError line naming the file."""
-    if not p.is_file():
-        what = "a directory" if p.is_dir() else "no such file"
-        raise DataError(f"party {k}'s CSV must be a file, got {str(p)!r} ({what})")
-    if b"\x00" in p.read_bytes()[:65536]:
-        raise DataError(f"party {k}'s CSV {str(p)!r} must be UTF-8 text, got binary data")
-    try:
-        with p.open(newline="", encoding="utf-8") as f:
-            reader = csv.reader(f)
-            header = [h.strip() for h in next(reader, [])]
-            rows = [r for r in reader if r]
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise DataError(f"party {k}'s CSV {str(p)!r} must be UTF-8 CSV text: {exc}") from None
-    if not rows:
-        raise DataError(f"party {k}'s CSV {str(p)!r} must hold >= 1 data row, got none")
-    for i, r in enumerate(rows):
-        if len(r) != len(header):
-            raise DataError(
-                f"party {k}'s CSV {p.name!r} must have {len(header)} fields per row, "
-                f"got {len(r)} on line {i + 2}"
-            )
-    return header, rows
-
-
-def _labels(column: str, where: str, cells: list[str]) -> np.ndarray:
+def _labels(column: str, where: str, cells: list[str] | Column) -> np.ndarray:
     """The label column as numbers (text labels: their class index, in sorted order)."""
-    missing = [i for i, c in enumerate(cells) if is_missing(c)]
-    if missing:
+    col = cells if isinstance(cells, TextColumn | ArrowColumn) else TextColumn(list(cells))
+    if col.miss.any():
+        i = int(np.argmax(col.miss))
         raise DataError(
             f"party 0's label column {column!r} ({where}) must have no missing cells, got "
-            f"{cells[missing[0]]!r} on line {missing[0] + 2}"
+            f"{col.text()[i]!r} on line {i + 2}"
         )
     try:
-        y = np.array([float(c) for c in cells])
+        y = col.numbers()
+        if y is None:
+            y = np.array([float(c) for c in col.text()])
     except ValueError:  # text labels: classes, never a regression target
-        classes, y = np.unique([c.strip() for c in cells], return_inverse=True)
+        classes, y = np.unique([c.strip() for c in col.text()], return_inverse=True)
         if len(classes) > MAX_CLASSES:
             raise DataError(
                 f"party 0's text label column {column!r} must hold <= {MAX_CLASSES} classes, "
@@ -287,9 +265,11 @@ def register_csv_parties(
     file of each text column's categories (public metadata; :mod:`securevfl.data.csv_columns`
     states the rules for text, missing cells and ID-like columns).
     """
+    from securevfl.data.arrow_input import read_own_table, without
+
     declared = None if bounds is None else read_bounds(bounds)
     label = label_column or "label"
-    paths = [Path(p) for p in spec_name[len(CSV_PREFIX) :].split(",") if p]
+    paths = [Path(p) for p in file_sources(spec_name)]
     if not paths:
         raise ConfigError(
             f"--dataset {spec_name!r} must name one CSV per party: csv:A.csv,B.csv, got none"
@@ -300,16 +280,16 @@ def register_csv_parties(
     if id_column is not None:
         headers, tables, _ALIGNMENTS[spec_name] = _aligned_csv_tables(paths, id_column)
     else:
-        headers, tables = map(list, zip(*(_read_text_csv(p, k) for k, p in enumerate(paths))))
+        read = [read_own_table(p, k) for k, p in enumerate(paths)]
+        headers, tables = [h for h, _ in read], [c for _, c in read]
     if label not in headers[0]:
         flag = "" if label_column else " (name another with --label-column)"
         raise DataError(
             f"party 0's CSV must have a {label!r} column{flag}, got columns {headers[0]}"
         )
     j = headers[0].index(label)
-    y = _labels(label, paths[0].name, [r[j] for r in tables[0]])
-    headers[0] = headers[0][:j] + headers[0][j + 1 :]
-    tables[0] = [r[:j] + r[j + 1 :] for r in tables[0]]
+    y = _labels(label, paths[0].name, tables[0].column(j))
+    headers[0], tables[0] = without(headers[0], tables[0], j)
     for k, rows in enumerate(tables):
         if len(rows) != len(y):
             raise DataError(
@@ -322,7 +302,7 @@ def register_csv_parties(
         if not header:
             raise DataError(f"party {k}'s CSV must hold >= 1 feature column, got none")
         if id_column is None:
-            check_not_id(k, paths[k].name, header[0], [r[0] for r in rows], cats, feature_column)
+            check_not_id(k, paths[k].name, header[0], rows.column(0), cats, feature_column)
         rules.append(fit_rules(k, paths[k].name, header, rows, cats))
         enc = encode_rows(k, paths[k].name, rules[-1], header, rows, training=True)
         blocks.append(enc.block)
@@ -396,6 +376,14 @@ def register_own_schema(
         _ALIGNMENTS[name] = alignment
 
 
+def file_sources(name: str) -> list[str]:
+    """The per-party sources of ``csv:A,B`` or ``parquet:A,B`` (each read by its path:
+    :func:`securevfl.data.arrow_input.is_parquet_source`)."""
+    prefix = next(p for p in FILE_PREFIXES if name.startswith(p))
+    return [p for p in name[len(prefix) :].split(",") if p]
+
+
 def is_csv_dataset(name: str) -> bool:
-    """``csv:a.csv,b.csv`` (every file in one process) or ``csv`` (each party its own file)."""
-    return name == "csv" or name.startswith(CSV_PREFIX)
+    """``csv:a.csv,b.csv`` or ``parquet:A,B`` (every file in one process), or ``csv`` (each
+    party its own file, either format): the datasets the CSV rules read."""
+    return name == "csv" or name.startswith(FILE_PREFIXES)

@@ -25,6 +25,7 @@ from securevfl.data.bounds import (
     read_bounds,
     released_domains,
 )
+from securevfl.data.cells import Columns
 from securevfl.data.csv_columns import check_not_id, encode_rows, fit_rules, read_categories
 from securevfl.data.preprocess import scale_by_ranges, scale_target
 from securevfl.data.saved_encoder import rules_to_json
@@ -82,35 +83,33 @@ class OwnBlock:
 
 def _text_tables(
     rt: Runtime, files: dict[int, OwnFile], id_column: str | None, data_parties: int
-) -> tuple[dict[int, tuple[list[str], list[list[str]]]], dict | None]:
-    """Each local party's header and text rows (ID column removed; aligned when given)."""
-    from securevfl.data.custom import _read_text_csv
+) -> tuple[dict[int, tuple[list[str], Columns]], dict | None]:
+    """Each local party's header and columns (ID column removed; aligned when given); a CSV or
+    a Parquet source (:mod:`securevfl.data.arrow_input`)."""
+    from securevfl.data.arrow_input import read_own_table
 
     if id_column is None:
-        return {k: _read_text_csv(Path(f.path), k) for k, f in files.items()}, None
+        return {k: read_own_table(f.path, k) for k, f in files.items()}, None
     from securevfl.data.alignment import align_tables, read_party_csv
 
     tables = {k: read_party_csv(f.path, id_column, k) for k, f in files.items()}
     kept, record = align_tables(rt, tables, workers=1, parties=data_parties)
-    out = {}
-    for k, t in kept.items():
-        j = t.id_index
-        out[k] = (t.header[:j] + t.header[j + 1 :], [r[:j] + r[j + 1 :] for r in t.rows])
-    return out, record
+    return {k: t.features() for k, t in kept.items()}, record
 
 
 def _take_labels(
-    block: OwnBlock, label: str, given: bool, where: str, header: list, rows: list
+    block: OwnBlock, label: str, given: bool, where: str, header: list, rows: Columns
 ) -> tuple:
+    from securevfl.data.arrow_input import without
     from securevfl.data.custom import _labels, label_task
 
     if label not in header:
         flag = "" if given else " (name another with --label-column)"
         raise DataError(f"party 0's CSV must have a {label!r} column{flag}, got columns {header}")
     j = header.index(label)
-    block.y = _labels(label, where, [r[j] for r in rows])
+    block.y = _labels(label, where, rows.column(j))
     block.task = label_task(block.y)
-    return header[:j] + header[j + 1 :], [r[:j] + r[j + 1 :] for r in rows]
+    return without(header, rows, j)
 
 
 def _scale(block: OwnBlock, raw: np.ndarray, bounds: str | None, dp: DpRanges | None) -> None:
@@ -175,7 +174,7 @@ def open_own_files(
             raise DataError(f"party {k}'s CSV must hold >= 1 feature column, got none")
         cats = read_categories(f.categories)
         if id_column is None:
-            check_not_id(k, name, header[0], [r[0] for r in rows], cats, f.feature_column)
+            check_not_id(k, name, header[0], rows.column(0), cats, f.feature_column)
         rules = fit_rules(k, name, header, rows, cats)
         enc = encode_rows(k, name, rules, header, rows, training=True)
         block.header, block.names, block.with_missing = (

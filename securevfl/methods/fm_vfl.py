@@ -248,6 +248,7 @@ class FMVFL(Method):
                     scales[(k, k)],
                     rngs.get(k),
                     gauss,
+                    ctx.engine(k),
                 ),
                 src=k,
                 dst=server,
@@ -336,11 +337,17 @@ def _single_expect(d: int) -> Expect:
 
 
 def _single(
-    task: str, X: np.ndarray, v: np.ndarray | None, s: float, rng: Any, gauss: bool = False
+    task: str,
+    X: np.ndarray,
+    v: np.ndarray | None,
+    s: float,
+    rng: Any,
+    gauss: bool = False,
+    engine: Any = None,
 ) -> dict:
     """A party's own block, perturbed by itself (v: the label column, at the label party):
-    Laplace(s) or N(0, s²) on every released coefficient."""
-    lam0, lam, U = single_coefficients(task, X, v)
+    Laplace(s) or N(0, s²) on every released coefficient; its products on ``engine``."""
+    lam0, lam, U = single_coefficients(task, X, v, engine)
     d = X.shape[1]
     U = U + (np.triu(draw(rng, True, s, (d, d))) if gauss else laplace_upper(rng, d, s))
     if lam is not None:
@@ -399,8 +406,8 @@ def _score(
     rt, K = ctx.rt, ctx.info.data_parties
 
     def part(k: int) -> np.ndarray:
-        z = _box(ctx, k, intercept, bounds[k], test=True, offset=offset) @ w_k[k]
-        return z
+        box = _box(ctx, k, intercept, bounds[k], test=True, offset=offset)
+        return ctx.engine(k).matvec(box, w_k[k])
 
     with rt.meter.in_phase("eval"):
         # every party lists every sender (None where it does not live): SPMD lockstep

@@ -83,7 +83,7 @@ class Checkpoints:
         and a model trained on one encoding must not continue on another."""
         from securevfl.data.custom import schema_of
 
-        schema = schema_of(self.dataset) if self.dataset.startswith("csv:") else None
+        schema = schema_of(self.dataset) if self.dataset.startswith(("csv:", "parquet:")) else None
         if schema is None:
             return None
         return hashlib.sha256(json.dumps(schema, sort_keys=True).encode()).hexdigest()[:16]

@@ -408,7 +408,7 @@ class Model:
         loaded, split and partitioned as training did, centred with the card's centring.
         A card's ``csv:`` dataset names files: they are opened only as ``dataset`` names them."""
         from securevfl.data import load_dataset
-        from securevfl.data.custom import CSV_KEYS, CSV_PREFIX
+        from securevfl.data.custom import CSV_KEYS, FILE_PREFIXES
         from securevfl.data.split import apply_split
         from securevfl.experiment import spec_from_dict, validate_spec
         from securevfl.run.steps import party_blocks
@@ -417,7 +417,7 @@ class Model:
         named = str(settings.get("dataset", ""))
         if dataset is not None:
             settings["dataset"] = dataset
-        elif named.startswith(CSV_PREFIX) or os.sep in named or not named:
+        elif named.startswith(FILE_PREFIXES) or os.sep in named or not named:
             raise ModelFileError(
                 "this model was trained on CSV files: predict does not open files a model "
                 "folder names: score rows with --dataset csv:A.csv,B.csv, or reload the test "
@@ -592,10 +592,8 @@ def _read_encoded(model: Model, k: int, path: str | Path, id_column: str) -> tup
     t = read_party_csv(path, id_column, k)
     if not model.reads(k):  # its IDs take part in the alignment, its columns in nothing
         return t, None
-    j = t.id_index
-    header = t.header[:j] + t.header[j + 1 :]
-    rows = [r[:j] + r[j + 1 :] for r in t.rows]
-    return t, encode_rows(k, Path(path).name, model.rules(k), header, rows)
+    header, columns = t.features()
+    return t, encode_rows(k, Path(path).name, model.rules(k), header, columns)
 
 
 def _kept_rows(table: Any, kept: Any, enc: Any) -> np.ndarray:

@@ -10,7 +10,7 @@ from securevfl.context import (
 from securevfl.data import check_rows
 from securevfl.data.custom import (
     CSV_KEYS,
-    CSV_PREFIX,
+    FILE_PREFIXES,
     is_csv_dataset,
     register_csv_parties,
 )
@@ -48,6 +48,10 @@ def check_spec(spec: RunSpec) -> Method:
             )
     if spec.bounds is not None and not is_csv:
         raise ConfigError(f"bounds applies to --dataset csv:... only, got dataset {spec.dataset!r}")
+    if spec.dask_scheduler is not None and spec.engine != "dask":
+        raise ConfigError(
+            f"--dask-scheduler applies with --engine dask, got --engine {spec.engine}"
+        )
     method.validate(spec)
     check_rows(spec.dataset, (spec.dataset_options or {}).get("n"))  # before any run
     return method
@@ -56,7 +60,7 @@ def check_spec(spec: RunSpec) -> Method:
 def validate_spec(spec: RunSpec) -> Method:
     """:func:`check_spec`, then a ``csv:`` dataset's files (registered, one per party)."""
     method = check_spec(spec)
-    if isinstance(spec.dataset, str) and spec.dataset.startswith(CSV_PREFIX):
+    if isinstance(spec.dataset, str) and spec.dataset.startswith(FILE_PREFIXES):
         opts = spec.dataset_options or {}
         spec.partition = register_csv_parties(
             spec.dataset,

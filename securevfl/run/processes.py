@@ -9,7 +9,8 @@ from securevfl.context import (
     RunSpec,
 )
 from securevfl.data.custom import (
-    CSV_PREFIX,
+    FILE_PREFIXES,
+    file_sources,
 )
 from securevfl.errors import ConfigError
 from securevfl.methods.base import Method
@@ -32,7 +33,7 @@ def run_in_processes(
             "--processes starts every party: name every party's file with --dataset "
             "csv:A.csv,B.csv (each process then opens only its own), not --data"
         )
-    if spec.dataset.startswith(CSV_PREFIX):  # each process opens only its own file
+    if spec.dataset.startswith(FILE_PREFIXES):  # each process opens only its own file
         method = check_spec(spec)
         spec, own = own_files_of(spec, method)
         check_memory(spec, spec.parties)
@@ -65,7 +66,7 @@ def own_files_of(spec: RunSpec, method: Method) -> tuple[RunSpec, dict[int, dict
 
     from securevfl.run.steps import label_holder
 
-    paths = [p for p in spec.dataset[len(CSV_PREFIX) :].split(",") if p]
+    paths = file_sources(spec.dataset)
     if len(paths) != spec.parties:
         raise ConfigError(
             f"parties must equal the number of CSV files ({len(paths)}), got {spec.parties}"

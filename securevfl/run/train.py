@@ -75,6 +75,8 @@ def fit_method(
         cost = centring_reserve(float(spec.epsilon), method.centre_share(spec))
         fit_spec = dataclasses.replace(spec, epsilon=float(spec.epsilon) - cost)
     fit_spec = method_spec(spec, method, info, fit_spec)  # DP ranges' share set aside
+    from securevfl.engine import close_engines, open_engines
+
     ctx = RunContext(
         rt=rt,
         spec=fit_spec,
@@ -84,17 +86,22 @@ def fit_method(
         pooled=pooled if method.pooled_data else None,
         audit=audit,
         parties=parties or {},
+        engines=open_engines(spec, [k for k in rt.local_parties if k < info.data_parties]),
     )
     # numpy's overflow/invalid warnings would add unexplained lines to the output; what they
     # can mean (a non-finite or constant result) is judged by outcome_warnings below
     from securevfl.model import checkpoint
 
     token = checkpoint.activate(checkpoints)
+    engines = None
     try:
         with np.errstate(all="ignore"):
             fit = method.fit(ctx)
     finally:
         checkpoint.deactivate(token)
+        engines = close_engines(ctx.engines)
+    if engines is not None:  # each local party's engine, its workers' peak memory
+        fit.extra["engine"] = engines
     if checkpoints is not None and not checkpoints.used:
         raise ConfigError(
             f"--checkpoint-every/--resume do not apply to method {spec.method!r}: it does "

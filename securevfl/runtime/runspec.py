@@ -16,7 +16,7 @@ from typing import Any
 # how long a party may wait is its own business, and so is its own data file and how it reads
 # it (--data, --label-column, --categories, --bounds: each party names only its own); everything
 # else defines the run
-_LOCAL_FIELDS = frozenset({"timeout", "data", "bounds"})
+_LOCAL_FIELDS = frozenset({"timeout", "data", "bounds", "engine", "dask_scheduler"})
 _LOCAL_DATASET_OPTIONS = frozenset({"label_column", "categories"})
 PARTY_OWN = _LOCAL_FIELDS | _LOCAL_DATASET_OPTIONS  # a flat config's keys each party sets
 

@@ -153,7 +153,8 @@ class GLMHooks(ResumableHooks):
         """
         b = len(idx)
         return {
-            k: (ctx.views[k].X_train[idx].T @ d / b, float(np.mean(d))) for k, d in derivs.items()
+            k: (ctx.engine(k).rmatvec(ctx.views[k].X_train, d, idx) / b, float(np.mean(d)))
+            for k, d in derivs.items()
         }
 
 
@@ -226,7 +227,8 @@ def train_glm(
             sent = {k: rt.local(k, _passive_ir, ctx, hooks, state, k, idx, step) for k in passives}
             own = None
             if rt.here(active):
-                own = ctx.views[active].X_train[idx] @ state.w[active] + state.bias
+                own = ctx.engine(active).matvec(ctx.views[active].X_train, state.w[active], idx)
+                own = own + state.bias
                 hooks.waiting(ctx, active, idx, step, own, y_enc[idx])
             expect = hooks.message_expect(ctx, "intermediate results", len(idx))
             received = rt.gather(sent, dst=active, expect=expect)
@@ -330,7 +332,8 @@ def _passive_ir(
     ctx: RunContext, hooks: GLMHooks, state: GLMState, k: int, idx: np.ndarray, step: int
 ) -> np.ndarray:
     """Runs at passive party k: its IR_k for the minibatch, as the hooks transform it."""
-    return hooks.passive_message(ctx, k, ctx.views[k].X_train[idx] @ state.w[k], step)
+    ir = ctx.engine(k).matvec(ctx.views[k].X_train, state.w[k], idx)
+    return hooks.passive_message(ctx, k, ir, step)
 
 
 def predict_glm(
@@ -348,7 +351,9 @@ def predict_glm(
         parts = {
             k: rt.local(
                 k,
-                lambda k=k: getattr(ctx.views[k], attr) @ _scoring_weights(ctx, hooks, state, k),
+                lambda k=k: ctx.engine(k).matvec(
+                    getattr(ctx.views[k], attr), _scoring_weights(ctx, hooks, state, k)
+                ),
             )
             for k in passives
         }
@@ -357,7 +362,8 @@ def predict_glm(
         received = rt.gather(parts, dst=active, expect=hooks.message_expect(ctx, "scores", rows))
     if not rt.here(active):
         return None
-    theta = getattr(ctx.views[active], attr) @ state.w[active] + state.bias
+    theta = ctx.engine(active).matvec(getattr(ctx.views[active], attr), state.w[active])
+    theta = theta + state.bias
     theta = theta + sum(state.passive_scale.get(k, 1.0) * received[k] for k in passives)
     return loss.predict(theta)
 

@@ -1,0 +1,185 @@
+"""Where a party computes on its own rows: in its process (numpy) or on its Dask cluster.
+
+``--engine dask`` (hdp-vfl and fm-vfl): each party's block becomes a Dask array of row blocks
+held on that party's own cluster (a ``LocalCluster`` of 2 worker processes the party starts, or
+the scheduler at ``--dask-scheduler ADDRESS``), and the GLM products it computes on its own rows
+run there: X w and its test scores blockwise, Xᵀ g, Xᵀ X and Xᵀ v as tree reductions over the
+blocks. The protocol between parties (what is sent, the noise, MPC, the wire) is unchanged:
+what a party sends is computed from these results exactly as on the numpy path. Sums associate
+differently over blocks, so the results agree with numpy to float rounding, not bit for bit.
+
+What it does not change: the party still reads, encodes and holds its block in its own process
+(the rules of :mod:`securevfl.data.csv_columns` run there), and fm-vfl's secure product takes
+the whole block as its MPC input; the cluster holds one more copy, in blocks of
+:data:`BLOCK_ROWS` rows. A minibatch product (hdp-vfl with ``--batch-size`` below n) costs a
+pass over all blocks; hdp-vfl's default is one full batch per epoch.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+import warnings
+from typing import Any
+
+import numpy as np
+
+from securevfl.errors import ConfigError
+
+ENGINES = ("numpy", "dask")
+ENGINE_METHODS = ("hdp-vfl", "fm-vfl")  # the methods whose local products run on the engine
+BLOCK_ROWS = 131_072  # rows per block: at d = 40, 40 MiB of float64
+LOCAL_WORKERS = 2
+CONNECT_TIMEOUT_S = 60
+
+
+class NumpyEngine:
+    """The party's products in its own process (the default)."""
+
+    name = "numpy"
+
+    def matvec(self, X: np.ndarray, w: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
+        """X[idx] w (all rows when ``idx`` is None)."""
+        return (X if idx is None else X[idx]) @ w
+
+    def rmatvec(self, X: np.ndarray, g: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
+        """X[idx]ᵀ g."""
+        return (X if idx is None else X[idx]).T @ g
+
+    def gram(self, X: np.ndarray) -> np.ndarray:
+        """Xᵀ X."""
+        return X.T @ X
+
+    def stats(self) -> dict[str, Any]:
+        return {"engine": self.name}
+
+    def close(self) -> None:
+        pass
+
+
+NUMPY = NumpyEngine()
+
+
+class DaskEngine(NumpyEngine):
+    """The party's products as Dask reductions over row blocks on its own cluster."""
+
+    name = "dask"
+
+    def __init__(
+        self, scheduler: str | None = None, *, workers: int = LOCAL_WORKERS, block_rows: int = 0
+    ) -> None:
+        from distributed import Client, LocalCluster
+
+        self.block_rows = block_rows or BLOCK_ROWS
+        self.cluster = None
+        if scheduler:
+            try:
+                self.client = Client(scheduler, timeout=CONNECT_TIMEOUT_S)
+            except OSError as exc:
+                raise ConfigError(
+                    f"--dask-scheduler must be a reachable Dask scheduler, got {scheduler!r}: "
+                    f"{exc}"[:300]
+                ) from None
+        else:
+            import logging
+
+            # the scheduler runs in this process: its INFO lines would bury the run's output
+            logging.getLogger("distributed").setLevel(logging.ERROR)
+            self.cluster = LocalCluster(
+                n_workers=workers,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=":0",  # no fixed port: several parties on one host
+                silence_logs=logging.ERROR,
+            )
+            self.client = Client(self.cluster)
+        self._blocks: dict[int, tuple[np.ndarray, Any]] = {}
+
+    def blocks(self, X: np.ndarray) -> Any:
+        """X as a Dask array of row blocks held on the cluster (made once per block)."""
+        import dask.array as da
+
+        hit = self._blocks.get(id(X))
+        if hit is None or hit[0] is not X:
+            # a name of its own: two equal blocks would otherwise share (and release) keys
+            name = f"party-block-{uuid.uuid4().hex}"
+            arr = da.from_array(np.asarray(X), chunks=(self.block_rows, X.shape[1]), name=name)
+            with warnings.catch_warnings():  # shipping the party's own block is the point
+                warnings.filterwarnings("ignore", "Large object", UserWarning)
+                hit = (X, self.client.persist(arr))
+            self._blocks[id(X)] = hit
+        return hit[1]
+
+    def _result(self, expr: Any) -> np.ndarray:
+        """``expr`` computed on this party's own cluster (never Dask's default client: in one
+        process, each party has its own client)."""
+        return np.asarray(self.client.compute(expr, sync=True))
+
+    def matvec(self, X: np.ndarray, w: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
+        z = self._result(self.blocks(X) @ np.asarray(w))
+        return z if idx is None else z[idx]
+
+    def rmatvec(self, X: np.ndarray, g: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
+        if idx is not None:  # the minibatch's rows as a full-length vector (zeros elsewhere)
+            full = np.zeros(X.shape[0])
+            np.add.at(full, idx, g)
+            g = full
+        return self._result(self.blocks(X).T @ np.asarray(g))
+
+    def gram(self, X: np.ndarray) -> np.ndarray:
+        A = self.blocks(X)
+        return self._result(A.T @ A)
+
+    def stats(self) -> dict[str, Any]:
+        """The engine, its workers and each worker's peak resident memory (MiB)."""
+
+        def peak_mib() -> float:  # VmHWM, as runtime.resources.peak_rss_bytes (see there)
+            with open("/proc/self/status") as f:
+                hwm = next((ln for ln in f if ln.startswith("VmHWM:")), "VmHWM: 0 kB")
+            return int(hwm.split()[1]) / 1024
+
+        try:
+            peaks = self.client.run(peak_mib)
+        except Exception:  # a remote scheduler may refuse client.run: the figures are extras
+            peaks = {}
+        return {
+            "engine": self.name,
+            "workers": len(peaks),
+            "block_rows": self.block_rows,
+            "worker_peak_rss_mib": sorted(round(v, 1) for v in peaks.values()),
+        }
+
+    def close(self) -> None:
+        self._blocks.clear()
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+
+def open_engines(spec: Any, parties: list[int]) -> dict[int, NumpyEngine]:
+    """Each local data party's engine for this run (the numpy one unless ``--engine dask`` and
+    the method runs on it; other methods say so in one line and run in one process)."""
+    engine = getattr(spec, "engine", None) or "numpy"
+    if engine not in ENGINES:
+        raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if engine == "numpy" or not parties:
+        return {}
+    if spec.method not in ENGINE_METHODS:
+        print(
+            f"securevfl: note: {spec.method} runs each party's local work in one process "
+            f"(--engine dask serves {', '.join(ENGINE_METHODS)})",
+            file=sys.stderr,
+        )
+        return {}
+    scheduler = getattr(spec, "dask_scheduler", None)
+    return {k: DaskEngine(scheduler) for k in parties}
+
+
+def close_engines(engines: dict[int, NumpyEngine]) -> dict[str, Any] | None:
+    """Close the engines; their statistics (per party) for the record, None if numpy."""
+    if not engines:
+        return None
+    out = {str(k): e.stats() for k, e in engines.items()}
+    for e in engines.values():
+        e.close()
+    return out

@@ -1,0 +1,84 @@
+"""--engine dask (issue 44): a party's own products as Dask reductions over row blocks give the
+same model as the numpy path (same seed, reproducible noise), to float rounding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from securevfl.context import RunSpec
+from securevfl.engine import DaskEngine, NumpyEngine, open_engines
+from securevfl.experiment import run_experiment
+
+
+@pytest.fixture(scope="module")
+def scheduler():
+    """One small cluster for the module (a party's default is a LocalCluster of its own)."""
+    engine = DaskEngine(workers=2, block_rows=97)  # blocks that do not divide the rows
+    yield engine
+    engine.close()
+
+
+def test_the_engines_products_agree_with_numpy(scheduler):
+    rng = np.random.default_rng(0)
+    X, w, g = rng.normal(size=(500, 7)), rng.normal(size=7), rng.normal(size=500)
+    idx = rng.permutation(500)[:120]
+    ref = NumpyEngine()
+    np.testing.assert_allclose(scheduler.matvec(X, w, idx), ref.matvec(X, w, idx), rtol=1e-12)
+    got, want = scheduler.rmatvec(X, g[:120], idx), ref.rmatvec(X, g[:120], idx)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    np.testing.assert_allclose(scheduler.gram(X), ref.gram(X), rtol=1e-12)
+    assert scheduler.blocks(X).numblocks == (6, 1)  # 500 rows in blocks of 97
+
+
+@pytest.mark.parametrize(
+    "method, extra",
+    [
+        ("hdp-vfl", {"epochs": 1, "delta": 1e-5}),
+        ("fm-vfl", {}),
+    ],
+)
+def test_the_dask_engine_trains_the_same_model(scheduler, method, extra, tmp_path):
+    address = scheduler.client.scheduler.address
+    base = dict(
+        method=method,
+        dataset="synthetic-logistic",
+        dataset_options={"n": 1200, "d": 8},
+        epsilon=8.0,
+        seed=3,
+        reproducible_noise=True,
+        **extra,
+    )
+    numpy_rec = run_experiment(RunSpec(**base), save=str(tmp_path / "numpy"))
+    spec = RunSpec(**base, engine="dask", dask_scheduler=address)
+    dask_rec = run_experiment(spec, save=str(tmp_path / "dask"))
+    for k in (0, 1):  # each party's trained weights, to float rounding
+        want = sorted((tmp_path / "numpy" / f"party_{k}").glob("*.npy"))
+        assert want
+        for path in want:
+            got = np.load(tmp_path / "dask" / f"party_{k}" / path.name, allow_pickle=False)
+            np.testing.assert_allclose(got, np.load(path), rtol=1e-9, atol=1e-12)
+    assert "engine" not in numpy_rec.get("extra", {})
+    stats = dask_rec["extra"]["engine"]
+    assert set(stats) == {"0", "1"} and stats["0"]["engine"] == "dask"
+    assert stats["0"]["workers"] == 2
+    for name, v in numpy_rec["metrics"].items():
+        assert dask_rec["metrics"][name] == pytest.approx(v, abs=1e-9)
+
+
+def test_other_methods_say_they_run_in_one_process(capsys):
+    spec = RunSpec(method="vfl", engine="dask")
+    assert open_engines(spec, [0, 1]) == {}
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "vfl runs each party's local work in one process" in err[0]
+
+
+def test_a_scheduler_without_the_dask_engine_is_one_line(capsys):
+    from bench.cli import main
+
+    argv = ["run", "hdp-vfl", "--epsilon", "1", "--dask-scheduler", "tcp://127.0.0.1:1"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "securevfl: error: --dask-scheduler applies with --engine dask, got --engine numpy"
+    ]
