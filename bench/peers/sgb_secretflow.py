@@ -2,7 +2,8 @@
 that ``python -m bench.secureboost_bench --dump-blocks DIR`` wrote, split as the run split them
 (party 'alice' holds the labels and the label holder's columns, 'bob' the partner's), with the
 run's depth, rounds, learning rate, λ = 1 and about as many bins (``sketch_eps`` = 1 / bins).
-Paillier-2048 (``--schema``), SecretFlow's debug mode (every party in this one process). Seconds = ``Sgb.train``; accuracy at the 0.5 threshold on the test rows.
+Paillier-2048 (``--schema``), SecretFlow's debug mode (every party in this one process).
+Seconds = ``Sgb.train``; accuracy at the 0.5 threshold on the test rows.
 
 Runs in its own environment, never securevfl's (secretflow pins numpy 1.x, pandas 1.5.3 and
 development builds that the index lacks): secretflow 1.14.0b0 installed with ``--no-deps`` beside
@@ -115,8 +116,13 @@ def main() -> int:
         "seconds": seconds,
         "version": f"secretflow {importlib.metadata.version('secretflow')} "
         f"(spu {importlib.metadata.version('spu')}, sf-heu {importlib.metadata.version('sf-heu')})",
-        "detail": {"accuracy": acc, "schema": a.schema, "key_bits": a.key_bits,
-                   "encrypted": True, "shim": "spu.logging = spu.libspu.logging"},  # fmt: skip
+        "detail": {
+            "accuracy": acc,
+            "schema": a.schema,
+            "key_bits": a.key_bits,
+            "encrypted": True,
+            "shim": "spu.logging = spu.libspu.logging",
+        },  # fmt: skip
     }
     if not a.json:
         print(f"SGB: {seconds:.3f} s, accuracy {acc:.4f}", file=sys.stderr)
