@@ -177,7 +177,7 @@ def claims_table(records: Records) -> list[str]:
 
 def ceilings_table(records: Records) -> list[str]:
     """The accuracy ceilings runs recorded: a proof (no classifier of the released rows does
-    better) or, for secureboost-dp, its twin with the noise removed (secureboost, same rows)."""
+    better) or, for secureboost-dp, its twin with the noise removed (secureboost, same settings)."""
     from bench.reports.secureboost import noise_removed_ceiling  # noqa: PLC0415
 
     rows = []
@@ -189,7 +189,7 @@ def ceilings_table(records: Records) -> list[str]:
         if vals:
             ceiling, kind = sum(vals) / len(vals), "proof"
         elif (twin := noise_removed_ceiling(s.records, records)) is not None:
-            ceiling, kind = twin, "noise removed (secureboost, same rows and trees)"
+            ceiling, kind = twin, "noise removed (secureboost, same settings)"
         else:
             continue
         rows.append(

@@ -86,7 +86,7 @@ def test_run_view_is_refused_with_one_line(capsys):
 
 
 def test_ceiling_is_the_noise_removed_twin_in_the_record_and_both_reports(tmp_path):
-    """secureboost-dp's record names its ceiling (secureboost, same rows and trees); the report
+    """secureboost-dp's record names its ceiling (secureboost, same settings); the report
     section and report.html's ceilings table read it from the twin's record (any key size)."""
     import securevfl
     from bench.report_sections import ceilings_table

@@ -17,7 +17,7 @@ from bench.records import fmt_mean_std
 METHODS = ("secureboost", "secureboost-dp")
 REFERENCES = {"centralized": "pooled boosted trees", "local": "label holder's boosted trees"}
 # what makes a secureboost run secureboost-dp's twin with its noise removed (the record's
-# ``extra.ceiling``): the same rows and the same trees' settings; the key size is left out
+# ``extra.ceiling``): the same data, seed and trees' settings; the key size is left out
 # (exact integer arithmetic: it changes no figure but the time)
 TREE_SETTINGS = ("trees", "depth", "bins", "local_trees", "lr", "lam", "min_child_weight",
                  "subsample", "colsample")  # fmt: skip
@@ -34,7 +34,7 @@ def noise_removed_ceiling(
     runs: list[dict[str, Any]], records: list[dict[str, Any]]
 ) -> float | None:
     """secureboost-dp's ceiling over ``runs`` (one setting, its seeds): the mean accuracy of the
-    secureboost records with the same rows and settings, one per run; None unless every run
+    secureboost records with the same data, seed and settings, one per run; None unless every run
     names the ceiling and has its twin."""
     twins = {
         twin_key(r): r["metrics"]["accuracy"]
@@ -101,7 +101,9 @@ def render(records: list[dict[str, Any]], out: Path) -> str:
     lines += [
         "",
         "secureboost-dp's ceiling is the same run with its noise removed: secureboost's "
-        "accuracy on the same rows and seeds with the same trees, depth, bins, learning rate, "
-        "λ and sampling (the suite runs both; 'not run' where a seed's twin is missing).",
+        "accuracy on the same data and seeds with the same trees, depth, bins, learning rate, "
+        "λ and sampling (the suite runs both; 'not run' where a seed's twin is missing). A DP "
+        "run draws its train/test split from the CSPRNG like its noise, so the twin's split is "
+        "another draw of the same sizes: a ceiling over seeds, not row for row.",
     ]
     return "\n".join(lines + [""])

@@ -49,13 +49,14 @@ LEAKS = {
 }
 
 # secureboost-dp's ceiling: the same run with its noise removed, i.e. ``secureboost`` on the same
-# rows with the same settings (the key size changes no figure). A party cannot compute it (it
+# data with the same settings (the key size changes no figure). A party cannot compute it (it
 # needs the partners' exact sums), so the record names it and the report reads it from the
 # twin's records (bench/reports/secureboost.py).
 NOISE_REMOVED = {
     "kind": "noise removed",
     "method": "secureboost",
-    "same": "dataset, parties, seed, rows, partition and the extra's tree settings",
+    "same": "dataset, parties, seed, row count, partition and the extra's tree settings (a DP run "
+    "draws its split from the CSPRNG: the twin's is another draw of the same sizes)",
 }
 
 
