@@ -33,9 +33,9 @@ from securevfl.audit.view import CANARY_PARTY
 from securevfl.errors import ConfigError
 
 
-def boost_probe(ctx: Any, cfg: Any, *, whole_run: bool) -> Any:
-    """The probe of a finished secureboost-dp run (``cfg``: its ``BoostConfig``)."""
-    from securevfl.audit.release import ReleaseProbe
+def boost_probe(ctx: Any, cfg: Any, *, whole_run: bool) -> tuple[str, Any, np.ndarray]:
+    """The probe of a finished secureboost-dp run (``cfg``: its ``BoostConfig``) as
+    ``ReleaseProbe``'s (describe, draw, direction)."""
     from securevfl.methods import secureboost_protocol as sp
 
     if cfg.noise_multiplier is None:
@@ -60,7 +60,7 @@ def boost_probe(ctx: Any, cfg: Any, *, whole_run: bool) -> Any:
 
     one = np.tile(np.array([[-cg, -ch], [cg, ch]]), (F, 1, 1)).ravel()  # world 1 minus 0
     where = f"at each of the run's {releases} partner releases" if whole_run else "at one release"
-    return ReleaseProbe(
+    return (
         f"the noisy (g, h) bin sums the label holder decrypts of partner {CANARY_PARTY}'s "
         f"{F} columns {where} (noise σ·C_g = {s * cg:.3g}, σ·C_h = {s * ch:.3g}); the canary "
         f"row moves (C_g, C_h) = ({cg:g}, {ch:g}) from bin 0 to bin 1 of every column",

@@ -73,7 +73,7 @@ def release_probe(method_name: str, seen: list[tuple[Any, Any]]) -> ReleaseProbe
     if method_name == "hdp-vfl":
         return _hdp_probe(ctx, hooks)
     if method_name == BOOST:
-        return boost_probe(ctx, hooks, whole_run=False)
+        return ReleaseProbe(*boost_probe(ctx, hooks, whole_run=False))
     return _embedding_probe(ctx, hooks, SPLIT_NN_PHASE[method_name])
 
 
@@ -99,7 +99,7 @@ def whole_run_probe(
         raise ConfigError(f"method {method_name!r} ran no trainer the release audit can read")
     ctx, hooks = seen[-1]
     if method_name == BOOST:
-        return boost_probe(ctx, hooks, whole_run=True)
+        return ReleaseProbe(*boost_probe(ctx, hooks, whole_run=True))
     if method_name == "hdp-vfl":
         parts = [_hdp_probe(ctx, hooks)]
         if hooks.plan.sigma_w > 0:
