@@ -16,7 +16,7 @@ interface's JSON object.
 
 The environment, as made for docs/benchmarks.md (Python 3.11; ``pip install`` into it)::
 
-    python3.11 -m venv /work/sgb-venv
+    python3.11 -m venv /tmp/sgb-venv  # any path; the figures came from this one
     pip install --no-deps secretflow==1.14.0b0 sf-sml==0.1.0.dev20250623
     pip install spu==0.9.5 sf-heu==0.5.2b0 "numpy<2" pandas==1.5.3 scikit-learn==1.5.2 \
         duckdb==1.0.0 sqlglot==25.5.1 pyarrow==14.0.2 "protobuf<5" multiprocess==0.70.18 \
