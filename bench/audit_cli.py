@@ -41,7 +41,8 @@ def add_audit_parser(sub: Any, add_run_args: Callable[..., None]) -> None:
         choices=("auto", "release", "one-release", "run"),
         default="auto",
         help="release: the method's release code fed a worst-case canary, every release family "
-        "of the canary across the run (hdp-vfl, release-once ldp-vfl / vafl-dp / afe-vfl); "
+        "of the canary across the run (hdp-vfl, secureboost-dp: every tree level's noisy bin "
+        "sums, release-once ldp-vfl / vafl-dp / afe-vfl); "
         "one-release: only the one family the audit used to tap (hdp-vfl's per-step message, "
         "the embedding); run: whole runs with a canary row; auto (default): release where the "
         "method has it",
@@ -65,9 +66,10 @@ def add_audit_parser(sub: Any, add_run_args: Callable[..., None]) -> None:
 
 def print_audit(rec: dict[str, Any]) -> None:
     """The audit in words: the bound beside the claim, then each variant's."""
+    rounds = f"{rec['epochs']} epochs" if rec.get("trees") is None else f"{rec['trees']} trees"
     print(
         f"audit of {rec['method']} on {rec['dataset']} (K={rec['parties']}, "
-        f"{rec['epochs']} epochs): claimed ε = {rec['claimed_epsilon']:.4g} "
+        f"{rounds}): claimed ε = {rec['claimed_epsilon']:.4g} "
         f"(δ = {rec['delta']:.3g}); empirical lower bound ε ≥ {rec['epsilon_lower_bound']:.3f} "
         f"at {rec['confidence']:.0%} confidence"
     )

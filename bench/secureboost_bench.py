@@ -10,9 +10,10 @@ The run is ``securevfl run secureboost`` (in-process, or one OS process per part
 ``DIR/blocks.npz`` for the peer (the rows the run used, after the public-domain scaling). The
 last stdout line is the perf interface's JSON object (``detail``: accuracy, trees, depth).
 
-SecretFlow's SGB was the intended peer; it does not run (docs/benchmarks.md, "SecureBoost"),
-so the peer is scikit-learn's HistGradientBoosting on the pooled rows: a plaintext reference
-with the same depth, rounds, learning rate, λ and bins, not an encrypted protocol.
+SecretFlow's SGB was the intended peer; it runs only in a hand-made venv with a shim
+(``bench/peers/sgb_secretflow.py``, docs/benchmarks.md "SecureBoost"), so the perf job's peer is
+scikit-learn's HistGradientBoosting on the pooled rows: a plaintext reference with the same
+depth, rounds, learning rate, λ and bins, not an encrypted protocol.
 """
 
 from __future__ import annotations

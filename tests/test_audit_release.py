@@ -196,7 +196,7 @@ def test_audit_suite_covers_every_dp_method_and_the_report_shows_it(hdp_record, 
     suite = load_suite(str(ROOT / "bench/suites/audit.toml"))
     audited = {c.spec.method for c in suite.cells if c.audit}
     assert audited == {"hdp-vfl", "fm-vfl", "fm-central", "dpsgd-c", "afe-vfl", "ldp-vfl",
-                       "pbm-vfl", "vafl-dp", "opacus-dpsgd"}  # fmt: skip
+                       "pbm-vfl", "vafl-dp", "opacus-dpsgd", "secureboost-dp"}  # fmt: skip
     assert "audit" in suite.extras
     md = render([hdp_record, {"method": "vfl", "metrics": {}}], tmp_path)
     row = next(line for line in md.splitlines() if line.startswith("| breast | hdp-vfl"))

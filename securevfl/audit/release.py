@@ -18,6 +18,8 @@ the data really stays inside the bound (the clipping code runs, but the canary i
   (tanh: ±1 on every coordinate; a clip to the C-ball: ±C/√P on every coordinate), one release
   per row (the release-once schedule). ldp-vfl and vafl-dp: a training row's release; afe-vfl:
   a test row's (its training release also rescales by released batch statistics).
+- secureboost-dp: the noisy bin sums of partner 1's columns the label holder decrypts at every
+  tree level (``securevfl.audit.boost_release``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from securevfl.audit.boost_release import boost_probe
 from securevfl.audit.view import CANARY_PARTY
 from securevfl.errors import ConfigError
 from securevfl.training.loop import EVAL, TRAIN, Batch
@@ -47,11 +50,12 @@ class ReleaseProbe:
 
 
 SPLIT_NN_PHASE = {"ldp-vfl": TRAIN, "vafl-dp": TRAIN, "afe-vfl": EVAL}
+BOOST = "secureboost-dp"  # its probe: ``securevfl.audit.boost_release``
 
 
 def has_release_probe(method: Any, spec: Any) -> bool:
     """Whether ``method`` (with ``spec``'s options) has a release-step audit."""
-    if method.name == "hdp-vfl":
+    if method.name in ("hdp-vfl", BOOST):
         return True
     if method.name in SPLIT_NN_PHASE:
         from securevfl.methods.release_options import release_once
@@ -68,6 +72,8 @@ def release_probe(method_name: str, seen: list[tuple[Any, Any]]) -> ReleaseProbe
     ctx, hooks = seen[-1]
     if method_name == "hdp-vfl":
         return _hdp_probe(ctx, hooks)
+    if method_name == BOOST:
+        return ReleaseProbe(*boost_probe(ctx, hooks, whole_run=False))
     return _embedding_probe(ctx, hooks, SPLIT_NN_PHASE[method_name])
 
 
@@ -84,11 +90,16 @@ def whole_run_probe(
       moving w_B by the plan's weight sensitivity along one coordinate);
     - release-once ldp-vfl / vafl-dp (a training row): its one embedding release (σ) and its
       bottom's E DP-SGD releases (the clipped gradient ±C_g, ``noisy_sums``, σ_g·C_g);
-      afe-vfl audits a test row, which has one release only.
+      afe-vfl audits a test row, which has one release only;
+    - secureboost-dp: partner 1's noisy bin sums at every partner tree and level.
 
     The centring means (pure Laplace, drawn before training) and the labels' randomized
     response are not in this view."""
+    if not seen:
+        raise ConfigError(f"method {method_name!r} ran no trainer the release audit can read")
     ctx, hooks = seen[-1]
+    if method_name == BOOST:
+        return ReleaseProbe(*boost_probe(ctx, hooks, whole_run=True))
     if method_name == "hdp-vfl":
         parts = [_hdp_probe(ctx, hooks)]
         if hooks.plan.sigma_w > 0:

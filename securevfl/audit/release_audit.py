@@ -25,6 +25,7 @@ from securevfl.runtime.inprocess import InProcessRuntime
 
 FIT_SHARE = 0.5  # the threshold's half; the other half is the evidence
 MAX_TRIALS = 2_000_000
+CHUNK_NUMBERS = 4_000_000  # released numbers drawn at once (32 MB of float64)
 
 
 def release_world_trials(
@@ -35,15 +36,31 @@ def release_world_trials(
     noise variance estimated on the fit share of the trials (both worlds pooled): the
     likelihood-ratio test of independent Gaussians with the known difference ``direction``,
     weighted by the noise the releases actually carry, not by the noise the run claims (so an
-    under-noised family weighs what it leaks)."""
+    under-noised family weighs what it leaks).
+
+    Drawn ``CHUNK_NUMBERS`` numbers at a time, so that a long run's view (secureboost-dp: every
+    tree level's bin sums) never sits in memory whole; where the fit share does not fit one
+    chunk its draws give the variance and fresh draws of the same trials give its scores."""
     rng = np.random.default_rng([seed, 0xA0D18])
     worlds = rng.permutation(np.arange(trials) % 2)
-    X = probe_draw(worlds)
     n_fit = int(round(FIT_SHARE * trials))
-    fw, fx = worlds[:n_fit], X[:n_fit]
-    resid = np.vstack([fx[fw == w] - fx[fw == w].mean(axis=0) for w in (0, 1) if np.any(fw == w)])
-    var = np.maximum(resid.var(axis=0), 1e-300)
-    return worlds, X @ (direction / var)
+    step = max(1, CHUNK_NUMBERS // max(1, len(direction)))
+    count, s1, s2 = np.zeros(2), np.zeros((2, len(direction))), np.zeros((2, len(direction)))
+    kept = None
+    for a in range(0, n_fit, step):
+        w = worlds[a : min(a + step, n_fit)]
+        x = probe_draw(w)
+        for v in (0, 1):
+            count[v] += np.sum(w == v)
+            s1[v] += x[w == v].sum(axis=0)
+            s2[v] += (x[w == v] ** 2).sum(axis=0)
+        kept = x if n_fit <= step else None
+    rss = sum(s2[v] - s1[v] ** 2 / count[v] for v in (0, 1) if count[v])
+    weights = direction / np.maximum(rss / max(count.sum(), 1.0), 1e-300)
+    scores = [kept @ weights] if kept is not None else []
+    for a in range(n_fit if kept is not None else 0, trials, step):
+        scores.append(probe_draw(worlds[a : min(a + step, trials)]) @ weights)
+    return worlds, np.concatenate(scores) if scores else np.zeros(0)
 
 
 def held_out_bound(

@@ -198,11 +198,17 @@ def resolve_view(method: Any, spec: RunSpec, view: str) -> str:
     has = has_release_probe(method, spec)
     if view in ("release", "one-release") and not has:
         raise ConfigError(
-            f"view 'release' audits hdp-vfl and the release-once ldp-vfl, vafl-dp, afe-vfl, "
-            f"got {spec.method!r}"
+            f"view 'release' audits hdp-vfl, secureboost-dp and the release-once ldp-vfl, "
+            f"vafl-dp, afe-vfl, got {spec.method!r}"
         )
     if view == "one-release":
         return view
+    if view == "run" and method.name == "secureboost-dp":
+        raise ConfigError(
+            "secureboost-dp is audited at its releases (view release): a whole run's output "
+            "also depends on the row partitions it returns exactly (outside its ε), so a run "
+            "view would test more than the claim covers"
+        )
     return "release" if view == "release" or (view == "auto" and has) else "run"
 
 
@@ -259,7 +265,8 @@ def audit(
         "method": spec.method,
         "dataset": spec.dataset,
         "parties": spec.parties,
-        "epochs": spec.epochs,
+        "epochs": spec.epochs if spec.model != "gbdt" else None,  # boosted trees: rounds
+        "trees": spec.option("trees", method) if spec.model == "gbdt" else None,
         "epsilon": spec.epsilon,
         "delta": spec.delta,
         "seed": spec.seed,

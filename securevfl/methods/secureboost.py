@@ -48,6 +48,17 @@ LEAKS = {
     "at every partner split, each scored row's path",
 }
 
+# secureboost-dp's ceiling: the same run with its noise removed, i.e. ``secureboost`` on the same
+# data with the same settings (the key size changes no figure). A party cannot compute it (it
+# needs the partners' exact sums), so the record names it and the report reads it from the
+# twin's records (bench/reports/secureboost.py).
+NOISE_REMOVED = {
+    "kind": "noise removed",
+    "method": "secureboost",
+    "same": "dataset, parties, seed, row count, partition and the extra's tree settings (a DP run "
+    "draws its split from the CSPRNG: the twin's is another draw of the same sizes)",
+}
+
 
 @register_method
 class SecureBoost(Method):
@@ -181,7 +192,14 @@ class SecureBoost(Method):
             "paillier_bits": cfg.bits,
             "leaks": LEAKS,
             "local_trees": cfg.local_trees,
+            "lr": cfg.lr,
+            "lam": cfg.lam,
+            "min_child_weight": cfg.min_child,
+            "subsample": cfg.subsample,
+            "colsample": cfg.colsample,
         }
+        if cfg.noise_multiplier is not None:
+            extra["ceiling"] = NOISE_REMOVED
         if st.trees is not None:
             extra["nodes"] = len(st.trees.owner)
             extra["splits_by_party"] = {

@@ -110,14 +110,20 @@ def bin_sums(
     for start in range(0, len(acc), cap):
         group = [one if a is None else a for a in acc[start : start + cap]]
         packed = pk.pack_ciphertexts(group, PAIR_BITS, n2)
-        slots = [0] * (2 * len(group))
-        if noise is not None:
-            rng, sg, sh = noise
-            scale = np.tile([sg, sh], len(group)) * 2.0**FRAC_BITS
-            slots = np.rint(rng.normal(0.0, 1.0, size=2 * len(group)) * scale).astype(np.int64)
+        slots = [0] * (2 * len(group)) if noise is None else noise_slots(noise, len(group))
         # fresh randomness on every reply (and the noise, under encryption, where there is one)
         out.append(packed * c.encrypt(pk.pack(list(slots), SLOT_BITS, c.n)) % n2)
     return ph.to_bytes(c.pub, out)
+
+
+def noise_slots(noise: tuple[np.random.Generator, float, float], pairs: int) -> np.ndarray:
+    """The DP variant's fixed-point noise of ``pairs`` (g, h) sums, interleaved g, h, g, h, ...:
+    N(0, (sigma C_g)^2) and N(0, (sigma C_h)^2) at 2^-FRAC_BITS resolution (``noise`` is (the
+    party's CSPRNG, sigma C_g, sigma C_h)). ``bin_sums`` adds them under encryption; the
+    release audit (``securevfl.audit.boost_release``) draws them here too."""
+    rng, sg, sh = noise
+    scale = np.tile([sg, sh], pairs) * 2.0**FRAC_BITS
+    return np.rint(rng.normal(0.0, 1.0, size=2 * pairs) * scale).astype(np.int64)
 
 
 def _products(

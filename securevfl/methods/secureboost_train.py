@@ -90,6 +90,8 @@ def train_boost(ctx: Any, cfg: BoostConfig) -> tuple[BoostState, float]:
     t0 = time.perf_counter()
     keys = sp.setup_keys(ctx, cfg.bits, cfg.djn) if cfg.partner_trees() and others else {}
     st.phases_s["setup"] = time.perf_counter() - t0
+    if ctx.audit is not None:  # ``securevfl audit``: its release view draws with these settings
+        ctx.audit.saw(ctx, cfg)
     margin = y = None
     if rt.here(L):
         y = np.asarray(ctx.views[L].y_train, dtype=np.float64)
