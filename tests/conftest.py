@@ -19,11 +19,18 @@ baselines.load_all()
 def _session_calibration_cache(tmp_path_factory):
     """Calibration results (``securevfl.privacy.calibration_cache``) land in a directory of this
     session, never the user's ~/.cache: a run starts cold as on a fresh machine, and tests that
-    calibrate the same setting share one search (subprocess parties inherit the variable)."""
+    calibrate the same setting share one search (subprocess parties inherit the variable).
+    Under pytest-xdist the workers' temporary roots share a parent: one directory there serves
+    every worker (entries are written atomically), so two workers do not search one setting."""
     from securevfl.privacy.calibration_cache import ENV_VAR
 
     old = os.environ.get(ENV_VAR)
-    os.environ[ENV_VAR] = str(tmp_path_factory.mktemp("calibration-cache"))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = tmp_path_factory.getbasetemp().parent / "calibration-cache"
+        shared.mkdir(exist_ok=True)
+        os.environ[ENV_VAR] = str(shared)
+    else:
+        os.environ[ENV_VAR] = str(tmp_path_factory.mktemp("calibration-cache"))
     yield
     if old is None:
         os.environ.pop(ENV_VAR, None)

@@ -19,6 +19,13 @@ from tests._csv_pair import csv_args, write_csv_pair
 # the ones that take more than a few seconds here (a calibration, or in-process MPC / PBM)
 SLOW = {"afe-vfl", "fm-vfl", "opacus-dpsgd", "pbm-vfl"}
 METHODS = [pytest.param(m, marks=[pytest.mark.slow] if m in SLOW else []) for m in names("method")]
+# the same code paths at small sizes: SecureBoost's defaults are 20 trees under a 2048-bit
+# Paillier key (minutes), pbm-vfl's calibration at b = 64 trials searches for minutes
+FAST = {
+    "secureboost": ["--trees", "2", "--paillier-bits", "256"],
+    "secureboost-dp": ["--trees", "2", "--paillier-bits", "256"],
+    "pbm-vfl": ["--b", "8"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +47,7 @@ def test_every_method_trains_saves_and_predicts_on_a_csv_pair(method, pair, tmp_
     bank, insurer, cats, new_bank, new_insurer = pair
     m = lookup("method", method)
     argv = ["run", method, *csv_args(bank, insurer, cats), "--seed", "0", "--epochs", "1"]
+    argv += FAST.get(method, [])
     if m.requires_epsilon or m.accepts_epsilon:
         argv += ["--epsilon", "2", "--delta", "1e-5"]
     model = tmp_path / "model"

@@ -67,6 +67,7 @@ def test_split_nn_is_identical_in_both_runtimes():
         epochs=2,
         seed=3,
         timeout=60,
+        dataset_options={"n": 250},  # the same protocol on fewer rows
     )
     net = run_in_processes(spec, plugins=PLUGINS)
     local = run_experiment(spec)

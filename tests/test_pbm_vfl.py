@@ -294,7 +294,10 @@ def test_private_eval_goes_through_secure_aggregation() -> None:
 def test_pbm_vfl_over_real_processes_matches_in_process() -> None:
     from securevfl.experiment import run_in_processes
 
-    spec = _spec("pbm-vfl", parties=2, epochs=1, timeout=30.0, reproducible_noise=True)
+    # b = 8 trials: the same protocol; each process's exact accountant then takes seconds
+    spec = _spec(
+        "pbm-vfl", parties=2, epochs=1, timeout=30.0, reproducible_noise=True, options={"b": 8}
+    )
     net = run_in_processes(spec)
     local = run_experiment(spec)
     assert net["runtime"] == "processes"
