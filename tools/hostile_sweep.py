@@ -67,6 +67,8 @@ METHODS: dict[str, tuple[dict[str, Any], int]] = {  # name -> (spec fields, runt
     "hdp-vfl": ({"method": "hdp-vfl", "model": "glm", "epochs": 1, "epsilon": 4.0}, 2),
     "ldp-vfl": ({"method": "ldp-vfl", **MLP, "epsilon": 4.0}, 3),
     "pbm-vfl": ({"method": "pbm-vfl", **MLP}, 3),
+    "he-vfl": ({"method": "he-vfl", "model": "glm", "epochs": 1, "batch_size": 64}, 3),
+    "fm-vfl": ({"method": "fm-vfl", "model": "glm", "epsilon": 4.0}, 3),
 }
 
 FORGERIES: dict[str, Any] = {
@@ -123,7 +125,7 @@ class Sweep(InProcessRuntime):
 
 
 def _spec(fields: dict[str, Any], n: int) -> RunSpec:
-    server = ("czofo-vfl", "compressed-vfl", "zoo-vfl", "ldp-vfl", "pbm-vfl")
+    server = ("czofo-vfl", "compressed-vfl", "zoo-vfl", "ldp-vfl", "pbm-vfl", "he-vfl", "fm-vfl")
     parties = n - 1 if fields.get("method") in server else n
     if fields.get("method") == "afe-vfl" and "variant" in fields.get("options", {}):
         parties = n - 1

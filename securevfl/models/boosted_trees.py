@@ -60,6 +60,8 @@ def split_gains(
     win splits for their noise alone (post-processing of the noisy sums)."""
     GL = np.cumsum(hist_g, axis=1)[:, :-1]
     HL = np.cumsum(hist_h, axis=1)[:, :-1]
+    if not H + lam > 0:  # no hessian mass (λ = 0, or noisy sums): no split has a finite gain
+        return np.full(GL.shape, -np.inf)
     GR, HR = G - GL, H - HL
     floor = max(min_child, 1e-12)
     ok = (HL >= floor) & (HR >= floor)
