@@ -135,8 +135,10 @@ class HEHooks(GLMHooks):
         return False  # the active party, too, only holds the encrypted residual
 
     def message_expect(self, ctx, step_name, rows):
-        # training messages are ciphertexts, checked as the scheme decodes them; scores plain
-        return super().message_expect(ctx, step_name, rows) if step_name == "scores" else None
+        # training messages are the scheme's (ciphertexts); scores are plain
+        if step_name == "scores":
+            return super().message_expect(ctx, step_name, rows)
+        return self.scheme.rules.rows(step_name, rows)
 
     def gradients(self, ctx, idx, derivs, step):
         self._close()
@@ -150,15 +152,17 @@ class HEHooks(GLMHooks):
         # one party at a time, party 0 first (it made the residual, so its products start
         # first): the key holder opens each gradient as it arrives and returns it at once,
         # while the next party still multiplies; same messages as a gather, same bytes
+        rules = self.scheme.rules  # what the key holder and each party accept
         for k in range(C):
-            got = self.send("gradient", rt.send, msgs.get(k), src=k, dst=C)
+            mine = msgs.get(k)
+            got = self.send("gradient", rt.send, mine, src=k, dst=C, expect=rules.gradient(k))
             opened = None
             if rt.here(C):
-                opened = self.scheme.open(got, ctx.info.features_per_party[k] + (k == 0))
+                opened = self.scheme.open(got, ctx.info.features_per_party[k] + (k == 0), k)
             if k in derivs and k != 0:  # waiting for the key holder: next encryption's Enc(0)
                 with self.clock("encrypt"):
                     self.scheme.precompute(k, rows, 1.0)
-            back = self.send("opened", rt.send, opened, src=C, dst=k)
+            back = self.send("opened", rt.send, opened, src=C, dst=k, expect=rules.opened(k))
             if k in derivs:
                 with self.clock("other"):
                     g = self.scheme.unmask(k, back, masks[k]) / (4.0 * b)  # undo the factor 4

@@ -15,11 +15,13 @@ from typing import Any
 import numpy as np
 
 from baselines.he_hooks import PhaseClock
+from baselines.he_messages import RULES, STEP_GRADIENT, STEP_PUBLIC
 from protocols import ckks_he as ck
 from protocols import ckks_packed as cp
 from protocols import paillier_he as ph
 from securevfl.context import RunContext
 from securevfl.errors import ConfigError
+from securevfl.runtime import peer_bytes
 
 U_FRAC_BITS = 32  # Paillier fixed point of intermediate results / residuals
 X_FRAC_BITS = 16  # Paillier fixed point of features (|x| <= 1: quantisation error 2^-17)
@@ -49,6 +51,7 @@ class Scheme:
         self.K = ctx.info.data_parties
         self.setup_s = 0.0
         self.clock = PhaseClock()
+        self.rules = RULES[self.name](self)  # what each of its messages may be
 
     def setup(self) -> None:
         """Key generation at the coordinator and shipping of public material (phase setup)."""
@@ -72,8 +75,8 @@ class Scheme:
         """(masked encrypted X^T d for the coordinator, the mask state kept by party k)."""
         raise NotImplementedError
 
-    def open(self, payload: Any, features: int) -> Any:
-        """At the coordinator: decrypt (and reduce) a masked gradient."""
+    def open(self, payload: Any, features: int, src: int) -> Any:
+        """At the coordinator: decrypt (and reduce) party ``src``'s masked gradient."""
         raise NotImplementedError
 
     def unmask(self, k: int, opened: Any, mask: Any) -> np.ndarray:
@@ -103,7 +106,7 @@ class PlainScheme(Scheme):
         R = rng.uniform(-1.0, 1.0, size=X.shape[1])
         return X.T @ d_payload + R, R
 
-    def open(self, payload, features):
+    def open(self, payload, features, src):
         return np.asarray(payload)
 
     def unmask(self, k, opened, mask):
@@ -157,10 +160,11 @@ class CKKSScheme(Scheme):
             self.sides[C] = cp.KeyHolder(self.params)
             pub = self.sides[C].public_bytes()
         with rt.meter.in_phase("setup"):
-            pub = rt.broadcast(pub, src=C, dsts=list(range(self.K)))
+            pub = rt.broadcast(pub, src=C, dsts=list(range(self.K)), expect=self.rules.public())
         for k in range(self.K):
             if rt.here(k):
-                self.sides[k] = cp.load_public(self.params, pub)
+                with peer_bytes(STEP_PUBLIC, src=C, dst=k):
+                    self.sides[k] = cp.load_public(self.params, pub)
         for k, side in self.sides.items():  # each party's record holds its side
             self.ctx.hold_key(k, "he", side)
         self.public_bytes = len(pub) if pub is not None else 0
@@ -170,8 +174,8 @@ class CKKSScheme(Scheme):
         with self.clock("serialize"):
             return [side.to_bytes(c) for c in cts]
 
-    def _load(self, side, payload) -> list[Any]:
-        with self.clock("serialize"):
+    def _load(self, side, payload, step: str, src: int, dst: int) -> list[Any]:
+        with self.clock("serialize"), peer_bytes(step, src=src, dst=dst):
             return [side.from_bytes(x) for x in payload]
 
     def prepare(self, k, X, rng, plain=None):
@@ -192,7 +196,9 @@ class CKKSScheme(Scheme):
     def combine(self, k, payloads, plain):
         side = self.sides[k]
         if payloads:
-            parts = [self._load(side, p) for p in payloads]
+            # from the passive parties 1..K-1, in order (party 0 combines)
+            step = "intermediate results"
+            parts = [self._load(side, p, step, src, k) for src, p in enumerate(payloads, 1)]
             made = self.plains.pop(k, None)  # encoded while waiting: only for this very vector
             pts = made[1] if made is not None and np.array_equal(made[0], plain) else None
             with self.clock("combine"):
@@ -210,7 +216,9 @@ class CKKSScheme(Scheme):
         # party k made this residual itself: the ciphertexts it serialized are the same ones
         # (bytes compared, so a message that differs is always loaded)
         d_cts = (
-            made[1] if made is not None and made[0] == d_payload else self._load(side, d_payload)
+            made[1]
+            if made is not None and made[0] == d_payload
+            else self._load(side, d_payload, "derivatives", 0, k)
         )
         made = self.prepared.pop(k, None)  # made while waiting, from this same X (and rng)
         prep = made[1] if made is not None and made[0] is X else None
@@ -218,9 +226,9 @@ class CKKSScheme(Scheme):
             cts, mask_sums = cp.masked_products(side, d_cts, self.layout, X, rng, prep)
         return self._dump(side, cts), mask_sums
 
-    def open(self, payload, features):
+    def open(self, payload, features, src):
         holder = self.sides[self.K]
-        cts = self._load(holder, payload)
+        cts = self._load(holder, payload, STEP_GRADIENT, src, self.K)
         with self.clock("decrypt"):
             return cp.open_blocks(holder, cts, self.layout, features)
 
@@ -278,14 +286,15 @@ class PaillierScheme(Scheme):
             if self.randomness == "djn":  # n, then h_s at ciphertext width
                 pub = [pub, ph.to_bytes(self.pub[C], [ph.djn_base(self.pub[C])])]
         with rt.meter.in_phase("setup"):
-            pub = rt.broadcast(pub, src=C, dsts=list(range(self.K)))
+            pub = rt.broadcast(pub, src=C, dsts=list(range(self.K)), expect=self.rules.public())
         for k in range(self.K):
             if rt.here(k):
                 n_bytes = pub[0] if self.randomness == "djn" else pub
-                self.pub[k] = ph.load_public_key(n_bytes)
-                if self.randomness == "djn":  # the fixed-base table: precomputed at setup
-                    h_s = ph.from_bytes(self.pub[k], pub[1])[0]
-                    self.fast[k] = ph.FixedBaseEncryptor(self.pub[k], h_s)
+                with peer_bytes(STEP_PUBLIC, src=C, dst=k):
+                    self.pub[k] = ph.load_public_key(n_bytes, self.bits)
+                    if self.randomness == "djn":  # the fixed-base table: precomputed at setup
+                        (h_s,) = ph.from_bytes(self.pub[k], pub[1])
+                        self.fast[k] = ph.FixedBaseEncryptor(self.pub[k], h_s)
         for k, p in self.pub.items():  # each party's record holds its side
             self.ctx.hold_key(k, "he", (p, self.priv) if k == C else p)
         if self.randomness == "djn":
@@ -304,7 +313,10 @@ class PaillierScheme(Scheme):
         p = self.pub[k]
         if payloads:
             with self.clock("serialize"):
-                parts = [ph.from_bytes(p, x) for x in payloads]
+                parts = [
+                    self._load(x, "intermediate results", src, k)
+                    for src, x in enumerate(payloads, 1)
+                ]
             with self.clock("combine"):
                 cts = ph.add_plain(p, ph.add_encrypted(p, parts), plain, U_FRAC_BITS)
         else:
@@ -316,16 +328,19 @@ class PaillierScheme(Scheme):
     def gradient_message(self, k, d_payload, X, rng):
         p = self.pub[k]
         with self.clock("serialize"):
-            d_cts = ph.from_bytes(p, d_payload)
+            d_cts = self._load(d_payload, "derivatives", 0, k)
         with self.clock("multiply"):
             cts, masks = ph.masked_matvec(p, d_cts, X, X_FRAC_BITS, rng)
         with self.clock("serialize"):
             return ph.to_bytes(p, cts), masks
 
-    def open(self, payload, features):
-        p = self.pub[self.K]
+    def _load(self, data: bytes, step: str, src: int, dst: int) -> list[Any]:
+        with peer_bytes(step, src=src, dst=dst):
+            return ph.from_bytes(self.pub[dst], data)
+
+    def open(self, payload, features, src):
         with self.clock("serialize"):
-            cts = ph.from_bytes(p, payload)
+            cts = self._load(payload, STEP_GRADIENT, src, self.K)
         # residues mod n travel as Python ints (arbitrary precision, allowed by the channel)
         with self.clock("decrypt"):
             return ph.decrypt_vector(self.priv, cts)

@@ -46,8 +46,14 @@ def public_key_bytes(pub: paillier.PaillierPublicKey) -> bytes:
     return n.to_bytes((n.bit_length() + 7) // 8, "big")
 
 
-def load_public_key(data: bytes) -> paillier.PaillierPublicKey:
-    return paillier.PaillierPublicKey(int.from_bytes(data, "big"))
+def load_public_key(data: bytes, n_bits: int | None = None) -> paillier.PaillierPublicKey:
+    """The key of :func:`public_key_bytes`; ``n_bits``: the length n must have (a peer's key)."""
+    n = int.from_bytes(data, "big")
+    if n_bits is not None and (n.bit_length() != n_bits or n % 2 == 0):
+        raise PaillierParameterError(
+            f"a public key n must be odd and of {n_bits} bits, got {n.bit_length()} bits"
+        )
+    return paillier.PaillierPublicKey(n)
 
 
 def encode(pub: paillier.PaillierPublicKey, values: np.ndarray, frac_bits: int) -> list[int]:
@@ -248,4 +254,7 @@ def from_bytes(pub: paillier.PaillierPublicKey, data: bytes) -> list[gmpy2.mpz]:
     w = ct_width(pub)
     if len(data) % w:
         raise PaillierParameterError(f"ciphertext bytes must be a multiple of {w}, got {len(data)}")
-    return [gmpy2.mpz(int.from_bytes(data[i : i + w], "big")) for i in range(0, len(data), w)]
+    cts = [gmpy2.mpz(int.from_bytes(data[i : i + w], "big")) for i in range(0, len(data), w)]
+    if any(not 0 < c < pub.nsquare for c in cts):
+        raise PaillierParameterError("a ciphertext must lie in (0, n^2)")
+    return cts

@@ -15,15 +15,17 @@ model's widths) and bounds on counts (the run's frame limit, the rows of the run
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from protocols.compress import decode, message_shape
-from securevfl.errors import ProtocolError
+from securevfl.errors import ProtocolError, SecureVFLError
 
-__all__ = ["Expect"]
+__all__ = ["Expect", "peer_bytes"]
 
 _KINDS = {"f": "float", "i": "int", "u": "unsigned int", "b": "bool"}
 
@@ -34,7 +36,8 @@ class Expect:
 
     ``kind``: ``"array"`` (a numpy array whose dtype kind is in ``dtype``, e.g. ``"f"`` or
     ``"fiu"``, of ``shape``: ints, None for any length; None for any shape), ``"int"``,
-    ``"float"``, ``"bytes"`` (``min_len`` to ``max_len`` long, a multiple of ``multiple``: whole
+    ``"float"``, ``"list"`` (a list of ``shape``'s length, each item checked by ``items``),
+    ``"bytes"`` (``min_len`` to ``max_len`` long, a multiple of ``multiple``: whole
     ciphertexts), ``"packed"`` (a
     ``protocols.compress`` message, at most ``max_len`` long: the shape in its header is checked
     against ``shape`` before it is decoded, then its values by the array rules) or ``"dict"``
@@ -55,6 +58,7 @@ class Expect:
     min_len: int | None = None
     multiple: int | None = None
     fields: tuple[tuple[str, Expect], ...] = ()
+    items: Expect | None = None
     optional: bool = False
     or_packed: bool = False
 
@@ -62,9 +66,7 @@ class Expect:
         """``value`` if it meets this rule, else a ProtocolError naming both parties."""
         why = self._violation(value)
         if why is not None:
-            raise ProtocolError(
-                f"party {dst} refused the message of party {src} at step {self.step!r}: {why}"
-            )
+            raise ProtocolError(_refusal(self.step, src, dst, why))
         return value
 
     def _violation(self, value: Any) -> str | None:
@@ -79,6 +81,7 @@ class Expect:
             "bytes": self._bytes,
             "packed": self._packed,
             "dict": self._dict,
+            "list": self._list,
         }[self.kind]
         return check(value)
 
@@ -161,6 +164,38 @@ class Expect:
             if why is not None:
                 return f"at {k!r}: {why}"
         return None
+
+    def _list(self, v: Any) -> str | None:
+        if type(v) is not list:
+            return f"expected a list, got {_what(v)}"
+        why = self._shape((len(v),))
+        if why is not None:
+            return f"a list: {why}"
+        for i, item in enumerate(v):
+            why = self.items._violation(item) if self.items is not None else None
+            if why is not None:
+                return f"at item {i}: {why}"
+        return None
+
+
+def _refusal(step: str, src: int, dst: int, why: str) -> str:
+    return f"party {dst} refused the message of party {src} at step {step!r}: {why}"
+
+
+@contextmanager
+def peer_bytes(step: str, *, src: int, dst: int) -> Iterator[None]:
+    """Around a library's deserialization of a peer's bytes that passed their :class:`Expect`
+    (a SEAL ciphertext, a Paillier key): what the library raises on crafted bytes becomes the
+    same one-line ProtocolError naming both parties and the step."""
+    try:
+        yield
+    except SecureVFLError:
+        raise
+    except (ValueError, RuntimeError, TypeError, OverflowError) as e:
+        why = str(e).splitlines()[0] if str(e) else ""
+        raise ProtocolError(
+            _refusal(step, src, dst, f"bytes it cannot load ({type(e).__name__}: {why})")
+        ) from None
 
 
 def _what(v: Any) -> str:
