@@ -68,7 +68,7 @@ def test_data_parties_cannot_decrypt_and_coordinator_sees_only_masked_gradients(
     # record what the coordinator opens and compare with the true X^T (4d) of that step
     seen = []
     real_open = s.open
-    s.open = lambda payload, features: seen.append(real_open(payload, features)) or seen[-1]
+    s.open = lambda payload, F, src: seen.append(real_open(payload, F, src)) or seen[-1]
     state, _, _ = train_taylor_he(ctx, s)
     assert len(seen) == 2 * 8  # two data parties x 8 minibatches
     idx = next(iter(minibatches(ctx.info.n_train, 64, seed=0, epoch=0)))

@@ -159,3 +159,68 @@ def test_a_substituted_secureboost_message_is_refused(attacker, step, forge):
         run_experiment(spec, rt)
     assert f"refused the message of party {attacker} at step {step!r}" in str(err.value)
     assert rt.done
+
+
+# he-vfl (data parties 0 and 1, the key holder 2): every message kind of the CKKS run
+def _cut(m):
+    """The honest message one part short: a cut ciphertext (the library's load refuses it;
+    past the rules), a cut public key, an opened gradient one feature short."""
+    if isinstance(m, list):
+        return [m[0][:64], *m[1:]]
+    return m[:64] if isinstance(m, bytes) else m[:-1]
+
+
+def _one_more(m):
+    if isinstance(m, list):
+        return [*m, m[0]]
+    return m + m if isinstance(m, bytes) else np.append(m, 0.0)
+
+
+HE_FORGERIES = {"a string": lambda m: "hello", "cut": _cut, "one more": _one_more}
+HE_STEPS = [
+    (2, "he public key"),
+    (1, "intermediate results"),
+    (0, "derivatives"),
+    (0, "he gradient"),
+    (1, "he gradient"),
+    (2, "he opened gradient"),
+]
+
+
+def _he_spec(**options):
+    return RunSpec(
+        method="he-vfl", dataset="breast", parties=2, model="glm", epochs=1, batch_size=64,
+        seed=0, options=options,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", sorted(HE_FORGERIES))
+@pytest.mark.parametrize("attacker,step", HE_STEPS)
+def test_a_substituted_he_vfl_message_is_refused_naming_the_peer_and_the_step(attacker, step, kind):
+    rt = Hostile(3, attacker, step, HE_FORGERIES[kind])
+    with pytest.raises(ProtocolError) as err:
+        run_experiment(_he_spec(), rt)
+    msg = str(err.value)
+    assert f"refused the message of party {attacker} at step {step!r}" in msg, msg
+    assert "\n" not in msg
+    assert rt.done
+
+
+def _past_n_squared(m):
+    return b"\xff" * len(m)
+
+
+PAILLIER = [
+    (2, "he public key", lambda m: b"\x01" * len(m), "odd and of 512 bits"),
+    (1, "intermediate results", _past_n_squared, r"in \(0, n\^2\)"),
+    (0, "he gradient", _past_n_squared, r"in \(0, n\^2\)"),
+    (2, "he opened gradient", lambda m: [1 << 600] * len(m), "outside"),
+]
+
+
+@pytest.mark.parametrize("attacker,step,forge,why", PAILLIER)
+def test_a_forged_paillier_message_is_refused(attacker, step, forge, why):
+    rt = Hostile(3, attacker, step, forge)
+    with pytest.raises(ProtocolError, match=why) as err:
+        run_experiment(_he_spec(scheme="paillier", paillier_bits=512, timed_batches=1), rt)
+    assert f"refused the message of party {attacker} at step {step!r}" in str(err.value)
