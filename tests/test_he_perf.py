@@ -34,15 +34,15 @@ def test_residual_maker_reuses_its_ciphertexts_with_identical_openings():
     u1, plain = rng.uniform(-1, 1, 64), rng.uniform(-3, 3, 64)
     loads = []
     real_load = s._load
-    s._load = lambda side, payload: loads.append(1) or real_load(side, payload)
+    s._load = lambda *args: loads.append(1) or real_load(*args)
     msg = s.combine(0, [s.encrypt_ir(1, u1)], plain)
     n_loads = len(loads)
     reused, m1 = s.gradient_message(0, list(msg), X, np.random.default_rng(9))
     assert len(loads) == n_loads  # equal bytes from its own combine: no deserialization
     loaded, m2 = s.gradient_message(0, msg, X, np.random.default_rng(9))  # cache spent
     assert len(loads) == n_loads + 1
-    a = s.open(reused, X.shape[1]) - m1
-    b = s.open(loaded, X.shape[1]) - m2
+    a = s.open(reused, X.shape[1], 0) - m1
+    b = s.open(loaded, X.shape[1], 0) - m2
     np.testing.assert_array_equal(a, b)  # same ciphertexts, same masks: bit-identical
     # CKKS: final scale 2^30, 64 rows summed (/ 4b = 256 later: ~4e-7 per gradient entry)
     np.testing.assert_allclose(a, X.T @ (u1 + plain), atol=1e-4)
@@ -51,7 +51,7 @@ def test_residual_maker_reuses_its_ciphertexts_with_identical_openings():
     other = s.combine(0, [s.encrypt_ir(1, u1 + 1.0)], plain)
     s.made[0] = (msg, s.made[0][1])  # what party 0 made differs from what it receives
     got, m3 = s.gradient_message(0, other, X, np.random.default_rng(9))
-    np.testing.assert_allclose(s.open(got, X.shape[1]) - m3, X.T @ (u1 + 1.0 + plain), atol=1e-4)
+    np.testing.assert_allclose(s.open(got, X.shape[1], 0) - m3, X.T @ (u1 + 1.0 + plain), atol=1e-4)
 
 
 @pytest.mark.parametrize("scheme", ["ckks", "paillier"])
