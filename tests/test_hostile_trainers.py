@@ -163,8 +163,8 @@ def test_a_substituted_secureboost_message_is_refused(attacker, step, forge):
 
 # he-vfl (data parties 0 and 1, the key holder 2): every message kind of the CKKS run
 def _cut(m):
-    """The honest message one part short: a cut ciphertext (the library's load refuses it;
-    past the rules), a cut public key, an opened gradient one feature short."""
+    """The honest message one part short: a cut ciphertext or public key, an opened gradient
+    one feature short."""
     if isinstance(m, list):
         return [m[0][:64], *m[1:]]
     return m[:64] if isinstance(m, bytes) else m[:-1]
@@ -176,7 +176,20 @@ def _one_more(m):
     return m + m if isinstance(m, bytes) else np.append(m, 0.0)
 
 
-HE_FORGERIES = {"a string": lambda m: "hello", "cut": _cut, "one more": _one_more}
+def _garbled(m):
+    """The honest length with SEAL's header zeroed: past the rules, refused by SEAL's load;
+    an opened gradient with a NaN."""
+    if isinstance(m, list):
+        return [bytes(16) + m[0][16:], *m[1:]]
+    return bytes(16) + m[16:] if isinstance(m, bytes) else np.append(m[1:], np.nan)
+
+
+HE_FORGERIES = {
+    "a string": lambda m: "hello",
+    "cut": _cut,
+    "garbled": _garbled,
+    "one more": _one_more,
+}
 HE_STEPS = [
     (2, "he public key"),
     (1, "intermediate results"),
