@@ -84,8 +84,8 @@ EXTRA = {
     },
     # the label holder's own skeleton (it chose every split) and the run's public settings
     "secureboost-dp": {
-        "bins", "depth", "leaks", "local_trees", "nodes", "paillier_bits", "splits_by_party",
-        "trees",
+        "bins", "ceiling", "colsample", "depth", "lam", "leaks", "local_trees", "lr",
+        "min_child_weight", "nodes", "paillier_bits", "splits_by_party", "subsample", "trees",
     },
 }  # fmt: skip
 # the release-once schedule's accuracy ceiling: computed at the label holder from its own test

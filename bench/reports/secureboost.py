@@ -102,8 +102,7 @@ def render(records: list[dict[str, Any]], out: Path) -> str:
         "",
         "secureboost-dp's ceiling is the same run with its noise removed: secureboost's "
         "accuracy on the same data and seeds with the same trees, depth, bins, learning rate, "
-        "λ and sampling (the suite runs both; 'not run' where a seed's twin is missing). A DP "
-        "run draws its train/test split from the CSPRNG like its noise, so the twin's split is "
-        "another draw of the same sizes: a ceiling over seeds, not row for row.",
+        "λ and sampling (the suite runs both; 'not run' where a seed's twin is missing), on the "
+        "same train/test split (drawn from the seed).",
     ]
     return "\n".join(lines + [""])

@@ -55,8 +55,8 @@ LEAKS = {
 NOISE_REMOVED = {
     "kind": "noise removed",
     "method": "secureboost",
-    "same": "dataset, parties, seed, row count, partition and the extra's tree settings (a DP run "
-    "draws its split from the CSPRNG: the twin's is another draw of the same sizes)",
+    "same": "dataset, parties, seed (so the train/test split), partition and the extra's tree "
+    "settings",
 }
 
 

@@ -55,7 +55,7 @@ def event_json(event: dp_event.DpEvent, count: int) -> dict[str, Any]:
 def event_of(doc: dict[str, Any]) -> tuple[dp_event.DpEvent, int]:
     """A leaf event and its count back from :func:`event_json` (plain data, checked)."""
     from securevfl.errors import ConfigError
-    from securevfl.privacy.events import event_from_line
+    from securevfl.privacy.event_lines import event_from_line
 
     try:
         return event_from_line(doc)

@@ -194,7 +194,8 @@ def compose_bounds(
     resumed run released them again) added to its ``releases`` and every ε recomputed from the
     lines by the project's accountant (per party, by unit, the headline)."""
     from securevfl.privacy.accountant import Accountant
-    from securevfl.privacy.events import describe_release, event_from_line
+    from securevfl.privacy.event_lines import event_from_line
+    from securevfl.privacy.events import describe_release
 
     out = dict(privacy)
     kind = "rdp" if "rdp" in str(out.get("accountant", "")).lower() else "pld"
