@@ -131,7 +131,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 def _party(args: argparse.Namespace) -> int:
-    from securevfl.model.predict import Model, predict_party
+    from securevfl.model.predict import Model
+    from securevfl.model.predict_party import predict_party
 
     if not args.dataset or not args.dataset.startswith(FILE_PREFIXES) or "," in args.dataset:
         raise ConfigError(

@@ -349,7 +349,7 @@ def test_noisy_scoring_replays_the_runs_release_exactly(tmp_path, monkeypatch, o
 
 def _message(model, X: np.ndarray) -> np.ndarray:
     """Party 0's message for ``X`` (a cascade client's decoded from its uplink bytes)."""
-    got = model._message(0, X)
+    got = model.message(0, X)
     return decode(got) if isinstance(got, bytes) else got
 
 

@@ -1,5 +1,6 @@
 """A trained model's use: save and load it (``files``, ``layers``), predict with it
-(``predict``, its privacy record ``predict_privacy``, PBM-VFL's ``predict_pbm``, SecureBoost's
+(``predict``, its head and rows ``predict_head``, ``predict_rows``, one networked party
+``predict_party``, its privacy record ``predict_privacy``, PBM-VFL's ``predict_pbm``, SecureBoost's
 routed scoring ``predict_trees``), score it (``evaluation``) and checkpoint a run
 (``checkpoint``, ``checkpoint_privacy``).
 

@@ -18,9 +18,8 @@ its ε per scored row accounted (``securevfl.model.predict_privacy``).
 from __future__ import annotations
 
 import math
-import os
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,11 +29,13 @@ import numpy as np
 from securevfl.data.csv_columns import ColumnRule
 from securevfl.data.preprocess import scale_by_ranges
 from securevfl.data.saved_encoder import rules_from_json
-from securevfl.errors import ConfigError, DataError, ProtocolError
+from securevfl.errors import DataError
 from securevfl.model.files import ModelFileError, Part, load_parts
 from securevfl.model.layers import rebuild_layers
+from securevfl.model.predict_head import linear_input, link, network_head
 from securevfl.model.predict_pbm import pbm_release, score_pbm
 from securevfl.model.predict_privacy import PLAIN_RELEASE, apply_release, scoring_privacy
+from securevfl.model.predict_rows import kept_rows, per_row, read_encoded, test_split_blocks
 from securevfl.model.predict_trees import own_tree_offsets, score_trees
 from securevfl.models.tree_arrays import PREFIX as TREES_PREFIX
 from securevfl.runtime.base import Runtime
@@ -42,25 +43,6 @@ from securevfl.runtime.expect import Expect
 from securevfl.runtime.inprocess import InProcessRuntime
 
 SCORING_RELEASE = PLAIN_RELEASE  # the plain path's release (kept under its old name)
-
-
-def _linear_input(meta: Mapping[str, Any], X: np.ndarray, *, head: bool) -> np.ndarray:
-    """A linear part's input transform (fm-vfl: back to [-1, 1]; fm: L1- or L2-clipped rows;
-    an intercept column)."""
-    if meta.get("input_scale") is not None:
-        X = X * float(meta["input_scale"])
-    if meta.get("input_clip") is not None:
-        c = float(meta["input_clip"])
-        X = np.clip(X, -c, c)
-    if meta.get("input_l1") is not None:  # fm-central: each whole row to L1 norm <= bound
-        norms = np.abs(X).sum(axis=1, keepdims=True)
-        X = X * np.minimum(1.0, float(meta["input_l1"]) / np.maximum(norms, 1e-300))
-    if meta.get("input_l2") is not None:  # the Gaussian FM: each row (block) to L2 norm <= bound
-        norms = np.sqrt(np.einsum("ij,ij->i", X, X))[:, None]
-        X = X * np.minimum(1.0, float(meta["input_l2"]) / np.maximum(norms, 1e-300))
-    if head and meta.get("intercept"):
-        X = np.hstack([np.ones((X.shape[0], 1)), X])
-    return X
 
 
 @dataclass
@@ -167,10 +149,12 @@ class Model:
         return np.ascontiguousarray(X / math.sqrt(self.bound_sq))  # C-ordered, as in training
 
     # -- scoring --------------------------------------------------------------------------
-    def _message(self, k: int, X: np.ndarray) -> np.ndarray:
+    def message(self, k: int, X: np.ndarray) -> np.ndarray:
+        """Party ``k``'s scoring message for its prepared rows ``X``: its linear score, or its
+        bottom's embedding (released and compressed as its test scoring was)."""
         part = self.parts[k]
         if self.kind == "linear":
-            return _linear_input(part.meta, X, head=False) @ part.arrays["w"]
+            return linear_input(part.meta, X, head=False) @ part.arrays["w"]
         import torch
 
         bottom = rebuild_layers(part.meta["bottom_layers"], part.arrays, "bottom.")
@@ -217,7 +201,7 @@ class Model:
         part = self.parts[self.label_party]
         meta = part.meta
         if self.kind == "linear":
-            theta = _linear_input(meta, own, head=True) @ part.arrays["w"] + part.arrays["bias"]
+            theta = linear_input(meta, own, head=True) @ part.arrays["w"] + part.arrays["bias"]
             if received:  # the order of the trainer's own scoring: own, then the passives
                 scale = meta.get("passive_scale") or {}  # HDP-VFL's refit: α_k per passive
                 theta = theta + sum(
@@ -226,51 +210,8 @@ class Model:
             if TREES_PREFIX + "leaf" in part.arrays:  # fm-vfl --offset gbdt: its own trees
                 clip = bool(meta.get("own_trees"))  # fm-vfl's offsets are clipped log-odds
                 theta = theta + own_tree_offsets(part.arrays, own, clip=clip)
-            return _link(meta["link"], theta)
-        import torch
-
-        from protocols.compress import decode
-
-        # a cascade client's message is its compressed bytes: decoded as the server did
-        msgs = {k: decode(v) if isinstance(v, bytes) else v for k, v in received.items()}
-        counts = {k: len(v) for k, v in msgs.items()}
-        if len(set(counts.values())) > 1:  # no own block to hold them to: they must agree
-            raise ProtocolError(
-                f"party {self.label_party} refused the messages at step 'predict messages': "
-                f"the parties sent different row counts {counts}"
-            )
-        how = meta.get("head_input") or {}
-        if own is not None and not how.get("own_columns"):
-            msgs[self.label_party] = self._message(self.label_party, own)
-        pieces = [np.asarray(msgs[k], dtype=np.float32) for k in sorted(msgs)]
-        agg = np.sum(pieces, axis=0) if meta["aggregation"] == "sum" else np.concatenate(pieces, 1)
-        if how.get("scale"):  # the label holder's per-column scaling of what it received
-            scale = part.arrays.get("head_input_scale")
-            if scale is None or scale.shape != (agg.shape[1],):
-                raise ModelFileError(
-                    f"head_input_scale must have shape ({agg.shape[1]},), got "
-                    f"{None if scale is None else scale.shape}"
-                )
-            agg = (agg * scale).astype(np.float32)
-        if how.get("own_columns"):  # release-once: [the label holder's own columns, aggregate]
-            mine = np.zeros((len(agg), 0)) if own is None else own
-            agg = np.concatenate([np.asarray(mine, dtype=np.float32), agg], axis=1)
-        head = rebuild_layers(meta["head_layers"], part.arrays, "head.")
-        with torch.no_grad():
-            z = torch.as_tensor(agg, dtype=torch.float32)
-            if how.get("standardise"):
-                mean = torch.as_tensor(part.arrays["head_mean"], dtype=torch.float32)
-                scale = torch.as_tensor(part.arrays["head_scale"], dtype=torch.float32)
-                if mean.shape != (z.shape[1],) or scale.shape != (z.shape[1],):
-                    raise ModelFileError(
-                        f"head_mean/head_scale must have shape ({z.shape[1]},), got "
-                        f"{tuple(mean.shape)}/{tuple(scale.shape)}"
-                    )
-                z = (z - mean) / scale
-            out = head(z)
-            if meta["link"] == "identity":
-                return out[:, 0].numpy().astype(float)
-            return torch.softmax(out, dim=1).numpy().astype(float)
+            return link(meta["link"], theta)
+        return network_head(self, own, received)
 
     def score(self, blocks: Mapping[int, np.ndarray], rt: Runtime | None = None) -> Any:
         """Scores of prepared blocks (SPMD: each party's message goes to the label holder,
@@ -292,7 +233,7 @@ class Model:
             return score_pbm(self, pbm, dict(blocks), rt)
         senders = [k for k in self.scoring if k != L]
         with rt.meter.in_phase("predict"):
-            msgs = {k: rt.local(k, self._message, k, blocks.get(k)) for k in senders}
+            msgs = {k: rt.local(k, self.message, k, blocks.get(k)) for k in senders}
             got = rt.gather(msgs, dst=L, expect=self._message_rule(blocks.get(L)))
         if not rt.here(L):
             return None
@@ -360,7 +301,7 @@ class Model:
             "task": self.task,
             "runtime": "inprocess",
             "comm": comm,
-            **_per_row(rt.meter, rt.n_parties, n),
+            **per_row(rt.meter, rt.n_parties, n),
             "privacy": self.scoring_privacy(),
             **extra,
         }
@@ -376,11 +317,11 @@ class Model:
                 f"--dataset must name one CSV per data party ({self.data_parties}), "
                 f"got {len(paths)}"
             )
-        read = {k: _read_encoded(self, k, p, id_column) for k, p in enumerate(paths)}
+        read = {k: read_encoded(self, k, p, id_column) for k, p in enumerate(paths)}
         tables = {k: t for k, (t, _) in read.items()}
         kept, align = align_tables(InProcessRuntime(self.data_parties), tables, workers=1)
         prepared = {
-            k: self.prepare(k, _kept_rows(tables[k], kept[k], read[k][1]))
+            k: self.prepare(k, kept_rows(tables[k], kept[k], read[k][1]))
             for k in kept
             if self.reads(k)
         }
@@ -404,203 +345,12 @@ class Model:
     def test_split_blocks(
         self, dataset: str | None = None
     ) -> tuple[dict[int, np.ndarray], np.ndarray]:
-        """The training run's test split as each data party's prepared block, and its labels:
-        loaded, split and partitioned as training did, centred with the card's centring.
-        A card's ``csv:`` dataset names files: they are opened only as ``dataset`` names them."""
-        from securevfl.data import load_dataset
-        from securevfl.data.custom import CSV_KEYS, FILE_PREFIXES
-        from securevfl.data.split import apply_split
-        from securevfl.experiment import spec_from_dict, validate_spec
-        from securevfl.run.steps import party_blocks
-
-        settings = dict(self.card["spec"])
-        named = str(settings.get("dataset", ""))
-        if dataset is not None:
-            settings["dataset"] = dataset
-        elif named.startswith(FILE_PREFIXES) or os.sep in named or not named:
-            raise ModelFileError(
-                "this model was trained on CSV files: predict does not open files a model "
-                "folder names: score rows with --dataset csv:A.csv,B.csv, or reload the test "
-                "split in Python with predict_test_split(dataset='csv:A.csv,B.csv')"
-            )
-        spec = spec_from_dict(settings)
-        if spec.dataset == "csv":  # each party opened only its own file: no one holds it all
-            raise ConfigError(
-                "the test split of a run whose parties each named their own file (--data) is "
-                "not in one place: score new rows with predict --index K --dataset csv:MINE.csv"
-            )
-        validate_spec(spec)  # registers a csv: dataset's files
-        seed = 0 if spec.seed is None else spec.seed
-        opts = {k: v for k, v in spec.dataset_options.items() if k not in CSV_KEYS}
-        ds = load_dataset(spec.dataset, seed=seed, **opts)
-        blocks = party_blocks(ds.groups, spec, seed)
-        test_rows = self.card.get("test_rows")
-        if test_rows is None:
-            raise ModelFileError(
-                "model card must list the run's test rows (test_rows), got none (saved before "
-                "the split was drawn by the label holder: retrain)"
-            )
-        test_idx = np.asarray(test_rows, dtype=np.int64)
-        train_idx = np.setdiff1d(np.arange(ds.n), test_idx)
-        _, test = apply_split(ds, train_idx, test_idx)
-        prepared = {}
-        for k in range(self.data_parties):
-            if not self.reads(k):
-                continue
-            cols = self.columns(k)
-            if [int(c) for c in blocks[k]] != [int(c) for c in cols["indices"]]:
-                raise ModelFileError(
-                    f"model card's party {k} columns must be the run's partition, got "
-                    f"{cols['indices']} (the dataset changed since training?)"
-                )
-            X = np.array(test.X[:, blocks[k]], dtype=np.float64)
-            for j, c in enumerate(cols.get("center") or []):
-                if c is not None:  # as training centred: (x - m) / scale, clipped
-                    X[:, j] = np.clip((X[:, j] - c[0]) / c[1], -1.0, 1.0)
-            # C-ordered as training's views: BLAS sums in an order that depends on the layout
-            prepared[k] = np.ascontiguousarray(X / math.sqrt(self.bound_sq))
-        return prepared, test.y
-
-
-def _link(name: str, theta: np.ndarray) -> np.ndarray:
-    from scipy.special import expit, softmax
-
-    if name == "sigmoid":
-        return expit(theta)
-    if name == "softmax":
-        return softmax(theta, axis=1)
-    if name == "identity":
-        return theta
-    raise ModelFileError(f"link must be sigmoid, softmax or identity, got {name!r}")
+        """The training run's test split as each data party's prepared block, and its labels
+        (:func:`securevfl.model.predict_rows.test_split_blocks`)."""
+        return test_split_blocks(self, dataset)
 
 
 def load_model(path: str | Path, *, noise_seed: int | None = None) -> Model:
     """Load a saved model directory (every party's part, or one party's directory);
     ``noise_seed``: the reproduction mode of a noisy scoring path (see :class:`Model`)."""
     return Model(load_parts(path), noise_seed=noise_seed)
-
-
-def predict_party(
-    model_dir: str | Path,
-    csv_path: str | Path,
-    id_column: str,
-    index: int,
-    addresses: Sequence[str],
-    *,
-    cert_dir: str | None = None,
-    run_id: str = "",
-    timeout: float = 120.0,
-    key: bytes = b"",
-    warn: Callable[[str], None] | None = None,
-) -> Prediction | None:
-    """One party of a networked predict: it loads only its own part and its own CSV, aligns
-    its rows with the others' by PSI and sends its messages; the label holder returns the
-    prediction (None elsewhere). ``model_dir``: the party's directory (or the model's root).
-    ``warn`` is given each line of this party's own encoding warnings (they stay on its host;
-    the label holder's are also in its record)."""
-    import hashlib
-
-    from securevfl.data.alignment import align_tables
-    from securevfl.errors import ConfigError
-    from securevfl.model.files import load_part, party_dir
-    from securevfl.party import check_addresses
-    from securevfl.runtime.networked import NetworkedRuntime
-
-    check_addresses(addresses, cert_dir)
-    d = Path(model_dir)
-    if not (d / "card.json").is_file() and party_dir(d, index).is_dir():
-        d = party_dir(d, index)
-    part = load_part(d)
-    if part.party != index:
-        raise ModelFileError(
-            f"model card {str(d / 'card.json')!r} must belong to party {index}, got party "
-            f"{part.party} (a party's model used for another party)"
-        )
-    model = Model({index: part})
-    # only the data parties score: a training run's helpers that hold no part (he-vfl's key
-    # holder, fm-vfl's MPC parties) take no part in predict, so the group is the data parties
-    n = model.data_parties
-    if model.pooled or model.scoring != list(range(n)) or model.label_party >= n:
-        raise ConfigError(
-            f"networked predict needs a model scored by its data parties alone, each holding "
-            f"data and a part, got method {model.method!r} ({model.n_parties} parties, "
-            f"scoring {model.scoring}, label holder {model.label_party})"
-        )
-    if index >= n:
-        raise ConfigError(f"--index must be a data party of the model (< {n}), got {index}")
-    if len(addresses) != n:
-        raise ConfigError(
-            f"-P must be given once per data party of the model ({n}), got {len(addresses)}"
-        )
-    table, enc = _read_encoded(model, index, csv_path, id_column)
-    for line in enc.warnings if enc is not None and warn is not None else []:
-        warn(line)
-    doc = f"predict/{part.card['model_id']}/{run_id}/{n}"
-    digest = hashlib.sha256(doc.encode()).digest()
-    rt = NetworkedRuntime(
-        index, addresses, digest=digest, timeout=timeout, cert_dir=cert_dir, key=key
-    )
-    try:
-        kept, align = align_tables(rt, {index: table}, workers=1)
-        prepared = {index: model.prepare(index, _kept_rows(table, kept[index], enc))}
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            scores = model.score(prepared, rt)
-        meters = rt.collect(rt.meter.export(), dst=model.label_party)
-    except BaseException:
-        rt.close(graceful=False)
-        raise
-    rt.close()
-    if scores is None:
-        return None
-    from securevfl.runtime.channel import merge_reports
-
-    merged = merge_reports(rt, meters, frame_limit=rt.frame_limit)
-    comm = merged.summary(n)
-    rows = len(scores)
-    record = {
-        "method": model.method,
-        "rows": rows,
-        "task": model.task,
-        "runtime": "processes",
-        "comm": comm,
-        **_per_row(merged, n, rows),
-        "alignment": align,
-        "privacy": model.scoring_privacy(),
-        "warnings": enc.warnings if enc is not None else [],  # the label holder's own
-    }
-    return Prediction(kept[index].ids, model.classify(scores), scores, record)
-
-
-def _per_row(meter: Any, n_parties: int, n: int) -> dict[str, Any]:
-    """Bytes of the scoring phase per scored row: in all, and sent by each party."""
-    c = meter.phases.get("predict")
-    total = c.bytes_total if c is not None else 0
-    sent = {
-        str(k): (c.sent.get(k, 0) if c is not None else 0) / max(n, 1) for k in range(n_parties)
-    }
-    return {"bytes_per_row": total / max(n, 1), "sent_per_row": sent}
-
-
-def _read_encoded(model: Model, k: int, path: str | Path, id_column: str) -> tuple[Any, Any]:
-    """Party k's CSV and, where the model reads its columns, its rows encoded by the card's
-    encoder (:func:`securevfl.data.csv_columns.encode_rows`: columns matched by name, the
-    training rules for categories and blanks; one DataError line naming column and line)."""
-    from securevfl.data.alignment import read_party_csv
-    from securevfl.data.csv_columns import encode_rows
-
-    t = read_party_csv(path, id_column, k)
-    if not model.reads(k):  # its IDs take part in the alignment, its columns in nothing
-        return t, None
-    header, columns = t.features()
-    return t, encode_rows(k, Path(path).name, model.rules(k), header, columns)
-
-
-def _kept_rows(table: Any, kept: Any, enc: Any) -> np.ndarray:
-    """The encoded rows of the IDs alignment kept, in its order (None: a party not read)."""
-    if enc is None:
-        return np.zeros((len(kept.ids), 0))
-    if not kept.ids:
-        raise DataError("the parties' CSVs must share >= 1 ID, got none in common")
-    at = {v: i for i, v in enumerate(table.ids)}
-    return enc.block[[at[v] for v in kept.ids]]
