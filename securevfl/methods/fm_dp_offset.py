@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from securevfl.context import Option, RunContext, RunSpec
-from securevfl.models.dp_trees import SPLITS, DpTreesConfig, fit_dp_trees, tree_releases
+from securevfl.models.dp_trees import SPLITS, DpTreesConfig, fit_dp_trees
 from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.privacy.events import PureDpEvent, gaussian_event
 
@@ -65,9 +65,7 @@ OFFSET_SPLITS_OPTION = Option(
 )
 
 
-def dp_budget(
-    sens2: float, sigma_total: float, share: float, trees: int
-) -> tuple[float, float]:
+def dp_budget(sens2: float, sigma_total: float, share: float, trees: int) -> tuple[float, float]:
     """(σ of the objective, μ of one tree): the Gaussian σ_total that meets ε alone is split
     as μ² = μ_obj² + trees · μ_tree² with μ_trees² = share · μ² (module docstring)."""
     mu = sens2 / sigma_total

@@ -144,7 +144,8 @@ def fit_dp_trees(
         G = np.bincount(node, weights=g, minlength=leaves) + noise_rng.normal(0, sigma_leaf, leaves)
         H = np.bincount(node, weights=h, minlength=leaves)
         H = H + noise_rng.normal(0.0, sigma_leaf * HESSIAN_SCALE, leaves)
-        leaf = np.array([cfg.learning_rate * leaf_value(G[i], max(H[i], 0.0), cfg.lam) for i in range(leaves)])
+        step = [leaf_value(G[i], max(H[i], 0.0), cfg.lam) for i in range(leaves)]
+        leaf = cfg.learning_rate * np.asarray(step)
         margin = margin + leaf[node]
         feats.append(col)
         cuts.append(edges[cut])
@@ -194,7 +195,8 @@ def _to_arrays(feats, cuts, values, depth: int) -> dict[str, np.ndarray]:
     inner, total = 2**depth - 1, 2 ** (depth + 1) - 1
     local = np.arange(total)
     is_leaf = (local >= inner).astype(np.uint8)
-    out: dict[str, list[np.ndarray]] = {f: [] for f in ("feature", "threshold", "left", "right", "value")}
+    fields = ("feature", "threshold", "left", "right", "value")
+    out: dict[str, list[np.ndarray]] = {f: [] for f in fields}
     for t, (col, cut, leaf) in enumerate(zip(feats, cuts, values, strict=True)):
         shift = t * total
         out["feature"].append(np.concatenate([col, np.zeros(total - inner, dtype=np.int64)]))
