@@ -172,7 +172,8 @@ def offset_noise_plan(
     )
     more: dict[str, Any] = {"offset": spec.option("offset", method)}
     if dp:  # σ above meets ε alone; the trees take their share of its μ² (fm_dp_offset)
-        from securevfl.methods.fm_dp_offset import DP_TREES, dp_budget, tree_releases
+        from securevfl.methods.fm_dp_offset import DP_TREES, dp_budget
+        from securevfl.models.dp_trees import tree_releases
 
         share = float(spec.option("offset_share", method))
         splits = spec.option("offset_splits", method)

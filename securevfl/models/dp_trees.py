@@ -85,6 +85,15 @@ def release_sensitivity(columns: int | None) -> float:
     return 2.0 if columns is None else 2.0 * math.sqrt(columns)
 
 
+def normalised_sums(slot: np.ndarray, g: np.ndarray, h: np.ndarray, slots: int) -> np.ndarray:
+    """The released query before noise: per slot (Σ g, Σ h / C_h) over the rows in it,
+    ``slot`` each row's slot (a leaf; or node, column and bin: one entry per row and column)."""
+    reps = slot.size // len(g)
+    G = np.bincount(slot.ravel(), weights=np.repeat(g, reps), minlength=slots)
+    H = np.bincount(slot.ravel(), weights=np.repeat(h, reps), minlength=slots)
+    return np.stack([G, H / HESSIAN_SCALE])
+
+
 def thresholds(bins: int, bound_sq: float) -> np.ndarray:
     """The ``bins - 1`` inner edges of ``bins`` equal widths of [-1, 1] / sqrt(bound_sq)."""
     return (-1.0 + 2.0 * np.arange(1, bins) / bins) / math.sqrt(bound_sq)
@@ -141,9 +150,8 @@ def fit_dp_trees(
         else:
             col, cut = _greedy_splits(bins, g, h, cfg, sigma_level, noise_rng)
         node = _route(bins, col, cut, cfg.depth)
-        G = np.bincount(node, weights=g, minlength=leaves) + noise_rng.normal(0, sigma_leaf, leaves)
-        H = np.bincount(node, weights=h, minlength=leaves)
-        H = H + noise_rng.normal(0.0, sigma_leaf * HESSIAN_SCALE, leaves)
+        noisy = normalised_sums(node, g, h, leaves) + noise_rng.normal(0.0, sigma_leaf, (2, leaves))
+        G, H = noisy[0], noisy[1] * HESSIAN_SCALE
         step = [leaf_value(G[i], max(H[i], 0.0), cfg.lam) for i in range(leaves)]
         leaf = cfg.learning_rate * np.asarray(step)
         margin = margin + leaf[node]
@@ -176,11 +184,9 @@ def _greedy_splits(bins, g, h, cfg: DpTreesConfig, sigma: float, noise_rng: Any)
         node = _route(bins, col, cut, level) if level else np.zeros(n, dtype=np.int64)
         slots = width * d * cfg.bins
         idx = (node[:, None] * d + np.arange(d)) * cfg.bins + bins
-        hg = np.bincount(idx.ravel(), weights=np.repeat(g, d), minlength=slots)
-        hh = np.bincount(idx.ravel(), weights=np.repeat(h, d), minlength=slots)
-        hg = (hg + noise_rng.normal(0.0, sigma, slots)).reshape(width, d, cfg.bins)
-        hh = hh + noise_rng.normal(0.0, sigma * HESSIAN_SCALE, slots)
-        hh = hh.reshape(width, d, cfg.bins)
+        noisy = normalised_sums(idx, g, h, slots) + noise_rng.normal(0.0, sigma, (2, slots))
+        hg = noisy[0].reshape(width, d, cfg.bins)
+        hh = (noisy[1] * HESSIAN_SCALE).reshape(width, d, cfg.bins)
         for j in range(width):
             # the node's totals: every column's bins sum to them; their mean is the least noisy
             G, H = float(hg[j].sum(axis=1).mean()), float(hh[j].sum(axis=1).mean())
