@@ -44,7 +44,7 @@ from securevfl.models.dp_trees import SPLITS, DpTreesConfig, fit_dp_trees
 from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.privacy.events import PureDpEvent, gaussian_event
 
-# tuned on synthetic-logistic (K = 2, ε 2 and 8, seeds 0-1: docs/benchmarks.md), not phishing/adult
+# tuned on synthetic-logistic and breast (K = 2, ε 2 and 8: docs/benchmarks.md), not phishing/adult
 DP_TREES = DpTreesConfig()
 OFFSET_SHARE_OPTION = Option(
     float,

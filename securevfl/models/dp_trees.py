@@ -63,7 +63,7 @@ class DpTreesConfig:
     depth: int = 4
     bins: int = 16
     learning_rate: float = 0.3
-    lam: float = 20.0  # λ of the Newton leaf: shrinks leaves whose noisy H is small
+    lam: float = 60.0  # λ of the Newton leaf: shrinks leaves whose noisy H is small
     splits: str = "random"
 
 
