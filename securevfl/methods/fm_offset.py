@@ -36,6 +36,12 @@ amount no public number bounds. No ε is claimed for the label holder's rows in 
 record's unit is ``party-row`` over the partners' rows, and ``outside_guarantee`` says that the
 label holder's columns and labels shape the opened first-order coefficients. It is the label
 holder's own data, released by its own choice: the partners' rows keep their ε.
+
+``--offset dp-gbdt`` closes that gap (``securevfl.methods.fm_dp_offset``): the trees are fitted
+under DP on a share of the budget (``models.dp_trees``), so once released they are fixed and a
+row's margin depends on that row alone; the bound above then covers replacing a whole row (its
+columns at every party and its label), and the trees, the objective and the means compose in
+one sample-unit ledger.
 """
 
 from __future__ import annotations
