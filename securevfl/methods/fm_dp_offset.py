@@ -41,6 +41,7 @@ import numpy as np
 
 from securevfl.context import Option, RunContext, RunSpec
 from securevfl.models.dp_trees import SPLITS, DpTreesConfig, fit_dp_trees
+from securevfl.models.tree_arrays import clipped_log_odds
 from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.privacy.events import PureDpEvent, gaussian_event
 
@@ -77,8 +78,6 @@ def dp_offsets(ctx: RunContext, mu_per_tree: float, splits: str):
     DP trees (release 1); runs at the label holder."""
     from dataclasses import replace
 
-    from securevfl.methods.fm_offset import tree_offsets
-
     v = ctx.views[0]
     cfg = replace(DP_TREES, splits=splits)
     split_rng = np.random.default_rng([int(ctx.shared_seed % 2**63), 43])  # public: the seed's
@@ -91,9 +90,9 @@ def dp_offsets(ctx: RunContext, mu_per_tree: float, splits: str):
         noise_rng=ctx.noise_rng(0, "fm-offset-trees"),
         split_rng=split_rng,
     )
-    m_train = tree_offsets(fit.arrays, v.X_train)
+    m_train = clipped_log_odds(fit.arrays, v.X_train)
     gain = 0.25 / fit.mean_hessian
-    return m_train, tree_offsets(fit.arrays, v.X_test), fit.arrays, gain
+    return m_train, clipped_log_odds(fit.arrays, v.X_test), fit.arrays, gain
 
 
 def dp_ledger(

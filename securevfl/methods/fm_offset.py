@@ -53,7 +53,7 @@ import numpy as np
 
 from securevfl.context import Option, RunContext, RunSpec
 from securevfl.errors import ConfigError
-from securevfl.models.tree_arrays import LOGIT_CLIP, tree_margins, trees_to_arrays
+from securevfl.models.tree_arrays import clipped_log_odds, trees_to_arrays
 from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.privacy.events import PureDpEvent, gaussian_event
 
@@ -113,7 +113,7 @@ def own_offsets(ctx: RunContext, noise: dict) -> tuple[np.ndarray, np.ndarray, d
 def tree_offsets(arrays: dict[str, np.ndarray], X: np.ndarray) -> np.ndarray:
     """The trees' log-odds of rows ``X``, clipped as the out-of-fold margins are (and as
     ``model.predict_trees.own_tree_offsets`` scores a saved model)."""
-    return np.clip(tree_margins(arrays, X), -LOGIT_CLIP, LOGIT_CLIP)
+    return clipped_log_odds(arrays, X)
 
 
 def residual_vector(m: np.ndarray, y: np.ndarray) -> np.ndarray:
