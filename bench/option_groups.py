@@ -78,6 +78,7 @@ _METHOD_GROUPS = {
         "bins",
         "local_trees",
         "offset_splits",
+        "offset_trees",
     ),
     "training": (
         "average",

@@ -35,6 +35,7 @@ label holder's rows; the trees are fitted once on all training rows and their ma
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -64,6 +65,15 @@ OFFSET_SPLITS_OPTION = Option(
     choices=SPLITS,
     when=("offset", ("dp-gbdt",)),
 )
+OFFSET_TREES_OPTION = Option(
+    int,
+    DP_TREES.trees,
+    "--offset dp-gbdt: how many DP trees the label holder boosts (more trees: more noise on each, "
+    "the budget is the same)",
+    ge=1,
+    le=10_000,
+    when=("offset", ("dp-gbdt",)),
+)
 
 
 def dp_budget(sens2: float, sigma_total: float, share: float, trees: int) -> tuple[float, float]:
@@ -73,13 +83,19 @@ def dp_budget(sens2: float, sigma_total: float, share: float, trees: int) -> tup
     return sigma_total / math.sqrt(1.0 - share), mu * math.sqrt(share / trees)
 
 
-def dp_offsets(ctx: RunContext, mu_per_tree: float, splits: str):
+def tree_config(spec: RunSpec, method: Any) -> DpTreesConfig:
+    """The run's tree settings: ``DP_TREES`` with the user's ``--offset-splits``/``-trees``."""
+    return replace(
+        DP_TREES,
+        splits=spec.option("offset_splits", method),
+        trees=int(spec.option("offset_trees", method)),
+    )
+
+
+def dp_offsets(ctx: RunContext, cfg: DpTreesConfig, mu_per_tree: float):
     """(training margins, test margins, the trees' arrays, the step gain): the label holder's
     DP trees (release 1); runs at the label holder."""
-    from dataclasses import replace
-
     v = ctx.views[0]
-    cfg = replace(DP_TREES, splits=splits)
     split_rng = np.random.default_rng([int(ctx.shared_seed % 2**63), 43])  # public: the seed's
     fit = fit_dp_trees(
         v.X_train,
@@ -116,15 +132,16 @@ def dp_ledger(
 
 def dp_extra(spec: RunSpec, method: Any, noise: dict) -> dict[str, Any]:
     """The record's facts about release 1 (public settings and noise)."""
+    cfg = noise["tree_config"]
     return {
         "offset_share": float(spec.option("offset_share", method)),
         "offset_trees": {
-            "trees": DP_TREES.trees,
-            "depth": DP_TREES.depth,
-            "bins": DP_TREES.bins,
-            "learning_rate": DP_TREES.learning_rate,
-            "lam": DP_TREES.lam,
-            "splits": noise["splits"],
+            "trees": cfg.trees,
+            "depth": cfg.depth,
+            "bins": cfg.bins,
+            "learning_rate": cfg.learning_rate,
+            "lam": cfg.lam,
+            "splits": cfg.splits,
             "mu_per_tree": noise["mu_per_tree"],
             "releases": [
                 {"sigma": s, "sensitivity": d, "count": c} for s, d, c in noise["tree_releases"]

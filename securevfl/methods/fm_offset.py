@@ -46,7 +46,6 @@ one sample-unit ledger.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -99,7 +98,7 @@ def own_offsets(ctx: RunContext, noise: dict) -> tuple[np.ndarray, np.ndarray, d
     if noise.get("offset") == "dp-gbdt":
         from securevfl.methods.fm_dp_offset import dp_offsets
 
-        return dp_offsets(ctx, noise["mu_per_tree"], noise["splits"])
+        return dp_offsets(ctx, noise["tree_config"], noise["mu_per_tree"])
     from securevfl.models.trees import fit_trees, oof_logits  # sklearn: only in this mode
 
     v = ctx.views[0]
@@ -178,15 +177,14 @@ def offset_noise_plan(
     )
     more: dict[str, Any] = {"offset": spec.option("offset", method)}
     if dp:  # σ above meets ε alone; the trees take their share of its μ² (fm_dp_offset)
-        from securevfl.methods.fm_dp_offset import DP_TREES, dp_budget
+        from securevfl.methods.fm_dp_offset import dp_budget, tree_config
         from securevfl.models.dp_trees import tree_releases
 
         share = float(spec.option("offset_share", method))
-        splits = spec.option("offset_splits", method)
-        sigma, mu_tree = dp_budget(sens2, sigma, share, DP_TREES.trees)
-        cfg = replace(DP_TREES, splits=splits)
+        cfg = tree_config(spec, method)
+        sigma, mu_tree = dp_budget(sens2, sigma, share, cfg.trees)
         releases = tree_releases(cfg, mu_tree, own_columns)
-        more.update(mu_per_tree=mu_tree, splits=splits, tree_releases=releases)
+        more.update(mu_per_tree=mu_tree, tree_config=cfg, tree_releases=releases)
     pairs = [(a, b) for a in range(parties) for b in range(a, parties)]
     return {
         **more,

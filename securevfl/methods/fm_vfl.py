@@ -59,7 +59,11 @@ import numpy as np
 from securevfl.context import Option, RunContext, RunSpec, fingerprint, parse_bool
 from securevfl.errors import ConfigError
 from securevfl.methods.base import Method, register_method
-from securevfl.methods.fm_dp_offset import OFFSET_SHARE_OPTION, OFFSET_SPLITS_OPTION
+from securevfl.methods.fm_dp_offset import (
+    OFFSET_SHARE_OPTION,
+    OFFSET_SPLITS_OPTION,
+    OFFSET_TREES_OPTION,
+)
 from securevfl.methods.fm_noise import SCORING_OUTSIDE, fm_privacy, noise_plan
 from securevfl.methods.fm_offset import (
     OFFSET_OPTION,
@@ -182,6 +186,7 @@ class FMVFL(Method):
         "offset": OFFSET_OPTION,
         "offset_share": OFFSET_SHARE_OPTION,
         "offset_splits": OFFSET_SPLITS_OPTION,
+        "offset_trees": OFFSET_TREES_OPTION,
     }
 
     @classmethod
