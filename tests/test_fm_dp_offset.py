@@ -98,7 +98,7 @@ def test_trained_margins_are_the_saved_arrays_walk(splits):
     )
     assert np.allclose(tree_margins(fit.arrays, X), fit.margins, atol=1e-12)
     assert fit.releases == tree_releases(cfg, 1.0, 3)
-    assert 1e-3 <= fit.mean_hessian <= 0.25
+    assert 0.01 <= fit.mean_hessian <= 0.25
     assert np.mean((fit.margins > 0) == y) > 0.7  # little noise (μ = 1 per tree): it learns
 
 

@@ -25,7 +25,8 @@ the objective the rest: σ_obj = Δ₂ / (μ sqrt(1 - s)). The ledger composes e
 releases and its ε is the record's; the target is met by construction.
 
 Curvature gain (``fm_offset.step_gain``). In this mode h̄ is not taken from the rows: it is the
-last tree's noisy H sums over n (``DpTrees.mean_hessian``), post-processing of release 1.
+last quarter of the trees' noisy H sums over n, floored at 0.01 (``DpTrees.mean_hessian``):
+post-processing of release 1.
 
 Margins in the objective are the trees' on the training rows themselves (no out-of-fold): an
 out-of-fold margin would need the trees fitted again per fold, each fit another release of the
