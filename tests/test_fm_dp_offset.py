@@ -165,3 +165,28 @@ def test_dp_offset_refusals():
         run_experiment(
             RunSpec(**{**base, "dataset": "diabetes"}, options={"offset": "dp-gbdt"}), save=None
         )
+
+
+def test_dp_ledger_with_means_matches_an_independent_pld():
+    """The ledger (the project's accountant) against dp_accounting's PLD built here: the T tree
+    releases and the objective as separate Gaussians, each party's means as a pure ε_c."""
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
+    from securevfl.methods.fm_dp_offset import dp_ledger
+
+    trees, sigma_t, sigma, sens2, eps_c = 5, 9.0, 3.0, 2.9, 0.5
+    ledger = dp_ledger((sigma, sens2), [(sigma_t, 2.0, trees)], 2, eps_c)
+    step = 1e-3
+    acc = pld.from_gaussian_mechanism(
+        sigma_t / 2.0, value_discretization_interval=step
+    ).self_compose(trees)
+    acc = acc.compose(
+        pld.from_gaussian_mechanism(sigma / sens2, value_discretization_interval=step)
+    )
+    pure = pld.from_privacy_parameters(
+        pld.common.DifferentialPrivacyParameters(eps_c, 0.0), value_discretization_interval=step
+    )
+    acc = acc.compose(pure).compose(pure)
+    assert ledger.epsilon(1e-5) == pytest.approx(acc.get_epsilon_for_delta(1e-5), rel=0.01)
+    assert ledger.unit == "sample"
+    assert ledger.epsilon(1e-5, party=1) < ledger.epsilon(1e-5, party=0)  # no trees at party 1
