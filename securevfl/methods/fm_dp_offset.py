@@ -16,7 +16,9 @@ Two releases, composed adaptively (one PLD ledger, ``dp_ledger``):
    only v_j, through the fixed trees), y_j moves only v_j, and fm_gaussian's bound
    Δ₂ <= 2 sqrt(v_max² R² + 2 c² R⁴) with v_max = 1 holds for the replaced term as for
    ``--offset gbdt``'s partner row. Every other row's v_i is unchanged.
-3. With ``--center``, every party's pure ε_c release of its column means (as the joint fm-vfl).
+3. With ``--center``, every party's pure ε_c release of its column means (as the joint fm-vfl);
+   on ``csv:`` data without ``--bounds``, the parties' DP column ranges are set aside and
+   composed by the run (``run.dp_ranges``, sized in fm-vfl's unit, sample) as for the joint mode.
 
 Budget. The run's ε (δ) is met by one Gaussian-DP parameter μ (``fm_gaussian.gaussian_sigma``
 in the sample unit: a Gaussian of μ composed with the K means' releases). Gaussians compose as
