@@ -59,6 +59,7 @@ _METHOD_GROUPS = {
         "l2_bound",
         "label_epsilon",
         "mechanism",
+        "offset_share",
         "party_epsilons",
         "release_schedule",
         "release_shape",
@@ -76,6 +77,8 @@ _METHOD_GROUPS = {
         "min_child_weight",
         "bins",
         "local_trees",
+        "offset_splits",
+        "offset_trees",
     ),
     "training": (
         "average",

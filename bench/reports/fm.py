@@ -28,7 +28,9 @@ def _utility(records: list[dict[str, Any]]) -> list[str]:
     rs = [
         r
         for r in records
-        if r["method"] in FM and _cfg(r, "mpc_impl", "vectorized") == "vectorized"
+        if r["method"] in FM
+        and _cfg(r, "mpc_impl", "vectorized") == "vectorized"
+        and _cfg(r, "offset", "none") == "none"  # the paper's tables: the joint GLM only
     ]
     if not rs:
         return []

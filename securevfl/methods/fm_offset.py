@@ -36,6 +36,12 @@ amount no public number bounds. No ε is claimed for the label holder's rows in 
 record's unit is ``party-row`` over the partners' rows, and ``outside_guarantee`` says that the
 label holder's columns and labels shape the opened first-order coefficients. It is the label
 holder's own data, released by its own choice: the partners' rows keep their ε.
+
+``--offset dp-gbdt`` closes that gap (``securevfl.methods.fm_dp_offset``): the trees are fitted
+under DP on a share of the budget (``models.dp_trees``), so once released they are fixed and a
+row's margin depends on that row alone; the bound above then covers replacing a whole row (its
+columns at every party and its label), and the trees, the objective and the means compose in
+one sample-unit ledger.
 """
 
 from __future__ import annotations
@@ -46,18 +52,20 @@ import numpy as np
 
 from securevfl.context import Option, RunContext, RunSpec
 from securevfl.errors import ConfigError
-from securevfl.models.tree_arrays import LOGIT_CLIP, tree_margins, trees_to_arrays
+from securevfl.models.tree_arrays import clipped_log_odds, trees_to_arrays
 from securevfl.privacy.accountant import PrivacyLedger
 from securevfl.privacy.events import PureDpEvent, gaussian_event
 
-OFFSETS = ("none", "gbdt")
+OFFSETS = ("none", "gbdt", "dp-gbdt")
 OFFSET_OPTION = Option(
     str,
     "none",
-    "gbdt: residual training: the label holder keeps boosted trees on its own columns and the "
-    "noisy objective fits the partners' columns to what the trees lack (binary, --mechanism "
-    "gaussian; the guarantee is then party-row over the partners' rows: the label holder's "
-    "rows shape the coefficients outside it); none: one joint GLM (sample unit)",
+    "residual training (binary, --mechanism gaussian): the label holder keeps boosted trees on "
+    "its own columns and the noisy objective fits the partners' columns to what the trees lack. "
+    "dp-gbdt: the trees are fitted under DP on a share of epsilon (--offset-share), so the run's "
+    "epsilon covers every party's rows and the labels (sample unit); gbdt: scikit-learn's trees, "
+    "and epsilon covers only the partners' rows (party-row: the label holder's rows shape the "
+    "coefficients outside it); none: one joint GLM (sample unit)",
     choices=OFFSETS,
 )
 LABEL_HOLDER_OUTSIDE = (
@@ -70,21 +78,27 @@ LABEL_HOLDER_OUTSIDE = (
 
 def check_offset(spec: RunSpec, method: Any) -> None:
     """Refuse the residual mode where its bound is not derived (module docstring)."""
-    if spec.option("offset", method) == "none":
+    mode = spec.option("offset", method)
+    if mode == "none":
         return
     if spec.option("mechanism", method) != "gaussian":
         raise ConfigError(
-            "--offset gbdt needs --mechanism gaussian (its bound is derived for the Gaussian "
+            f"--offset {mode} needs --mechanism gaussian (its bound is derived for the Gaussian "
             f"release), got --mechanism {spec.option('mechanism', method)}"
         )
     if spec.option("budget", method) != "top-down":
-        raise ConfigError("--offset gbdt needs --budget top-down, got --budget bottom-up")
+        raise ConfigError(f"--offset {mode} needs --budget top-down, got --budget bottom-up")
 
 
-def own_offsets(ctx: RunContext) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-    """(training margins out of fold, test margins, the trees as arrays): the label holder's
-    boosted trees on its own columns; the test margins are scored from the arrays, as a saved
-    model scores them (``models.tree_arrays``)."""
+def own_offsets(ctx: RunContext, noise: dict) -> tuple[np.ndarray, np.ndarray, dict, float]:
+    """(training margins, test margins, the trees as arrays, the step gain): the label holder's
+    boosted trees on its own columns (``--offset gbdt``: scikit-learn's, training margins out
+    of fold; ``dp-gbdt``: ``fm_dp_offset``); the test margins are scored from the arrays, as a
+    saved model scores them (``models.tree_arrays``)."""
+    if noise.get("offset") == "dp-gbdt":
+        from securevfl.methods.fm_dp_offset import dp_offsets
+
+        return dp_offsets(ctx, noise["tree_config"], noise["mu_per_tree"])
     from securevfl.models.trees import fit_trees, oof_logits  # sklearn: only in this mode
 
     v = ctx.views[0]
@@ -92,13 +106,13 @@ def own_offsets(ctx: RunContext) -> tuple[np.ndarray, np.ndarray, dict[str, np.n
     seed = int(ctx.shared_seed % 2**31)
     m = oof_logits(X, y, n_classes=2, seed=seed)[:, 0].astype(np.float64)
     arrays = trees_to_arrays(fit_trees(X, y, "binary", seed))
-    return m, tree_offsets(arrays, v.X_test), arrays
+    return m, tree_offsets(arrays, v.X_test), arrays, step_gain(m)
 
 
 def tree_offsets(arrays: dict[str, np.ndarray], X: np.ndarray) -> np.ndarray:
     """The trees' log-odds of rows ``X``, clipped as the out-of-fold margins are (and as
     ``model.predict_trees.own_tree_offsets`` scores a saved model)."""
-    return np.clip(tree_margins(arrays, X), -LOGIT_CLIP, LOGIT_CLIP)
+    return clipped_log_odds(arrays, X)
 
 
 def residual_vector(m: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -138,7 +152,9 @@ def offset_ledger(sensitivity: float, sigma: float, parties: int, eps_c: float) 
     return ledger
 
 
-def offset_noise_plan(method: Any, spec: RunSpec, parties: int, intercept: bool) -> dict:
+def offset_noise_plan(
+    method: Any, spec: RunSpec, parties: int, intercept: bool, own_columns: int
+) -> dict:
     """fm-vfl's noise plan in residual mode: one Gaussian σ for a partner's party-row ε (its
     own means composed in), the bound of the module docstring (v_max = 1, the label holder's
     columns out of R)."""
@@ -147,18 +163,31 @@ def offset_noise_plan(method: Any, spec: RunSpec, parties: int, intercept: bool)
 
     R_k = float(spec.option("l2_bound", method))
     R = row_l2_bound([R_k] * (parties - 1), intercept)
+    dp = spec.option("offset", method) == "dp-gbdt"
     eps_c = centring_of(method, spec, parties)
     sigma, sens2 = gaussian_sigma(
         "logistic",
         R,
         epsilon=spec.epsilon,
         delta=fm_delta(spec),
-        parties=1,  # a partner's row: the Gaussian and its own means (offset_ledger)
+        # sample unit (dp-gbdt): every party's means; party-row: a partner's own (offset_ledger)
+        parties=parties if dp else 1,
         centring_epsilon=eps_c,
         label_bound=1.0,
     )
+    more: dict[str, Any] = {"offset": spec.option("offset", method)}
+    if dp:  # σ above meets ε alone; the trees take their share of its μ² (fm_dp_offset)
+        from securevfl.methods.fm_dp_offset import dp_budget, tree_config
+        from securevfl.models.dp_trees import tree_releases
+
+        share = float(spec.option("offset_share", method))
+        cfg = tree_config(spec, method)
+        sigma, mu_tree = dp_budget(sens2, sigma, share, cfg.trees)
+        releases = tree_releases(cfg, mu_tree, own_columns)
+        more.update(mu_per_tree=mu_tree, tree_config=cfg, tree_releases=releases)
     pairs = [(a, b) for a in range(parties) for b in range(a, parties)]
     return {
+        **more,
         "mechanism": "gaussian",
         "gaussian": True,
         "scales": dict.fromkeys(pairs, sigma),
@@ -171,7 +200,8 @@ def offset_noise_plan(method: Any, spec: RunSpec, parties: int, intercept: bool)
 
 
 def offset_privacy(spec: RunSpec, noise: dict, parties: int, method: Any, outside: list[str]):
-    """The record's privacy in residual mode (unit party-row: each partner's rows)."""
+    """The record's privacy in residual mode (``gbdt``: unit party-row, each partner's rows;
+    ``dp-gbdt``: unit sample, the trees and the objective composed, ``fm_dp_offset``)."""
     from securevfl.methods.fm_noise import centring_facts, fm_delta
 
     eps_c = noise["centring_epsilon"]
@@ -185,6 +215,15 @@ def offset_privacy(spec: RunSpec, noise: dict, parties: int, method: Any, outsid
     }
     if eps_c > 0:
         extra["centring"] = centring_facts(method, spec, eps_c)
+    if noise["offset"] == "dp-gbdt":
+        from securevfl.methods.fm_dp_offset import dp_extra, dp_ledger
+
+        objective = (noise["sigma"], noise["l2_sensitivity"])
+        ledger = dp_ledger(objective, noise["tree_releases"], parties, eps_c)
+        extra.update(dp_extra(spec, method, noise))
+        return ledger.report(
+            fm_delta(spec), target_epsilon=spec.epsilon, outside_guarantee=outside, extra=extra
+        )
     ledger = offset_ledger(noise["l2_sensitivity"], noise["sigma"], parties, eps_c)
     return ledger.report(
         fm_delta(spec),

@@ -40,7 +40,8 @@ an offset the ridged intercept cannot absorb (breast ε = 4, Laplace: AUC 0.97, 
 Residual mode (``--offset gbdt``, ``securevfl.methods.fm_offset``): the label holder keeps
 boosted trees on its own columns, the objective covers the partners' columns with the trees'
 margins as per-row offsets; party-row over the partners' rows (the label holder's rows are
-outside the guarantee there).
+outside the guarantee there). ``--offset dp-gbdt`` (``securevfl.methods.fm_dp_offset``): the
+trees are fitted under DP on ``--offset-share`` of the budget and the run is in the sample unit.
 
 Precision: inputs are rounded to 2**-f (``frac_bits``: 16 unless the noise bound needs fewer),
 products are exact, so an opened coefficient is within n * 2**-f of the real sum. Scale: the
@@ -58,6 +59,11 @@ import numpy as np
 from securevfl.context import Option, RunContext, RunSpec, fingerprint, parse_bool
 from securevfl.errors import ConfigError
 from securevfl.methods.base import Method, register_method
+from securevfl.methods.fm_dp_offset import (
+    OFFSET_SHARE_OPTION,
+    OFFSET_SPLITS_OPTION,
+    OFFSET_TREES_OPTION,
+)
 from securevfl.methods.fm_noise import SCORING_OUTSIDE, fm_privacy, noise_plan
 from securevfl.methods.fm_offset import (
     OFFSET_OPTION,
@@ -67,7 +73,6 @@ from securevfl.methods.fm_offset import (
     offset_privacy,
     own_offsets,
     residual_vector,
-    step_gain,
 )
 from securevfl.methods.fm_options import (
     CENTRE_SHARE_OPTION,
@@ -179,6 +184,9 @@ class FMVFL(Method):
         "mechanism": MECHANISM_OPTION,
         "l2_bound": L2_BOUND_OPTION,
         "offset": OFFSET_OPTION,
+        "offset_share": OFFSET_SHARE_OPTION,
+        "offset_splits": OFFSET_SPLITS_OPTION,
+        "offset_trees": OFFSET_TREES_OPTION,
     }
 
     @classmethod
@@ -220,17 +228,20 @@ class FMVFL(Method):
         intercept = bool(spec.option("intercept", self))
         offset = spec.option("offset", self) != "none"
         if offset and task != "logistic":
-            raise ConfigError(f"--offset gbdt needs a binary dataset, got task {info.task!r}")
+            raise ConfigError(
+                f"--offset {spec.option('offset', self)} needs a binary dataset, got task "
+                f"{info.task!r}"
+            )
         t0 = time.perf_counter()
         dims = [info.features_per_party[k] + (1 if k == 0 and intercept else 0) for k in range(K)]
         if offset:  # the label holder's columns stay in its trees (fm_offset)
             dims[0] = 1 if intercept else 0
-            noise = offset_noise_plan(self, spec, K, intercept)
+            noise = offset_noise_plan(self, spec, K, intercept, info.features_per_party[0])
         else:
             noise = noise_plan(self, spec, task, dims, info.features_per_party, intercept)
         scales, bounds, gauss = noise["scales"], noise["bounds"], noise["gaussian"]
         X = {k: _box(ctx, k, intercept, bounds[k], offset=offset) for k in ctx.views if k < K}
-        margins = rt.local(0, own_offsets, ctx) if offset else None
+        margins = rt.local(0, own_offsets, ctx, noise) if offset else None
         v = None
         if rt.here(0):
             y = ctx.views[0].y_train
@@ -284,7 +295,7 @@ class FMVFL(Method):
             for k in range(K)
         }
         train_s = time.perf_counter() - t0
-        own = None if margins is None else (margins[1], step_gain(margins[0]))
+        own = None if margins is None else (margins[1], margins[3])
         scores = _score(ctx, task, intercept, bounds, w_k, offset, own)
         if offset:
             privacy = offset_privacy(spec, noise, K, self, [SCORING_OUTSIDE])

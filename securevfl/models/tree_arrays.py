@@ -88,3 +88,9 @@ def tree_margins(arrays: dict[str, np.ndarray], X: np.ndarray) -> np.ndarray:
             node = np.where(inner, nxt, node)
         out += a["value"][node]
     return out
+
+
+def clipped_log_odds(arrays: dict[str, np.ndarray], X: np.ndarray) -> np.ndarray:
+    """The trees' margins clipped to ±``LOGIT_CLIP`` (fm-vfl's offsets, as a saved model
+    scores them: ``model.predict_trees.own_tree_offsets``)."""
+    return np.clip(tree_margins(arrays, X), -LOGIT_CLIP, LOGIT_CLIP)
