@@ -301,8 +301,10 @@ def test_a_lookup_table_that_points_outside_the_partys_columns_is_refused(tmp_pa
 
 def test_a_node_without_hessian_mass_has_no_split_at_lambda_zero():
     """secureboost-dp's noisy sums can leave H + λ = 0 at λ = 0: every gain is -inf, no error."""
-    from securevfl.models.boosted_trees import split_gains
+    from securevfl.models.boosted_trees import noisy_gain_floor, split_gains
 
     hist = np.zeros((2, 4))
     gains = split_gains(0.5, 0.0, hist, hist, lam=0.0, min_child=0.0)
     assert gains.shape == (2, 3) and np.all(np.isneginf(gains))
+    floors = noisy_gain_floor(0.5, 0.0, hist, hist, 0.0, 0.0, (1.0, 0.25), z=3.0)
+    assert floors.shape == (2, 3) and np.all(np.isneginf(floors))

@@ -108,6 +108,8 @@ def noisy_gain_floor(
     of the released sums: no change to ε."""
     GL = np.cumsum(hist_g, axis=1)[:, :-1]
     HL = np.cumsum(hist_h, axis=1)[:, :-1]
+    if not H + lam > 0:  # no hessian mass: as in ``split_gains``
+        return np.full(GL.shape, -np.inf)
     width = z * np.sqrt(np.arange(1, hist_g.shape[1], dtype=np.float64))
     dg, dh = width * noise_sd[0], width * noise_sd[1]
     floor = max(min_child, 1e-12)
@@ -115,12 +117,12 @@ def noisy_gain_floor(
     g_lo, g_hi = GL - dg, GL + dg
     h_lo, h_hi = np.where(ok, HL - dh, floor), np.where(ok, HL + dh, floor)
     g, h = GL, np.clip(HL, h_lo, h_hi)
-    for _ in range(DESCENT_STEPS):
-        g = np.clip(G * (h + lam) / (H + 2 * lam), g_lo, g_hi)
-        aL, aR = np.abs(g), np.abs(G - g)
-        spread = np.where(aL + aR > 0, aL / np.maximum(aL + aR, 1e-300), 0.5)
-        h = np.clip(spread * (H + 2 * lam) - lam, h_lo, h_hi)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):  # only where not ok (masked below)
+        for _ in range(DESCENT_STEPS):
+            g = np.clip(G * (h + lam) / (H + 2 * lam), g_lo, g_hi)
+            aL, aR = np.abs(g), np.abs(G - g)
+            spread = np.where(aL + aR > 0, aL / np.maximum(aL + aR, 1e-300), 0.5)
+            h = np.clip(spread * (H + 2 * lam) - lam, h_lo, h_hi)
         gain = 0.5 * (g**2 / (h + lam) + (G - g) ** 2 / (H - h + lam) - G**2 / (H + lam))
     return np.where(ok, gain, -np.inf)
 
