@@ -110,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             "bins": a.bins,
             "paillier_bits": a.bits,
             "runtime": rec["runtime"],
+            "cpu_s": rec["time"].get("cpu_s"),  # the run's CPU (data, training, scoring)
         },
     }
     if not a.json:

@@ -211,6 +211,68 @@ def test_noisy_gains_are_debiased_by_the_noise_variance():
     assert np.allclose(noisy, want)
 
 
+def _noise_split_case(partner_signal: float):
+    """One root node of 2,000 rows: the label holder's one column moves with the label; the
+    partner's 40 columns are pure noise (``partner_signal`` 0) or the first moves with the
+    label; the partner's bin sums carry the DP noise (sd 10 on g, 2.5 on h per bin)."""
+    from securevfl.methods import secureboost_protocol as sp
+
+    rng, n, nb = np.random.default_rng(0), 2000, 32
+    y = rng.integers(0, 2, n)
+    g, h = 0.5 - y, np.full(n, 0.25)
+
+    def binned(shift, F):
+        x = rng.normal(size=(n, F)) + shift[:, None]
+        return np.clip(np.floor((x + 4) / 8 * nb), 0, nb - 1).astype(np.int32)
+
+    node_of, sign = np.zeros(n, dtype=np.int64), 2.0 * y - 1
+    node = sp.Node(0, np.arange(n), float(g.sum()), float(h.sum()))
+    own = sp.own_sums(binned(0.6 * sign, 1), g, h, node_of, 1, nb)
+    x = binned(np.zeros(n), 40)
+    x[:, 0] = binned(partner_signal * sign, 1)[:, 0]
+    sd = (10.0, 2.5)
+    part = sp.own_sums(x, g, h, node_of, 1, nb)
+    part += np.stack([rng.normal(0, s, part[0].shape) for s in sd])
+    return node, own, part, sd
+
+
+def test_noisy_splits_go_to_the_label_holder_when_the_partners_columns_are_noise():
+    """secureboost-dp's split rule: the largest of 40 x 31 noisy gains beats the label holder's
+    real split under the debiased gain alone (the old rule); the least gain consistent with the
+    noise does not. A partner column with a real signal still wins."""
+    from securevfl.methods import secureboost_protocol as sp
+    from securevfl.models.boosted_trees import split_gains
+
+    node, own, part, sd = _noise_split_case(0.0)
+    exact = split_gains(node.G, node.H, own[0, 0], own[1, 0], 1.0, 1.0).max()
+    debiased = split_gains(node.G, node.H, part[0, 0], part[1, 0], 1.0, 1.0, sd[0] ** 2)
+    assert debiased.max() > exact > 0  # the old rule would split on noise
+    (where,) = sp.choose_splits([node], {0: own, 1: part}, 1.0, 1.0, {1: sd})
+    assert where is not None and where[0] == 0
+    node, own, part, sd = _noise_split_case(2.0)
+    (where,) = sp.choose_splits([node], {0: own, 1: part}, 1.0, 1.0, {1: sd})
+    assert where is not None and where[:2] == (1, 0)
+
+
+def test_noisy_gain_floor_is_the_least_gain_in_the_noise_box():
+    """The coordinate descent reaches the box minimum: no point of a fine grid over the box
+    (|e| <= z sqrt(b+1) sd_g, |u| <= z sqrt(b+1) sd_h) has a smaller gain."""
+    from securevfl.models.boosted_trees import noisy_gain_floor
+
+    rng, G, H, lam, sd, z = np.random.default_rng(1), 3.0, 40.0, 1.0, (2.0, 0.5), 2.0
+    hg, hh = rng.normal(0, 5, (1, 4)), rng.uniform(5, 12, (1, 4))
+    floor = noisy_gain_floor(G, H, hg, hh, lam, 0.5, sd, z)[0]
+    for b, (GL, HL) in enumerate(zip(np.cumsum(hg)[:-1], np.cumsum(hh)[:-1], strict=True)):
+        w = z * math.sqrt(b + 1)
+        gl, hl = np.meshgrid(
+            *(np.linspace(c - w * s, c + w * s, 401) for c, s in zip((GL, HL), sd, strict=True))
+        )
+        gain = 0.5 * (gl**2 / (hl + lam) + (G - gl) ** 2 / (H - hl + lam) - G**2 / (H + lam))
+        tol = 1e-6 * (1 + abs(gain.min()))  # the grid's resolution
+        assert gain.min() - tol <= floor[b] <= gain.min() + tol
+        assert floor[b] < gain[200, 200]  # below the gain at the noisy sums themselves
+
+
 def test_regression_beats_the_label_holder_alone():
     rec = _run(dataset="diabetes", trees=5, seed=0)
     alone = securevfl.run_experiment(
@@ -239,8 +301,10 @@ def test_a_lookup_table_that_points_outside_the_partys_columns_is_refused(tmp_pa
 
 def test_a_node_without_hessian_mass_has_no_split_at_lambda_zero():
     """secureboost-dp's noisy sums can leave H + λ = 0 at λ = 0: every gain is -inf, no error."""
-    from securevfl.models.boosted_trees import split_gains
+    from securevfl.models.boosted_trees import noisy_gain_floor, split_gains
 
     hist = np.zeros((2, 4))
     gains = split_gains(0.5, 0.0, hist, hist, lam=0.0, min_child=0.0)
     assert gains.shape == (2, 3) and np.all(np.isneginf(gains))
+    floors = noisy_gain_floor(0.5, 0.0, hist, hist, 0.0, 0.0, (1.0, 0.25), z=3.0)
+    assert floors.shape == (2, 3) and np.all(np.isneginf(floors))

@@ -19,7 +19,9 @@ What each party learns (the record's ``extra.leaks``; docs/threat-model.md):
   column; the row partition at every partner split; each row's path at scoring.
 ``--local-trees N`` grows the first N trees on the label holder's columns alone (no partner
 sees or releases anything in them); ``secureboost-dp`` adds Gaussian noise to the bin sums
-(``privacy.boost_dp``: unit party-row, the partitions outside the guarantee).
+(``privacy.boost_dp``: unit party-row, the partitions outside the guarantee) and takes a
+partner split only where its least gain consistent with the noise beats the label holder's
+exact ones (``models.boosted_trees.noisy_gain_floor``; post-processing, no change to ε).
 """
 
 from __future__ import annotations

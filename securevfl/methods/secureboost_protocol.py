@@ -22,7 +22,14 @@ import numpy as np
 from protocols import paillier_he as ph
 from protocols import paillier_pack as pk
 from securevfl.errors import ProtocolError
-from securevfl.models.boosted_trees import Lookup, TreeSet, leaf_value, split_gains
+from securevfl.models.boosted_trees import (
+    Lookup,
+    TreeSet,
+    leaf_value,
+    noise_z,
+    noisy_gain_floor,
+    split_gains,
+)
 from securevfl.runtime.expect import Expect
 
 FRAC_BITS = 20  # fixed point of g and h (2^-20 resolution)
@@ -197,21 +204,28 @@ def choose_splits(
     sums: dict[int, np.ndarray],
     lam: float,
     min_child: float,
-    g_noise_var: dict[int, float] | None = None,
+    noise_sd: dict[int, tuple[float, float]] | None = None,
 ) -> list[tuple[int, int, int, int] | None]:
     """Per node: (party, column slot, bin, node) of the best positive-gain split, or None.
 
     ``sums[k]``: (2, nodes, columns, bins) of party k (L's own in the clear, others decrypted);
-    ``g_noise_var[k]``: the noise variance of k's g sums per bin (DP); ties go to the lower
-    party."""
-    var = g_noise_var or {}
+    ``noise_sd[k]``: the sd of the noise on each of k's (g, h) bin sums (DP). A noisy party's
+    candidate competes with its least gain consistent with the noise
+    (``boosted_trees.noisy_gain_floor``, z from the node's count of noisy candidates): it wins
+    only where that beats every exact gain, and a node whose best floor is not positive gets
+    no noisy split. Ties go to the lower party."""
+    noisy = noise_sd or {}
+    m = sum(sums[k].shape[2] * (sums[k].shape[3] - 1) for k in noisy if k in sums)
+    z = noise_z(m)
     out: list[tuple[int, int, int, int] | None] = []
     for v, node in enumerate(nodes):
         best, where = 0.0, None
         for k in sorted(sums):
-            gain = split_gains(
-                node.G, node.H, sums[k][0, v], sums[k][1, v], lam, min_child, var.get(k, 0.0)
-            )
+            g_sums, h_sums = sums[k][0, v], sums[k][1, v]
+            if k in noisy:
+                gain = noisy_gain_floor(node.G, node.H, g_sums, h_sums, lam, min_child, noisy[k], z)
+            else:
+                gain = split_gains(node.G, node.H, g_sums, h_sums, lam, min_child)
             if gain.size and np.max(gain) > best:
                 best = float(np.max(gain))
                 slot, b = np.unravel_index(int(np.argmax(gain)), gain.shape)

@@ -208,10 +208,11 @@ def _grow(ctx, cfg, st, keys, rngs, noise_rngs, margin, y, with_partners) -> np.
                 F = ctx.info.features_per_party[k]
                 sums[k] = sp.open_sums(keys[L], got[k], len(nodes), cfg.columns_used(F), nb)
             clock["open"] += time.perf_counter() - t0
-            var = {}
-            if cfg.noise_multiplier is not None:  # the partners' g noise, per bin sum
-                var = dict.fromkeys(others, (cfg.noise_multiplier * cfg.grad_bounds()[0]) ** 2)
-            chosen = sp.choose_splits(nodes, sums, cfg.lam, cfg.min_child, var)
+            sd = {}
+            if cfg.noise_multiplier is not None:  # the partners' (g, h) noise, per bin sum
+                cg, ch = cfg.grad_bounds()
+                sd = dict.fromkeys(others, (cfg.noise_multiplier * cg, cfg.noise_multiplier * ch))
+            chosen = sp.choose_splits(nodes, sums, cfg.lam, cfg.min_child, sd)
             for k in others:
                 req = [(v, s, b) for (p, s, b, v) in (c for c in chosen if c) if p == k]
                 requests[k] = np.asarray(req, dtype=np.int64).reshape(-1, 3)

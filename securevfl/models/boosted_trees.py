@@ -20,6 +20,7 @@ import numpy as np
 
 LEAF = -1  # owner of a leaf node
 MAX_NODES = 1 << 24  # a saved skeleton or lookup table may not announce more
+DESCENT_STEPS = 8  # coordinate steps to the least gain in a noise box (each in closed form)
 
 
 def bin_index(X: np.ndarray, n_bins: int, bound_sq: float) -> np.ndarray:
@@ -70,6 +71,59 @@ def split_gains(
         if g_noise_var:
             var = g_noise_var * np.arange(1, hist_g.shape[1])
             gain = gain - 0.5 * var * (1.0 / (HL + lam) + 1.0 / (HR + lam))
+    return np.where(ok, gain, -np.inf)
+
+
+def noise_z(m: int) -> float:
+    """sqrt(2 ln(4m)): a bound on the expected largest of the 2m standardised Gaussian draws
+    (|Z|) behind m noisy candidates' left (g, h) sums, whatever their dependence."""
+    return math.sqrt(2.0 * math.log(4.0 * max(m, 1)))
+
+
+def noisy_gain_floor(
+    G: float,
+    H: float,
+    hist_g: np.ndarray,
+    hist_h: np.ndarray,
+    lam: float,
+    min_child: float,
+    noise_sd: tuple[float, float],
+    z: float,
+) -> np.ndarray:
+    """The least gain of each (column, bin) split consistent with noisy bin sums: -inf where
+    a child's hessian may lie below ``min_child`` (secureboost-dp's split rule).
+
+    ``noise_sd``: the sd of the Gaussian noise on each bin's (g, h) sum. A left sum over b + 1
+    bins is off by e ~ N(0, (b + 1) sd_g^2) in g and u in h (the right sums by -e, -u: G and H
+    are exact). Taking the largest of m such noisy gains picks the candidate whose noise
+    inflated it most (the expected excess that ``split_gains`` subtracts does not cover the
+    maximum). So each candidate is scored by the smallest gain over the box
+    |e| <= z sqrt(b + 1) sd_g, |u| <= z sqrt(b + 1) sd_h, z = ``noise_z(m)``: every draw lies
+    in its box unless its |Z| exceeds the maximum's bound. A candidate made of noise, whose
+    true children have equal weights GL/(HL+λ) = GR/(HR+λ), then scores at most the gain's
+    minimum (negative), so it wins nothing; a real split keeps its gain less the noise it may
+    carry. The gain is jointly convex in (GL, HL) (quadratic-over-linear terms), so the box
+    minimum is reached by coordinate descent, each step in closed form: at fixed HL the
+    vertex GL = G (HL+λ)/(H+2λ); at fixed GL, HL+λ = |GL| (H+2λ)/(|GL|+|GR|). Post-processing
+    of the released sums: no change to ε."""
+    GL = np.cumsum(hist_g, axis=1)[:, :-1]
+    HL = np.cumsum(hist_h, axis=1)[:, :-1]
+    if not H + lam > 0:  # no hessian mass: as in ``split_gains``
+        return np.full(GL.shape, -np.inf)
+    width = z * np.sqrt(np.arange(1, hist_g.shape[1], dtype=np.float64))
+    dg, dh = width * noise_sd[0], width * noise_sd[1]
+    floor = max(min_child, 1e-12)
+    ok = (HL - dh >= floor) & (H - HL - dh >= floor)  # both children's true hessians clear it
+    g_lo, g_hi = GL - dg, GL + dg
+    h_lo, h_hi = np.where(ok, HL - dh, floor), np.where(ok, HL + dh, floor)
+    g, h = GL, np.clip(HL, h_lo, h_hi)
+    with np.errstate(divide="ignore", invalid="ignore"):  # only where not ok (masked below)
+        for _ in range(DESCENT_STEPS):
+            g = np.clip(G * (h + lam) / (H + 2 * lam), g_lo, g_hi)
+            aL, aR = np.abs(g), np.abs(G - g)
+            spread = np.where(aL + aR > 0, aL / np.maximum(aL + aR, 1e-300), 0.5)
+            h = np.clip(spread * (H + 2 * lam) - lam, h_lo, h_hi)
+        gain = 0.5 * (g**2 / (h + lam) + (G - g) ** 2 / (H - h + lam) - G**2 / (H + lam))
     return np.where(ok, gain, -np.inf)
 
 
