@@ -167,8 +167,9 @@ class OwnerFixedBaseEncryptor:
 
     Tables: one per prime square, ``ceil(n_bits / 2 / window)`` rows of ``2^window`` residues of
     n_bits bits: 2 x 26 MiB at 2048 bits and window 10, built in ~0.7 CPU-s (window 8: 2 x 8 MiB,
-    the public table's 16 MiB). Window 10 because it measured faster: 0.68-0.71 CPU ms per
-    encryption at 2048 bits against 0.79-0.84 at window 8 and 1.04-1.12 for the public path.
+    the public table's 16 MiB). Window 10 because it measured faster: 0.68-0.81 CPU ms per
+    encryption at 2048 bits against 0.79-0.97 at window 8 and 1.04-1.19 for the public path
+    (three runs, docs/benchmarks.md "SecureBoost").
     """
 
     def __init__(
