@@ -116,23 +116,88 @@ class FixedBaseEncryptor:
         self.pub, self.window = pub, window
         self.n, self.n2 = gmpy2.mpz(pub.n), gmpy2.mpz(pub.nsquare)
         self.exp_bits = -(-int(pub.n).bit_length() // 2)
-        self.table: list[list[gmpy2.mpz]] = []
-        base = gmpy2.mpz(h_s)
-        for _ in range(-(-self.exp_bits // window)):
-            row = [gmpy2.mpz(1), base]
-            for _ in range((1 << window) - 2):
-                row.append(row[-1] * base % self.n2)
-            self.table.append(row)
-            base = row[-1] * base % self.n2  # h_s^(2^(window (k+1)))
+        self.table = _power_table(h_s, self.exp_bits, window, self.n2)
 
     def encrypt(self, m: int) -> gmpy2.mpz:
-        a, mask, r = secrets.randbits(self.exp_bits), (1 << self.window) - 1, gmpy2.mpz(1)
-        for row in self.table:
-            d = a & mask
-            if d:
-                r = r * row[d] % self.n2
-            a >>= self.window
+        return self._encrypt_with(m, secrets.randbits(self.exp_bits))
+
+    def _encrypt_with(self, m: int, a: int) -> gmpy2.mpz:
+        """The ciphertext of m with randomness h_s^a (``a`` given: tests compare paths)."""
+        r = _table_power(self.table, a, self.window, self.n2)
         return (1 + gmpy2.mpz(m) * self.n) % self.n2 * r % self.n2
+
+
+def _power_table(base: gmpy2.mpz, exp_bits: int, window: int, mod: gmpy2.mpz) -> list[list]:
+    """``table[k][d] = base^(d * 2^(window k)) mod mod`` for the windows of an exp_bits exponent."""
+    table: list[list[gmpy2.mpz]] = []
+    base = gmpy2.mpz(base) % mod
+    for _ in range(-(-exp_bits // window)):
+        row = [gmpy2.mpz(1), base]
+        for _ in range((1 << window) - 2):
+            row.append(row[-1] * base % mod)
+        table.append(row)
+        base = row[-1] * base % mod  # base^(2^(window (k+1)))
+    return table
+
+
+def _table_power(table: list[list], a: int, window: int, mod: gmpy2.mpz) -> gmpy2.mpz:
+    """base^a mod mod from a :func:`_power_table`: one product per non-zero window of a."""
+    mask, r = (1 << window) - 1, gmpy2.mpz(1)
+    for row in table:
+        d = a & mask
+        if d:
+            r = r * row[d] % mod
+        a >>= window
+    return r
+
+
+class OwnerFixedBaseEncryptor:
+    """The key holder's DJN encryption: the same ciphertexts as :class:`FixedBaseEncryptor`,
+    computed modulo p^2 and q^2 (it knows p and q) and joined by the Chinese remainder theorem.
+
+    Why it is the same number: n^2 = p^2 q^2 with gcd(p^2, q^2) = 1, so Z_{n^2} is isomorphic to
+    Z_{p^2} x Z_{q^2} (x -> (x mod p^2, x mod q^2)), and the map respects products and powers:
+    c mod p^2 = ((1 + m n) mod p^2) (h_s mod p^2)^a mod p^2, likewise mod q^2. Garner's step
+    c = c_q + q^2 ((c_p - c_q) (q^2)^-1 mod p^2) is the unique residue below n^2 with those two
+    images, hence exactly ``(1 + m n) h_s^a mod n^2`` for the same exponent a: nothing changes on
+    the wire or in security (the exponent is drawn as before, n_bits/2 random bits), only the
+    cost. Each table product is on a modulus of n_bits (p^2) instead of 2 n_bits (n^2): 2.5x
+    cheaper in gmpy2 (3.2 against 8.0 us at 2048 bits), done twice. Only the key holder can do
+    it; data parties keep the public-key path.
+
+    Tables: one per prime square, ``ceil(n_bits / 2 / window)`` rows of ``2^window`` residues of
+    n_bits bits: 2 x 26 MiB at 2048 bits and window 10, built in ~0.7 CPU-s (window 8: 2 x 8 MiB,
+    the public table's 16 MiB). Window 10 because it measured faster: 0.68-0.81 CPU ms per
+    encryption at 2048 bits against 0.79-0.97 at window 8 and 1.04-1.19 for the public path
+    (three runs, docs/benchmarks.md "SecureBoost").
+    """
+
+    def __init__(
+        self,
+        pub: paillier.PaillierPublicKey,
+        priv: paillier.PaillierPrivateKey,
+        h_s: gmpy2.mpz,
+        window: int = 10,
+    ) -> None:
+        if int(priv.p) * int(priv.q) != int(pub.n):
+            raise PaillierParameterError("the private key's p q must equal the public key's n")
+        self.pub, self.window = pub, window
+        self.n = gmpy2.mpz(pub.n)
+        self.p2, self.q2 = gmpy2.mpz(priv.p) ** 2, gmpy2.mpz(priv.q) ** 2
+        self.q2_inv = gmpy2.invert(self.q2, self.p2)  # Garner's constant
+        self.exp_bits = -(-int(pub.n).bit_length() // 2)
+        self.table_p = _power_table(h_s, self.exp_bits, window, self.p2)
+        self.table_q = _power_table(h_s, self.exp_bits, window, self.q2)
+
+    def encrypt(self, m: int) -> gmpy2.mpz:
+        return self._encrypt_with(m, secrets.randbits(self.exp_bits))
+
+    def _encrypt_with(self, m: int, a: int) -> gmpy2.mpz:
+        """The ciphertext of m with randomness h_s^a (``a`` given: tests compare paths)."""
+        g_m = 1 + gmpy2.mpz(m) * self.n  # g^m = 1 + m n (g = n + 1), reduced per prime square
+        c_p = g_m % self.p2 * _table_power(self.table_p, a, self.window, self.p2) % self.p2
+        c_q = g_m % self.q2 * _table_power(self.table_q, a, self.window, self.q2) % self.q2
+        return c_q + self.q2 * ((c_p - c_q) * self.q2_inv % self.p2)
 
 
 def add_encrypted(

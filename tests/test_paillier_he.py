@@ -91,3 +91,28 @@ def test_djn_fixed_base_encryption_decrypts_and_is_randomised():
     # sums and plaintext products work on DJN ciphertexts as on textbook ones
     s = ph.add_encrypted(pub, [cts, again])
     np.testing.assert_allclose(ph.decode(pub, ph.decrypt_vector(priv, s), 32), 2 * v, atol=1e-9)
+
+
+def test_key_holder_crt_encryption_is_the_public_ciphertext_bit_for_bit(keys):
+    """The key holder's CRT path (mod p^2 and q^2, joined) gives the number the public
+    fixed-base path gives for the same exponent a, and it decrypts to m."""
+    pub, priv = keys
+    h_s = ph.djn_base(pub)
+    public = ph.FixedBaseEncryptor(pub, h_s)
+    owner = ph.OwnerFixedBaseEncryptor(pub, priv, h_s)
+    n, n2 = int(pub.n), gmpy2.mpz(pub.nsquare)
+    rng = np.random.default_rng(46)
+    exps = [0, 1, 2**owner.exp_bits - 1]
+    exps += [int.from_bytes(rng.bytes(owner.exp_bits // 8), "big") for _ in range(20)]
+    msgs = [0, 1, n - 1] + [int.from_bytes(rng.bytes(60), "big") % n for _ in range(20)]
+    for a, m in zip(exps, msgs, strict=True):
+        c = owner._encrypt_with(m, a)
+        assert c == public._encrypt_with(m, a)
+        assert c == (1 + m * n) * gmpy2.powmod(h_s, a, n2) % n2  # the definition
+        assert priv.raw_decrypt(int(c)) == m
+    fresh = [owner.encrypt(m) for m in msgs[:4]]  # its own draws of a: decrypt, all distinct
+    assert [priv.raw_decrypt(int(c)) for c in fresh] == msgs[:4]
+    assert len(set(fresh)) == 4
+    _, other_priv = ph.generate_keypair(256)
+    with pytest.raises(ph.PaillierParameterError, match="p q must equal"):
+        ph.OwnerFixedBaseEncryptor(pub, other_priv, h_s)

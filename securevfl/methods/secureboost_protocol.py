@@ -43,7 +43,7 @@ class Crypto:
 
     pub: Any
     priv: Any = None
-    fast: ph.FixedBaseEncryptor | None = None
+    fast: ph.FixedBaseEncryptor | ph.OwnerFixedBaseEncryptor | None = None
 
     @property
     def n(self) -> int:
@@ -63,7 +63,7 @@ class Crypto:
 
 
 def setup_keys(ctx: Any, bits: int, djn: bool) -> dict[int, Crypto]:
-    """L makes the key pair; the public key (and DJN base) goes to every data party."""
+    """L makes the key pair (and encrypts by CRT: it holds p, q); n and h_s go to the others."""
     rt, L = ctx.rt, ctx.info.label_party
     others = [k for k in ctx.data_parties if k != L]
     out: dict[int, Crypto] = {}
@@ -71,7 +71,7 @@ def setup_keys(ctx: Any, bits: int, djn: bool) -> dict[int, Crypto]:
     if rt.here(L):
         pub, priv = ph.generate_keypair(bits)
         h = ph.djn_base(pub) if djn else gmpy2.mpz(0)
-        out[L] = Crypto(pub, priv, ph.FixedBaseEncryptor(pub, h) if djn else None)
+        out[L] = Crypto(pub, priv, ph.OwnerFixedBaseEncryptor(pub, priv, h) if djn else None)
         payload = {"n": ph.public_key_bytes(pub), "h": int(h).to_bytes(bits // 4, "big")}
     with rt.meter.in_phase("setup"):
         key = Expect("public key", kind="bytes", max_len=bits // 4)
