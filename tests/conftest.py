@@ -31,6 +31,12 @@ def _session_calibration_cache(tmp_path_factory):
         os.environ[ENV_VAR] = str(shared)
     else:
         os.environ[ENV_VAR] = str(tmp_path_factory.mktemp("calibration-cache"))
+    # the method cards (bench.method_cards) in that directory, made from the classes this
+    # process has loaded: else the first CLI processes of the session (a deployment test's
+    # parties, started together) would each import every method to make them (~7 CPU-s each)
+    from bench.method_cards import catalogue
+
+    catalogue()
     yield
     if old is None:
         os.environ.pop(ENV_VAR, None)

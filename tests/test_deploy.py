@@ -157,23 +157,35 @@ def _label_hashes(labels: np.ndarray, n: int) -> set[str]:
     return out
 
 
-def test_a_data_party_process_holds_no_label_and_no_other_block(hosts, tmp_path, monkeypatch):
-    root, facts = hosts
-    monkeypatch.setenv(PROBE_ENV, str(tmp_path))
-    bank, insurer = root / "bank", root / "insurer"
-    spec = build_spec(
-        {
-            "method": "vfl",
-            "dataset": f"csv:{bank / 'bank.csv'},{insurer / 'insurer.csv'}",
-            "id_column": ID,
-            "label_column": "default_12m",
-            "categories": str(bank / "categories.json"),
-            "seed": 1,
-            "epochs": 2,
-        }
-    )
-    rec = run_in_processes(spec)
-    probes = {p.name: json.loads(p.read_text()) for p in tmp_path.glob("probe_*.json")}
+def _own_file_params(root: Path) -> dict:
+    """vfl on the bank's and the insurer's files (each process opens its own)."""
+    return {
+        "method": "vfl",
+        "dataset": f"csv:{root / 'bank' / 'bank.csv'},{root / 'insurer' / 'insurer.csv'}",
+        "id_column": ID,
+        "label_column": "default_12m",
+        "categories": str(root / "bank" / "categories.json"),
+        "seed": 1,
+        "epochs": 3,
+    }
+
+
+@pytest.fixture(scope="module")
+def own_file_run(hosts, tmp_path_factory):
+    """One run of :func:`_own_file_params` in processes, each party writing its memory probe:
+    its record and the probes (two tests read them)."""
+    root, _ = hosts
+    probe_dir = tmp_path_factory.mktemp("probes")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(PROBE_ENV, str(probe_dir))
+        rec = run_in_processes(build_spec(_own_file_params(root)))
+    probes = {p.name: json.loads(p.read_text()) for p in probe_dir.glob("probe_*.json")}
+    return rec, probes
+
+
+def test_a_data_party_process_holds_no_label_and_no_other_block(hosts, own_file_run):
+    _, facts = hosts
+    rec, probes = own_file_run
     assert sorted(probes) == ["probe_0.json", "probe_1.json"]
     mine = probes["probe_1.json"]
     assert mine["parties"]["1"]["source"] == "file insurer.csv"
@@ -277,22 +289,15 @@ def test_a_party_names_only_its_own_file(args, rule, tmp_path, capsys, monkeypat
     assert rule in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_each_process_opening_its_own_file_trains_the_same_model_as_one_process(hosts):
+def test_each_process_opening_its_own_file_trains_the_same_model_as_one_process(
+    hosts, own_file_run
+):
     """The own-file loader encodes, scales and aligns as the one-process csv: loader does."""
     from securevfl.experiment import run_experiment
 
     root, _ = hosts
-    params = {
-        "method": "vfl",
-        "dataset": f"csv:{root / 'bank' / 'bank.csv'},{root / 'insurer' / 'insurer.csv'}",
-        "id_column": ID,
-        "label_column": "default_12m",
-        "categories": str(root / "bank" / "categories.json"),
-        "seed": 1,
-        "epochs": 3,
-    }
-    one = run_experiment(build_spec(params))
-    apart = run_in_processes(build_spec(params))
+    one = run_experiment(build_spec(_own_file_params(root)))
+    apart, _ = own_file_run  # the same run in processes, each party opening its own file
     assert apart["features_per_party"] == one["features_per_party"]
     assert apart["model_fingerprint"] == one["model_fingerprint"]
     assert apart["metrics"] == one["metrics"]

@@ -44,6 +44,25 @@ def test_commands_that_show_the_methods_import_none(cached, argv):
     assert out.stdout.strip().splitlines()[-1] == "loaded: []", out.stdout[-800:]
 
 
+def test_a_command_that_runs_one_method_imports_that_method_only(cached):
+    """`securevfl run vfl` (as `securevfl party vfl`) imports vfl's module, not every method's:
+    no torch, no accountant (~3 CPU-s a process); a baseline it names still loads on demand."""
+    code = (
+        "import sys\n"
+        "from bench.cli import main\n"
+        "rc = main(['run', 'vfl', '--dataset', 'breast', '--n', '120', '--epochs', '1'])\n"
+        "assert rc == 0, rc\n"
+        "from securevfl.registry import lookup\n"
+        "loaded = sorted(m for m in ('torch', 'dp_accounting', 'securevfl.methods.hdp_vfl',\n"
+        "                            'baselines.centralized') if m in sys.modules)\n"
+        "lookup('method', 'centralized')\n"
+        "print('loaded:', loaded, 'baselines.centralized' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "loaded: [] True", out.stdout[-800:]
+
+
 def test_the_cached_cards_are_the_classes_cards(cached):
     cat = _read()
     assert cat is not None

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.networked, pytest.mark.slow]
 _MODULES_AT_EXIT = """
 import atexit, os, sys
 def _write():
-    heavy = [m for m in ("torch", "dp_accounting", "sklearn") if m in sys.modules]
+    heavy = [m for m in ("torch", "dp_accounting", "sklearn", "scipy") if m in sys.modules]
     with open(os.path.join(os.environ["MODULES_AT_EXIT"], str(os.getpid())), "w") as f:
         f.write(",".join(heavy) + "\\n" + " ".join(sys.argv))
 atexit.register(_write)
@@ -33,8 +33,8 @@ def test_processes_and_inprocess_give_the_same_model_and_bytes(tmp_path, monkeyp
         method="vfl", dataset="breast", parties=3, epochs=3, batch_size=64, seed=7, timeout=60
     )
     # each party imports its own method's module only: a plain GLM party loads neither torch
-    # nor the accountant nor scikit-learn (together ~4 s of CPU a process start); the label
-    # holder scores the AUC with scikit-learn
+    # nor the accountant nor scikit-learn nor scipy (together ~4 s of CPU a process start); the
+    # label holder scores the AUC with scikit-learn (which loads scipy)
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "sitecustomize.py").write_text(_MODULES_AT_EXIT)
     (tmp_path / "seen").mkdir()
@@ -45,7 +45,7 @@ def test_processes_and_inprocess_give_the_same_model_and_bytes(tmp_path, monkeyp
     for path in (tmp_path / "seen").iterdir():
         heavy, argv = path.read_text().split("\n")
         seen[int(argv.split("--index ")[1].split()[0])] = heavy
-    assert seen == {0: "sklearn", 1: "", 2: ""}, seen
+    assert seen == {0: "sklearn,scipy", 1: "", 2: ""}, seen
     local = run_experiment(spec)
     assert net["runtime"] == "processes" and local["runtime"] == "inprocess"
     assert net["model_fingerprint"] == local["model_fingerprint"]

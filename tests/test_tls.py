@@ -65,18 +65,11 @@ def test_certs_command_rejects_bad_input_with_one_line(tmp_path, capsys):
 
 
 @pytest.mark.networked
-def test_tls_run_gives_the_inprocess_model(tmp_path):
-    make_certs(str(tmp_path), 3)
-    addresses = [f"127.0.0.1:{p}" for p in free_ports(3)]
-    procs = [_party(i, addresses, tmp_path) for i in range(3)]
-    outs = _finish(procs)
-    assert [p.returncode for p in procs] == [0, 0, 0], [e for _, e in outs]
-    record = json.loads(outs[0][0])
-    assert record["model_fingerprint"] == _inprocess_fingerprint()
-
-
-@pytest.mark.networked
-def test_a_client_without_a_certificate_neither_joins_nor_stops_a_tls_run(tmp_path):
+def test_a_tls_run_gives_the_inprocess_model_and_a_client_without_a_certificate_cannot_join(
+    tmp_path,
+):
+    """One TLS run: a client without a certificate knocks first and neither joins nor stops
+    it; the run then gives the in-process model."""
     make_certs(str(tmp_path), 3)
     addresses = [f"127.0.0.1:{p}" for p in free_ports(3)]
     procs = [_party(i, addresses, tmp_path) for i in (1, 2)]
@@ -99,6 +92,9 @@ def test_a_client_without_a_certificate_neither_joins_nor_stops_a_tls_run(tmp_pa
     procs.insert(0, _party(0, addresses, tmp_path))
     outs = _finish(procs)
     assert [p.returncode for p in procs] == [0, 0, 0], [e for _, e in outs]
+    record = json.loads(outs[0][0])
+    assert record["runtime"] == "processes"
+    assert record["model_fingerprint"] == _inprocess_fingerprint()
 
 
 @pytest.mark.networked
