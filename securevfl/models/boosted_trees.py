@@ -43,6 +43,11 @@ def squared_grad_hess(
     return np.clip(margin - y, -clip, clip), np.ones_like(margin)
 
 
+def _left_sums(hist_g: np.ndarray, hist_h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(g, h) sums left of every split: bins 0..b of each column, for b below the last bin."""
+    return np.cumsum(hist_g, axis=1)[:, :-1], np.cumsum(hist_h, axis=1)[:, :-1]
+
+
 def split_gains(
     G: float,
     H: float,
@@ -59,8 +64,7 @@ def split_gains(
     sum over b + 1 bins then carries (b + 1) times it, and so does the right one (G is exact),
     and E[GL_noisy^2] = GL^2 + var: the expected excess is subtracted, or noisy columns would
     win splits for their noise alone (post-processing of the noisy sums)."""
-    GL = np.cumsum(hist_g, axis=1)[:, :-1]
-    HL = np.cumsum(hist_h, axis=1)[:, :-1]
+    GL, HL = _left_sums(hist_g, hist_h)
     if not H + lam > 0:  # no hessian mass (λ = 0, or noisy sums): no split has a finite gain
         return np.full(GL.shape, -np.inf)
     GR, HR = G - GL, H - HL
@@ -106,8 +110,7 @@ def noisy_gain_floor(
     minimum is reached by coordinate descent, each step in closed form: at fixed HL the
     vertex GL = G (HL+λ)/(H+2λ); at fixed GL, HL+λ = |GL| (H+2λ)/(|GL|+|GR|). Post-processing
     of the released sums: no change to ε."""
-    GL = np.cumsum(hist_g, axis=1)[:, :-1]
-    HL = np.cumsum(hist_h, axis=1)[:, :-1]
+    GL, HL = _left_sums(hist_g, hist_h)
     if not H + lam > 0:  # no hessian mass: as in ``split_gains``
         return np.full(GL.shape, -np.inf)
     width = z * np.sqrt(np.arange(1, hist_g.shape[1], dtype=np.float64))
