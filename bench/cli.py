@@ -10,7 +10,7 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -306,16 +306,26 @@ def _import_only(method: str | None) -> bool:
 
 def build_parser(method: str | None = None, command: str | None = None) -> argparse.ArgumentParser:
     """The parser; ``run``/``party`` offer the common options and ``method``'s own.
-    ``command``: the one being parsed; one of :data:`NO_METHODS` gets a parser without the
-    method commands (``run``, ``party``, ``attack``, ``audit``)."""
+    ``command``: the one being parsed; a known command gets a parser with only its own
+    subparser (``run``, ``party``, ``attack`` and ``audit`` each hold every common option and the
+    method's: building them all took most of a refused run's time); any other (``--help``, a
+    typo) gets every command."""
     ap = _Parser(
         prog="securevfl",
         description="Privacy-preserving vertical federated learning: "
         "DP, MPC and HE methods side by side on one training core.",
     )
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    if command not in NO_METHODS:
-        _add_method_commands(sub, method)
+    known = command in _COMMANDS or command in ONE_METHOD
+    if not known or command in ONE_METHOD:
+        _add_method_commands(sub, method, command if known else None)
+    for name, add in _COMMANDS.items():
+        if not known or name == command:
+            add(sub)
+    return ap
+
+
+def _add_bench_command(sub: Any) -> None:
     p = sub.add_parser("bench", help="run a benchmark suite and render its report")
     p.add_argument(
         "--suite",
@@ -361,6 +371,9 @@ def build_parser(method: str | None = None, command: str | None = None) -> argpa
     )
     add_perf_args(p)
     p.set_defaults(func=cmd_bench)
+
+
+def _add_align_command(sub: Any) -> None:
     p = sub.add_parser(
         "align",
         help="private entity alignment: keep the rows whose ID every party holds (ECDH-PSI)",
@@ -384,11 +397,19 @@ def build_parser(method: str | None = None, command: str | None = None) -> argpa
     p.add_argument("--json", action="store_true", help="print one JSON alignment record")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_align)
-    add_predict_parser(sub)
+
+
+def _add_datasets_command(sub: Any) -> None:
     p = sub.add_parser("datasets", help="list datasets (n, d, task, source, licence)")
     p.set_defaults(func=cmd_datasets)
+
+
+def _add_methods_command(sub: Any) -> None:
     p = sub.add_parser("methods", help="list methods and baselines")
     p.set_defaults(func=cmd_methods)
+
+
+def _add_certs_command(sub: Any) -> None:
     p = sub.add_parser(
         "certs", help="make a test CA and one TLS key + certificate per party (MPyC's layout)"
     )
@@ -396,15 +417,44 @@ def build_parser(method: str | None = None, command: str | None = None) -> argpa
     p.add_argument("--parties", required=True, help="number of parties (MPyC parties, all)")
     p.add_argument("--days", default="30", help="validity in days; default 30")
     p.set_defaults(func=cmd_certs)
+
+
+def _add_demo_command(sub: Any) -> None:
     p = sub.add_parser("demo", help="protocol demos: show what each party holds and sends")
     p.add_argument("name", help="demo name (shamir, secagg, ckks, ...)")
     p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for the demo")
     p.set_defaults(func=cmd_demo)
-    return ap
 
 
-def _add_method_commands(sub: Any, method: str | None) -> None:
-    """``run``, ``party``, ``attack`` and ``audit``: the common options and ``method``'s own."""
+_COMMANDS: dict[str, Callable[[Any], None]] = {
+    "bench": _add_bench_command,
+    "align": _add_align_command,
+    "predict": add_predict_parser,
+    "datasets": _add_datasets_command,
+    "methods": _add_methods_command,
+    "certs": _add_certs_command,
+    "demo": _add_demo_command,
+}
+
+
+def _add_method_commands(sub: Any, method: str | None, only: str | None = None) -> None:
+    """``run``, ``party``, ``attack`` and ``audit`` (or ``only`` that one): the common options
+    and ``method``'s own."""
+    if only in (None, "run"):
+        _add_run_command(sub, method)
+    if only in (None, "party"):
+        _add_party_command(sub, method)
+    if only in (None, "attack"):
+        from bench.attack_cli import add_attack_parser
+
+        add_attack_parser(sub, functools.partial(add_run_args, method=method, method_flag=True))
+    if only in (None, "audit"):
+        from bench.audit_cli import add_audit_parser
+
+        add_audit_parser(sub, functools.partial(add_run_args, method=method))
+
+
+def _add_run_command(sub: Any, method: str | None) -> None:
     p = sub.add_parser("run", help="train one method on one dataset and print its result record")
     g = add_run_args(p, method)
     g["protocol"].add_argument(
@@ -424,6 +474,9 @@ def _add_method_commands(sub: Any, method: str | None) -> None:
         "record gets a 'view' summary (in-process runs)",
     )
     p.set_defaults(func=cmd_run)
+
+
+def _add_party_command(sub: Any, method: str | None) -> None:
     p = sub.add_parser("party", help="run one party of a networked run on this host")
     g = add_run_args(p, method)
     net = g["protocol"]
@@ -459,12 +512,6 @@ def _add_method_commands(sub: Any, method: str | None) -> None:
     )
     add_save_arg(g["output"])
     p.set_defaults(func=cmd_party)
-    from bench.attack_cli import add_attack_parser
-
-    add_attack_parser(sub, functools.partial(add_run_args, method=method, method_flag=True))
-    from bench.audit_cli import add_audit_parser
-
-    add_audit_parser(sub, functools.partial(add_run_args, method=method))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

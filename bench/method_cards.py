@@ -99,9 +99,14 @@ def catalogue() -> Catalogue:
     cat = _stored(_key())
     methods = dict(cat.methods)
     for name, cls in registered("method").items():
-        methods[name] = card_of(cls)
+        methods[name] = _card_in_memory(cls)
     names = {k: sorted(set(cat.names.get(k, ())) | set(registered(k))) for k in LISTED}
     return Catalogue(dict(sorted(methods.items())), names)
+
+
+@functools.cache  # a class's card is fixed once it is registered; the parser asks for the
+def _card_in_memory(cls: Any) -> MethodCard:  # catalogue ~15 times while it is built
+    return card_of(cls)
 
 
 @functools.cache  # once per process and key: a command asks several times while it parses
