@@ -29,8 +29,9 @@ def one_torch_thread(spec: RunSpec) -> None:
     """The models here are small: torch's intra-op threads cost far more in synchronisation
     than they gain (measured 40x slower split-NN steps with 2 threads on a loaded 2-core
     machine), and one thread per party process keeps in-process and networked timings
-    comparable. A GLM run of a method whose module did not load torch never imports it."""
-    if spec.model != "glm" or "torch" in sys.modules:
+    comparable. A GLM or boosted-trees run of a method whose module did not load torch never
+    imports it (~2-3 CPU-s a process)."""
+    if spec.model not in ("glm", "gbdt") or "torch" in sys.modules:
         import torch
 
         torch.set_num_threads(1)
