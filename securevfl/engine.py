@@ -1,12 +1,16 @@
 """Where a party computes on its own rows: in its process (numpy) or on its Dask cluster.
 
-``--engine dask`` (hdp-vfl and fm-vfl): each party's block becomes a Dask array of row blocks
-held on that party's own cluster (a ``LocalCluster`` of 2 worker processes the party starts, or
+``--engine dask`` (hdp-vfl, fm-vfl, secureboost): each party's block becomes a Dask array of
+row blocks held on that party's own cluster (a ``LocalCluster`` of 2 worker processes the party starts, or
 the scheduler at ``--dask-scheduler ADDRESS``), and the GLM products it computes on its own rows
 run there: X w and its test scores blockwise, Xᵀ g, Xᵀ X and Xᵀ v as tree reductions over the
-blocks. The protocol between parties (what is sent, the noise, MPC, the wire) is unchanged:
+blocks. ``secureboost`` and ``secureboost-dp`` run their Paillier arithmetic there
+(``methods.secureboost_dask``): the label holder's encryption over row blocks, with the next
+tree's randomness computed ahead, and a data party's encrypted bin sums over column groups.
+The protocol between parties (what is sent, the noise, MPC, the wire) is unchanged:
 what a party sends is computed from these results exactly as on the numpy path. Sums associate
-differently over blocks, so the results agree with numpy to float rounding, not bit for bit.
+differently over blocks, so the results agree with numpy to float rounding, not bit for bit
+(secureboost's exact integer arithmetic gives the same trees).
 
 What it does not change: the party still reads, encodes and holds its block in its own process
 (the rules of :mod:`securevfl.data.csv_columns` run there), and fm-vfl's secure product takes
@@ -27,7 +31,7 @@ import numpy as np
 from securevfl.errors import ConfigError
 
 ENGINES = ("numpy", "dask")
-ENGINE_METHODS = ("hdp-vfl", "fm-vfl")  # the methods whose local products run on the engine
+ENGINE_METHODS = ("hdp-vfl", "fm-vfl", "secureboost", "secureboost-dp")  # local work on the engine
 BLOCK_ROWS = 131_072  # rows per block: at d = 40, 40 MiB of float64
 LOCAL_WORKERS = 2
 CONNECT_TIMEOUT_S = 60

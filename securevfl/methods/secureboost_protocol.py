@@ -89,38 +89,61 @@ def setup_keys(ctx: Any, bits: int, djn: bool) -> dict[int, Crypto]:
     return out
 
 
-def encrypt_gradients(c: Crypto, g: np.ndarray, h: np.ndarray) -> bytes:
-    """L: one ciphertext per row of ``g + h 2^W`` (fixed point)."""
+def plaintexts(g: np.ndarray, h: np.ndarray, n: int) -> list[int]:
+    """L: each row's packed plaintext ``g + h 2^W`` (fixed point)."""
     gi = np.rint(g * 2.0**FRAC_BITS).astype(np.int64).tolist()
     hi = np.rint(h * 2.0**FRAC_BITS).astype(np.int64).tolist()
-    return ph.to_bytes(
-        c.pub, [c.encrypt(pk.pack((a, b), SLOT_BITS, c.n)) for a, b in zip(gi, hi, strict=True)]
-    )
+    return [pk.pack((a, b), SLOT_BITS, n) for a, b in zip(gi, hi, strict=True)]
+
+
+def encrypt_gradients(c: Crypto, g: np.ndarray, h: np.ndarray, offload: Any = None) -> bytes:
+    """L: one ciphertext per row of ``g + h 2^W``; ``offload``: its engine's tasks
+    (``secureboost_dask.BoostOffload``, with the randomness it computed ahead), else here."""
+    ms = plaintexts(g, h, c.n)
+    if offload is not None:
+        return offload.encrypt(ms)
+    return ph.to_bytes(c.pub, [c.encrypt(m) for m in ms])
 
 
 def bin_sums(
     c: Crypto,
-    cts: list[gmpy2.mpz],
+    cts: Any,
     bins: np.ndarray,
     node_of_row: np.ndarray,
     n_nodes: int,
     n_bins: int,
     noise: tuple[np.random.Generator, float, float] | None,
+    offload: Any = None,
 ) -> bytes:
     """Party k: encrypted (g, h) sums per (node, column, bin), packed and re-randomised.
 
-    ``bins``: the sampled rows' bins of k's columns in the order it sends them; ``noise``:
-    (its CSPRNG, sigma C_g, sigma C_h) in the DP variant, else None."""
-    acc = _products(c.n2, cts, bins, node_of_row, n_nodes, n_bins)
-    n2 = c.n2
-    one, cap, out = gmpy2.mpz(1), c.capacity, []
-    for start in range(0, len(acc), cap):
-        group = [one if a is None else a for a in acc[start : start + cap]]
-        packed = pk.pack_ciphertexts(group, PAIR_BITS, n2)
-        slots = [0] * (2 * len(group)) if noise is None else noise_slots(noise, len(group))
+    ``cts``: the ciphertexts (with ``offload``, its handle of them on the engine); ``bins``:
+    the sampled rows' bins of k's columns in the order it sends them; ``noise``: (its CSPRNG,
+    sigma C_g, sigma C_h) in the DP variant, else None; ``offload``: the party's engine
+    (``secureboost_dask.BoostOffload``) that multiplies and packs, else here."""
+    cap = c.capacity
+    if offload is not None:
+        packed = offload.packed_products(cts, bins, node_of_row, n_nodes, n_bins, cap)
+    else:
+        acc = _products(c.n2, cts, bins, node_of_row, n_nodes, n_bins)
+        packed = pack_cells(c.n2, acc, cap)
+    cells = n_nodes * bins.shape[1] * n_bins
+    out = []
+    for j, ct in enumerate(packed):
+        pairs = min(cap, cells - j * cap)
+        slots = [0] * (2 * pairs) if noise is None else noise_slots(noise, pairs)
         # fresh randomness on every reply (and the noise, under encryption, where there is one)
-        out.append(packed * c.encrypt(pk.pack(list(slots), SLOT_BITS, c.n)) % n2)
+        out.append(ct * c.encrypt(pk.pack(list(slots), SLOT_BITS, c.n)) % c.n2)
     return ph.to_bytes(c.pub, out)
+
+
+def pack_cells(n2: gmpy2.mpz, acc: list[gmpy2.mpz | None], cap: int) -> list[gmpy2.mpz]:
+    """The cells' products ``cap`` per ciphertext (Horner; an empty cell is 1, a zero sum)."""
+    one = gmpy2.mpz(1)
+    return [
+        pk.pack_ciphertexts([one if a is None else a for a in acc[i : i + cap]], PAIR_BITS, n2)
+        for i in range(0, len(acc), cap)
+    ]
 
 
 def noise_slots(noise: tuple[np.random.Generator, float, float], pairs: int) -> np.ndarray:
@@ -147,32 +170,55 @@ def _products(
     then that product divided by the other bins' (one inversion), so only the rows outside it
     are multiplied in: the same group elements, far fewer products on skewed or one-hot
     columns."""
-    F = bins.shape[1]
-    acc: list[gmpy2.mpz | None] = [None] * (n_nodes * F * n_bins)
     live = np.nonzero(node_of_row >= 0)[0]
     nodes = node_of_row[live].astype(np.int64)
+    total = node_totals(n2, cts, live, nodes, n_nodes)
+    cols = [column_cells(n2, cts, bins[live, s], live, nodes, n_nodes, n_bins) for s in
+            range(bins.shape[1])]  # fmt: skip
+    return join_columns(n2, cols, total, n_nodes, n_bins)
+
+
+def node_totals(n2, cts, live: np.ndarray, nodes: np.ndarray, n_nodes: int) -> list:
+    """The product of each node's ciphertexts (None: an empty node)."""
     total: list[gmpy2.mpz | None] = [None] * n_nodes
     for i, v in zip(live.tolist(), nodes.tolist(), strict=True):
         t = total[v]
         total[v] = cts[i] if t is None else t * cts[i] % n2
-    for s in range(F):
-        cell = nodes * n_bins + bins[live, s]
-        counts = np.bincount(cell, minlength=n_nodes * n_bins).reshape(n_nodes, n_bins)
-        fullest = counts.argmax(axis=1)  # per node: the bin whose product comes by division
-        rest = bins[live, s] != fullest[nodes]
-        keys = ((nodes[rest] * F + s) * n_bins + bins[live[rest], s]).tolist()
-        for i, key in zip(live[rest].tolist(), keys, strict=True):
-            a = acc[key]
-            acc[key] = cts[i] if a is None else a * cts[i] % n2
+    return total
+
+
+def column_cells(n2, cts, col: np.ndarray, live: np.ndarray, nodes: np.ndarray, n_nodes: int,
+                 n_bins: int) -> tuple[list, np.ndarray]:  # fmt: skip
+    """One column (``col``: the live rows' bins): per (node, bin) the product of its rows'
+    ciphertexts, except each node's fullest bin (left None; ``join_columns`` divides it out),
+    and the fullest bin of each node."""
+    cell = nodes * n_bins + col
+    counts = np.bincount(cell, minlength=n_nodes * n_bins).reshape(n_nodes, n_bins)
+    fullest = counts.argmax(axis=1)  # per node: the bin whose product comes by division
+    rest = col != fullest[nodes]
+    acc: list[gmpy2.mpz | None] = [None] * (n_nodes * n_bins)
+    for i, key in zip(live[rest].tolist(), cell[rest].tolist(), strict=True):
+        a = acc[key]
+        acc[key] = cts[i] if a is None else a * cts[i] % n2
+    return acc, fullest
+
+
+def join_columns(n2, cols: list, total: list, n_nodes: int, n_bins: int) -> list:
+    """The (node, column, bin) cells from each column's ``column_cells`` and the node totals:
+    each fullest bin is its node's product divided by the node's other bins'."""
+    F = len(cols)
+    acc: list[gmpy2.mpz | None] = [None] * (n_nodes * F * n_bins)
+    for s, (cells, fullest) in enumerate(cols):
         for v in range(n_nodes):
-            if total[v] is None:
-                continue
+            part = cells[v * n_bins : (v + 1) * n_bins]
+            if total[v] is not None:
+                others = gmpy2.mpz(1)
+                for a in part:
+                    if a is not None:
+                        others = others * a % n2
+                part[int(fullest[v])] = total[v] * gmpy2.invert(others, n2) % n2
             base = (v * F + s) * n_bins
-            others = gmpy2.mpz(1)
-            for a in acc[base : base + n_bins]:
-                if a is not None:
-                    others = others * a % n2
-            acc[base + int(fullest[v])] = total[v] * gmpy2.invert(others, n2) % n2
+            acc[base : base + n_bins] = part
     return acc
 
 
