@@ -161,9 +161,9 @@ class OwnerFixedBaseEncryptor:
     square into the unique residue below n^2 with those two images, and the ciphertext is then
     ``(1 + m n) r mod n^2``: exactly ``(1 + m n) h_s^a mod n^2`` for the same exponent a. Nothing
     changes on the wire or in security (the exponent is drawn as before, n_bits/2 random bits),
-    only the cost. Each table product is on a modulus of n_bits (p^2) instead of 2 n_bits (n^2): 2.5x
-    cheaper in gmpy2 (3.2 against 8.0 us at 2048 bits), done twice. Only the key holder can do
-    it; data parties keep the public-key path.
+    only the cost. Each table product is on a modulus of n_bits (p^2) instead of 2 n_bits
+    (n^2): 2.5x cheaper in gmpy2 (3.2 against 8.0 us at 2048 bits), done twice. Only the key
+    holder can do it; data parties keep the public-key path.
 
     Tables: one per prime square, ``ceil(n_bits / 2 / window)`` rows of ``2^window`` residues of
     n_bits bits: 2 x 26 MiB at 2048 bits and window 10, built in ~0.7 CPU-s (window 8: 2 x 8 MiB,

@@ -108,7 +108,14 @@ class BoostOffload:
         per = -(-F // (2 * self.workers))  # two groups a worker: the columns' costs differ
         groups = [
             self.client.submit(
-                _columns, n2, cts, bins[live, s : s + per], live, nodes, n_nodes, n_bins,
+                _columns,
+                n2,
+                cts,
+                bins[live, s : s + per],
+                live,
+                nodes,
+                n_nodes,
+                n_bins,
                 pure=False,
             )  # fmt: skip
             for s in range(0, F, per)
