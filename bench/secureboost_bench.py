@@ -3,7 +3,8 @@
 
     python -m bench.secureboost_bench --dataset phishing --n 4000 --bits 2048 --json
     python -m bench.secureboost_bench --processes --dump-blocks build/perf/secureboost
-    python -m bench.secureboost_bench --dataset synthetic-logistic --n 100000 --trees 3 --engine dask
+    python -m bench.secureboost_bench --dataset synthetic-logistic --n 100000 --trees 3 \
+        --engine dask
 
 The run is ``securevfl run secureboost`` (in-process, or one OS process per party with
 ``--processes``); seconds = its training time (key generation included, test scoring not).
