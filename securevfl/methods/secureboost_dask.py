@@ -105,7 +105,7 @@ class BoostOffload:
         nodes = node_of_row[live].astype(np.int64)
         total = self.client.submit(sp.node_totals, n2, cts, live, nodes, n_nodes, pure=False)
         F = bins.shape[1]
-        per = -(-F // (2 * self.workers))  # two groups a worker: the columns' costs differ
+        per = -(-F // (8 * self.workers))  # several groups a worker: columns' costs differ
         groups = [
             self.client.submit(
                 _columns,
