@@ -14,6 +14,7 @@ from protocols import paillier_he as ph
 from securevfl.engine import DaskEngine
 from securevfl.errors import ProtocolError
 from securevfl.methods import secureboost_protocol as sp
+from securevfl.methods import secureboost_sums as hs
 from securevfl.methods.secureboost_dask import BoostOffload
 from securevfl.run_options import build_spec
 
@@ -75,7 +76,7 @@ def test_bin_sum_tasks_pack_the_in_process_products(engine, keys):
     cts = [partner.encrypt(int(v)) for v in rng.integers(0, 2**20, rows)]
     bins = rng.integers(0, nb, size=(rows, F))
     node_of = rng.integers(-1, nodes, size=rows)  # -1: a row in no open node
-    want = sp.pack_cells(partner.n2, sp._products(partner.n2, cts, bins, node_of, nodes, nb), 2)
+    want = hs.pack_cells(partner.n2, hs.products(partner.n2, cts, bins, node_of, nodes, nb), 2, 128)
     off = BoostOffload(engine.client, partner)
     assert off.key is None  # a data party has no key to draw randomness with
     held = off.hold(cts)

@@ -3,8 +3,9 @@
 The label holder's per-row encryption runs as tasks over row blocks, the data party's bin
 sums as tasks over column groups and then over groups of packed replies. What the protocol
 sends is unchanged: every ciphertext is the number the in-process path computes for the same
-randomness exponent (``randomness_block`` calls the same encryptor, ``column_cells`` and
-``pack_cells`` are the in-process functions), so the decrypted sums and the trees are the same.
+randomness exponent (``randomness_block`` calls the same encryptor; ``column_cells`` and
+``pack_cells`` of ``secureboost_sums`` are the in-process functions), so the decrypted sums and
+the trees are the same.
 
 Randomness: the exponents are drawn in the party process from the OS CSPRNG (``secrets``), one
 per ciphertext, and sent to the tasks; the workers compute h_s^a (DJN, by CRT with the label
@@ -29,6 +30,7 @@ import numpy as np
 from protocols import paillier_he as ph
 from securevfl.errors import ProtocolError
 from securevfl.methods import secureboost_protocol as sp
+from securevfl.methods import secureboost_sums as hs
 
 _WORKER_CACHE: dict[tuple, Any] = {}  # in each worker process: the last key's encryptor
 
@@ -96,14 +98,21 @@ class BoostOffload:
         name = f"boost-cts-{uuid.uuid4().hex}"
         return self.client.scatter({name: cts}, broadcast=True)[name]
 
-    def packed_products(self, cts: Any, bins: np.ndarray, node_of_row: np.ndarray,
-                        n_nodes: int, n_bins: int, cap: int) -> list[gmpy2.mpz]:  # fmt: skip
-        """``sp.pack_cells`` of ``sp._products``, as tasks: node totals and column groups, then
+    def packed_products(
+        self,
+        cts: Any,
+        bins: np.ndarray,
+        node_of_row: np.ndarray,
+        n_nodes: int,
+        n_bins: int,
+        cap: int,
+    ) -> list[gmpy2.mpz]:
+        """``hs.pack_cells`` of ``hs.products``, as tasks: node totals and column groups, then
         groups of packed ciphertexts."""
         n2 = self.c.n2
         live = np.nonzero(node_of_row >= 0)[0]
         nodes = node_of_row[live].astype(np.int64)
-        total = self.client.submit(sp.node_totals, n2, cts, live, nodes, n_nodes, pure=False)
+        total = self.client.submit(hs.node_totals, n2, cts, live, nodes, n_nodes, pure=False)
         F = bins.shape[1]
         per = -(-F // (8 * self.workers))  # several groups a worker: columns' costs differ
         groups = [
@@ -117,14 +126,14 @@ class BoostOffload:
                 n_nodes,
                 n_bins,
                 pure=False,
-            )  # fmt: skip
+            )
             for s in range(0, F, per)
         ]
         cols = [c for g in self.client.gather(groups) for c in g]
-        acc = sp.join_columns(n2, cols, total.result(), n_nodes, n_bins)
+        acc = hs.join_columns(n2, cols, total.result(), n_nodes, n_bins)
         step = cap * -(-len(acc) // (cap * 2 * self.workers))  # whole packed ciphertexts
         packs = [
-            self.client.submit(sp.pack_cells, n2, acc[i : i + step], cap, pure=False)
+            self.client.submit(hs.pack_cells, n2, acc[i : i + step], cap, sp.PAIR_BITS, pure=False)
             for i in range(0, len(acc), step)
         ]
         return [ct for p in self.client.gather(packs) for ct in p]
@@ -133,8 +142,9 @@ class BoostOffload:
 def _draw(key: tuple) -> int:
     """One fresh exponent: n_bits/2 random bits (DJN) or r in [1, n) (the full r^n)."""
     n, h = key[0], key[3]
-    return secrets.randbits(-(-n.bit_length() // 2)) if h is not None else \
-        secrets.randbelow(n - 1) + 1  # fmt: skip
+    return (
+        secrets.randbits(-(-n.bit_length() // 2)) if h is not None else secrets.randbelow(n - 1) + 1
+    )
 
 
 def _encryptor(key: tuple) -> Any:
@@ -171,6 +181,8 @@ def encrypt_block(n: int, rand: list[gmpy2.mpz], ms: list[int]) -> bytes:
 
 
 def _columns(n2, cts, bins, live, nodes, n_nodes, n_bins) -> list:
-    """Worker: ``sp.column_cells`` of each column of ``bins`` (the live rows' bins)."""
-    return [sp.column_cells(n2, cts, bins[:, j], live, nodes, n_nodes, n_bins)
-            for j in range(bins.shape[1])]  # fmt: skip
+    """Worker: ``hs.column_cells`` of each column of ``bins`` (the live rows' bins)."""
+    return [
+        hs.column_cells(n2, cts, bins[:, j], live, nodes, n_nodes, n_bins)
+        for j in range(bins.shape[1])
+    ]
