@@ -173,8 +173,9 @@ COMMON_OPTIONS: dict[str, Option] = {
         "engine",
         str,
         "where each party computes on its own rows: numpy (in its process) or dask (Dask "
-        "reductions over row blocks on the party's own cluster; hdp-vfl and fm-vfl, other "
-        "methods say so and run in one process); the protocol between parties is the same",
+        "reductions over row blocks on the party's own cluster; hdp-vfl and fm-vfl, and "
+        "secureboost's Paillier work as tasks; other methods say so and run in one process); "
+        "the protocol between parties is the same",
         choices=("numpy", "dask"),
     ),
     "dask_scheduler": _common(

@@ -1,7 +1,9 @@
 """Peer side of the SecureBoost perf job: SecretFlow's SGB (its vertical SecureBoost) on the rows
 that ``python -m bench.secureboost_bench --dump-blocks DIR`` wrote, split as the run split them
 (party 'alice' holds the labels and the label holder's columns, 'bob' the partner's), with the
-run's depth, rounds, learning rate, λ = 1 and about as many bins (``sketch_eps`` = 1 / bins).
+run's depth, rounds, learning rate, λ = 1, about as many bins (``sketch_eps`` = 1 / bins; SGB's
+are quantile bins, ours equal-width on the public domain), the same base margin (the log-odds of
+the training labels' mean) and every tree on both parties' columns.
 Paillier-2048 (``--schema``), SecretFlow's debug mode (every party in this one process).
 Seconds = ``Sgb.train``; accuracy at the 0.5 threshold on the test rows.
 
@@ -102,7 +104,12 @@ def main() -> int:
         "objective": "logistic",
         "rowsample_by_tree": 1.0,
         "colsample_by_tree": 1.0,
-        "base_score": float(np.mean(ytr)),
+        # SGB starts from base_score as a margin (init_pred fills it in): the log-odds of the
+        # training labels' mean, as ours (it used to get the mean itself, a probability)
+        "base_score": float(np.log(np.mean(ytr) / (1.0 - np.mean(ytr)))),
+        # 1.14's default is True (its docstring says False): the first tree on alice's columns
+        # alone, which ours does only with --local-trees 1; every tree on both, as ours
+        "first_tree_with_label_holder_feature": False,
         "seed": 0,
     }
     dtrain = fed(Xtr)

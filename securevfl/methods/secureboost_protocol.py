@@ -22,6 +22,7 @@ import numpy as np
 from protocols import paillier_he as ph
 from protocols import paillier_pack as pk
 from securevfl.errors import ProtocolError
+from securevfl.methods import secureboost_sums as hs
 from securevfl.models.boosted_trees import (
     Lookup,
     TreeSet,
@@ -89,37 +90,51 @@ def setup_keys(ctx: Any, bits: int, djn: bool) -> dict[int, Crypto]:
     return out
 
 
-def encrypt_gradients(c: Crypto, g: np.ndarray, h: np.ndarray) -> bytes:
-    """L: one ciphertext per row of ``g + h 2^W`` (fixed point)."""
+def plaintexts(g: np.ndarray, h: np.ndarray, n: int) -> list[int]:
+    """L: each row's packed plaintext ``g + h 2^W`` (fixed point)."""
     gi = np.rint(g * 2.0**FRAC_BITS).astype(np.int64).tolist()
     hi = np.rint(h * 2.0**FRAC_BITS).astype(np.int64).tolist()
-    return ph.to_bytes(
-        c.pub, [c.encrypt(pk.pack((a, b), SLOT_BITS, c.n)) for a, b in zip(gi, hi, strict=True)]
-    )
+    return [pk.pack((a, b), SLOT_BITS, n) for a, b in zip(gi, hi, strict=True)]
+
+
+def encrypt_gradients(c: Crypto, g: np.ndarray, h: np.ndarray, offload: Any = None) -> bytes:
+    """L: one ciphertext per row of ``g + h 2^W``; ``offload``: its engine's tasks
+    (``secureboost_dask.BoostOffload``, with the randomness it computed ahead), else here."""
+    ms = plaintexts(g, h, c.n)
+    if offload is not None:
+        return offload.encrypt(ms)
+    return ph.to_bytes(c.pub, [c.encrypt(m) for m in ms])
 
 
 def bin_sums(
     c: Crypto,
-    cts: list[gmpy2.mpz],
+    cts: Any,
     bins: np.ndarray,
     node_of_row: np.ndarray,
     n_nodes: int,
     n_bins: int,
     noise: tuple[np.random.Generator, float, float] | None,
+    offload: Any = None,
 ) -> bytes:
     """Party k: encrypted (g, h) sums per (node, column, bin), packed and re-randomised.
 
-    ``bins``: the sampled rows' bins of k's columns in the order it sends them; ``noise``:
-    (its CSPRNG, sigma C_g, sigma C_h) in the DP variant, else None."""
-    acc = _products(c.n2, cts, bins, node_of_row, n_nodes, n_bins)
-    n2 = c.n2
-    one, cap, out = gmpy2.mpz(1), c.capacity, []
-    for start in range(0, len(acc), cap):
-        group = [one if a is None else a for a in acc[start : start + cap]]
-        packed = pk.pack_ciphertexts(group, PAIR_BITS, n2)
-        slots = [0] * (2 * len(group)) if noise is None else noise_slots(noise, len(group))
+    ``cts``: the ciphertexts (with ``offload``, its handle of them on the engine); ``bins``:
+    the sampled rows' bins of k's columns in the order it sends them; ``noise``: (its CSPRNG,
+    sigma C_g, sigma C_h) in the DP variant, else None; ``offload``: the party's engine
+    (``secureboost_dask.BoostOffload``) that multiplies and packs, else here."""
+    cap = c.capacity
+    if offload is not None:
+        packed = offload.packed_products(cts, bins, node_of_row, n_nodes, n_bins, cap)
+    else:
+        acc = hs.products(c.n2, cts, bins, node_of_row, n_nodes, n_bins)
+        packed = hs.pack_cells(c.n2, acc, cap, PAIR_BITS)
+    cells = n_nodes * bins.shape[1] * n_bins
+    out = []
+    for j, ct in enumerate(packed):
+        pairs = min(cap, cells - j * cap)
+        slots = [0] * (2 * pairs) if noise is None else noise_slots(noise, pairs)
         # fresh randomness on every reply (and the noise, under encryption, where there is one)
-        out.append(packed * c.encrypt(pk.pack(list(slots), SLOT_BITS, c.n)) % n2)
+        out.append(ct * c.encrypt(pk.pack(list(slots), SLOT_BITS, c.n)) % c.n2)
     return ph.to_bytes(c.pub, out)
 
 
@@ -131,49 +146,6 @@ def noise_slots(noise: tuple[np.random.Generator, float, float], pairs: int) -> 
     rng, sg, sh = noise
     scale = np.tile([sg, sh], pairs) * 2.0**FRAC_BITS
     return np.rint(rng.normal(0.0, 1.0, size=2 * pairs) * scale).astype(np.int64)
-
-
-def _products(
-    n2: gmpy2.mpz,
-    cts: list[gmpy2.mpz],
-    bins: np.ndarray,
-    node_of_row: np.ndarray,
-    n_nodes: int,
-    n_bins: int,
-) -> list[gmpy2.mpz | None]:
-    """The product of the ciphertexts of every (node, column, bin) (None: no row).
-
-    Each node's product over all its rows is taken once; per (node, column) the fullest bin is
-    then that product divided by the other bins' (one inversion), so only the rows outside it
-    are multiplied in: the same group elements, far fewer products on skewed or one-hot
-    columns."""
-    F = bins.shape[1]
-    acc: list[gmpy2.mpz | None] = [None] * (n_nodes * F * n_bins)
-    live = np.nonzero(node_of_row >= 0)[0]
-    nodes = node_of_row[live].astype(np.int64)
-    total: list[gmpy2.mpz | None] = [None] * n_nodes
-    for i, v in zip(live.tolist(), nodes.tolist(), strict=True):
-        t = total[v]
-        total[v] = cts[i] if t is None else t * cts[i] % n2
-    for s in range(F):
-        cell = nodes * n_bins + bins[live, s]
-        counts = np.bincount(cell, minlength=n_nodes * n_bins).reshape(n_nodes, n_bins)
-        fullest = counts.argmax(axis=1)  # per node: the bin whose product comes by division
-        rest = bins[live, s] != fullest[nodes]
-        keys = ((nodes[rest] * F + s) * n_bins + bins[live[rest], s]).tolist()
-        for i, key in zip(live[rest].tolist(), keys, strict=True):
-            a = acc[key]
-            acc[key] = cts[i] if a is None else a * cts[i] % n2
-        for v in range(n_nodes):
-            if total[v] is None:
-                continue
-            base = (v * F + s) * n_bins
-            others = gmpy2.mpz(1)
-            for a in acc[base : base + n_bins]:
-                if a is not None:
-                    others = others * a % n2
-            acc[base + int(fullest[v])] = total[v] * gmpy2.invert(others, n2) % n2
-    return acc
 
 
 def open_sums(c: Crypto, data: bytes, n_nodes: int, F: int, n_bins: int) -> np.ndarray:

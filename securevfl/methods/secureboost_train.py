@@ -61,6 +61,20 @@ class BoostState:
     bins_train: dict[int, np.ndarray] = field(default_factory=dict)
     phases_s: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     tree_s: list[float] = field(default_factory=list)
+    offloads: dict[int, Any] = field(default_factory=dict)  # --engine dask: a party's tasks
+    more: bool = False  # another tree with the partners follows this one
+
+
+def _offloads(ctx: Any, keys: dict[int, Any]) -> dict[int, Any]:
+    """Each local party's SecureBoost tasks on its Dask engine (none on the numpy engine)."""
+    from securevfl.methods.secureboost_dask import BoostOffload
+
+    out = {}
+    for k, c in keys.items():
+        client = getattr(ctx.engine(k), "client", None)
+        if client is not None:
+            out[k] = BoostOffload(client, c)
+    return out
 
 
 def grad_hess(cfg: BoostConfig, y: np.ndarray, margin: np.ndarray):
@@ -89,6 +103,7 @@ def train_boost(ctx: Any, cfg: BoostConfig) -> tuple[BoostState, float]:
             st.bins_train[k] = bin_index(ctx.views[k].X_train, cfg.n_bins, bound)
     t0 = time.perf_counter()
     keys = sp.setup_keys(ctx, cfg.bits, cfg.djn) if cfg.partner_trees() and others else {}
+    st.offloads = _offloads(ctx, keys)
     st.phases_s["setup"] = time.perf_counter() - t0
     if ctx.audit is not None:  # ``securevfl audit``: its release view draws with these settings
         ctx.audit.saw(ctx, cfg)
@@ -102,6 +117,7 @@ def train_boost(ctx: Any, cfg: BoostConfig) -> tuple[BoostState, float]:
     for t in range(cfg.trees):
         t1 = time.perf_counter()
         with_partners = bool(others) and t >= cfg.local_trees
+        st.more = with_partners and t + 1 < cfg.trees  # another partner tree follows
         leaf_of = _grow(ctx, cfg, st, keys, rngs, noise_rngs, margin, y, with_partners)
         if rt.here(L):
             margin += leaf_of
@@ -155,7 +171,11 @@ def _grow(ctx, cfg, st, keys, rngs, noise_rngs, margin, y, with_partners) -> np.
         payload = None
         if rt.here(L):
             t0 = time.perf_counter()
-            payload = {"rows": rows.astype(np.int64), "cts": sp.encrypt_gradients(keys[L], g, h)}
+            off = st.offloads.get(L)
+            data = sp.encrypt_gradients(keys[L], g, h, off)
+            if off is not None and st.more:  # the next tree's randomness, while partners sum
+                off.prepare(len(rows))  # a sample's size is the same every tree
+            payload = {"rows": rows.astype(np.int64), "cts": data}
             clock["encrypt"] += time.perf_counter() - t0
         n = ctx.info.n_train
         sampled = Expect("gradients", dtype="iu", shape=(None,), lo=0, hi=n - 1)
@@ -169,6 +189,8 @@ def _grow(ctx, cfg, st, keys, rngs, noise_rngs, margin, y, with_partners) -> np.
                 cts[k] = (r, ph.from_bytes(keys[k].pub, got["cts"]))
                 if len(cts[k][1]) != len(r):
                     raise ProtocolError("one ciphertext per sampled row must arrive")
+                if k in st.offloads:  # on the party's workers once per tree
+                    cts[k] = (r, st.offloads[k].hold(cts[k][1]))
     bins_L = st.bins_train[L][rows] if rt.here(L) else None
     leaf_of = np.zeros(ctx.info.n_train) if rt.here(L) else None
     for _level in range(cfg.depth):
@@ -196,8 +218,9 @@ def _grow(ctx, cfg, st, keys, rngs, noise_rngs, margin, y, with_partners) -> np.
                         cg, ch = cfg.grad_bounds()
                         s = cfg.noise_multiplier
                         noise = (noise_rngs[k], s * cg, s * ch)
+                    node_vec, n_open = _node_vector(msg, len(r)), int(msg["n"])
                     replies[k] = sp.bin_sums(
-                        keys[k], c, kb, _node_vector(msg, len(r)), int(msg["n"]), nb, noise
+                        keys[k], c, kb, node_vec, n_open, nb, noise, st.offloads.get(k)
                     )
                     clock["bin_sums"] += time.perf_counter() - t0
             got = rt.gather(replies, dst=L, expect=_sums_rule(ctx, cfg, keys, others, nodes, nb))

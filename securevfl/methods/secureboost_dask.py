@@ -1,0 +1,188 @@
+"""SecureBoost's heavy arithmetic on a party's own Dask cluster (``--engine dask``).
+
+The label holder's per-row encryption runs as tasks over row blocks, the data party's bin
+sums as tasks over column groups and then over groups of packed replies. What the protocol
+sends is unchanged: every ciphertext is the number the in-process path computes for the same
+randomness exponent (``randomness_block`` calls the same encryptor; ``column_cells`` and
+``pack_cells`` of ``secureboost_sums`` are the in-process functions), so the decrypted sums and
+the trees are the same.
+
+Randomness: the exponents are drawn in the party process from the OS CSPRNG (``secrets``), one
+per ciphertext, and sent to the tasks; the workers compute h_s^a (DJN, by CRT with the label
+holder's p and q) or r^n, which do not depend on the gradients. So a tree's randomness is
+computed ahead, while the label holder waits for the partners' bin sums of the tree before,
+and its encryption is one product per row (``RandomnessPool``); a pool serves one tree and is
+then spent (no randomness serves two ciphertexts). Workers build the CRT tables once per key
+(``_encryptor``: a cache in the worker process keyed by n and h_s). What crosses to the workers
+(the label holder's key, the party's bins, ciphertexts) stays inside the party's own cluster.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import gmpy2
+import numpy as np
+
+from protocols import paillier_he as ph
+from securevfl.errors import ProtocolError
+from securevfl.methods import secureboost_protocol as sp
+from securevfl.methods import secureboost_sums as hs
+
+_WORKER_CACHE: dict[tuple, Any] = {}  # in each worker process: the last key's encryptor
+
+
+@dataclass
+class RandomnessPool:
+    """One tree's randomness on the cluster: a future per row block (``rows`` in all)."""
+
+    rows: int
+    blocks: list[Any]
+    spent: bool = False
+
+
+class BoostOffload:
+    """A party's SecureBoost arithmetic as tasks on its engine's Dask client."""
+
+    def __init__(self, client: Any, crypto: sp.Crypto, block_rows: int = 4096) -> None:
+        self.client, self.c, self.block_rows = client, crypto, block_rows
+        pub, priv, h = crypto.pub, crypto.priv, getattr(crypto.fast, "h_s", None)
+        self.key = None  # the label holder's: (n, p, q, h_s), what a worker needs
+        if priv is not None:
+            self.key = (int(pub.n), int(priv.p), int(priv.q), None if h is None else int(h))
+        self.pool: RandomnessPool | None = None
+        self.workers = max(1, len(client.scheduler_info().get("workers", {})))
+
+    # -- the label holder --------------------------------------------------------------------
+    def draw(self, rows: int, exponents: list[int] | None = None) -> RandomnessPool:
+        """Start computing ``rows`` fresh randomness values on the cluster (returns at once);
+        ``exponents``: given by a test comparing paths, else drawn here."""
+        if self.key is None:
+            raise ProtocolError("only the key holder draws encryption randomness")
+        if exponents is None:
+            exponents = [_draw(self.key) for _ in range(rows)]
+        if len(exponents) != rows:
+            raise ProtocolError(f"{rows} exponents must be given, got {len(exponents)}")
+        step = self.block_rows
+        blocks = [
+            self.client.submit(randomness_block, self.key, exponents[i : i + step], pure=False)
+            for i in range(0, rows, step)
+        ]
+        return RandomnessPool(rows, blocks)
+
+    def prepare(self, rows: int) -> None:
+        """Compute the next tree's randomness ahead (while the partners sum)."""
+        self.pool = self.draw(rows)
+
+    def encrypt(self, ms: list[int], pool: RandomnessPool | None = None) -> bytes:
+        """The ciphertexts of ``ms`` (bytes on the wire), one product each with the randomness
+        of ``pool`` (default: the one prepared ahead, else drawn now); the pool is then spent."""
+        pool = pool or self.pool or self.draw(len(ms))
+        self.pool = None
+        if pool.spent or pool.rows != len(ms):
+            raise ProtocolError("a randomness pool serves one tree's rows, once")
+        pool.spent = True
+        step, n = self.block_rows, self.key[0]
+        parts = [
+            self.client.submit(encrypt_block, n, r, ms[i * step : (i + 1) * step], pure=False)
+            for i, r in enumerate(pool.blocks)
+        ]
+        return b"".join(self.client.gather(parts))
+
+    # -- a data party ------------------------------------------------------------------------
+    def hold(self, cts: list[gmpy2.mpz]) -> Any:
+        """The tree's ciphertexts, on every worker once (a future for ``packed_products``)."""
+        name = f"boost-cts-{uuid.uuid4().hex}"
+        return self.client.scatter({name: cts}, broadcast=True)[name]
+
+    def packed_products(
+        self,
+        cts: Any,
+        bins: np.ndarray,
+        node_of_row: np.ndarray,
+        n_nodes: int,
+        n_bins: int,
+        cap: int,
+    ) -> list[gmpy2.mpz]:
+        """``hs.pack_cells`` of ``hs.products``, as tasks: node totals and column groups, then
+        groups of packed ciphertexts."""
+        n2 = self.c.n2
+        live = np.nonzero(node_of_row >= 0)[0]
+        nodes = node_of_row[live].astype(np.int64)
+        total = self.client.submit(hs.node_totals, n2, cts, live, nodes, n_nodes, pure=False)
+        F = bins.shape[1]
+        per = -(-F // (8 * self.workers))  # several groups a worker: columns' costs differ
+        groups = [
+            self.client.submit(
+                _columns,
+                n2,
+                cts,
+                bins[live, s : s + per],
+                live,
+                nodes,
+                n_nodes,
+                n_bins,
+                pure=False,
+            )
+            for s in range(0, F, per)
+        ]
+        cols = [c for g in self.client.gather(groups) for c in g]
+        acc = hs.join_columns(n2, cols, total.result(), n_nodes, n_bins)
+        step = cap * -(-len(acc) // (cap * 2 * self.workers))  # whole packed ciphertexts
+        packs = [
+            self.client.submit(hs.pack_cells, n2, acc[i : i + step], cap, sp.PAIR_BITS, pure=False)
+            for i in range(0, len(acc), step)
+        ]
+        return [ct for p in self.client.gather(packs) for ct in p]
+
+
+def _draw(key: tuple) -> int:
+    """One fresh exponent: n_bits/2 random bits (DJN) or r in [1, n) (the full r^n)."""
+    n, h = key[0], key[3]
+    return (
+        secrets.randbits(-(-n.bit_length() // 2)) if h is not None else secrets.randbelow(n - 1) + 1
+    )
+
+
+def _encryptor(key: tuple) -> Any:
+    """This worker's encryptor for ``key`` (the CRT tables, built once per key)."""
+    hit = _WORKER_CACHE.get(key)
+    if hit is None:
+        n, p, q, h = key
+        pub = ph.paillier.PaillierPublicKey(n)
+        hit = ph.OwnerFixedBaseEncryptor(pub, ph.paillier.PaillierPrivateKey(pub, p, q), h)
+        _WORKER_CACHE.clear()  # one key at a time: a worker holds one key's tables
+        _WORKER_CACHE[key] = hit
+    return hit
+
+
+def randomness_block(key: tuple, exponents: list[int]) -> list[gmpy2.mpz]:
+    """Worker: h_s^a mod n^2 for each exponent a (DJN), or a^n mod n^2 (full randomness)."""
+    if key[3] is None:
+        n = gmpy2.mpz(key[0])
+        return [gmpy2.powmod(gmpy2.mpz(a), n, n * n) for a in exponents]
+    enc = _encryptor(key)
+    return [enc.randomness(a) for a in exponents]
+
+
+def encrypt_block(n: int, rand: list[gmpy2.mpz], ms: list[int]) -> bytes:
+    """Worker: the ciphertexts ``(1 + m n) r mod n^2``, fixed-width bytes."""
+    if len(rand) != len(ms):
+        raise ProtocolError("one randomness value per plaintext")
+    nz = gmpy2.mpz(n)
+    width = ((nz * nz).bit_length() + 7) // 8
+    return b"".join(
+        int(ph.with_randomness(nz, m, r)).to_bytes(width, "big")
+        for m, r in zip(ms, rand, strict=True)
+    )
+
+
+def _columns(n2, cts, bins, live, nodes, n_nodes, n_bins) -> list:
+    """Worker: ``hs.column_cells`` of each column of ``bins`` (the live rows' bins)."""
+    return [
+        hs.column_cells(n2, cts, bins[:, j], live, nodes, n_nodes, n_bins)
+        for j in range(bins.shape[1])
+    ]
