@@ -17,6 +17,7 @@ from bench.report_sections import SECTIONS, attacks_section
 from bench.runner import read_results, run_suite, succeeded
 from bench.suite_filter import Filters, filter_suite
 from bench.suites import load_suite
+from tests._built_once import built_once
 
 ORDER = ["choice", "utility", "privacy", "cost", "attacks"]
 
@@ -46,18 +47,20 @@ class Sections(HTMLParser):
 
 @pytest.fixture(scope="module")
 def default_report(tmp_path_factory) -> tuple[Path, list[dict]]:
-    out = tmp_path_factory.mktemp("default")
-    suite = filter_suite(
-        load_suite("default"), Filters(methods=("vfl", "local", "hdp-vfl"), seeds=(0,))
-    )
-    short = [dataclasses.replace(c.spec, epochs=2) for c in suite.cells]
-    cells = [dataclasses.replace(c, spec=s) for c, s in zip(suite.cells, short, strict=True)]
-    suite = dataclasses.replace(suite, cells=cells)
-    ran, _, errors = run_suite(suite, out, progress=False)
-    assert ran == len(cells) and not errors
-    records = succeeded(read_results(out / "results.jsonl"))
-    render_report(records, out, title="default", extras=suite.extras)
-    return out, records
+    def build(out: Path) -> None:
+        suite = filter_suite(
+            load_suite("default"), Filters(methods=("vfl", "local", "hdp-vfl"), seeds=(0,))
+        )
+        short = [dataclasses.replace(c.spec, epochs=2) for c in suite.cells]
+        cells = [dataclasses.replace(c, spec=s) for c, s in zip(suite.cells, short, strict=True)]
+        suite = dataclasses.replace(suite, cells=cells)
+        ran, _, errors = run_suite(suite, out, progress=False)
+        assert ran == len(cells) and not errors
+        records = succeeded(read_results(out / "results.jsonl"))
+        render_report(records, out, title="default", extras=suite.extras)
+
+    out = built_once(tmp_path_factory, "default-report", build)
+    return out, succeeded(read_results(out / "results.jsonl"))
 
 
 def _parsed(out: Path) -> Sections:
