@@ -4,7 +4,9 @@ PBM's RDP curve, and a test row's own beta, each ε checked by an independent co
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ from securevfl.experiment import run_experiment
 from securevfl.privacy.accountant import Accountant
 from securevfl.privacy.pbm_accountant import dominating_pair
 from securevfl.privacy.randomized_response import rr_event
+from tests._built_once import built_once
 
 ORDERS = np.array([1 + x / 20 for x in range(1, 20)] + list(range(2, 257)), dtype=float)
 
@@ -29,8 +32,14 @@ def _spec(parties: int = 2, epsilon: float = 4.0, **options) -> RunSpec:
 
 
 @pytest.fixture(scope="module")
-def two_party() -> dict:
-    return run_experiment(_spec())
+def two_party(tmp_path_factory) -> dict:
+    """One run's record (as JSON, what a record is), made once per session."""
+
+    def build(out: Path) -> None:
+        (out / "record.json").write_text(json.dumps(run_experiment(_spec())))
+
+    out = built_once(tmp_path_factory, "pbm-two-party", build)
+    return json.loads((out / "record.json").read_text())
 
 
 def rr_renyi(eps: float, c: int, a: float) -> float:
