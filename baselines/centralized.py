@@ -22,6 +22,7 @@ from securevfl.results import FitResult, ModelPart
 from securevfl.rng import derive_seed
 from securevfl.training import minibatches
 from securevfl.training.export import flatten_module, pooled_linear
+from securevfl.training.optimizer import adam
 from securevfl.training.splitnn_trainer import DEFAULT_MLP_LR, _out_dim, _task_loss
 
 
@@ -77,7 +78,7 @@ def _fit_mlp(ctx: RunContext, X, y, Xt):
         pooled_mlp(X.shape[1], _out_dim(ctx), hidden=spec.hidden, embedding_dim=spec.embedding_dim),
         derive_seed(ctx.shared_seed, purpose="init/pooled"),
     )
-    opt = torch.optim.Adam(net.parameters(), lr=spec.lr if spec.lr is not None else DEFAULT_MLP_LR)
+    opt = adam(net.parameters(), lr=spec.lr if spec.lr is not None else DEFAULT_MLP_LR)
     Xtr = torch.as_tensor(X, dtype=torch.float32)
     for epoch in range(spec.epochs):
         for idx in minibatches(len(y), spec.batch_size, seed=ctx.shared_seed, epoch=epoch):

@@ -41,6 +41,7 @@ from securevfl.privacy.events import PrivacyReport, sampled_gaussian_event
 from securevfl.results import FitResult, ModelPart
 from securevfl.rng import derive_seed
 from securevfl.training.export import flatten_module
+from securevfl.training.optimizer import adam
 from securevfl.training.splitnn_trainer import _out_dim, _task_loss
 
 PIN = "opacus==1.6.0"
@@ -177,7 +178,7 @@ class OpacusDPSGD(Method):
         torch.manual_seed(derive_seed(ctx.shared_seed, purpose="opacus/torch"))
         net = _model(ctx, X.shape[1])
         default_lr = DEFAULT_GLM_LR if spec.model == "glm" else DEFAULT_NET_LR
-        opt = torch.optim.Adam(net.parameters(), lr=spec.lr if spec.lr is not None else default_lr)
+        opt = adam(net.parameters(), lr=spec.lr if spec.lr is not None else default_lr)
         ds = torch.utils.data.TensorDataset(
             torch.as_tensor(X, dtype=torch.float32), torch.as_tensor(y)
         )

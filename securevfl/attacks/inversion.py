@@ -16,6 +16,7 @@ from torch import nn
 
 from securevfl.attacks.views import latest_per_row
 from securevfl.runtime.view import View
+from securevfl.training.optimizer import adam
 
 DECODER_STEPS = 600
 DECODER_HIDDEN = 256
@@ -34,7 +35,7 @@ def fit_decoder(Z: np.ndarray, X: np.ndarray, *, seed: int, steps: int = DECODER
         nn.ReLU(),
         nn.Linear(DECODER_HIDDEN, X.shape[1]),
     )
-    opt = torch.optim.Adam(net.parameters(), lr=1e-3, weight_decay=1e-5)
+    opt = adam(net.parameters(), lr=1e-3, weight_decay=1e-5)
     zt = torch.as_tensor((Z - mu) / sd, dtype=torch.float32)
     xt = torch.as_tensor(X, dtype=torch.float32)
     for _ in range(steps):

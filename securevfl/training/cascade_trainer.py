@@ -33,6 +33,7 @@ from protocols.compress import ROUNDINGS, decode, encode
 from securevfl.context import RunContext
 from securevfl.rng import derive_seed
 from securevfl.runtime.expect import Expect
+from securevfl.training.optimizer import adam
 from securevfl.training.rounds import Round, curve_marks, plan_rounds
 from securevfl.training.row_reference import RowReferences
 from securevfl.training.splitnn_trainer import DEFAULT_MLP_LR, SplitNNHooks, build_models
@@ -118,11 +119,9 @@ class CascadeTrainer:
         shape.aggregation = spec.aggregation
         self.state = build_models(ctx, shape)
         lr = spec.lr if spec.lr is not None else DEFAULT_MLP_LR
-        self.opts = {
-            k: torch.optim.Adam(m.parameters(), lr=lr) for k, m in self.state.bottoms.items()
-        }
+        self.opts = {k: adam(m.parameters(), lr=lr) for k, m in self.state.bottoms.items()}
         top = self.state.top
-        self.top_opt = torch.optim.Adam(top.parameters(), lr=lr) if top is not None else None
+        self.top_opt = adam(top.parameters(), lr=lr) if top is not None else None
         self.plan = plan_rounds(
             info.n_train,
             spec.batch_size,

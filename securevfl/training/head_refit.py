@@ -13,6 +13,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from securevfl.training.optimizer import adam
+
 
 class ReleasedBatches:
     """The aggregated messages and labels of one epoch's training batches, in order."""
@@ -51,7 +53,7 @@ def refit_head(
     x = torch.as_tensor(np.concatenate(kept.inputs))
     y = np.concatenate(kept.labels)
     target = torch.as_tensor(y, dtype=torch.float32 if regression else torch.long)
-    opt = torch.optim.Adam(top.parameters(), lr=lr)
+    opt = adam(top.parameters(), lr=lr)
     losses = []
     for _ in range(epochs):
         order = torch.as_tensor(rng.permutation(len(y)))

@@ -55,6 +55,7 @@ from securevfl.rng import derive_seed
 from securevfl.runtime.expect import Expect
 from securevfl.training.batching import minibatches
 from securevfl.training.loop import TRAIN, Batch, EpochClock, TrainRun
+from securevfl.training.optimizer import adam
 from securevfl.training.own_model import OWN_MODELS, own_inputs
 from securevfl.training.private_bottom import BottomDP, private_step
 from securevfl.training.splitnn_trainer import (
@@ -148,7 +149,7 @@ def train_bottom(
         ctx.spec.embedding_dim, n_out, derive_seed(ctx.shared_seed, purpose="probe")
     )
     model = _Probe(bottom, lambda h: hooks.bound_rows(ctx, k, h), A)
-    opt = torch.optim.Adam(model.parameters(), lr=plan.bottom_lr)
+    opt = adam(model.parameters(), lr=plan.bottom_lr)
     X = ctx.views[k].X_train
     n = len(X)
     for epoch in range(plan.bottom_epochs):
@@ -217,7 +218,7 @@ def train_head(
     head = _Head(own, released, n_out, spec.hidden)
     seeded_init(head.net, derive_seed(ctx.shared_seed, purpose="init/top"))
     lr = spec.lr if spec.lr is not None else DEFAULT_MLP_LR
-    opt = torch.optim.Adam(head.net.parameters(), lr=lr)
+    opt = adam(head.net.parameters(), lr=lr)
     Z = torch.as_tensor(np.concatenate([own, released], axis=1), dtype=torch.float32)
     y = np.asarray(ctx.views[info.label_party].y_train, dtype=np.int64)
     order = ctx.shared_rng("head/holdout").permutation(len(Z))

@@ -40,6 +40,7 @@ from securevfl.training.loop import (
     steps_per_epoch,
     train_batches,
 )
+from securevfl.training.optimizer import adam
 from securevfl.training.private_bottom import BottomDP, output_gradient, private_step
 
 if TYPE_CHECKING:  # a ledger exists only in a DP run: the accountant is imported by its maker
@@ -244,8 +245,8 @@ def train_splitnn(
     L = info.label_party
     P = spec.embedding_dim
     state = build_models(ctx, hooks)
-    opts = {k: torch.optim.Adam(m.parameters(), lr=lr) for k, m in state.bottoms.items()}
-    top_opt = torch.optim.Adam(state.top.parameters(), lr=lr) if state.top is not None else None
+    opts = {k: adam(m.parameters(), lr=lr) for k, m in state.bottoms.items()}
+    top_opt = adam(state.top.parameters(), lr=lr) if state.top is not None else None
     senders = list(ctx.data_parties)
     clock = EpochClock(
         stats if stats is not None else RunStats(), classify=info.task != "regression"
