@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from securevfl.context import PartyView, PublicInfo, RunSpec, has_budget, noise_seed
+from securevfl.data.arrow_input import is_parquet_source
 from securevfl.data.bounds import read_bounds
 from securevfl.data.csv_columns import read_categories
 from securevfl.data.custom import file_sources, label_task, register_own_schema
@@ -31,7 +32,7 @@ from securevfl.privacy.centring import centre, centring_epsilon, noisy_means
 from securevfl.rng import make_noise_rng
 from securevfl.run.dp_ranges import dp_ranges_of
 from securevfl.run.open_data import exchange_metadata
-from securevfl.run.parties import Party, _parties, label_holder
+from securevfl.run.parties import Party, _parties, label_holder, own_files
 from securevfl.run.steps import public_info, split_from_label_holder
 from securevfl.runtime.base import Runtime
 
@@ -41,12 +42,19 @@ Step = Callable[[np.ndarray], np.ndarray]
 
 def resident_run(spec: RunSpec, method: Method) -> bool:
     """Whether each party's table stays on its engine in this run."""
-    return (
-        getattr(spec, "engine", "numpy") == "dask"
-        and method.name in RESIDENT_METHODS
-        and isinstance(spec.dataset, str)
-        and spec.dataset.startswith("parquet:")
-    )
+    if getattr(spec, "engine", "numpy") != "dask" or method.name not in RESIDENT_METHODS:
+        return False
+    if own_files(spec):  # one party's own source (--data; what --processes runs)
+        return spec.data is not None and is_parquet_source(spec.data)
+    return isinstance(spec.dataset, str) and spec.dataset.startswith("parquet:")
+
+
+def _sources(spec: RunSpec, mine: list[int]) -> dict[int, str]:
+    """Each local data party's own source."""
+    if own_files(spec):
+        return {k: str(spec.data) for k in mine}
+    every = file_sources(spec.dataset)
+    return {k: every[k] for k in mine}
 
 
 def check_resident(spec: RunSpec) -> None:
@@ -56,8 +64,8 @@ def check_resident(spec: RunSpec) -> None:
             "--id-column with --engine dask needs the whole ID column in one process: align "
             "the files first (securevfl align), then run on the aligned Parquet"
         )
-    n_files = len(file_sources(spec.dataset))
-    if n_files != spec.parties:
+    n_files = 1 if own_files(spec) else len(file_sources(spec.dataset))
+    if not own_files(spec) and n_files != spec.parties:
         raise ConfigError(
             f"parties must equal the number of Parquet sources ({n_files}), got {spec.parties}"
         )
@@ -72,7 +80,7 @@ def prepare_resident(
     K, holder = spec.parties, label_holder(spec, method)
     opts = spec.dataset_options or {}
     mine = [k for k in wanted if k < K]
-    sources = file_sources(spec.dataset)
+    sources = _sources(spec, mine)
     dp = None if spec.bounds is not None else dp_ranges_of(spec, method)
     declared = None if spec.bounds is None else read_bounds(spec.bounds)
     cats = read_categories(opts.get("categories"))
