@@ -153,9 +153,9 @@ class DaskEngine(NumpyEngine):
 
     def matvec(self, X: Any, w: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
         if isinstance(X, EngineRows):  # every row's score, then the view's positions
-            z = self._result(X.table @ np.asarray(w))[X.rows]
-        else:
-            z = self._result(self.blocks(X) @ np.asarray(w))
+            pos = X.rows if idx is None else X.rows[idx]  # one gather: no n-vector between
+            return self._result(X.table @ np.asarray(w))[pos]
+        z = self._result(self.blocks(X) @ np.asarray(w))
         return z if idx is None else z[idx]
 
     def rmatvec(self, X: Any, g: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
