@@ -76,6 +76,43 @@ def test_the_table_stays_on_the_engine_and_equals_the_in_memory_one(sources, sch
         views["dask"][k].X_train.engine.close()
 
 
+def test_blank_cells_and_categories_follow_the_same_rules(tmp_path, scheduler):
+    """Blank cells (an indicator column each) and a categorical column with its public
+    categories: the blocks on the engine equal the in-memory encoding."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=600)
+    colours = np.array(["red", "green", "blue"], dtype=object)[rng.integers(0, 3, 600)]
+    colours[rng.random(600) < 0.05] = None
+    for k in (0, 1):
+        (tmp_path / f"p{k}").mkdir()
+    for s in range(3):  # 3 files of 200 rows
+        part = slice(200 * s, 200 * (s + 1))
+        first = pa.array(a[part], mask=rng.random(200) < 0.1)
+        label = rng.integers(0, 2, 200)
+        own = pa.table({"a": first, "b": rng.uniform(0, 5, 200), "label": label})
+        pq.write_table(own, tmp_path / "p0" / f"{s}.parquet", row_group_size=100)
+        other = pa.table({"c": pa.array(list(colours[part])), "d": rng.uniform(0, 9, 200)})
+        pq.write_table(other, tmp_path / "p1" / f"{s}.parquet", row_group_size=100)
+    (tmp_path / "cats.json").write_text(json.dumps({"c": ["red", "green", "blue"]}))
+    dataset = f"parquet:{tmp_path / 'p0'},{tmp_path / 'p1'}"
+    views = {}
+    for engine in ("numpy", "dask"):
+        spec = _spec(dataset, engine, scheduler)
+        spec.dataset_options = {"categories": str(tmp_path / "cats.json")}
+        views[engine] = build_views(spec, validate_spec(spec), [0, 1])[1]
+    for k, width in ((0, 3), (1, 5)):  # a, a_missing, b | c=red, c=green, c=blue, c_missing, d
+        lazy = views["dask"][k].X_train
+        rows = np.asarray(lazy.engine.client.compute(lazy.table, sync=True))[lazy.rows]
+        assert rows.shape[1] == width
+        np.testing.assert_allclose(rows, views["numpy"][k].X_train, rtol=0, atol=1e-12)
+        lazy.engine.close()
+
+
 def test_hdp_vfl_trains_the_same_model_on_the_engine(sources, scheduler, tmp_path):
     opts = {"options": {"final_fit": "trained"}}
     want = run_experiment(_spec(sources, "numpy", None, **opts), save=str(tmp_path / "numpy"))
