@@ -13,15 +13,21 @@ what a party sends is computed from these results exactly as on the numpy path. 
 differently over blocks, so the results agree with numpy to float rounding, not bit for bit
 (secureboost's exact integer arithmetic gives the same trees).
 
-What it does not change: the party still reads, encodes and holds its block in its own process
-(the rules of :mod:`securevfl.data.csv_columns` run there), and fm-vfl's secure product takes
-the whole block as its MPC input; the cluster holds one more copy, in blocks of
-:data:`BLOCK_ROWS` rows. A minibatch product (hdp-vfl with ``--batch-size`` below n) costs a
-pass over all blocks; hdp-vfl's default is one full batch per epoch.
+With a ``parquet:`` source (hdp-vfl) the table never enters the party process: it is read,
+encoded and scaled block by block on the cluster whenever a product needs it
+(:mod:`securevfl.data.resident`; a view's X_train/X_test is then an
+:class:`~securevfl.data.resident.EngineRows`), and each product is one pass over the blocks
+(all n rows: X w is gathered at the view's positions, Xᵀ g scatters g to them), so a worker
+holds one block per thread whatever n. Other sources: the party reads, encodes and holds its
+block in its own process and the cluster holds one more copy, persisted in blocks of
+:data:`BLOCK_ROWS` rows; fm-vfl's secure product takes the whole block as its MPC input. A
+minibatch product (hdp-vfl with ``--batch-size`` below n) costs a pass over all blocks;
+hdp-vfl's default is one full batch per epoch.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import uuid
 import warnings
@@ -46,6 +52,36 @@ QUIET = {
     "distributed.admin.system-monitor.interval": "5s",
     "distributed.admin.system-monitor.gil.enabled": False,
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineRows:
+    """Rows ``rows`` (positions, in that order) of a party's table held lazily on its engine.
+
+    ``table``: a Dask array of every row of the party's encoded table, one chunk per block.
+    It stands where a view's X_train/X_test is an array; the engine's products take it
+    (:class:`securevfl.engine.DaskEngine`) and nothing indexes it in the party process."""
+
+    table: Any
+    rows: np.ndarray
+    engine: Any
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (len(self.rows), int(self.table.shape[1]))
+
+    ndim = 2
+    dtype = np.dtype(np.float64)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def with_constant(self) -> EngineRows:
+        """The same rows with a constant column of ones appended (a clipped intercept)."""
+        import dask.array as da
+
+        ones = da.ones((self.table.shape[0], 1), chunks=(self.table.chunks[0], 1))
+        return dataclasses.replace(self, table=da.concatenate([self.table, ones], axis=1))
 
 
 class NumpyEngine:
@@ -133,20 +169,41 @@ class DaskEngine(NumpyEngine):
         process, each party has its own client)."""
         return np.asarray(self.client.compute(expr, sync=True))
 
-    def matvec(self, X: np.ndarray, w: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
+    def matvec(self, X: Any, w: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
+        if isinstance(X, EngineRows):  # every row's score, then the view's positions
+            pos = X.rows if idx is None else X.rows[idx]  # one gather: no n-vector between
+            return self._result(X.table @ np.asarray(w))[pos]
         z = self._result(self.blocks(X) @ np.asarray(w))
         return z if idx is None else z[idx]
 
-    def rmatvec(self, X: np.ndarray, g: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
+    def rmatvec(self, X: Any, g: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
+        if isinstance(X, EngineRows):  # g at the view's rows of the whole table, 0 elsewhere
+            pos = X.rows if idx is None else X.rows[idx]
+            full = np.bincount(pos, weights=g, minlength=X.table.shape[0])
+            return self._result(X.table.T @ self._column(full, X.table.chunks[0]))
         if idx is not None:  # the minibatch's rows as a full-length vector (zeros elsewhere)
             full = np.zeros(X.shape[0])
             np.add.at(full, idx, g)
             g = full
         return self._result(self.blocks(X).T @ np.asarray(g))
 
-    def gram(self, X: np.ndarray) -> np.ndarray:
+    def gram(self, X: Any) -> np.ndarray:
+        if isinstance(X, EngineRows):  # the view's rows only: a 0/1 weight per row
+            mask = np.bincount(X.rows, minlength=X.table.shape[0]).astype(np.float64)
+            m = self._column(mask, X.table.chunks[0])
+            return self._result((X.table * m[:, None]).T @ X.table)
         A = self.blocks(X)
         return self._result(A.T @ A)
+
+    @staticmethod
+    def _column(v: np.ndarray, chunks: tuple[int, ...]) -> Any:
+        """A party's n-vector as a Dask array chunked like its table's rows."""
+        import dask.array as da
+
+        name = f"party-vector-{uuid.uuid4().hex}"  # not a hash of n values
+        with warnings.catch_warnings():  # shipping the party's own vector is the point
+            warnings.filterwarnings("ignore", "Large object", UserWarning)
+            return da.from_array(v, chunks=(chunks,), name=name)
 
     def stats(self) -> dict[str, Any]:
         """The engine, its workers and each worker's peak resident memory (MiB)."""
@@ -174,9 +231,19 @@ class DaskEngine(NumpyEngine):
             self.cluster.close()
 
 
-def open_engines(spec: Any, parties: list[int]) -> dict[int, NumpyEngine]:
+def open_engines(
+    spec: Any, parties: list[int], views: dict[int, Any] | None = None
+) -> dict[int, NumpyEngine]:
     """Each local data party's engine for this run (the numpy one unless ``--engine dask`` and
-    the method runs on it; other methods say so in one line and run in one process)."""
+    the method runs on it; other methods say so in one line and run in one process). A party
+    whose table already lives on its engine (``views``: an EngineRows) keeps that engine."""
+    held = {
+        k: v.X_train.engine
+        for k, v in (views or {}).items()
+        if isinstance(getattr(v, "X_train", None), EngineRows)
+    }
+    if held:
+        return held
     engine = getattr(spec, "engine", None) or "numpy"
     if engine not in ENGINES:
         raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")

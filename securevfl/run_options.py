@@ -174,8 +174,9 @@ COMMON_OPTIONS: dict[str, Option] = {
         str,
         "where each party computes on its own rows: numpy (in its process) or dask (Dask "
         "reductions over row blocks on the party's own cluster; hdp-vfl and fm-vfl, and "
-        "secureboost's Paillier work as tasks; other methods say so and run in one process); "
-        "the protocol between parties is the same",
+        "secureboost's Paillier work as tasks; other methods say so and run in one process; "
+        "hdp-vfl on a Parquet source keeps the table on the cluster, read block by block); the "
+        "protocol between parties is the same",
         choices=("numpy", "dask"),
     ),
     "dask_scheduler": _common(

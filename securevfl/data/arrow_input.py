@@ -75,16 +75,23 @@ def read_parquet(path: str | Path, party: int) -> Any:
             f"party {party}'s Parquet source {str(path)!r} must hold Parquet files of one "
             f"schema: {str(exc).splitlines()[0]}"[:300]
         ) from None
-    for field in table.schema:
+    check_schema(table.schema, party)
+    names = [n.strip() for n in table.column_names]
+    if table.num_rows == 0:
+        raise DataError(f"party {party}'s Parquet {str(path)!r} must hold >= 1 row, got none")
+    return table.rename_columns(names)
+
+
+def check_schema(schema: Any, party: int) -> None:
+    """Every column of a Parquet schema holds numbers or text (one DataError line if not)."""
+    import pyarrow as pa
+
+    for field in schema:
         if pa.types.is_nested(field.type) or pa.types.is_binary(field.type):
             raise DataError(
                 f"party {party}'s Parquet column {field.name!r} must hold numbers or text, "
                 f"got {field.type}"
             )
-    names = [n.strip() for n in table.column_names]
-    if table.num_rows == 0:
-        raise DataError(f"party {party}'s Parquet {str(path)!r} must hold >= 1 row, got none")
-    return table.rename_columns(names)
 
 
 def read_csv_arrow(p: Path, party: int) -> Any | None:

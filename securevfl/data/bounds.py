@@ -92,6 +92,15 @@ def released_domains(
     numeric = [j for j, n in enumerate(names) if not is_indicator(n)]
     cols = [raw[:, numeric]] + ([] if target is None else [np.asarray(target, float)[:, None]])
     released = released_ranges(np.hstack(cols), plan, rng)
+    return domains_of(names, released, target is not None)
+
+
+def domains_of(
+    names: list[str], released: list[tuple[float, float]], target: bool
+) -> tuple[list[tuple[float, float]], tuple[float, float] | None]:
+    """Each column's (lo, hi): the released range of a numeric column (``released`` in order,
+    the target's last when ``target``), the public [0, 1] of an indicator column."""
+    numeric = [j for j, n in enumerate(names) if not is_indicator(n)]
     out = [(0.0, 1.0)] * len(names)
     for j, r in zip(numeric, released, strict=False):
         out[j] = r

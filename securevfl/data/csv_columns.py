@@ -198,18 +198,31 @@ def fit_rules(
     categories: dict[str, list[str]],
 ) -> list[ColumnRule]:
     """The encoding rule of each of party ``party``'s training columns, in header order."""
-    _check_distinct(party, where, header)
     cols = as_columns(rows)
+    missing = [int(cols.column(j).miss.sum()) for j in range(len(header))]
+    return rules_from_missing(party, where, header, missing, len(cols), categories)
+
+
+def rules_from_missing(
+    party: int,
+    where: str,
+    header: list[str],
+    missing: Sequence[int],
+    rows: int,
+    categories: dict[str, list[str]],
+) -> list[ColumnRule]:
+    """:func:`fit_rules` from each column's count of missing cells among ``rows`` (counted
+    block by block where a party's table stays on its engine)."""
+    _check_distinct(party, where, header)
     rules = []
-    for j, name in enumerate(header):
-        miss = cols.column(j).miss
-        if miss.all():
+    for name, m in zip(header, missing, strict=True):
+        if m >= rows:
             raise DataError(
                 f"party {party}'s column {name!r} ({where}) must hold >= 1 value, got only "
                 "missing cells"
             )
         cats = categories.get(name)
-        rules.append(ColumnRule(name, None if cats is None else tuple(cats), bool(miss.any())))
+        rules.append(ColumnRule(name, None if cats is None else tuple(cats), m > 0))
     return rules
 
 

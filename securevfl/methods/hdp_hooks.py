@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from securevfl.context import RunContext
+from securevfl.engine import EngineRows
 from securevfl.errors import ConfigError
 from securevfl.models.active_refit import refit_active
 from securevfl.models.glm import GLMLoss
@@ -119,7 +120,7 @@ class HDPHooks(GLMHooks):
         seen = ~np.isnan(self.last_received).any(axis=1)
         loss = resolve_loss(ctx)
         y = loss.encode_labels(view.y_train[seen])
-        w, b, scales = refit_active(loss, view.X_train[seen], self.last_received[seen], y)
+        w, b, scales = refit_active(loss, _own_rows(ctx, seen), self.last_received[seen], y)
         passives = range(1, ctx.info.data_parties)
         self.plan.facts["final_fit"] = {
             "rows": int(seen.sum()),
@@ -246,3 +247,17 @@ def train_hdp(
     run = fit_glm(ctx, hooks, fit_intercept=intercept == "free", ledger=ledger)
     facts.update(sigma_a=plan.sigma_a, sigma_b=plan.sigma_b)
     return run, hooks
+
+
+def _own_rows(ctx: RunContext, seen: np.ndarray) -> Any:
+    """The label holder's ``seen`` training rows for the refit; where they stay on its engine
+    (:class:`~securevfl.data.resident.EngineRows`), its products over them."""
+    X = ctx.views[0].X_train
+    if not isinstance(X, EngineRows):
+        return X[seen]
+    rows, engine = np.flatnonzero(seen), ctx.engine(0)
+    return (
+        lambda w: engine.matvec(X, w, rows),
+        lambda g: engine.rmatvec(X, g, rows),
+        X.shape[1],
+    )

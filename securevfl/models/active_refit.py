@@ -20,6 +20,8 @@ b and α_k never leave the label holder (scores on test rows are its own computa
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from scipy.optimize import minimize
 
@@ -30,7 +32,7 @@ RIDGE = 1e-4  # a small ridge keeps the refit finite on separable rows; no priva
 
 def refit_active(
     loss: GLMLoss,
-    X_own: np.ndarray,
+    X_own: np.ndarray | tuple[Callable, Callable, int],
     passive: np.ndarray,
     y: np.ndarray,
     *,
@@ -38,24 +40,43 @@ def refit_active(
 ) -> tuple[np.ndarray, float, np.ndarray]:
     """(w_own, bias, α per passive column) minimising mean loss + ridge/2·||(w, α)||².
 
+    ``X_own``: the label holder's training rows, or (X w, Xᵀ g, its column count) where
+    they stay on its engine (one pass over its blocks per product);
     ``passive``: one column per passive party, its noisy message for each training row;
     ``y``: labels already in the loss's domain (``loss.encode_labels``).
     """
     n = len(y)
-    Z = np.column_stack([X_own, passive, np.ones(n)])
-    d = Z.shape[1]
+    if isinstance(X_own, np.ndarray):
+        p = X_own.shape[1]
+        Z = np.column_stack([X_own, passive, np.ones(n)])
+        d = Z.shape[1]
+
+        def product(beta: np.ndarray) -> np.ndarray:
+            return Z @ beta
+
+        def rproduct(g: np.ndarray) -> np.ndarray:
+            return Z.T @ g
+    else:  # (X w, Xᵀ g, columns) of own rows held elsewhere: the party's engine
+        own_mv, own_rmv, p = X_own
+        d = p + passive.shape[1] + 1
+
+        def product(beta: np.ndarray) -> np.ndarray:
+            return own_mv(beta[:p]) + passive @ beta[p : d - 1] + beta[-1]
+
+        def rproduct(g: np.ndarray) -> np.ndarray:
+            return np.concatenate([own_rmv(g), passive.T @ g, [g.sum()]])
+
     pen = np.full(d, ridge)
     pen[-1] = 0.0  # the bias is not penalised
 
     def objective(beta: np.ndarray) -> tuple[float, np.ndarray]:
-        theta = Z @ beta
+        theta = product(beta)
         value = float(np.mean(loss.value(theta, y))) + 0.5 * float(pen @ (beta * beta))
-        grad = Z.T @ loss.derivative(theta, y) / n + pen * beta
+        grad = rproduct(loss.derivative(theta, y)) / n + pen * beta
         return value, grad
 
     start = np.zeros(d)
-    start[X_own.shape[1] : d - 1] = 1.0  # begin at the trained combination's weighting
+    start[p : d - 1] = 1.0  # begin at the trained combination's weighting
     out = minimize(objective, start, jac=True, method="L-BFGS-B", options={"maxiter": 500})
     beta = out.x
-    p = X_own.shape[1]
     return beta[:p].copy(), float(beta[-1]), beta[p : d - 1].copy()

@@ -57,9 +57,17 @@ def laplace_scale(*, n: int, d: int, epsilon: float) -> float:
 
 def released_means(X: np.ndarray, *, epsilon: float, rng: np.random.Generator) -> np.ndarray:
     """The columns' means plus Laplace(2d/(nε)) each, clipped to [-1, 1] (post-processing)."""
-    n, d = X.shape
-    b = laplace_scale(n=n, d=d, epsilon=epsilon)
-    noisy = X.mean(axis=0) + rng.laplace(0.0, b, size=d) if d else np.zeros(0)
+    return noisy_means(X.mean(axis=0), rows=X.shape[0], epsilon=epsilon, rng=rng)
+
+
+def noisy_means(
+    mean: np.ndarray, *, rows: int, epsilon: float, rng: np.random.Generator
+) -> np.ndarray:
+    """:func:`released_means` from the exact means of ``rows`` rows (a table summed block by
+    block on a party's engine releases the same values)."""
+    d = len(mean)
+    b = laplace_scale(n=rows, d=d, epsilon=epsilon)
+    noisy = mean + rng.laplace(0.0, b, size=d) if d else np.zeros(0)
     return np.clip(noisy, -1.0, 1.0)
 
 

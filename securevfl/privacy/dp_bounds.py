@@ -175,16 +175,25 @@ def released_ranges(
 ) -> list[tuple[float, float]]:
     """The release of one party's d numeric columns ``X`` (rows x d, NaN blank) and each
     column's range read off it (module docstring)."""
-    d = X.shape[1]
+    if X.shape[1] == 0:
+        return []
+    return ranges_from_counts(histograms(np.asarray(X, dtype=np.float64)), X.shape[0], plan, rng)
+
+
+def ranges_from_counts(
+    counts: np.ndarray, rows: int, plan: BoundsPlan, rng: np.random.Generator
+) -> list[tuple[float, float]]:
+    """:func:`released_ranges` from the exact :func:`histograms` of ``rows`` rows (a table's
+    histograms summed block by block on a party's engine release the same values)."""
+    d = counts.shape[0]
     if d == 0:
         return []
-    counts = histograms(np.asarray(X, dtype=np.float64))
     scale, sd = noise_scale(plan, d)
     if plan.mechanism == "gaussian":
         noisy = counts + rng.normal(0.0, scale, size=counts.shape)
     else:
         noisy = counts + rng.laplace(0.0, scale, size=counts.shape)
-    return [bulk_interval(noisy[j], sd, X.shape[0]) for j in range(d)]
+    return [bulk_interval(noisy[j], sd, rows) for j in range(d)]
 
 
 def compose_bounds(

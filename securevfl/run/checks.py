@@ -60,7 +60,11 @@ def check_spec(spec: RunSpec) -> Method:
 def validate_spec(spec: RunSpec) -> Method:
     """:func:`check_spec`, then a ``csv:`` dataset's files (registered, one per party)."""
     method = check_spec(spec)
-    if isinstance(spec.dataset, str) and spec.dataset.startswith(FILE_PREFIXES):
+    from securevfl.run.resident import check_resident, resident_run
+
+    if resident_run(spec, method):  # each party reads its own source, on its engine
+        check_resident(spec)
+    elif isinstance(spec.dataset, str) and spec.dataset.startswith(FILE_PREFIXES):
         opts = spec.dataset_options or {}
         spec.partition = register_csv_parties(
             spec.dataset,

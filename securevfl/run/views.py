@@ -16,6 +16,7 @@ from securevfl.errors import ConfigError
 from securevfl.methods.base import Method
 from securevfl.run.centring import centre_columns
 from securevfl.run.parties import Party
+from securevfl.run.resident import prepare_resident, resident_run
 from securevfl.run.steps import (
     open_parties,
     party_views,
@@ -59,6 +60,8 @@ def prepare_parties(
     """
     if rt is None:
         rt = InProcessRuntime(method.n_parties(spec))
+    if resident_run(spec, method):  # each party's table stays on its Dask engine
+        return prepare_resident(spec, method, wanted, facts, rt)
     data = open_parties(spec, method, rt, wanted)
     split_of = split_from_label_holder(spec, method, rt)
     train, test, test_idx = receive_split(data, split_of)

@@ -43,14 +43,19 @@ def with_constant_feature(ctx: RunContext) -> RunContext:
     if active in views:
         v = views[active]
         views[active] = dataclasses.replace(
-            v,
-            X_train=np.hstack([v.X_train, np.ones((len(v.X_train), 1))]),
-            X_test=np.hstack([v.X_test, np.ones((len(v.X_test), 1))]),
+            v, X_train=_with_ones(v.X_train), X_test=_with_ones(v.X_test)
         )
     fpp = list(ctx.info.features_per_party)
     fpp[active] += 1
     info = dataclasses.replace(ctx.info, features_per_party=tuple(fpp))
     return dataclasses.replace(ctx, views=views, info=info)
+
+
+def _with_ones(X: Any) -> Any:
+    """X with a constant column 1 (a table on the party's engine appends it blockwise)."""
+    if hasattr(X, "with_constant"):
+        return X.with_constant()
+    return np.hstack([X, np.ones((len(X), 1))])
 
 
 INTERCEPTS = ("clipped", "free", "none")
