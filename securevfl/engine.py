@@ -1,11 +1,11 @@
 """Where a party computes on its own rows: in its process (numpy) or on its Dask cluster.
 
-``--engine dask`` (hdp-vfl, fm-vfl, secureboost): each party's block becomes a Dask array of
-row blocks held on that party's own cluster (a ``LocalCluster`` of up to 2 worker processes the
-party starts, ``local_workers``; or the scheduler at ``--dask-scheduler ADDRESS``), and the
-GLM products it computes on its own rows run there: X w and its test scores blockwise, Xᵀ g, Xᵀ X and Xᵀ v as tree
-reductions over the blocks. ``secureboost`` and ``secureboost-dp`` run their Paillier
-arithmetic there (``methods.secureboost_dask``): the label holder's encryption over row
+``--engine dask`` (hdp-vfl, fm-vfl, secureboost): each party's block becomes a Dask array of row
+blocks held on that party's own cluster (a ``LocalCluster`` of up to 2 worker processes the
+party starts, ``local_workers``; or the scheduler at ``--dask-scheduler ADDRESS``), and the GLM
+products it computes on its own rows run there: X w and its test scores blockwise, Xᵀ g, Xᵀ X
+and Xᵀ v as tree reductions over the blocks. ``secureboost`` and ``secureboost-dp`` run their
+Paillier arithmetic there (``methods.secureboost_dask``): the label holder's encryption over row
 blocks, with the next tree's randomness computed ahead, and a data party's encrypted bin sums
 over column groups.
 The protocol between parties (what is sent, the noise, MPC, the wire) is unchanged:
