@@ -1,11 +1,11 @@
 """Where a party computes on its own rows: in its process (numpy) or on its Dask cluster.
 
-``--engine dask`` (hdp-vfl, fm-vfl, secureboost): each party's block becomes a Dask array of
-row blocks held on that party's own cluster (a ``LocalCluster`` of 2 worker processes the party
-starts, or the scheduler at ``--dask-scheduler ADDRESS``), and the GLM products it computes on
-its own rows run there: X w and its test scores blockwise, Xᵀ g, Xᵀ X and Xᵀ v as tree
-reductions over the blocks. ``secureboost`` and ``secureboost-dp`` run their Paillier
-arithmetic there (``methods.secureboost_dask``): the label holder's encryption over row
+``--engine dask`` (hdp-vfl, fm-vfl, secureboost): each party's block becomes a Dask array of row
+blocks held on that party's own cluster (a ``LocalCluster`` of up to 2 worker processes the
+party starts, ``local_workers``; or the scheduler at ``--dask-scheduler ADDRESS``), and the GLM
+products it computes on its own rows run there: X w and its test scores blockwise, Xᵀ g, Xᵀ X
+and Xᵀ v as tree reductions over the blocks. ``secureboost`` and ``secureboost-dp`` run their
+Paillier arithmetic there (``methods.secureboost_dask``): the label holder's encryption over row
 blocks, with the next tree's randomness computed ahead, and a data party's encrypted bin sums
 over column groups.
 The protocol between parties (what is sent, the noise, MPC, the wire) is unchanged:
@@ -28,6 +28,7 @@ hdp-vfl's default is one full batch per epoch.
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import uuid
 import warnings
@@ -40,7 +41,7 @@ from securevfl.errors import ConfigError
 ENGINES = ("numpy", "dask")
 ENGINE_METHODS = ("hdp-vfl", "fm-vfl", "secureboost", "secureboost-dp")  # local work on the engine
 BLOCK_ROWS = 131_072  # rows per block: at d = 40, 40 MiB of float64
-LOCAL_WORKERS = 2
+LOCAL_WORKERS = 2  # at most, per party's LocalCluster (``local_workers``: fewer on few cores)
 CONNECT_TIMEOUT_S = 60
 # A LocalCluster's own upkeep, turned down: the workers' statistical profiler (every 10 ms), the
 # event-loop tick (20 ms) and the system monitor (500 ms, GIL sampling included) cost an idle
@@ -257,7 +258,22 @@ def open_engines(
         )
         return {}
     scheduler = getattr(spec, "dask_scheduler", None)
-    return {k: DaskEngine(scheduler) for k in parties}
+    workers = local_workers(len(parties))
+    return {k: DaskEngine(scheduler, workers=workers) for k in parties}
+
+
+def local_workers(parties: int) -> int:
+    """Worker processes per party's LocalCluster: ``LOCAL_WORKERS``, fewer where the parties of
+    this process would together start more workers than it may use cores.
+
+    Why: more processes than cores buy no parallelism, only switches between them; SecureBoost
+    at 10,000 rows (2 parties, 2 cores) took 59.9 CPU-s and 67.5 s to train with 2 workers a
+    party, 44.6 CPU-s and 34.4 s with 1 (docs/benchmarks.md "SecureBoost")."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity on this platform
+        cores = os.cpu_count() or 1
+    return max(1, min(LOCAL_WORKERS, cores // max(1, parties)))
 
 
 def close_engines(engines: dict[int, NumpyEngine]) -> dict[str, Any] | None:

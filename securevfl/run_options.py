@@ -183,7 +183,8 @@ COMMON_OPTIONS: dict[str, Option] = {
         "dask_scheduler",
         str,
         "with --engine dask: this party's Dask scheduler ADDRESS (tcp://host:port); default: "
-        "a LocalCluster of 2 worker processes started by the party",
+        "a LocalCluster of up to 2 worker processes started by the party (no more, over "
+        "the parties of one process, than its cores)",
     ),
 }
 

@@ -82,3 +82,11 @@ def test_a_scheduler_without_the_dask_engine_is_one_line(capsys):
     assert err == [
         "securevfl: error: --dask-scheduler applies with --engine dask, got --engine numpy"
     ]
+
+
+def test_local_clusters_start_no_more_workers_than_cores(monkeypatch):
+    import securevfl.engine as eng
+
+    for cores, parties, want in ((2, 2, 1), (2, 1, 2), (1, 3, 1), (16, 2, eng.LOCAL_WORKERS)):
+        monkeypatch.setattr(eng.os, "sched_getaffinity", lambda _pid, c=cores: set(range(c)))
+        assert eng.local_workers(parties) == want
