@@ -19,9 +19,12 @@ setup: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/securevfl bench --suite default --out bench-out/default
 
+# byte-compiled first: where PYTHONDONTWRITEBYTECODE is set (as on CI) every party process the
+# tests start would otherwise compile the package again (~0.15 CPU-s a process, ~300 of them).
 # three workers on two cores: many tests wait on sockets, timeouts and party processes; two
 # workers kept the cores 84 % busy (757 s), three 98 % (653 s), docs/test-durations.md
 test: $(STAMP)
+	$(BIN)/python -m compileall -q -j 0 securevfl protocols bench baselines
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n 3 --dist worksteal
 
 test-fast: $(STAMP)
