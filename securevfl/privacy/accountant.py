@@ -90,22 +90,6 @@ def _renyi(log_p: np.ndarray, log_q: np.ndarray, alpha: float) -> float:
     return float(logsumexp(alpha * lp - (alpha - 1.0) * lq)) / (alpha - 1.0)
 
 
-# Answers by (kind, query, argument, releases), for the whole process: a record asks ε(δ) of
-# the same releases several times (headline, by unit, per party), a calibration re-checks an
-# answer it found before, and every run of one setting asks the same questions; each answer
-# builds a PLD or an RDP curve anew (0.1-40 s). An answer is a pure function of the key (the
-# Gaussians' Σ(Δ/σ)², every other release in composition order, the discretisation), computed
-# in this process, so reusing it is exact; nothing is read from outside. Least recently used
-# first out.
-_ANSWERS: dict[tuple, float] = {}
-_ANSWERS_KEPT = 1024
-
-
-def forget_answers() -> None:
-    """Empty the process's answers (a test that counts the work an answer takes)."""
-    _ANSWERS.clear()
-
-
 class Accountant:
     """Composes the events of one protected party's releases; ε(δ) and δ(ε) on demand."""
 
@@ -117,19 +101,16 @@ class Accountant:
         self.others: list[tuple[dp_event.DpEvent, int]] = []
         self.log: list[tuple[dp_event.DpEvent, int]] = []  # every leaf, Gaussians not merged
         self.releases = 0
+        # answers by (query, argument, state): a record asks ε(δ) of the same releases several
+        # times (headline, by unit, per party) and each answer builds a PLD anew (0.1-40 s);
+        # the state is all a query reads, and compose only ever changes it
+        self._answers: dict[tuple[str, float, float, int], float] = {}
 
     def _answer(self, query: str, arg: float, compute: Callable[[], float]) -> float:
-        """``compute()``, once per process for this query on these releases (``_ANSWERS``)."""
-        key = (
-            self.kind, query, arg, self.mu_sq, tuple(self.others), DISCRETIZATION, RDP_ORDERS
-        )  # fmt: skip
-        hit = _ANSWERS.pop(key, None)
-        if hit is None:
-            hit = compute()
-            while len(_ANSWERS) >= _ANSWERS_KEPT:
-                _ANSWERS.pop(next(iter(_ANSWERS)))  # the least recently used
-        _ANSWERS[key] = hit
-        return hit
+        key = (query, arg, self.mu_sq, len(self.others))
+        if key not in self._answers:
+            self._answers[key] = compute()
+        return self._answers[key]
 
     @property
     def name(self) -> str:
