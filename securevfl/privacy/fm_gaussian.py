@@ -90,13 +90,14 @@ def gaussian_ledger(
 
 
 @functools.lru_cache(maxsize=256)
-def _gaussian_epsilon(
-    sensitivity: float, sigma: float, parties: int, centring_epsilon: float, delta: float
-) -> float:
-    """ε(δ) of :func:`gaussian_ledger`, once per process for these public inputs: every run of
-    one setting calibrates (or re-checks its cached σ) at the same points, and each answer
-    composes a PLD anew (~0.1-0.7 CPU-s); the same inputs give the same number."""
-    return gaussian_ledger(sensitivity, sigma, parties, centring_epsilon).epsilon(delta)
+def shared_gaussian_ledger(
+    sensitivity: float, sigma: float, parties: int, centring_epsilon: float = 0.0
+) -> PrivacyLedger:
+    """:func:`gaussian_ledger`, one object per process for these public inputs, to be read and
+    never composed onto: every run of one setting calibrates σ (or re-checks a cached σ) and
+    reports at the same points, and its accountants keep their answers (each a PLD composed
+    anew, ~0.1-0.7 CPU-s), so a process asks each question once."""
+    return gaussian_ledger(sensitivity, sigma, parties, centring_epsilon)
 
 
 def gaussian_sigma(
@@ -129,7 +130,7 @@ def gaussian_sigma(
     hi = analytic_gaussian_sigma(epsilon=rest, delta=delta, sensitivity=sens)
 
     def eps_of(sigma: float) -> float:
-        return _gaussian_epsilon(sens, sigma, parties, centring_epsilon, delta)
+        return shared_gaussian_ledger(sens, sigma, parties, centring_epsilon).epsilon(delta)
 
     # a pure function of public inputs: cached on disk, an entry re-checked by one evaluation
     inputs = {"sens": sens, "epsilon": float(epsilon), "delta": delta, "parties": int(parties)}
