@@ -250,29 +250,31 @@ def gaussian_release_report(
     (Gaussian DP), σ calibrated so the party-row ε meets the target; a test row: one release
     whose σ_test gets the whole target (rows disjoint: ``with_test_rows``). The sample unit
     composes every passive party's releases of the row and the label's randomized response."""
-    from securevfl.privacy.accountant import Accountant, PrivacyLedger, calibrate
+    from securevfl.privacy.accountant import calibrate
     from securevfl.privacy.dp_bottom import test_noise_multiplier, with_test_rows
     from securevfl.privacy.events import gaussian_event
+    from securevfl.privacy.shared_ledgers import composed_epsilon, shared_ledger
 
     eps = float(ctx.spec.epsilon)
+    grads = tuple(bottom_events(plan))
 
     def train_eps(sigma: float) -> float:
-        acc = Accountant().compose(gaussian_event(sigma=sigma, sensitivity=sensitivity))
-        for grad in bottom_events(plan):
-            acc.compose(grad)
-        return acc.get_epsilon(delta)
+        release = gaussian_event(sigma=sigma, sensitivity=sensitivity)
+        return composed_epsilon(((release, 1), *((g, 1) for g in grads)), delta)
 
     sigma, _ = calibrate(train_eps, eps, lo=1e-4, hi=1e6, what="sigma")
     sigma_test = sensitivity * test_noise_multiplier(eps, delta)
-    ledger, test = PrivacyLedger("party-row"), PrivacyLedger("party-row")
+    train_ops, test_ops = [], []
     for k in ctx.data_parties:
         if k == ctx.info.label_party:
             continue
-        ledger.compose(k, gaussian_event(sigma=sigma, sensitivity=sensitivity))
-        for grad in bottom_events(plan):
-            ledger.compose(k, grad)
-        test.compose(k, gaussian_event(sigma=sigma_test, sensitivity=sensitivity))
-    ledger.compose(None, label_event(plan))
+        train_ops.append((k, gaussian_event(sigma=sigma, sensitivity=sensitivity), 1, True))
+        train_ops.extend((k, g, 1, True) for g in grads)
+        test_ops.append((k, gaussian_event(sigma=sigma_test, sensitivity=sensitivity), 1, True))
+    train_ops.append((None, label_event(plan), 1, True))
+    # one ledger object per process for these releases: repeated runs ask each question once
+    ledger = shared_ledger("party-row", tuple(train_ops))
+    test = shared_ledger("party-row", tuple(test_ops))
     report = ledger.report(
         delta,
         target_epsilon=eps,
