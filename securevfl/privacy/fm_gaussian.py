@@ -28,7 +28,6 @@ global one, recorded as equal (conservative).
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 
@@ -39,6 +38,7 @@ from securevfl.privacy import calibration_cache
 from securevfl.privacy.accountant import PrivacyLedger, calibrate
 from securevfl.privacy.analytic_gaussian import analytic_gaussian_sigma
 from securevfl.privacy.events import PureDpEvent, gaussian_event
+from securevfl.privacy.shared_ledgers import Op, shared_ledger
 
 MECHANISMS = ("gaussian", "laplace")
 TOL = 0.005  # the calibrated ε is within 0.5 % below the target
@@ -71,33 +71,31 @@ def gaussian_sensitivity(task: str, R: float, label_bound: float | None = None) 
     return 2.0 * math.sqrt(alpha**2 * vmax**2 * R**2 + 2.0 * c**2 * R**4 + const)
 
 
+def gaussian_ops(
+    sensitivity: float, sigma: float, parties: int, centring_epsilon: float = 0.0
+) -> tuple[Op, ...]:
+    """One Gaussian release of the whole objective, under every party (all are touched), and,
+    with centring, each party's pure ε_c release of its column means (the sample unit composes
+    all K of them), as a ledger's compose operations."""
+    ev = gaussian_event(sigma=sigma, sensitivity=sensitivity)
+    ops: list[Op] = []
+    for k in range(parties):
+        ops.append((k, ev, 1, False))
+        if centring_epsilon > 0:
+            ops.append((k, PureDpEvent(centring_epsilon), 1, False))
+    ops.append((None, ev, 1, True))
+    if centring_epsilon > 0:
+        ops.append((None, PureDpEvent(centring_epsilon), parties, True))
+    return tuple(ops)
+
+
 def gaussian_ledger(
     sensitivity: float, sigma: float, parties: int, centring_epsilon: float = 0.0
 ) -> PrivacyLedger:
-    """One Gaussian release of the whole objective, under every party (all are touched), and,
-    with centring, each party's pure ε_c release of its column means (the sample unit composes
-    all K of them): one PLD accountant, so the record's ε is their exact composition."""
-    ledger = PrivacyLedger("sample")
-    ev = gaussian_event(sigma=sigma, sensitivity=sensitivity)
-    for k in range(parties):
-        ledger.compose(k, ev, sample=False)
-        if centring_epsilon > 0:
-            ledger.compose(k, PureDpEvent(centring_epsilon), sample=False)
-    ledger.compose(None, ev)
-    if centring_epsilon > 0:
-        ledger.compose(None, PureDpEvent(centring_epsilon), parties)
-    return ledger
-
-
-@functools.lru_cache(maxsize=256)
-def shared_gaussian_ledger(
-    sensitivity: float, sigma: float, parties: int, centring_epsilon: float = 0.0
-) -> PrivacyLedger:
-    """:func:`gaussian_ledger`, one object per process for these public inputs, to be read and
-    never composed onto: every run of one setting calibrates σ (or re-checks a cached σ) and
-    reports at the same points, and its accountants keep their answers (each a PLD composed
-    anew, ~0.1-0.7 CPU-s), so a process asks each question once."""
-    return gaussian_ledger(sensitivity, sigma, parties, centring_epsilon)
+    """The ledger of :func:`gaussian_ops` in the sample unit: one PLD accountant, so the
+    record's ε is their exact composition; one object per process for these public inputs
+    (``shared_ledger``: read it, never compose onto it)."""
+    return shared_ledger("sample", gaussian_ops(sensitivity, sigma, parties, centring_epsilon))
 
 
 def gaussian_sigma(
@@ -130,7 +128,7 @@ def gaussian_sigma(
     hi = analytic_gaussian_sigma(epsilon=rest, delta=delta, sensitivity=sens)
 
     def eps_of(sigma: float) -> float:
-        return shared_gaussian_ledger(sens, sigma, parties, centring_epsilon).epsilon(delta)
+        return gaussian_ledger(sens, sigma, parties, centring_epsilon).epsilon(delta)
 
     # a pure function of public inputs: cached on disk, an entry re-checked by one evaluation
     inputs = {"sens": sens, "epsilon": float(epsilon), "delta": delta, "parties": int(parties)}
