@@ -25,7 +25,7 @@ from securevfl.data.datasets import Dataset, DatasetInfo
 from securevfl.data.resident import ResidentTable, fit_ranges, open_resident, scaled
 from securevfl.data.saved_encoder import rules_to_json
 from securevfl.data.split import check_split
-from securevfl.engine import EngineRows
+from securevfl.engine import EngineRows, local_workers
 from securevfl.errors import ConfigError
 from securevfl.methods.base import Method
 from securevfl.privacy.centring import centre, centring_epsilon, noisy_means
@@ -87,8 +87,9 @@ def prepare_resident(
     tables: dict[int, ResidentTable] = {}
     public: dict[int, dict] = {}
     y = classes = None
+    workers = local_workers(len(mine))
     for k in mine:
-        engine = DaskEngine(spec.dask_scheduler)
+        engine = DaskEngine(spec.dask_scheduler, workers=workers)
         label = (opts.get("label_column") or "label") if k == holder else None
         t, got = open_resident(
             k, sources[k], engine, label=label, categories=cats,
@@ -110,7 +111,7 @@ def prepare_resident(
                     "--engine dask with a parquet: source takes a binary or multiclass label, "
                     "got a regression target: run it with --engine numpy"
                 )
-            classes, y = np.unique(got, return_inverse=True)
+            classes, y = class_indices(got)
             del got  # n floats: the class indices replace them
             if task == "binary" and len(classes) != 2:
                 raise ConfigError(f"a binary task needs 2 label values, got {len(classes)}")
@@ -173,6 +174,20 @@ def prepare_resident(
     return info, parties, _federated(method)
 
 
+def class_indices(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted classes, each row's class index) as ``np.unique(labels, return_inverse=True)``,
+    the indices in the smallest signed type that holds them (int8 up to 128 classes: signed,
+    so arithmetic such as 2 y - 1 stays what int64 gives) and found a chunk of rows at a time:
+    no n-long sort or int64 copies of the column."""
+    step = 1 << 20
+    parts = [np.unique(labels[s : s + step]) for s in range(0, len(labels), step)]
+    classes = np.unique(np.concatenate(parts)) if parts else np.zeros(0)
+    out = np.empty(len(labels), dtype=np.min_scalar_type(-max(1, len(classes))))
+    for s in range(0, len(labels), step):
+        out[s : s + step] = np.searchsorted(classes, labels[s : s + step])
+    return classes, out
+
+
 def _prepared(
     spec: RunSpec,
     method: Method,
@@ -188,7 +203,8 @@ def _prepared(
         return lambda X: scale(X) / norm
     engine = t.engine
     X = t.array(scale)
-    mask = np.bincount(train_idx, minlength=t.n).astype(np.float64)
+    mask = np.zeros(t.n, dtype=bool)  # 1 byte a row; X.T @ m reads it as 0.0/1.0
+    mask[train_idx] = True
     m = engine._column(mask, X.chunks[0])
     mean = engine._result(X.T @ m) / len(train_idx)
     if has_budget(spec):  # the means are released under the budget (centring.center_released)
