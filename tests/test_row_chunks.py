@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import securevfl.training.glm_rows as glm_rows
+from securevfl.data.resident import class_indices
 from securevfl.data.split import check_split, draw_split
 from securevfl.models.glm import make_loss
 from securevfl.privacy.noise_stream import NoiseStream
-from securevfl.run.resident import class_indices
 
 
 @pytest.mark.parametrize("name", ["logistic", "least-squares"])
@@ -55,3 +55,24 @@ def test_positions_and_labels_in_compact_types():
     assert index.dtype == np.int8
     np.testing.assert_array_equal(classes, want[0])
     np.testing.assert_array_equal(index, want[1])
+
+
+def test_labels_read_a_batch_at_a_time_are_the_column_s_classes(tmp_path, monkeypatch):
+    """Numeric labels read in batches (of 40 rows here; one batch holds a single class):
+    the classes and indices np.unique gives on the whole column."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import securevfl.data.resident as resident
+
+    monkeypatch.setattr(resident, "LABEL_BATCH", 40)
+    y = np.r_[np.full(40, 7), np.random.default_rng(5).choice([2, 7, 9], 150)]
+    files = []
+    for i, part in enumerate((y[:100], y[100:])):
+        files.append(str(tmp_path / f"{i}.parquet"))
+        pq.write_table(pa.table({"label": part}), files[-1], row_group_size=30)
+    classes, index = resident.read_labels(files, "label", "label", str(tmp_path))
+    want = np.unique(y.astype(float), return_inverse=True)
+    np.testing.assert_array_equal(classes, want[0])
+    np.testing.assert_array_equal(index, want[1])
+    assert index.dtype == np.int8

@@ -91,7 +91,7 @@ def prepare_resident(
     for k in mine:
         engine = DaskEngine(spec.dask_scheduler, workers=workers)
         label = (opts.get("label_column") or "label") if k == holder else None
-        t, got = open_resident(
+        t, labels = open_resident(
             k, sources[k], engine, label=label, categories=cats,
             feature_column=opts.get("feature_column"),
         )  # fmt: skip
@@ -104,15 +104,14 @@ def prepare_resident(
             "fitted": exact,
             "dp_bounds": dp is not None,
         }
-        if got is not None:
-            task = label_task(got)
+        if labels is not None:
+            classes, y = labels  # the distinct labels, each row's index into them
+            task = label_task(classes)  # the rule looks at the distinct values only
             if task == "regression":
                 raise ConfigError(
                     "--engine dask with a parquet: source takes a binary or multiclass label, "
                     "got a regression target: run it with --engine numpy"
                 )
-            classes, y = class_indices(got)
-            del got  # n floats: the class indices replace them
             if task == "binary" and len(classes) != 2:
                 raise ConfigError(f"a binary task needs 2 label values, got {len(classes)}")
             public[k].update(task=task, n_classes=len(classes))
@@ -172,20 +171,6 @@ def prepare_resident(
     for k, p in parties.items():
         p.view = views.get(k)
     return info, parties, _federated(method)
-
-
-def class_indices(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(sorted classes, each row's class index) as ``np.unique(labels, return_inverse=True)``,
-    the indices in the smallest signed type that holds them (int8 up to 128 classes: signed,
-    so arithmetic such as 2 y - 1 stays what int64 gives) and found a chunk of rows at a time:
-    no n-long sort or int64 copies of the column."""
-    step = 1 << 20
-    parts = [np.unique(labels[s : s + step]) for s in range(0, len(labels), step)]
-    classes = np.unique(np.concatenate(parts)) if parts else np.zeros(0)
-    out = np.empty(len(labels), dtype=np.min_scalar_type(-max(1, len(classes))))
-    for s in range(0, len(labels), step):
-        out[s : s + step] = np.searchsorted(classes, labels[s : s + step])
-    return classes, out
 
 
 def _prepared(
