@@ -9,9 +9,10 @@ rules every source follows), then the scaling, centring and unit-row steps as pu
 the block. Nothing of size n x d is persisted: at 30M rows and d = 40 a party's float64 block
 is 9.6 GB, so each pass re-reads its blocks (one block per worker thread in memory).
 
-What the party process holds: the footers, the label column (the label holder only: the
-labels are its), the split's positions and the n-vectors of the protocol (X w, the
-derivatives), never a row of its features. Column statistics the rules need are reductions
+What the party process holds: the footers, the labels (the label holder only: the labels
+are its; read a batch at a time into int8 class indices, :func:`read_labels`), the split's
+positions (int32) and the n-vectors of the protocol (X w, the derivatives: float64, as sent),
+never a row of its features. Column statistics the rules need are reductions
 over the blocks: each column's missing cells (the rules' indicators), its exact min/max (a run
 without an ε or --bounds) or its histogram (the DP ranges' release: the same noise on the same
 counts as the in-memory path), the training rows' means for centring. Sums associate
