@@ -21,10 +21,9 @@ encoded and scaled block by block on the cluster whenever a product needs it
 scatters g to them and ships its slices a wave of blocks at a time), so a worker holds one
 block per thread (and a wave's slices of g) whatever n. Other sources: the party reads,
 encodes and holds its block in its own process and the cluster holds one more copy, persisted
-in blocks of
-:data:`BLOCK_ROWS` rows; fm-vfl's secure product takes the whole block as its MPC input. A
-minibatch product (hdp-vfl with ``--batch-size`` below n) costs a pass over all blocks;
-hdp-vfl's default is one full batch per epoch.
+in blocks of :data:`BLOCK_ROWS` rows; fm-vfl's secure product takes the whole block as its MPC
+input. A minibatch product (hdp-vfl with ``--batch-size`` below n) costs a pass over all
+blocks; hdp-vfl's default is one full batch per epoch.
 """
 
 from __future__ import annotations
