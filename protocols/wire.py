@@ -113,10 +113,12 @@ def _enc_array(a: np.ndarray, out: list[bytes], depth: int) -> None:
     dt = a.dtype.str
     if not _DTYPE.match(dt):
         raise WireError(f"arrays of dtype {a.dtype} cannot be sent")
-    raw = np.ascontiguousarray(a).tobytes()
+    # the array's own bytes (a uint8 view), copied once, by dumps's join: tobytes() would copy
+    # them twice (an n-vector of a full batch is hundreds of MB)
+    raw = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
     out += [_ARRAY, _U8.pack(len(dt)), dt.encode(), b""]
     _enc_shape(a.shape, out)
-    out += [_U64.pack(len(raw)), raw]
+    out += [_U64.pack(raw.nbytes), raw]
 
 
 def _enc_object_array(a: np.ndarray, out: list[bytes], depth: int) -> None:

@@ -86,9 +86,10 @@ class _Pool:
 
     def take(self, n: int) -> np.ndarray:
         if n > self._most:  # in cache-sized pieces: large temporaries cost page faults
-            return np.concatenate(
-                [self._draw(min(self._most, n - i)) for i in range(0, n, self._most)]
-            )
+            out = np.empty(n)  # filled piece by piece: one n-vector, not a list and its join
+            for i in range(0, n, self._most):
+                out[i : i + self._most] = self._draw(min(self._most, n - i))
+            return out
         if self._pos + n > len(self._buf):
             while self._block < n:
                 self._block *= 2

@@ -17,12 +17,13 @@ With a ``parquet:`` source (hdp-vfl) the table never enters the party process: i
 encoded and scaled block by block on the cluster whenever a product needs it
 (:mod:`securevfl.data.resident`; a view's X_train/X_test is then an
 :class:`~securevfl.data.resident.EngineRows`), and each product is one pass over the blocks
-(all n rows: X w is gathered at the view's positions, Xᵀ g scatters g to them), so a worker
-holds one block per thread whatever n. Other sources: the party reads, encodes and holds its
-block in its own process and the cluster holds one more copy, persisted in blocks of
-:data:`BLOCK_ROWS` rows; fm-vfl's secure product takes the whole block as its MPC input. A
-minibatch product (hdp-vfl with ``--batch-size`` below n) costs a pass over all blocks;
-hdp-vfl's default is one full batch per epoch.
+(all n rows: X w is brought back block by block and gathered at the view's positions, Xᵀ g
+scatters g to them and ships its slices a wave of blocks at a time), so a worker holds one
+block per thread (and a wave's slices of g) whatever n. Other sources: the party reads,
+encodes and holds its block in its own process and the cluster holds one more copy, persisted
+in blocks of :data:`BLOCK_ROWS` rows; fm-vfl's secure product takes the whole block as its MPC
+input. A minibatch product (hdp-vfl with ``--batch-size`` below n) costs a pass over all
+blocks; hdp-vfl's default is one full batch per epoch.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ ENGINE_METHODS = ("hdp-vfl", "fm-vfl", "secureboost", "secureboost-dp")  # local
 BLOCK_ROWS = 131_072  # rows per block: at d = 40, 40 MiB of float64
 LOCAL_WORKERS = 2  # at most, per party's LocalCluster (``local_workers``: fewer on few cores)
 CONNECT_TIMEOUT_S = 60
+WAVE_BLOCKS = (
+    16  # Xᵀ g of a table on the engine: blocks whose slices of g are on the workers at once
+)
 # A LocalCluster's own upkeep, turned down: the workers' statistical profiler (every 10 ms), the
 # event-loop tick (20 ms) and the system monitor (500 ms, GIL sampling included) cost an idle
 # cluster of 2 workers 1.08 CPU-s per worker and 1.4 in the party process (its scheduler) every
@@ -82,7 +86,8 @@ class EngineRows:
         import dask.array as da
 
         ones = da.ones((self.table.shape[0], 1), chunks=(self.table.chunks[0], 1))
-        return dataclasses.replace(self, table=da.concatenate([self.table, ones], axis=1))
+        table = da.concatenate([self.table, ones], axis=1).rechunk({1: -1})
+        return dataclasses.replace(self, table=table)
 
 
 class NumpyEngine:
@@ -170,18 +175,35 @@ class DaskEngine(NumpyEngine):
         process, each party has its own client)."""
         return np.asarray(self.client.compute(expr, sync=True))
 
+    def _vector(self, expr: Any) -> np.ndarray:
+        """A row-chunked Dask vector brought into this process block by block: each block's
+        values are written into one array as they arrive, so no worker assembles (and holds)
+        the whole n-vector and the party holds it once."""
+        from distributed import as_completed
+
+        starts = np.cumsum((0, *expr.chunks[0]))
+        futures = self.client.compute(list(expr.to_delayed().ravel()))
+        at = {f.key: i for i, f in enumerate(futures)}
+        out = np.empty(expr.shape[0], dtype=expr.dtype)
+        for fut, value in as_completed(futures, with_results=True):
+            i = at[fut.key]
+            out[starts[i] : starts[i + 1]] = value
+        return out
+
     def matvec(self, X: Any, w: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
         if isinstance(X, EngineRows):  # every row's score, then the view's positions
             pos = X.rows if idx is None else X.rows[idx]  # one gather: no n-vector between
-            return self._result(X.table @ np.asarray(w))[pos]
-        z = self._result(self.blocks(X) @ np.asarray(w))
+            return self._vector(X.table @ np.asarray(w))[pos]
+        z = self._vector(self.blocks(X) @ np.asarray(w))
         return z if idx is None else z[idx]
 
     def rmatvec(self, X: Any, g: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
         if isinstance(X, EngineRows):  # g at the view's rows of the whole table, 0 elsewhere
             pos = X.rows if idx is None else X.rows[idx]
-            full = np.bincount(pos, weights=g, minlength=X.table.shape[0])
-            return self._result(X.table.T @ self._column(full, X.table.chunks[0]))
+            # g at the table's positions: one n-vector, shipped to the workers a wave at a time
+            return self._rmatvec_blocks(
+                X.table, np.bincount(pos, weights=g, minlength=len(X.table))
+            )
         if idx is not None:  # the minibatch's rows as a full-length vector (zeros elsewhere)
             full = np.zeros(X.shape[0])
             np.add.at(full, idx, g)
@@ -195,6 +217,31 @@ class DaskEngine(NumpyEngine):
             return self._result((X.table * m[:, None]).T @ X.table)
         A = self.blocks(X)
         return self._result(A.T @ A)
+
+    def _rmatvec_blocks(self, table: Any, full: np.ndarray) -> np.ndarray:
+        """tableᵀ full as each block's product with its slice of ``full``, summed here in
+        block order. The slices are scattered to the workers :data:`WAVE_BLOCKS` blocks at a
+        time (not embedded in a task graph, which the in-process scheduler would hold as a
+        second copy of the n-vector; not all at once, which would put n/workers of it on
+        each worker)."""
+        from dask import delayed
+
+        if table.numblocks[1] > 1:  # one block of rows, every column
+            table = table.rechunk({1: -1})
+        starts = np.cumsum((0, *table.chunks[0]))
+        blocks = table.to_delayed().ravel()
+        got = []
+        for first in range(0, len(blocks), WAVE_BLOCKS):  # a worker holds a wave's slices
+            wave = range(first, min(len(blocks), first + WAVE_BLOCKS))
+            with warnings.catch_warnings():  # shipping the party's own vector is the point
+                warnings.filterwarnings("ignore", "Large object", UserWarning)
+                held = self.client.scatter(
+                    [full[starts[i] : starts[i + 1]] for i in wave], hash=False
+                )
+            tasks = [delayed(_transposed_product)(blocks[i], v) for i, v in zip(wave, held)]
+            got += self.client.compute(tasks, sync=True)
+            del held
+        return np.sum(np.stack(got), axis=0)
 
     @staticmethod
     def _column(v: np.ndarray, chunks: tuple[int, ...]) -> Any:
@@ -230,6 +277,11 @@ class DaskEngine(NumpyEngine):
         self.client.close()
         if self.cluster is not None:
             self.cluster.close()
+
+
+def _transposed_product(block: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """blockᵀ v (on a worker)."""
+    return block.T @ v
 
 
 def open_engines(

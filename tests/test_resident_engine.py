@@ -146,3 +146,31 @@ def test_an_id_column_on_the_engine_is_one_line(sources):
     with pytest.raises(Exception, match="--id-column with --engine dask"):
         validate_spec(spec)
     assert create("method", "hdp-vfl").name == "hdp-vfl"
+
+
+def test_products_on_the_engine_equal_numpy_block_by_block(scheduler, monkeypatch):
+    """X w brought back block by block and Xᵀ g shipped in waves (2 blocks a wave here, 5
+    blocks): the numbers of the products on the rows in memory."""
+    import dask.array as da
+
+    import securevfl.engine as eng
+
+    monkeypatch.setattr(eng, "WAVE_BLOCKS", 2)
+    rng = np.random.default_rng(4)
+    X, w = rng.normal(size=(500, 3)), rng.normal(size=3)
+    rows = rng.permutation(500)[:380].astype(np.int32)
+    idx = rng.permutation(380)[:300]
+    g = rng.normal(size=300)
+    engine = eng.DaskEngine(scheduler)
+    try:
+        view = EngineRows(da.from_array(X, chunks=(100, 3)), rows, engine)
+        np.testing.assert_allclose(engine.matvec(view, w, idx), X[rows[idx]] @ w, rtol=1e-13)
+        got = engine.rmatvec(view, g, idx)
+        np.testing.assert_allclose(got, X[rows[idx]].T @ g, rtol=1e-12, atol=1e-12)
+        wide = view.with_constant()  # a clipped intercept: one more column, one chunk a block
+        assert wide.table.numblocks == (5, 1)
+        both = engine.rmatvec(wide, g, idx)
+        np.testing.assert_allclose(both[:3], got, rtol=1e-12, atol=1e-12)
+        assert both[3] == pytest.approx(g.sum(), rel=1e-12)
+    finally:
+        engine.close()

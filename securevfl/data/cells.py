@@ -86,12 +86,7 @@ class ArrowColumn:
 
         self._pa, self._pc = pa, pc
         t = array.type
-        self._numeric = (
-            pa.types.is_integer(t)
-            or pa.types.is_floating(t)
-            or pa.types.is_decimal(t)
-            or pa.types.is_boolean(t)
-        )
+        self._numeric = self.numeric_type(t)
         if self._numeric:
             self._array = array
             miss = pc.is_null(array, nan_is_null=True)
@@ -104,6 +99,19 @@ class ArrowColumn:
                 pc.is_null(array), pc.is_in(pc.utf8_lower(self._trimmed), pa.array(MISSING))
             )
         self.miss = np.asarray(miss.to_numpy(zero_copy_only=False), dtype=bool)
+
+    @staticmethod
+    def numeric_type(t: Any) -> bool:
+        """Whether the rules read an Arrow type's cells as numbers (not as text)."""
+        import pyarrow as pa
+
+        types = pa.types
+        return (
+            types.is_integer(t)
+            or types.is_floating(t)
+            or types.is_decimal(t)
+            or types.is_boolean(t)
+        )
 
     def __len__(self) -> int:
         return len(self._array)

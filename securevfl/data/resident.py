@@ -9,9 +9,10 @@ rules every source follows), then the scaling, centring and unit-row steps as pu
 the block. Nothing of size n x d is persisted: at 30M rows and d = 40 a party's float64 block
 is 9.6 GB, so each pass re-reads its blocks (one block per worker thread in memory).
 
-What the party process holds: the footers, the label column (the label holder only: the
-labels are its), the split's positions and the n-vectors of the protocol (X w, the
-derivatives), never a row of its features. Column statistics the rules need are reductions
+What the party process holds: the footers, the labels (the label holder only: the labels
+are its; read a batch at a time into int8 class indices, :func:`read_labels`), the split's
+positions (int32) and the n-vectors of the protocol (X w, the derivatives: float64, as sent),
+never a row of its features. Column statistics the rules need are reductions
 over the blocks: each column's missing cells (the rules' indicators), its exact min/max (a run
 without an ε or --bounds) or its histogram (the DP ranges' release: the same noise on the same
 counts as the in-memory path), the training rows' means for centring. Sums associate
@@ -153,14 +154,12 @@ def open_resident(
     label: str | None,
     categories: dict[str, list[str]],
     feature_column: str | None = None,
-) -> tuple[ResidentTable, np.ndarray | None]:
+) -> tuple[ResidentTable, tuple[np.ndarray, np.ndarray] | None]:
     """Party ``party``'s Parquet source as a :class:`ResidentTable` (rules fitted over its
-    blocks on ``engine``) and, where ``label`` names its label column, the labels as read
-    (numbers; text labels their class index)."""
+    blocks on ``engine``) and, where ``label`` names its label column, its labels as
+    :func:`read_labels` gives them."""
     import pyarrow.parquet as pq
     from dask import delayed
-
-    from securevfl.data.custom import _labels
 
     files = parquet_files(source, party)
     schema = pq.read_schema(files[0])
@@ -173,8 +172,7 @@ def open_resident(
         if label not in header:
             raise DataError(f"party 0's Parquet must have a {label!r} column, got {header}"[:300])
         j = header.index(label)
-        col = pq.ParquetDataset(files).read(columns=[raw[j]], use_threads=True).column(0)
-        y = _labels(label, where, ArrowColumn(col))
+        y = read_labels(files, raw[j], label, where)
         del raw[j], header[j]
     if not header:
         raise DataError(f"party {party}'s Parquet must hold >= 1 feature column, got none")
@@ -192,6 +190,54 @@ def open_resident(
     table = ResidentTable(dataclasses.replace(reader, rules=tuple(rules)), blocks, engine)
     table.names = [o for r in rules for o in r.outputs]
     return table, y
+
+
+LABEL_BATCH = 1 << 20  # label rows read at once
+
+
+def read_labels(
+    files: Sequence[str], raw: str, label: str, where: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """The label column ``raw`` of ``files`` as (its distinct values, sorted; each row's index
+    into them, :func:`class_indices`'s types): the labels of ``_labels`` (the CSV rules), read
+    :data:`LABEL_BATCH` rows at a time where the column is numeric, so the process never holds
+    the column as Arrow integers and floats at once (866 MiB at 30M rows, of which Arrow's pool
+    kept 645 after). Text labels are read whole (their class indices need every value)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from securevfl.data.custom import _labels
+
+    if not ArrowColumn.numeric_type(pq.read_schema(files[0]).field(raw).type):
+        col = pq.ParquetDataset(files).read(columns=[raw], use_threads=True).column(0)
+        return class_indices(_labels(label, where, ArrowColumn(col)))
+    parts = []  # per batch: its distinct values and each row's index into them
+    for f in files:
+        for i, batch in enumerate(pq.ParquetFile(f).iter_batches(LABEL_BATCH, columns=[raw])):
+            at = f"{f}, rows from {i * LABEL_BATCH}"
+            parts.append(class_indices(_labels(label, at, ArrowColumn(batch.column(0)))))
+    pa.default_memory_pool().release_unused()  # what Arrow's pool kept of the batches
+    classes = np.unique(np.concatenate([c for c, _ in parts])) if parts else np.zeros(0)
+    out = np.empty(sum(len(i) for _, i in parts), dtype=np.min_scalar_type(-max(1, len(classes))))
+    start = 0
+    for c, i in parts:
+        out[start : start + len(i)] = np.searchsorted(classes, c)[i]
+        start += len(i)
+    return classes, out
+
+
+def class_indices(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted classes, each row's class index) as ``np.unique(labels, return_inverse=True)``,
+    the indices in the smallest signed type that holds them (int8 up to 128 classes: signed,
+    so arithmetic such as 2 y - 1 stays what int64 gives) and found a chunk of rows at a time:
+    no n-long sort or int64 copies of the column."""
+    step = LABEL_BATCH
+    parts = [np.unique(labels[s : s + step]) for s in range(0, len(labels), step)]
+    classes = np.unique(np.concatenate(parts)) if parts else np.zeros(0)
+    out = np.empty(len(labels), dtype=np.min_scalar_type(-max(1, len(classes))))
+    for s in range(0, len(labels), step):
+        out[s : s + step] = np.searchsorted(classes, labels[s : s + step])
+    return classes, out
 
 
 def _missing_counts(reader: Reader, block: Block) -> np.ndarray:

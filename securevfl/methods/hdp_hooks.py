@@ -59,14 +59,14 @@ class HDPHooks(GLMHooks):
         }
 
     def passive_message(self, ctx: RunContext, k: int, ir: np.ndarray, step: int) -> np.ndarray:
-        return ir + self.noise[k].take(len(ir))
+        return self.noise[k].added(ir)
 
     def active_message(self, ctx: RunContext, deriv: np.ndarray, step: int) -> np.ndarray:
         if self.record_from is not None:
             self.mean_deriv.append(float(np.mean(deriv)))  # replays a free bias's trajectory
             if step >= self.record_from:
                 self.recorded.append((step, np.array(deriv, dtype=float)))
-        return deriv + self.noise[0].take(len(deriv))
+        return self.noise[0].added(deriv)
 
     def received_derivative(self, ctx: RunContext, k: int, deriv: np.ndarray) -> np.ndarray:
         c = self.plan.derivative_clip

@@ -21,13 +21,33 @@ class NoiseStream:
     def take(self, m: int) -> np.ndarray:
         """The next ``m`` noise values (a read-only view: callers add it, never modify it)."""
         if self.pos + m > len(self.buf):
-            fresh = self.sigma * self.rng.standard_normal(max(self.chunk, m))
-            self.buf = np.concatenate([self.buf[self.pos :], fresh])
+            fresh = self._draw(max(self.chunk, m))
+            rest = self.buf[self.pos :]
+            self.buf = np.concatenate([rest, fresh]) if len(rest) else fresh
             self.pos = 0
         out = self.buf[self.pos : self.pos + m]
         self.pos += m
         self.taken += m
+        if self.pos == len(self.buf):  # spent: held no longer than the caller holds ``out``
+            self.buf, self.pos = np.empty(0), 0
         return out
+
+    def added(self, x: np.ndarray) -> np.ndarray:
+        """``x`` plus the next ``len(x)`` noise values, as a new array: the numbers of
+        ``x + take(len(x))``. Where the buffer is spent and ``x`` takes at least a chunk (a full
+        batch), the draws are made in the result itself: one n-vector, not two."""
+        m = len(x)
+        if self.pos < len(self.buf) or m < self.chunk:
+            return x + self.take(m)
+        out = self._draw(m)  # what take(m) would draw: max(chunk, m) = m values
+        out += x  # addition commutes: the same sums as x + noise
+        self.taken += m
+        return out
+
+    def _draw(self, m: int) -> np.ndarray:
+        z = self.rng.standard_normal(m)
+        z *= self.sigma  # in place: the same products as sigma * z
+        return z
 
     def skip(self, n: int) -> None:
         """Continue as a stream that has handed out ``n`` values (a seeded generator resumed

@@ -25,7 +25,7 @@ from securevfl.data.datasets import Dataset, DatasetInfo
 from securevfl.data.resident import ResidentTable, fit_ranges, open_resident, scaled
 from securevfl.data.saved_encoder import rules_to_json
 from securevfl.data.split import check_split
-from securevfl.engine import EngineRows
+from securevfl.engine import EngineRows, local_workers
 from securevfl.errors import ConfigError
 from securevfl.methods.base import Method
 from securevfl.privacy.centring import centre, centring_epsilon, noisy_means
@@ -87,10 +87,11 @@ def prepare_resident(
     tables: dict[int, ResidentTable] = {}
     public: dict[int, dict] = {}
     y = classes = None
+    workers = local_workers(len(mine))
     for k in mine:
-        engine = DaskEngine(spec.dask_scheduler)
+        engine = DaskEngine(spec.dask_scheduler, workers=workers)
         label = (opts.get("label_column") or "label") if k == holder else None
-        t, got = open_resident(
+        t, labels = open_resident(
             k, sources[k], engine, label=label, categories=cats,
             feature_column=opts.get("feature_column"),
         )  # fmt: skip
@@ -103,15 +104,14 @@ def prepare_resident(
             "fitted": exact,
             "dp_bounds": dp is not None,
         }
-        if got is not None:
-            task = label_task(got)
+        if labels is not None:
+            classes, y = labels  # the distinct labels, each row's index into them
+            task = label_task(classes)  # the rule looks at the distinct values only
             if task == "regression":
                 raise ConfigError(
                     "--engine dask with a parquet: source takes a binary or multiclass label, "
                     "got a regression target: run it with --engine numpy"
                 )
-            classes, y = np.unique(got, return_inverse=True)
-            del got  # n floats: the class indices replace them
             if task == "binary" and len(classes) != 2:
                 raise ConfigError(f"a binary task needs 2 label values, got {len(classes)}")
             public[k].update(task=task, n_classes=len(classes))
@@ -188,7 +188,8 @@ def _prepared(
         return lambda X: scale(X) / norm
     engine = t.engine
     X = t.array(scale)
-    mask = np.bincount(train_idx, minlength=t.n).astype(np.float64)
+    mask = np.zeros(t.n, dtype=bool)  # 1 byte a row; X.T @ m reads it as 0.0/1.0
+    mask[train_idx] = True
     m = engine._column(mask, X.chunks[0])
     mean = engine._result(X.T @ m) / len(train_idx)
     if has_budget(spec):  # the means are released under the budget (centring.center_released)

@@ -67,6 +67,9 @@ def split_from_label_holder(spec: RunSpec, method: Method, rt: Runtime) -> Split
             from securevfl.runtime.frame_limits import MAX_FRAME, SLACK_BYTES
 
             rt.limit_frames(max(rt.frame_limit, min(16 * n + SLACK_BYTES, MAX_FRAME)))
+            # a barrier: a peer still below the new limit would refuse the positions' frame
+            # (seen at 300k rows: a 2.4 MB frame against the 1 MB default, the receiver late)
+            rt.collect(None, dst=holder)
         drawn = None
         if rt.here(holder):
             drawn = draw_split(n, rng=make_noise_rng(seed, purpose="split"))

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from securevfl.data.split import positions_dtype
 from securevfl.rng import make_rng
 
 
@@ -15,7 +16,7 @@ def minibatches(n: int, batch_size: int, *, seed: int, epoch: int) -> Iterator[n
     A trailing batch smaller than ``batch_size`` is kept; with ``batch_size >= n`` there is one
     full batch per epoch.
     """
-    order = make_rng(seed, purpose=f"minibatch/{epoch}").permutation(n)
+    order = make_rng(seed, purpose=f"minibatch/{epoch}").permutation(n).astype(positions_dtype(n))
     b = min(batch_size, n)
     for start in range(0, n, b):
         yield order[start : start + b]

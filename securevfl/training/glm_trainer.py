@@ -26,6 +26,7 @@ from securevfl.results import RunStats
 from securevfl.runtime.expect import Expect
 from securevfl.training.batching import n_batches
 from securevfl.training.export import export_glm
+from securevfl.training.glm_rows import compact_labels, derivatives_and_loss, positive
 from securevfl.training.loop import EpochClock, Release, TrainRun, compose_releases, train_batches
 
 if TYPE_CHECKING:  # a ledger exists only in a DP run: the accountant is imported by its maker
@@ -139,9 +140,8 @@ class GLMHooks(ResumableHooks):
         ``own`` is X_0 w_0 + b for the minibatch, ``received`` the passive messages. The default
         sums plain IRs; HE-VFL sums ciphertexts and returns an encrypted residual (no loss).
         """
-        theta = own + sum(received)
-        exact = loss.derivative(theta, y)
-        return exact, self.active_message(ctx, exact, step), float(np.mean(loss.value(theta, y)))
+        exact, value = derivatives_and_loss(loss, own, received, y)  # in row chunks
+        return exact, self.active_message(ctx, exact, step), value
 
     def gradients(
         self, ctx: RunContext, idx: np.ndarray, derivs: dict[int, object], step: int
@@ -204,7 +204,9 @@ def train_glm(
         }
     )
     y_enc = (
-        rt.local(active, loss.encode_labels, ctx.views[active].y_train) if rt.here(active) else None
+        compact_labels(rt.local(active, loss.encode_labels, ctx.views[active].y_train))
+        if rt.here(active)
+        else None
     )
     clock = EpochClock(stats if stats is not None else RunStats(), classify=info.task == "binary")
     step = 0
@@ -225,11 +227,12 @@ def train_glm(
                 break
             rt.mark_batch(step, idx)
             sent = {k: rt.local(k, _passive_ir, ctx, hooks, state, k, idx, step) for k in passives}
-            own = None
+            own = y_batch = None
             if rt.here(active):
                 own = ctx.engine(active).matvec(ctx.views[active].X_train, state.w[active], idx)
-                own = own + state.bias
-                hooks.waiting(ctx, active, idx, step, own, y_enc[idx])
+                own += state.bias  # in place (matvec's result is new): one n-vector, not two
+                y_batch = y_enc[idx]
+                hooks.waiting(ctx, active, idx, step, own, y_batch)
             expect = hooks.message_expect(ctx, "intermediate results", len(idx))
             received = rt.gather(sent, dst=active, expect=expect)
             for k in passives:
@@ -239,13 +242,13 @@ def train_glm(
             exact = None
             if rt.here(active):
                 hooks.saw_received(ctx, idx, {k: received[k] for k in passives}, epoch)
-                exact, back, value = hooks.combine(
-                    ctx, loss, own, [received[k] for k in passives], y_enc[idx], step
-                )
+                parts = [received[k] for k in passives]
+                exact, back, value = hooks.combine(ctx, loss, own, parts, y_batch, step)
                 if value is not None:  # a loss the label holder can see (not under HE)
                     state.losses.append(value)
-                    theta = own + sum(received[k] for k in passives)
-                    clock.batch(value, theta > 0, ctx.views[active].y_train[idx] == 1)
+                    clock.batch(value, positive(own, parts), ctx.views[active].y_train[idx] == 1)
+                del parts
+            own = y_batch = received = None  # n-vectors each at a full batch: not kept past use
             expect = hooks.message_expect(ctx, "derivatives", len(idx))
             back = rt.broadcast(back, src=active, dsts=passives, expect=expect)
             derivs = {}
@@ -254,7 +257,9 @@ def train_glm(
                     derivs[k] = exact if hooks.active_uses_exact() else back
                 else:
                     derivs[k] = hooks.received_derivative(ctx, k, back)
+            back = exact = None
             grads = hooks.gradients(ctx, idx, derivs, step)
+            derivs = None
             for k in state.w:
                 g_w, g_b = grads[k]
                 grad = g_w + penalty.grad(state.w[k])
