@@ -56,11 +56,14 @@ def test_randomness_computed_ahead_is_fresh_and_serves_once(engine, keys):
     owner, _ = keys
     off = BoostOffload(engine.client, owner)
     ms = [5] * 6
-    off.prepare(6)  # the next tree's randomness, computed while the partners sum
+    off.schedule(6, 2)  # two trees' randomness, computed ahead from now on
+    assert len(off.ahead) == 2
     first = ph.from_bytes(owner.pub, off.encrypt(ms))
-    second = ph.from_bytes(owner.pub, off.encrypt(ms))  # nothing prepared: drawn anew
-    assert len(set(first + second)) == 12  # twelve encryptions of 5, twelve ciphertexts
-    assert all(owner.priv.raw_decrypt(int(c)) == 5 for c in first + second)
+    second = ph.from_bytes(owner.pub, off.encrypt(ms))
+    third = ph.from_bytes(owner.pub, off.encrypt(ms))  # the schedule spent: drawn anew
+    assert not off.ahead and off.to_draw == (6, 0)
+    assert len(set(first + second + third)) == 18  # 18 encryptions of 5, 18 ciphertexts
+    assert all(owner.priv.raw_decrypt(int(c)) == 5 for c in first + second + third)
     pool = off.draw(6)
     off.encrypt(ms, pool)
     with pytest.raises(ProtocolError, match="once"):
