@@ -15,7 +15,7 @@ from securevfl.engine import DaskEngine
 from securevfl.errors import ProtocolError
 from securevfl.methods import secureboost_protocol as sp
 from securevfl.methods import secureboost_sums as hs
-from securevfl.methods.secureboost_dask import BoostOffload
+from securevfl.methods.secureboost_dask import BoostOffload, _draw
 from securevfl.run_options import build_spec
 
 
@@ -63,6 +63,8 @@ def test_randomness_computed_ahead_is_fresh_and_serves_once(engine, keys):
     third = ph.from_bytes(owner.pub, off.encrypt(ms))  # the schedule spent: drawn anew
     assert not off.ahead and off.to_draw == (6, 0)
     assert len(set(first + second + third)) == 18  # 18 encryptions of 5, 18 ciphertexts
+    exps = _draw(off.key, 200)  # n_bits/2 = 256 random bits each, none repeated
+    assert max(a.bit_length() for a in exps) == 256 and len(set(exps)) == 200
     assert all(owner.priv.raw_decrypt(int(c)) == 5 for c in first + second + third)
     pool = off.draw(6)
     off.encrypt(ms, pool)
