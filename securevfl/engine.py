@@ -6,7 +6,7 @@ party starts, ``local_workers``; or the scheduler at ``--dask-scheduler ADDRESS`
 products it computes on its own rows run there: X w and its test scores blockwise, Xᵀ g, Xᵀ X
 and Xᵀ v as tree reductions over the blocks. ``secureboost`` and ``secureboost-dp`` run their
 Paillier arithmetic there (``methods.secureboost_dask``): the label holder's encryption over row
-blocks, with the next tree's randomness computed ahead, and a data party's encrypted bin sums
+blocks, with every tree's randomness computed ahead, and a data party's encrypted bin sums
 over column groups.
 The protocol between parties (what is sent, the noise, MPC, the wire) is unchanged:
 what a party sends is computed from these results exactly as on the numpy path. Sums associate

@@ -7,12 +7,14 @@ randomness exponent (``randomness_block`` calls the same encryptor; ``column_cel
 ``pack_cells`` of ``secureboost_sums`` are the in-process functions), so the decrypted sums and
 the trees are the same.
 
-Randomness: the exponents are drawn in the party process from the OS CSPRNG (``secrets``), one
-per ciphertext, and sent to the tasks; the workers compute h_s^a (DJN, by CRT with the label
-holder's p and q) or r^n, which do not depend on the gradients. So a tree's randomness is
-computed ahead, while the label holder waits for the partners' bin sums of the tree before,
-and its encryption is one product per row (``RandomnessPool``); a pool serves one tree and is
-then spent (no randomness serves two ciphertexts). Workers build the CRT tables once per key
+Randomness: the exponents are drawn in the party process from the OS CSPRNG, one per
+ciphertext, and sent to the tasks; the workers compute h_s^a (DJN, by CRT with the label
+holder's p and q) or r^n, which do not depend on the gradients. So every tree's randomness is
+scheduled at key generation (``schedule``; at most ``AHEAD_VALUES`` ahead) and computed in the
+background, in blocks of ``BLOCK_ROWS`` at a lower CPU priority (``BACKGROUND_NICE``): the
+key holder's workers fill the cores the partners leave idle, and a tree's encryption is one
+product per row, run first (``RandomnessPool``); a pool serves one tree and is then spent (no
+randomness serves two ciphertexts). Workers build the CRT tables once per key
 (``_encryptor``: a cache in the worker process keyed by n and h_s). What crosses to the workers
 (the label holder's key, the party's bins, ciphertexts) stays inside the party's own cluster.
 """

@@ -4,6 +4,12 @@ ciphertexts per (node, column, bin), and those products packed several per ciphe
 Split in pieces (node totals, one column's cells, their join) so that the party's Dask engine
 can run the columns as tasks (``secureboost_dask``) with the very functions the in-process path
 calls; products modulo n^2 do not depend on their order, so both give the same numbers.
+
+Histogram subtraction (``level_products``): below the root, the children of a split node hold
+exactly its rows, so the fullest child's product per (column, bin) is the parent's (kept from
+the level before) divided by its siblings': only the smaller children's rows are multiplied
+(at most half of each level's rows), as XGBoost and SecureBoost subtract histograms. The
+division is exact in the group, so the reply and the trees are unchanged.
 """
 
 from __future__ import annotations
