@@ -84,7 +84,7 @@ def test_bin_sum_tasks_pack_the_in_process_products(engine, keys):
     want = hs.pack_cells(partner.n2, hs.products(partner.n2, cts, bins, node_of, nodes, nb), 2, 128)
     off = BoostOffload(engine.client, partner)
     assert off.key is None  # a data party has no key to draw randomness with
-    held = off.hold(cts)
+    held = off.hold(ph.to_bytes(partner.pub, cts))  # the wire's bytes, read on the workers
     assert off.packed_products(held, bins, node_of, nodes, nb, 2) == want
     # the whole reply, DP noise included: the same noise draws land in the same slots
     for sd in (None, 0.5):

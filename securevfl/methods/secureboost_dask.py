@@ -37,7 +37,7 @@ from securevfl.errors import ProtocolError
 from securevfl.methods import secureboost_protocol as sp
 from securevfl.methods import secureboost_sums as hs
 
-_WORKER_CACHE: dict[Any, Any] = {}  # in each worker process: the last key's encryptor
+_WORKER_CACHE: dict[Any, Any] = {}  # per worker: the key's encryptor, the tree's ciphertexts
 BLOCK_ROWS = 1024  # rows per randomness task (~0.7 s at 2048 bits): the path's products interleave
 AHEAD_VALUES = 1 << 19  # randomness values computed ahead at most (256 MiB at 2048 bits)
 BACKGROUND_NICE = 5  # how much lower the randomness tasks' CPU priority is (os nice steps)
@@ -116,25 +116,27 @@ class BoostOffload:
         return b"".join(self.client.gather(parts))
 
     # -- a data party ------------------------------------------------------------------------
-    def hold(self, cts: list[gmpy2.mpz]) -> Any:
-        """The tree's ciphertexts, on every worker once (a future for ``products``)."""
+    def hold(self, data: bytes) -> tuple[str, Any]:
+        """The tree's ciphertexts as they arrived (bytes), on every worker once; each worker
+        reads them into numbers once (``_ciphertexts``, which checks each lies in (0, n^2)).
+        A handle for ``products``: shipping bytes costs far less than pickling numbers."""
         name = f"boost-cts-{uuid.uuid4().hex}"
-        return self.client.scatter({name: cts}, broadcast=True)[name]
+        return name, self.client.scatter({name: data}, broadcast=True)[name]
 
     def products(
         self, cts: Any, bins: np.ndarray, node_of_row: np.ndarray, n_nodes: int, n_bins: int
     ) -> list:
         """``hs.products`` as tasks: node totals and column groups, joined here."""
-        n2 = self.c.n2
+        n2, n, (name, data) = self.c.n2, self.c.n, cts
+        cts = (n, name, data)
         live = np.nonzero(node_of_row >= 0)[0]
         nodes = node_of_row[live].astype(np.int64)
-        total = self.client.submit(hs.node_totals, n2, cts, live, nodes, n_nodes, pure=False)
+        total = self.client.submit(_totals, cts, live, nodes, n_nodes, pure=False)
         F = bins.shape[1]
         per = -(-F // (8 * self.workers))  # several groups a worker: columns' costs differ
         groups = [
             self.client.submit(
                 _columns,
-                n2,
                 cts,
                 bins[live, s : s + per],
                 live,
@@ -192,7 +194,7 @@ def _encryptor(key: tuple) -> Any:
         n, p, q, h = key
         pub = ph.paillier.PaillierPublicKey(n)
         hit = ph.OwnerFixedBaseEncryptor(pub, ph.paillier.PaillierPrivateKey(pub, p, q), h)
-        for old in [k for k in _WORKER_CACHE if isinstance(k, tuple)]:
+        for old in [k for k in _WORKER_CACHE if isinstance(k, tuple) and k[0] != "cts"]:
             del _WORKER_CACHE[old]  # one key at a time: a worker holds one key's tables
         _WORKER_CACHE[key] = hit
     return hit
@@ -236,8 +238,29 @@ def encrypt_block(n: int, rand: list[gmpy2.mpz], ms: list[int]) -> bytes:
     )
 
 
-def _columns(n2, cts, bins, live, nodes, n_nodes, n_bins) -> list:
+def _ciphertexts(held: tuple) -> tuple[gmpy2.mpz, list[gmpy2.mpz]]:
+    """Worker: n^2 and the tree's ciphertexts of ``held`` = (n, name, bytes), read once per
+    worker and tree (a cache of the last tree's)."""
+    n, name, data = held
+    hit = _WORKER_CACHE.get(("cts", name))
+    if hit is None:
+        pub = ph.paillier.PaillierPublicKey(n)
+        hit = (gmpy2.mpz(pub.nsquare), ph.from_bytes(pub, data))
+        for old in [k for k in _WORKER_CACHE if isinstance(k, tuple) and k[0] == "cts"]:
+            del _WORKER_CACHE[old]
+        _WORKER_CACHE[("cts", name)] = hit
+    return hit
+
+
+def _totals(held, live, nodes, n_nodes) -> list:
+    """Worker: ``hs.node_totals`` of the held ciphertexts."""
+    n2, cts = _ciphertexts(held)
+    return hs.node_totals(n2, cts, live, nodes, n_nodes)
+
+
+def _columns(held, bins, live, nodes, n_nodes, n_bins) -> list:
     """Worker: ``hs.column_cells`` of each column of ``bins`` (the live rows' bins)."""
+    n2, cts = _ciphertexts(held)
     return [
         hs.column_cells(n2, cts, bins[:, j], live, nodes, n_nodes, n_bins)
         for j in range(bins.shape[1])

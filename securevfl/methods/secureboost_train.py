@@ -190,11 +190,12 @@ def _grow(ctx, cfg, st, keys, rngs, noise_rngs, margin, y, with_partners) -> np.
         for k in others:
             if rt.here(k):
                 r = np.asarray(got["rows"], dtype=np.int64)
-                cts[k] = (r, ph.from_bytes(keys[k].pub, got["cts"]))
-                if len(cts[k][1]) != len(r):
+                if len(got["cts"]) != len(r) * ph.ct_width(keys[k].pub):
                     raise ProtocolError("one ciphertext per sampled row must arrive")
-                if k in st.offloads:  # on the party's workers once per tree
-                    cts[k] = (r, st.offloads[k].hold(cts[k][1]))
+                if k in st.offloads:  # the bytes to the party's workers, read there
+                    cts[k] = (r, st.offloads[k].hold(got["cts"]))
+                else:
+                    cts[k] = (r, ph.from_bytes(keys[k].pub, got["cts"]))
     levels = {k: hs.LevelCells() for k in cts}  # each partner's cells of the level before
     bins_L = st.bins_train[L][rows] if rt.here(L) else None
     leaf_of = np.zeros(ctx.info.n_train) if rt.here(L) else None
