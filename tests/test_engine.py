@@ -98,6 +98,7 @@ def test_secureboosts_key_holder_gets_the_workers_of_a_party_alone(monkeypatch):
     import securevfl.engine as eng
 
     monkeypatch.setattr(eng.os, "sched_getaffinity", lambda _pid: {0, 1})
+
     def recorder(scheduler=None, *, workers):  # the workers each engine would start
         return workers
 
