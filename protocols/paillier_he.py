@@ -186,8 +186,18 @@ class OwnerFixedBaseEncryptor:
         self.p2, self.q2 = gmpy2.mpz(priv.p) ** 2, gmpy2.mpz(priv.q) ** 2
         self.q2_inv = gmpy2.invert(self.q2, self.p2)  # Garner's constant
         self.exp_bits = -(-int(pub.n).bit_length() // 2)
-        self.table_p = _power_table(h_s, self.exp_bits, window, self.p2)
-        self.table_q = _power_table(h_s, self.exp_bits, window, self.q2)
+        self._tables: tuple[list, list] | None = None  # built on first use
+
+    @property
+    def tables(self) -> tuple[list, list]:
+        """The fixed-base tables modulo p^2 and q^2, built on first use (a key holder whose
+        encryption runs on its engine's workers never builds them in its own process)."""
+        if self._tables is None:
+            self._tables = (
+                _power_table(self.h_s, self.exp_bits, self.window, self.p2),
+                _power_table(self.h_s, self.exp_bits, self.window, self.q2),
+            )
+        return self._tables
 
     def encrypt(self, m: int) -> gmpy2.mpz:
         return self._encrypt_with(m, secrets.randbits(self.exp_bits))
@@ -199,8 +209,9 @@ class OwnerFixedBaseEncryptor:
     def randomness(self, a: int) -> gmpy2.mpz:
         """h_s^a mod n^2 (the whole cost of an encryption; it does not depend on m, so it can
         be computed ahead: ``with_randomness`` then costs one product)."""
-        r_p = _table_power(self.table_p, a, self.window, self.p2)
-        r_q = _table_power(self.table_q, a, self.window, self.q2)
+        table_p, table_q = self.tables
+        r_p = _table_power(table_p, a, self.window, self.p2)
+        r_q = _table_power(table_q, a, self.window, self.q2)
         return r_q + self.q2 * ((r_p - r_q) * self.q2_inv % self.p2)
 
 

@@ -67,5 +67,6 @@ def pack_ciphertexts(cts: Sequence[gmpy2.mpz], shift_bits: int, n_square: gmpy2.
     step = gmpy2.mpz(1) << shift_bits
     acc = gmpy2.mpz(cts[-1])
     for c in reversed(cts[:-1]):
-        acc = gmpy2.powmod(acc, step, n_square) * c % n_square
+        # 1 (empty cells so far) shifted is 1: skip its squarings
+        acc = c if acc == 1 else gmpy2.powmod(acc, step, n_square) * c % n_square
     return acc

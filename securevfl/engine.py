@@ -6,7 +6,7 @@ party starts, ``local_workers``; or the scheduler at ``--dask-scheduler ADDRESS`
 products it computes on its own rows run there: X w and its test scores blockwise, Xᵀ g, Xᵀ X
 and Xᵀ v as tree reductions over the blocks. ``secureboost`` and ``secureboost-dp`` run their
 Paillier arithmetic there (``methods.secureboost_dask``): the label holder's encryption over row
-blocks, with the next tree's randomness computed ahead, and a data party's encrypted bin sums
+blocks, with every tree's randomness computed ahead, and a data party's encrypted bin sums
 over column groups.
 The protocol between parties (what is sent, the noise, MPC, the wire) is unchanged:
 what a party sends is computed from these results exactly as on the numpy path. Sums associate
@@ -41,6 +41,7 @@ from securevfl.errors import ConfigError
 
 ENGINES = ("numpy", "dask")
 ENGINE_METHODS = ("hdp-vfl", "fm-vfl", "secureboost", "secureboost-dp")  # local work on the engine
+BACKGROUND_METHODS = ("secureboost", "secureboost-dp")  # the key holder's engine computes ahead
 BLOCK_ROWS = 131_072  # rows per block: at d = 40, 40 MiB of float64
 LOCAL_WORKERS = 2  # at most, per party's LocalCluster (``local_workers``: fewer on few cores)
 CONNECT_TIMEOUT_S = 60
@@ -285,11 +286,16 @@ def _transposed_product(block: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 
 def open_engines(
-    spec: Any, parties: list[int], views: dict[int, Any] | None = None
+    spec: Any,
+    parties: list[int],
+    views: dict[int, Any] | None = None,
+    key_holder: int | None = None,
 ) -> dict[int, NumpyEngine]:
     """Each local data party's engine for this run (the numpy one unless ``--engine dask`` and
     the method runs on it; other methods say so in one line and run in one process). A party
-    whose table already lives on its engine (``views``: an EngineRows) keeps that engine."""
+    whose table already lives on its engine (``views``: an EngineRows) keeps that engine.
+    ``key_holder``: the party whose engine computes ahead in the background
+    (``BACKGROUND_METHODS``): it gets ``local_workers(1)``, the others ``local_workers``."""
     held = {
         k: v.X_train.engine
         for k, v in (views or {}).items()
@@ -311,7 +317,11 @@ def open_engines(
         return {}
     scheduler = getattr(spec, "dask_scheduler", None)
     workers = local_workers(len(parties))
-    return {k: DaskEngine(scheduler, workers=workers) for k in parties}
+    background = key_holder if spec.method in BACKGROUND_METHODS else None
+    return {
+        k: DaskEngine(scheduler, workers=local_workers(1) if k == background else workers)
+        for k in parties
+    }
 
 
 def local_workers(parties: int) -> int:
@@ -320,7 +330,14 @@ def local_workers(parties: int) -> int:
 
     Why: more processes than cores buy no parallelism, only switches between them; SecureBoost
     at 10,000 rows (2 parties, 2 cores) took 59.9 CPU-s and 67.5 s to train with 2 workers a
-    party, 44.6 CPU-s and 34.4 s with 1 (docs/benchmarks.md "SecureBoost")."""
+    party, 44.6 CPU-s and 34.4 s with 1 (docs/benchmarks.md "SecureBoost").
+
+    The one exception (``open_engines``): a party of ``BACKGROUND_METHODS`` whose engine work
+    is computed ahead of need at a lower CPU priority (SecureBoost's key holder: the
+    encryption randomness of every tree, ``secureboost_dask.BACKGROUND_NICE``) gets the
+    workers of a party alone, ``local_workers(1)``: its tasks take the cores the other
+    parties' work leaves idle (their workers keep the priority), and all of them where the
+    others wait for it (the first tree's encryption)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # no affinity on this platform

@@ -184,7 +184,8 @@ COMMON_OPTIONS: dict[str, Option] = {
         str,
         "with --engine dask: this party's Dask scheduler ADDRESS (tcp://host:port); default: "
         "a LocalCluster of up to 2 worker processes started by the party (no more, over "
-        "the parties of one process, than its cores)",
+        "the parties of one process, than its cores; secureboost's key holder, whose "
+        "randomness runs in the background at a lower priority, gets up to 2 regardless)",
     ),
 }
 

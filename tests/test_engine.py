@@ -90,3 +90,19 @@ def test_local_clusters_start_no_more_workers_than_cores(monkeypatch):
     for cores, parties, want in ((2, 2, 1), (2, 1, 2), (1, 3, 1), (16, 2, eng.LOCAL_WORKERS)):
         monkeypatch.setattr(eng.os, "sched_getaffinity", lambda _pid, c=cores: set(range(c)))
         assert eng.local_workers(parties) == want
+
+
+def test_secureboosts_key_holder_gets_the_workers_of_a_party_alone(monkeypatch):
+    """Its randomness runs in the background (niced): on 2 cores it gets 2 workers, the
+    partner 1; other methods' parties share the cores evenly whoever holds the labels."""
+    import securevfl.engine as eng
+
+    monkeypatch.setattr(eng.os, "sched_getaffinity", lambda _pid: {0, 1})
+
+    def recorder(scheduler=None, *, workers):  # the workers each engine would start
+        return workers
+
+    monkeypatch.setattr(eng, "DaskEngine", recorder)
+    for method, want in (("secureboost", {0: 2, 1: 1}), ("hdp-vfl", {0: 1, 1: 1})):
+        spec = RunSpec(method=method, engine="dask")
+        assert eng.open_engines(spec, [0, 1], key_holder=0) == want

@@ -15,7 +15,7 @@ from securevfl.engine import DaskEngine
 from securevfl.errors import ProtocolError
 from securevfl.methods import secureboost_protocol as sp
 from securevfl.methods import secureboost_sums as hs
-from securevfl.methods.secureboost_dask import BoostOffload
+from securevfl.methods.secureboost_dask import BoostOffload, _draw
 from securevfl.run_options import build_spec
 
 
@@ -56,11 +56,16 @@ def test_randomness_computed_ahead_is_fresh_and_serves_once(engine, keys):
     owner, _ = keys
     off = BoostOffload(engine.client, owner)
     ms = [5] * 6
-    off.prepare(6)  # the next tree's randomness, computed while the partners sum
+    off.schedule(6, 2)  # two trees' randomness, computed ahead from now on
+    assert len(off.ahead) == 2
     first = ph.from_bytes(owner.pub, off.encrypt(ms))
-    second = ph.from_bytes(owner.pub, off.encrypt(ms))  # nothing prepared: drawn anew
-    assert len(set(first + second)) == 12  # twelve encryptions of 5, twelve ciphertexts
-    assert all(owner.priv.raw_decrypt(int(c)) == 5 for c in first + second)
+    second = ph.from_bytes(owner.pub, off.encrypt(ms))
+    third = ph.from_bytes(owner.pub, off.encrypt(ms))  # the schedule spent: drawn anew
+    assert not off.ahead and off.to_draw == (6, 0)
+    assert len(set(first + second + third)) == 18  # 18 encryptions of 5, 18 ciphertexts
+    exps = _draw(off.key, 200)  # n_bits/2 = 256 random bits each, none repeated
+    assert max(a.bit_length() for a in exps) == 256 and len(set(exps)) == 200
+    assert all(owner.priv.raw_decrypt(int(c)) == 5 for c in first + second + third)
     pool = off.draw(6)
     off.encrypt(ms, pool)
     with pytest.raises(ProtocolError, match="once"):
@@ -79,7 +84,7 @@ def test_bin_sum_tasks_pack_the_in_process_products(engine, keys):
     want = hs.pack_cells(partner.n2, hs.products(partner.n2, cts, bins, node_of, nodes, nb), 2, 128)
     off = BoostOffload(engine.client, partner)
     assert off.key is None  # a data party has no key to draw randomness with
-    held = off.hold(cts)
+    held = off.hold(ph.to_bytes(partner.pub, cts))  # the wire's bytes, read on the workers
     assert off.packed_products(held, bins, node_of, nodes, nb, 2) == want
     # the whole reply, DP noise included: the same noise draws land in the same slots
     for sd in (None, 0.5):

@@ -115,20 +115,27 @@ def bin_sums(
     n_bins: int,
     noise: tuple[np.random.Generator, float, float] | None,
     offload: Any = None,
+    level: hs.LevelCells | None = None,
 ) -> bytes:
     """Party k: encrypted (g, h) sums per (node, column, bin), packed and re-randomised.
 
     ``cts``: the ciphertexts (with ``offload``, its handle of them on the engine); ``bins``:
     the sampled rows' bins of k's columns in the order it sends them; ``noise``: (its CSPRNG,
     sigma C_g, sigma C_h) in the DP variant, else None; ``offload``: the party's engine
-    (``secureboost_dask.BoostOffload``) that multiplies and packs, else here."""
-    cap = c.capacity
+    (``secureboost_dask.BoostOffload``) that multiplies and packs, else here; ``level``: the
+    party's cells of this tree's level before (``hs.LevelCells``, updated here): each parent's
+    fullest child then comes by division (histogram subtraction), the same products."""
+    cap, F = c.capacity, bins.shape[1]
     if offload is not None:
-        packed = offload.packed_products(cts, bins, node_of_row, n_nodes, n_bins, cap)
+        compute = lambda m: offload.products(cts, bins, m, n_nodes, n_bins)  # noqa: E731
     else:
-        acc = hs.products(c.n2, cts, bins, node_of_row, n_nodes, n_bins)
+        compute = lambda m: hs.products(c.n2, cts, bins, m, n_nodes, n_bins)  # noqa: E731
+    acc = hs.level_products(c.n2, node_of_row, n_nodes, F, n_bins, level, compute)
+    if offload is not None:
+        packed = offload.pack(acc, cap)
+    else:
         packed = hs.pack_cells(c.n2, acc, cap, PAIR_BITS)
-    cells = n_nodes * bins.shape[1] * n_bins
+    cells = n_nodes * F * n_bins
     out = []
     for j, ct in enumerate(packed):
         pairs = min(cap, cells - j * cap)

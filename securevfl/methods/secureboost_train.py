@@ -13,6 +13,7 @@ import numpy as np
 from protocols import paillier_he as ph
 from securevfl.errors import ProtocolError
 from securevfl.methods import secureboost_protocol as sp
+from securevfl.methods import secureboost_sums as hs
 from securevfl.models.boosted_trees import (
     Lookup,
     TreeSet,
@@ -62,7 +63,6 @@ class BoostState:
     phases_s: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     tree_s: list[float] = field(default_factory=list)
     offloads: dict[int, Any] = field(default_factory=dict)  # --engine dask: a party's tasks
-    more: bool = False  # another tree with the partners follows this one
 
 
 def _offloads(ctx: Any, keys: dict[int, Any]) -> dict[int, Any]:
@@ -104,6 +104,8 @@ def train_boost(ctx: Any, cfg: BoostConfig) -> tuple[BoostState, float]:
     t0 = time.perf_counter()
     keys = sp.setup_keys(ctx, cfg.bits, cfg.djn) if cfg.partner_trees() and others else {}
     st.offloads = _offloads(ctx, keys)
+    if L in st.offloads:  # every partner tree's randomness, computed ahead from now on
+        st.offloads[L].schedule(_sample_size(ctx.info.n_train, cfg.subsample), cfg.partner_trees())
     st.phases_s["setup"] = time.perf_counter() - t0
     if ctx.audit is not None:  # ``securevfl audit``: its release view draws with these settings
         ctx.audit.saw(ctx, cfg)
@@ -117,7 +119,6 @@ def train_boost(ctx: Any, cfg: BoostConfig) -> tuple[BoostState, float]:
     for t in range(cfg.trees):
         t1 = time.perf_counter()
         with_partners = bool(others) and t >= cfg.local_trees
-        st.more = with_partners and t + 1 < cfg.trees  # another partner tree follows
         leaf_of = _grow(ctx, cfg, st, keys, rngs, noise_rngs, margin, y, with_partners)
         if rt.here(L):
             margin += leaf_of
@@ -146,10 +147,15 @@ def _one_tree(trees: TreeSet, t: int) -> TreeSet:
     )
 
 
+def _sample_size(n: int, share: float) -> int:
+    """Rows in each tree's sample (the same every tree)."""
+    return n if share >= 1.0 else max(1, int(round(share * n)))
+
+
 def _sample(rng: np.random.Generator, n: int, share: float) -> np.ndarray:
     if share >= 1.0:
         return np.arange(n)
-    return np.sort(rng.choice(n, size=max(1, int(round(share * n))), replace=False))
+    return np.sort(rng.choice(n, size=_sample_size(n, share), replace=False))
 
 
 def _grow(ctx, cfg, st, keys, rngs, noise_rngs, margin, y, with_partners) -> np.ndarray | None:
@@ -173,8 +179,6 @@ def _grow(ctx, cfg, st, keys, rngs, noise_rngs, margin, y, with_partners) -> np.
             t0 = time.perf_counter()
             off = st.offloads.get(L)
             data = sp.encrypt_gradients(keys[L], g, h, off)
-            if off is not None and st.more:  # the next tree's randomness, while partners sum
-                off.prepare(len(rows))  # a sample's size is the same every tree
             payload = {"rows": rows.astype(np.int64), "cts": data}
             clock["encrypt"] += time.perf_counter() - t0
         n = ctx.info.n_train
@@ -186,11 +190,13 @@ def _grow(ctx, cfg, st, keys, rngs, noise_rngs, margin, y, with_partners) -> np.
         for k in others:
             if rt.here(k):
                 r = np.asarray(got["rows"], dtype=np.int64)
-                cts[k] = (r, ph.from_bytes(keys[k].pub, got["cts"]))
-                if len(cts[k][1]) != len(r):
+                if len(got["cts"]) != len(r) * ph.ct_width(keys[k].pub):
                     raise ProtocolError("one ciphertext per sampled row must arrive")
-                if k in st.offloads:  # on the party's workers once per tree
-                    cts[k] = (r, st.offloads[k].hold(cts[k][1]))
+                if k in st.offloads:  # the bytes to the party's workers, read there
+                    cts[k] = (r, st.offloads[k].hold(got["cts"]))
+                else:
+                    cts[k] = (r, ph.from_bytes(keys[k].pub, got["cts"]))
+    levels = {k: hs.LevelCells() for k in cts}  # each partner's cells of the level before
     bins_L = st.bins_train[L][rows] if rt.here(L) else None
     leaf_of = np.zeros(ctx.info.n_train) if rt.here(L) else None
     for _level in range(cfg.depth):
@@ -220,7 +226,7 @@ def _grow(ctx, cfg, st, keys, rngs, noise_rngs, margin, y, with_partners) -> np.
                         noise = (noise_rngs[k], s * cg, s * ch)
                     node_vec, n_open = _node_vector(msg, len(r)), int(msg["n"])
                     replies[k] = sp.bin_sums(
-                        keys[k], c, kb, node_vec, n_open, nb, noise, st.offloads.get(k)
+                        keys[k], c, kb, node_vec, n_open, nb, noise, st.offloads.get(k), levels[k]
                     )
                     clock["bin_sums"] += time.perf_counter() - t0
             got = rt.gather(replies, dst=L, expect=_sums_rule(ctx, cfg, keys, others, nodes, nb))

@@ -87,7 +87,12 @@ def fit_method(
         pooled=pooled if method.pooled_data else None,
         audit=audit,
         parties=parties or {},
-        engines=open_engines(spec, [k for k in rt.local_parties if k < info.data_parties], views),
+        engines=open_engines(
+            spec,
+            [k for k in rt.local_parties if k < info.data_parties],
+            views,
+            key_holder=info.label_party,
+        ),
     )
     # numpy's overflow/invalid warnings would add unexplained lines to the output; what they
     # can mean (a non-finite or constant result) is judged by outcome_warnings below
