@@ -180,15 +180,13 @@ class DaskEngine(NumpyEngine):
         """A row-chunked Dask vector brought into this process block by block: each block's
         values are written into one array as they arrive, so no worker assembles (and holds)
         the whole n-vector and the party holds it once."""
-        from distributed import as_completed
-
         starts = np.cumsum((0, *expr.chunks[0]))
         futures = self.client.compute(list(expr.to_delayed().ravel()))
-        at = {f.key: i for i, f in enumerate(futures)}
         out = np.empty(expr.shape[0], dtype=expr.dtype)
-        for fut, value in as_completed(futures, with_results=True):
-            i = at[fut.key]
-            out[starts[i] : starts[i + 1]] = value
+        # in block order (distributed's as_completed waited ~0.4 s a call between blocks)
+        for i, fut in enumerate(futures):
+            out[starts[i] : starts[i + 1]] = fut.result()
+            fut.release()
         return out
 
     def matvec(self, X: Any, w: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
