@@ -10,7 +10,7 @@ from securevfl.context import RunSpec
 from securevfl.methods.base import Method
 from securevfl.methods.fm_options import DEFAULT_DELTA, resolve_l1_bound
 from securevfl.privacy.centring import centring_epsilon
-from securevfl.privacy.fm_gaussian import gaussian_ledger, gaussian_sigma, row_l2_bound
+from securevfl.privacy.fm_gaussian import gaussian_sigma, row_l2_bound, shared_gaussian_ledger
 from securevfl.privacy.fm_objective import parse_party_epsilons
 from securevfl.privacy.functional import (
     block_sensitivities,
@@ -116,7 +116,7 @@ def fm_privacy(spec: RunSpec, noise: dict, dims: list[int], method: Method):
             row_l2_bound=noise["row_l2_bound"],
         )
         eps_c = noise["centring_epsilon"]
-        ledger = gaussian_ledger(noise["l2_sensitivity"], noise["sigma"], K, eps_c)
+        ledger = shared_gaussian_ledger(noise["l2_sensitivity"], noise["sigma"], K, eps_c)
         if eps_c > 0:
             extra["centring"] = centring_facts(method, spec, eps_c)
         return ledger.report(

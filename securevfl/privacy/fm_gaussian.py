@@ -92,9 +92,19 @@ def gaussian_ops(
 def gaussian_ledger(
     sensitivity: float, sigma: float, parties: int, centring_epsilon: float = 0.0
 ) -> PrivacyLedger:
-    """The ledger of :func:`gaussian_ops` in the sample unit: one PLD accountant, so the
-    record's ε is their exact composition; one object per process for these public inputs
-    (``shared_ledger``: read it, never compose onto it)."""
+    """A new ledger of :func:`gaussian_ops` in the sample unit (one PLD accountant, so the
+    record's ε is their exact composition), for a caller that composes more onto it."""
+    ledger = PrivacyLedger("sample")
+    for party, event, count, sample in gaussian_ops(sensitivity, sigma, parties, centring_epsilon):
+        ledger.compose(party, event, count, sample=sample)
+    return ledger
+
+
+def shared_gaussian_ledger(
+    sensitivity: float, sigma: float, parties: int, centring_epsilon: float = 0.0
+) -> PrivacyLedger:
+    """The same ledger, one object per process for these public inputs (``shared_ledger``):
+    read it, never compose onto it."""
     return shared_ledger("sample", gaussian_ops(sensitivity, sigma, parties, centring_epsilon))
 
 
@@ -128,7 +138,7 @@ def gaussian_sigma(
     hi = analytic_gaussian_sigma(epsilon=rest, delta=delta, sensitivity=sens)
 
     def eps_of(sigma: float) -> float:
-        return gaussian_ledger(sens, sigma, parties, centring_epsilon).epsilon(delta)
+        return shared_gaussian_ledger(sens, sigma, parties, centring_epsilon).epsilon(delta)
 
     # a pure function of public inputs: cached on disk, an entry re-checked by one evaluation
     inputs = {"sens": sens, "epsilon": float(epsilon), "delta": delta, "parties": int(parties)}
