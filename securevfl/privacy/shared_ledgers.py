@@ -21,14 +21,24 @@ from securevfl.privacy.accountant import Accountant, PrivacyLedger
 Op = tuple[int | None, dp_event.DpEvent, int, bool]
 
 
+class SharedLedger(PrivacyLedger):
+    """A ledger whose releases are fixed when it is built: a compose onto it raises, since the
+    next run of the same setting would carry the release (its record's ε would be wrong)."""
+
+    def __init__(self, unit: str, ops: tuple[Op, ...]) -> None:
+        super().__init__(unit)
+        for party, event, count, sample in ops:
+            super().compose(party, event, count, sample=sample)
+
+    def compose(self, *args, **kwargs) -> None:
+        raise TypeError("a shared ledger is read only: build a PrivacyLedger to compose onto")
+
+
 @functools.lru_cache(maxsize=256)
-def shared_ledger(unit: str, ops: tuple[Op, ...]) -> PrivacyLedger:
+def shared_ledger(unit: str, ops: tuple[Op, ...]) -> SharedLedger:
     """The ledger of ``ops`` in ``unit``, one object per process for these operations: read it
-    (``report``, ``epsilon``, ``by_unit``), never compose onto it."""
-    ledger = PrivacyLedger(unit)
-    for party, event, count, sample in ops:
-        ledger.compose(party, event, count, sample=sample)
-    return ledger
+    (``report``, ``epsilon``, ``by_unit``); a compose onto it raises."""
+    return SharedLedger(unit, ops)
 
 
 @functools.lru_cache(maxsize=1024)
