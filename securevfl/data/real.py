@@ -257,26 +257,48 @@ def _load_breast_cached() -> Table:
     return Table(X, _classes(target), fnames, groups, n_classes=2)
 
 
+DIGITS_COLUMNS = tuple(f"pixel_{r}_{c}" for r in range(8) for c in range(8))  # sklearn's names
+DIABETES_COLUMNS = ("age", "sex", "bmi", "bp", "s1", "s2", "s3", "s4", "s5", "s6")
+
+
+def _gzip_rows(name: str, width: int) -> np.ndarray:
+    """The rows of one of scikit-learn's gzipped CSV data files, read as ``load_digits`` and
+    ``load_diabetes`` read them (without importing ``sklearn.datasets``, ~1 s a process)."""
+    path = _sklearn_data_file(name)
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        rows = np.loadtxt(fh, delimiter="," if name == "digits.csv.gz" else None, ndmin=2)
+    if rows.shape[1] != width:
+        raise DataError(f"{path} must hold rows of {width} values")
+    return rows
+
+
+def read_digits() -> tuple[np.ndarray, np.ndarray]:
+    """(X, y) of scikit-learn's ``digits.csv.gz``: 64 pixel counts (0-16) and the digit."""
+    rows = _gzip_rows("digits.csv.gz", 65)
+    return rows[:, :64], rows[:, 64].astype(np.int64)
+
+
+def read_diabetes() -> tuple[np.ndarray, np.ndarray]:
+    """(X, y) of scikit-learn's diabetes files, unscaled (``load_diabetes(scaled=False)``)."""
+    X = _gzip_rows("diabetes_data_raw.csv.gz", len(DIABETES_COLUMNS))
+    y = _gzip_rows("diabetes_target.csv.gz", 1)[:, 0]
+    if len(y) != len(X):
+        raise DataError("the diabetes data and target files must hold as many rows")
+    return X, y
+
+
 @functools.lru_cache(maxsize=1)
 def _load_digits_cached() -> Table:
-    from sklearn.datasets import load_digits
-
-    b = load_digits()
-    X, fnames, groups = _numeric_table(
-        b.data, [str(f) for f in b.feature_names], domains=[(0.0, 16.0)] * 64
-    )
-    return Table(X, _classes(b.target), fnames, groups, n_classes=10)
+    data, target = read_digits()
+    X, fnames, groups = _numeric_table(data, list(DIGITS_COLUMNS), domains=[(0.0, 16.0)] * 64)
+    return Table(X, _classes(target), fnames, groups, n_classes=10)
 
 
 @functools.lru_cache(maxsize=1)
 def _load_diabetes_cached() -> Table:
-    from sklearn.datasets import load_diabetes
-
-    b = load_diabetes(scaled=False)
-    X, fnames, groups = _numeric_table(
-        b.data, [str(f) for f in b.feature_names], domains=list(dom.DIABETES)
-    )
-    y, y_range = scale_target(b.target, domain=dom.DIABETES_TARGET)
+    data, target = read_diabetes()
+    X, fnames, groups = _numeric_table(data, list(DIABETES_COLUMNS), domains=list(dom.DIABETES))
+    y, y_range = scale_target(target, domain=dom.DIABETES_TARGET)
     return Table(X, y, fnames, groups, y_range=y_range)
 
 

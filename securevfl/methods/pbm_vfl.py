@@ -71,6 +71,7 @@ from securevfl.methods.release_options import (
     release_once,
     release_plan,
 )
+from securevfl.model.evaluation import average_precision
 from securevfl.privacy.calibration_cache import progress
 from securevfl.privacy.events import PrivacyReport
 from securevfl.privacy.pbm import check_pbm_params
@@ -153,10 +154,8 @@ class SumSplitNN(Method):
     ) -> FitResult:
         """The FitResult of a finished run, with the AUPRC (the paper's phishing metric)."""
         if run.scores is not None and ctx.info.task == "binary":
-            from sklearn.metrics import average_precision_score
-
             y = ctx.views[ctx.info.label_party].y_test
-            extra["auprc"] = float(average_precision_score(y, np.asarray(run.scores)[:, 1]))
+            extra["auprc"] = average_precision(y, np.asarray(run.scores)[:, 1])
         return run.result(privacy=privacy, extra=extra)
 
 
