@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import IO, Any
 
+from protocols import forked
+
 
 def free_ports(n: int) -> list[int]:
     """``n`` distinct TCP ports that are free right now (all sockets held until all are found)."""
@@ -36,7 +38,7 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
-PARENT_ENV = "SECUREVFL_LAUNCHER_PID"
+PARENT_ENV = forked.PARENT_ENV  # the pid of the process that started the party
 
 
 def die_with_parent() -> None:
@@ -64,23 +66,67 @@ def spawn(
     stderr: IO[str],
     stdout: int | IO[bytes] = subprocess.DEVNULL,
     env: dict[str, str] | None = None,
-) -> subprocess.Popen:
+    preload: Sequence[str] = (),
+) -> Any:
     """Start a party process and hand it ``stdin_data`` over a pipe (never a file on disk).
 
     The data is written by a thread, so a large input never blocks the launcher, and a child
     that dies before reading it is reported by :func:`wait_all`, not by a broken pipe here.
+    With ``preload`` (modules), a ``python -m MODULE`` command is forked from the launcher's
+    warm server (:mod:`protocols.forked`), which imports them once; returned: an object with
+    Popen's ``poll``, ``kill``, ``wait``, ``pid`` and ``stdout``.
     """
     env = dict(os.environ if env is None else env, **{PARENT_ENV: str(os.getpid())})
+    if preload and forked.can_fork(cmd, env):
+        return _spawn_forked(cmd, stdin_data, stderr, stdout, env, preload)
     proc = subprocess.Popen(list(cmd), stdin=subprocess.PIPE, stdout=stdout, stderr=stderr, env=env)
+    _feed(proc.stdin, stdin_data)
+    return proc
+
+
+def _feed(pipe: IO[bytes], data: bytes) -> None:
+    """Write ``data`` to a child's stdin from a thread, then close it."""
 
     def feed() -> None:
         try:
-            proc.stdin.write(stdin_data)
-            proc.stdin.close()
+            pipe.write(data)
+            pipe.close()
         except (BrokenPipeError, OSError, ValueError):
             pass
 
     threading.Thread(target=feed, daemon=True).start()
+
+
+def _spawn_forked(
+    cmd: Sequence[str],
+    stdin_data: bytes,
+    stderr: IO[str],
+    stdout: int | IO[bytes],
+    env: dict[str, str],
+    preload: Sequence[str],
+) -> forked.ForkedProcess:
+    """:func:`spawn` through the forkserver: the child's three descriptors made here."""
+    in_r, in_w = os.pipe()
+    out_r = None
+    if stdout == subprocess.PIPE:
+        out_r, out_w = os.pipe()
+    elif stdout == subprocess.DEVNULL:
+        out_w = os.open(os.devnull, os.O_WRONLY)
+    else:
+        out_w = stdout.fileno()
+    try:
+        proc = forked.start(
+            cmd,
+            (in_r, out_w, stderr.fileno()),
+            env,
+            preload,
+            stdout=None if out_r is None else os.fdopen(out_r, "rb"),
+        )
+    finally:
+        os.close(in_r)  # the child has its own copies now
+        if stdout in (subprocess.PIPE, subprocess.DEVNULL):
+            os.close(out_w)
+    _feed(os.fdopen(in_w, "wb"), stdin_data)
     return proc
 
 
@@ -124,11 +170,19 @@ class PartyProcess:
     disk whatever happens) and, if captured, a thread collecting its stdout."""
 
     def __init__(
-        self, cmd: Sequence[str], stdin_data: bytes, *, env: dict[str, str] | None, capture: bool
+        self,
+        cmd: Sequence[str],
+        stdin_data: bytes,
+        *,
+        env: dict[str, str] | None,
+        capture: bool,
+        preload: Sequence[str] = (),
     ) -> None:
         self.err: Any = tempfile.TemporaryFile("w+")
         out = subprocess.PIPE if capture else subprocess.DEVNULL
-        self.proc = spawn(cmd, stdin_data=stdin_data, stderr=self.err, stdout=out, env=env)
+        self.proc = spawn(
+            cmd, stdin_data=stdin_data, stderr=self.err, stdout=out, env=env, preload=preload
+        )
         self._out: list[bytes] = []
         self._reader = None
         if capture:
@@ -174,8 +228,12 @@ def run_group(
     env: dict[str, str] | None = None,
     capture: bool = True,
     poll_s: float = 0.01,
+    preload: Sequence[str] = (),
 ) -> list[bytes]:
     """Start one process per command (its stdin data over a pipe), wait for all of them (the
-    first failure or the deadline stops the rest), return each one's stdout."""
-    parties = [PartyProcess(c, d, env=env, capture=capture) for c, d in zip(cmds, stdins)]
+    first failure or the deadline stops the rest), return each one's stdout. ``preload``: see
+    :func:`spawn` (the parties forked from a warm server that imported these modules once)."""
+    parties = [
+        PartyProcess(c, d, env=env, capture=capture, preload=preload) for c, d in zip(cmds, stdins)
+    ]
     return wait_group(parties, timeout, on_failure=on_failure, on_timeout=on_timeout, poll_s=poll_s)

@@ -37,6 +37,20 @@ def _session_calibration_cache(tmp_path_factory):
     from bench.method_cards import catalogue
 
     catalogue()
+    # the party processes of this session's --processes runs are forked from one warm server
+    # per worker (protocols.forked), which imports what the methods' parties import once;
+    # a test that changes start-time variables (PYTHONPATH) gets fresh interpreters instead
+    from protocols.forked import start_server
+    from securevfl.runtime.launcher import PRELOAD_ENV, preload_modules
+
+    os.environ.setdefault(PRELOAD_ENV, "torch,torch._dynamo,dp_accounting,scipy.stats")
+    # a Dask LocalCluster writes these into the environment of the process that starts it
+    # (distributed's nanny "pre-spawn-environ"), and they stay: set here first, so that the
+    # server's start-time variables are still this worker's after its first engine test
+    os.environ.setdefault("MALLOC_TRIM_THRESHOLD_", "65536")
+    os.environ.setdefault("PYTHONHASHSEED", "6640")
+    if preload_modules(""):
+        start_server(preload_modules(""))
     yield
     if old is None:
         os.environ.pop(ENV_VAR, None)

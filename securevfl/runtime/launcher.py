@@ -40,6 +40,22 @@ def _own_spec(spec_dict: dict[str, Any], own: dict[str, Any] | None) -> dict[str
     return out
 
 
+PRELOAD_ENV = "SECUREVFL_PRELOAD"
+
+
+def preload_modules(method_module: str) -> tuple[str, ...]:
+    """What the launcher's warm server imports once for all its party processes
+    (``protocols.forked``): the party's entry module and the run's method module (torch, the
+    accountant), and any modules named, comma-separated, in ``$SECUREVFL_PRELOAD`` (for a
+    process that launches runs of several methods, as the test session does); ``off``: none,
+    every party process a fresh interpreter."""
+    raw = os.environ.get(PRELOAD_ENV, "")
+    if raw.strip().lower() == "off":  # every party a fresh interpreter
+        return ()
+    extra = [m.strip() for m in raw.split(",") if m.strip()]
+    return tuple(dict.fromkeys(["securevfl.party", *filter(None, [method_module]), *extra]))
+
+
 def run_local_processes(
     spec_dict: dict[str, Any],
     n_parties: int,
@@ -93,6 +109,7 @@ def run_local_processes(
             ),
             capture=False,
             poll_s=0.02,
+            preload=preload_modules(method_module),
         )
         for i in range(n_parties):
             path = os.path.join(tmp, f"party{i}.json")
