@@ -82,6 +82,15 @@ class EngineRows:
     def __len__(self) -> int:
         return len(self.rows)
 
+    def map_rows(self, fn: Any, width: int) -> EngineRows:
+        """The same rows with ``fn`` (a row-wise map to ``width`` columns) applied to every
+        block of the table on the workers, when a computation reads it."""
+        table = self.table if self.table.numblocks[1] == 1 else self.table.rechunk({1: -1})
+        chunks = (table.chunks[0], (width,))
+        return dataclasses.replace(
+            self, table=table.map_blocks(fn, chunks=chunks, dtype=np.float64)
+        )
+
     def with_constant(self) -> EngineRows:
         """The same rows with a constant column of ones appended (a clipped intercept)."""
         import dask.array as da

@@ -80,14 +80,32 @@ def _sp():
 
 def _encode(request: ProductRequest, matrices: dict[int, np.ndarray], noises: dict[int, Any]):
     sp, _ = _sp()
-    enc = {k: sp.encode_fixed(M, request.frac_bits) for k, M in matrices.items()}
+    enc = {
+        k: M.whole() if isinstance(M, StreamedInput) else sp.encode_fixed(M, request.frac_bits)
+        for k, M in matrices.items()
+    }
     enc_noise = {
         j: sp.encode_noise(N, request.frac_bits, request.noise_bound) for j, N in noises.items()
     }
     return enc, enc_noise
 
 
-class BlockEncoding:
+class StreamedInput:
+    """A party's product input read block by block: ``M[s:e]`` gives rows s..e-1 already
+    fixed-point encoded (int64), in consecutive slices as the rns protocol reads them, so the
+    encoded n x c copy is never held; ``shape`` is the public (rows, columns); ``whole()`` gives
+    every row (the in-process runtime hands its MPyC processes whole matrices)."""
+
+    shape: tuple[int, int]
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        raise NotImplementedError
+
+    def whole(self) -> np.ndarray:
+        return self[0 : self.shape[0]]
+
+
+class BlockEncoding(StreamedInput):
     """A party's real matrix, fixed-point encoded only as the streamed protocol reads its row
     blocks (``enc[s:e]``), so the encoded n x c int64 copy is never held; its range is checked
     up front, block by block, so a bad entry fails before any message is sent."""
@@ -184,7 +202,9 @@ def run_networked(
         raise ProtocolError(
             f"party {me}'s matrix must have the public shape {request.shapes[me]}, got {mine.shape}"
         )
-    if mine is not None and request.impl == "rns":  # streamed: encoded block by block
+    if isinstance(mine, StreamedInput):  # streamed from the party's engine, already encoded
+        mine = mine if request.impl == "rns" else mine.whole()
+    elif mine is not None and request.impl == "rns":  # streamed: encoded block by block
         mine = BlockEncoding(mine, request.frac_bits)
     elif mine is not None:
         mine = sp.encode_fixed(mine, request.frac_bits)
