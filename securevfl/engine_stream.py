@@ -41,6 +41,17 @@ def _encoded_block(block: np.ndarray, keep: np.ndarray, frac_bits: int) -> np.nd
     return encode_fixed(block[keep], frac_bits)
 
 
+def _block_and_sums(
+    block: np.ndarray, keep: np.ndarray, frac_bits: int, front: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The kept rows of one block, fixed-point encoded, with their own sums from the same
+    read (on a worker): Xᵀ X and Xᵀ front (None without a front column)."""
+    from protocols.shamir_products import encode_fixed  # noqa: PLC0415
+
+    X = block[keep]
+    return encode_fixed(X, frac_bits), X.T @ X, None if front is None else X.T @ front
+
+
 class EngineInput(StreamedInput):
     """``rows``' training rows as the product's encoded input, streamed in table order.
 
@@ -60,15 +71,22 @@ class EngineInput(StreamedInput):
         mask[rows.rows] = True
         starts = np.cumsum((0, *table.chunks[0]))
         self.engine, self.timeout, self.frac_bits = rows.engine, float(timeout), frac_bits
-        self._tasks = [
-            delayed(_encoded_block)(b, mask[starts[i] : starts[i + 1]], frac_bits)
-            for i, b in enumerate(table.to_delayed().ravel())
-        ]
         self._front = None
         if front is not None:  # the view-ordered column at the table's positions, then kept
             full = np.zeros(n, dtype=np.float64)
             full[rows.rows] = front
             self._front = full[mask]
+        kept = np.cumsum(
+            [0, *(int(mask[starts[i] : starts[i + 1]].sum()) for i in range(len(starts) - 1))]
+        )
+        self._tasks = [
+            (b, mask[starts[i] : starts[i + 1]], int(kept[i]), int(kept[i + 1]))
+            for i, b in enumerate(table.to_delayed().ravel())
+        ]
+        self._delayed = delayed
+        d = int(table.shape[1])
+        self.gram = np.zeros((d, d))  # Σ over the blocks read so far of their Xᵀ X
+        self.xtv = None if front is None else np.zeros(d)  # and of Xᵀ front
         self.shape = (len(rows.rows), int(table.shape[1]) + (front is not None))
         self._futures: dict[int, Any] = {}
         self._next_block = 0  # the next block to bring in
@@ -78,7 +96,10 @@ class EngineInput(StreamedInput):
 
     def _submit(self, i: int) -> None:
         if i < len(self._tasks) and i not in self._futures:
-            self._futures[i] = self.engine.client.compute(self._tasks[i])
+            block, keep, a, b = self._tasks[i]
+            front = None if self._front is None else self._front[a:b]
+            task = self._delayed(_block_and_sums)(block, keep, self.frac_bits, front)
+            self._futures[i] = self.engine.client.compute(task)
 
     def _pull(self) -> np.ndarray:
         """The next block's encoded rows (waits at most the timeout), its next ones started."""
@@ -87,7 +108,7 @@ class EngineInput(StreamedInput):
             self._submit(j)
         fut = self._futures.pop(i)
         try:
-            got = np.asarray(fut.result(timeout=self.timeout))
+            got, gram, xtv = fut.result(timeout=self.timeout)
         except TimeoutError:
             raise ProtocolError(
                 f"the engine did not deliver block {i} of the product's input within "
@@ -95,6 +116,9 @@ class EngineInput(StreamedInput):
             ) from None
         fut.release()
         self._next_block += 1
+        self.gram += gram
+        if xtv is not None:
+            self.xtv += xtv
         start, self._pulled = self._pulled, self._pulled + len(got)
         if self._front is None:
             return got
@@ -111,8 +135,8 @@ class EngineInput(StreamedInput):
             )
         parts = [self._buf]
         have = len(self._buf)
-        while have < e - s and self._next_block < len(self._tasks):
-            parts.append(self._pull())
+        while (have < e - s or e == self.shape[0]) and self._next_block < len(self._tasks):
+            parts.append(self._pull())  # to the last block at the end: its sums are needed
             have += len(parts[-1])
         buf = parts[0] if len(parts) == 1 else np.concatenate(parts)
         out, self._buf, self._at = buf[: e - s], buf[e - s :], e
@@ -121,3 +145,14 @@ class EngineInput(StreamedInput):
     def whole(self) -> np.ndarray:
         """Every row at once (from the start; the stream is spent after)."""
         return self[0 : self.shape[0]]
+
+    def sums(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """(Xᵀ X, Xᵀ front) of the training rows (float64, summed block by block in table
+        order), once every block has been read: the party's own coefficients come from the
+        same pass as its product input."""
+        if self._next_block < len(self._tasks) or self._futures:
+            raise ProtocolError(
+                f"the product's input was read to block {self._next_block} of "
+                f"{len(self._tasks)}: its sums are not complete"
+            )
+        return self.gram, self.xtv

@@ -232,9 +232,15 @@ def test_the_product_input_streams_from_the_engine_in_table_order(scheduler):
         order = np.argsort(rows)
         want = encode_fixed(np.hstack([v[order, None], X[rows[order]] / 2]), 12)
         np.testing.assert_array_equal(got, want)
+        gram, xtv = stream.sums()  # the party's own sums from the same read of its blocks
+        np.testing.assert_allclose(gram, (X[rows] / 2).T @ (X[rows] / 2), rtol=1e-12)
+        np.testing.assert_allclose(xtv, (X[rows] / 2).T @ v, rtol=1e-12)
         again = EngineInput(half, 12, timeout=60)
         np.testing.assert_array_equal(again.whole(), want[:, 1:])
+        early = EngineInput(half, 12, timeout=60)
         with pytest.raises(ProtocolError, match="read in order"):
-            EngineInput(half, 12, timeout=60)[40:80]
+            early[40:80]
+        with pytest.raises(ProtocolError, match="not complete"):
+            early.sums()
     finally:
         engine.close()

@@ -267,6 +267,20 @@ class FMVFL(Method):
             y = ctx.views[0].y_train
             v = residual_vector(margins[0], y) if offset else label_vector(task, y)
         rngs = {k: ctx.noise_rng(k, "fm") for k in rt.local_parties}
+        # each party's noise on its own block, drawn first (the draw order of every run)
+        own_noise = {
+            k: rt.local(k, _own_noise, task, dims[k], k == 0, scales[(k, k)], rngs.get(k), gauss)
+            for k in range(K)
+        }
+        # cross-party blocks: one secure product each, party a's noise in, opened at the server;
+        # the parties go into it first (their own blocks come after: a table on the engine
+        # gives them from the same pass over its rows as the product's input)
+        impl = spec.option("mpc_impl", self)
+        request, mats, noises = _cross_request(ctx, task, impl, dims, scales, X, v, rngs, gauss)
+        _same_row_order(rt, K, X)
+        t_mpc = time.perf_counter()
+        res = rt.secure_products(request, mats, noises, stats_at=info.label_party)
+        mpc_s = time.perf_counter() - t_mpc
         # single-party blocks: computed and perturbed by their owner, sent to the server
         singles = {
             k: rt.send(
@@ -276,10 +290,9 @@ class FMVFL(Method):
                     task,
                     X.get(k),
                     v if k == 0 else None,
-                    scales[(k, k)],
-                    rngs.get(k),
-                    gauss,
+                    own_noise.get(k),
                     ctx.engine(k),
+                    mats.get(k),
                 ),
                 src=k,
                 dst=server,
@@ -287,13 +300,6 @@ class FMVFL(Method):
             )
             for k in range(K)
         }
-        # cross-party blocks: one secure product each, party a's noise in, opened at the server
-        impl = spec.option("mpc_impl", self)
-        request, mats, noises = _cross_request(ctx, task, impl, dims, scales, X, v, rngs, gauss)
-        _same_row_order(rt, K, X)
-        t_mpc = time.perf_counter()
-        res = rt.secure_products(request, mats, noises, stats_at=info.label_party)
-        mpc_s = time.perf_counter() - t_mpc
 
         def assemble_and_solve():
             cross = {(p[0], p[1]): res.blocks[j] for j, p in enumerate(request.pairs)}
@@ -368,23 +374,34 @@ def _single_expect(d: int) -> Expect:
     )
 
 
+def _own_noise(
+    task: str, d: int, labelled: bool, s: float, rng: Any, gauss: bool = False
+) -> dict[str, Any]:
+    """The noise on a party's own block (``labelled``: the label party's, with λ): Laplace(s)
+    or N(0, s²) on every released coefficient, drawn in this order (U, λ, λ0)."""
+    U = np.triu(draw(rng, True, s, (d, d))) if gauss else laplace_upper(rng, d, s)
+    lam = draw(rng, gauss, s, (d,)) if labelled else None
+    lam0 = float(draw(rng, gauss, s, None)) if labelled and task == "linear" else 0.0
+    return {"U": U, "lam": lam, "lam0": lam0}
+
+
 def _single(
     task: str,
-    X: np.ndarray,
+    X: Any,
     v: np.ndarray | None,
-    s: float,
-    rng: Any,
-    gauss: bool = False,
+    noise: dict[str, Any],
     engine: Any = None,
+    streamed: Any = None,
 ) -> dict:
-    """A party's own block, perturbed by itself (v: the label column, at the label party):
-    Laplace(s) or N(0, s²) on every released coefficient; its products on ``engine``."""
-    lam0, lam, U = single_coefficients(task, X, v, engine)
-    d = X.shape[1]
-    U = U + (np.triu(draw(rng, True, s, (d, d))) if gauss else laplace_upper(rng, d, s))
+    """A party's own block (v: the label column, at the label party) plus its ``noise``
+    (:func:`_own_noise`); its products on ``engine``, or the sums of its ``streamed`` product
+    input where that read the table from the engine (:class:`EngineInput`)."""
+    sums = streamed.sums() if isinstance(streamed, EngineInput) else None
+    lam0, lam, U = single_coefficients(task, X, v, engine, sums=sums)
+    U = U + noise["U"]
     if lam is not None:
-        lam = lam + draw(rng, gauss, s, lam.shape)
-        lam0 = lam0 + (float(draw(rng, gauss, s, None)) if task == "linear" else 0.0)
+        lam = lam + noise["lam"]
+        lam0 = lam0 + noise["lam0"]
     return {"lam0": lam0, "lam": lam, "U": U}
 
 
