@@ -25,7 +25,8 @@ from securevfl.engine import EngineRows
 from securevfl.errors import ProtocolError
 from securevfl.runtime.secure_products import StreamedInput
 
-PREFETCH = 2  # blocks computed on the workers ahead of the one the protocol reads
+PREFETCH = 2  # blocks computed on the workers ahead of the one the protocol reads (and
+# before it starts: the first blocks are on their way while the parties meet for the product)
 
 
 def row_order(X: Any) -> str:
@@ -93,6 +94,8 @@ class EngineInput(StreamedInput):
         self._pulled = 0  # rows brought in so far
         self._buf = np.zeros((0, self.shape[1]), dtype=np.int64)
         self._at = 0  # the stream row of _buf[0]
+        for i in range(PREFETCH + 1):  # the workers start now, while the parties meet
+            self._submit(i)
 
     def _submit(self, i: int) -> None:
         if i < len(self._tasks) and i not in self._futures:
