@@ -35,13 +35,6 @@ def row_order(X: Any) -> str:
     return "table" if isinstance(X, EngineRows) else "view"
 
 
-def _encoded_block(block: np.ndarray, keep: np.ndarray, frac_bits: int) -> np.ndarray:
-    """The kept rows of one block, fixed-point encoded (on a worker)."""
-    from protocols.shamir_products import encode_fixed  # noqa: PLC0415
-
-    return encode_fixed(block[keep], frac_bits)
-
-
 def _block_and_sums(
     block: np.ndarray, keep: np.ndarray, frac_bits: int, front: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
