@@ -13,17 +13,18 @@ what a party sends is computed from these results exactly as on the numpy path. 
 differently over blocks, so the results agree with numpy to float rounding, not bit for bit
 (secureboost's exact integer arithmetic gives the same trees).
 
-With a ``parquet:`` source (hdp-vfl) the table never enters the party process: it is read,
-encoded and scaled block by block on the cluster whenever a product needs it
+With a ``parquet:`` source (hdp-vfl, fm-vfl) the table never enters the party process: it is
+read, encoded and scaled block by block on the cluster whenever a product needs it
 (:mod:`securevfl.data.resident`; a view's X_train/X_test is then an
 :class:`~securevfl.data.resident.EngineRows`), and each product is one pass over the blocks
 (all n rows: X w is brought back block by block and gathered at the view's positions, Xᵀ g
 scatters g to them and ships its slices a wave of blocks at a time), so a worker holds one
-block per thread (and a wave's slices of g) whatever n. Other sources: the party reads,
-encodes and holds its block in its own process and the cluster holds one more copy, persisted
-in blocks of :data:`BLOCK_ROWS` rows; fm-vfl's secure product takes the whole block as its MPC
-input. A minibatch product (hdp-vfl with ``--batch-size`` below n) costs a pass over all
-blocks; hdp-vfl's default is one full batch per epoch.
+block per thread (and a wave's slices of g) whatever n; fm-vfl's secure product reads its
+input from the engine block by block (:mod:`securevfl.engine_stream`). Other sources: the
+party reads, encodes and holds its block in its own process and the cluster holds one more
+copy, persisted in blocks of :data:`BLOCK_ROWS` rows; fm-vfl's secure product takes the whole
+block as its MPC input. A minibatch product (hdp-vfl with ``--batch-size`` below n) costs a
+pass over all blocks; hdp-vfl's default is one full batch per epoch.
 """
 
 from __future__ import annotations
@@ -81,6 +82,15 @@ class EngineRows:
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    def map_rows(self, fn: Any, width: int) -> EngineRows:
+        """The same rows with ``fn`` (a row-wise map to ``width`` columns) applied to every
+        block of the table on the workers, when a computation reads it."""
+        table = self.table if self.table.numblocks[1] == 1 else self.table.rechunk({1: -1})
+        chunks = (table.chunks[0], (width,))
+        return dataclasses.replace(
+            self, table=table.map_blocks(fn, chunks=chunks, dtype=np.float64)
+        )
 
     def with_constant(self) -> EngineRows:
         """The same rows with a constant column of ones appended (a clipped intercept)."""

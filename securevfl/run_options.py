@@ -175,7 +175,8 @@ COMMON_OPTIONS: dict[str, Option] = {
         "where each party computes on its own rows: numpy (in its process) or dask (Dask "
         "reductions over row blocks on the party's own cluster; hdp-vfl and fm-vfl, and "
         "secureboost's Paillier work as tasks; other methods say so and run in one process; "
-        "hdp-vfl on a Parquet source keeps the table on the cluster, read block by block); the "
+        "hdp-vfl and fm-vfl on a Parquet source keep the table on the cluster, read block by "
+        "block; fm-vfl's secure product streams it with --processes); the "
         "protocol between parties is the same",
         choices=("numpy", "dask"),
     ),

@@ -174,3 +174,73 @@ def test_products_on_the_engine_equal_numpy_block_by_block(scheduler, monkeypatc
         assert both[3] == pytest.approx(g.sum(), rel=1e-12)
     finally:
         engine.close()
+
+
+def _fm_spec(sources: str, engine: str, address: str | None) -> RunSpec:
+    return RunSpec(
+        method="fm-vfl",
+        dataset=sources,
+        epsilon=2.0,
+        seed=3,
+        reproducible_noise=True,
+        engine=engine,
+        dask_scheduler=address if engine == "dask" else None,
+    )
+
+
+def test_fm_vfl_releases_the_same_model_on_the_engine(sources, scheduler, tmp_path):
+    """fm-vfl with each table on its engine: the same single-party coefficients (to float
+    rounding), the same opened cross products (exact integers, read in table order there) and
+    so the same model as the in-memory path."""
+    want = run_experiment(_fm_spec(sources, "numpy", None), save=str(tmp_path / "numpy"))
+    got = run_experiment(_fm_spec(sources, "dask", scheduler), save=str(tmp_path / "dask"))
+    for k in (0, 1):
+        files = sorted((tmp_path / "numpy" / f"party_{k}").glob("*.npy"))
+        assert files
+        for path in files:
+            mine = np.load(tmp_path / "dask" / f"party_{k}" / path.name, allow_pickle=False)
+            np.testing.assert_allclose(mine, np.load(path), rtol=1e-9, atol=1e-12)
+    for name, v in want["metrics"].items():
+        assert got["metrics"][name] == pytest.approx(v, abs=1e-9)
+    assert got["comm"]["bytes_total"] == want["comm"]["bytes_total"]
+    assert got["extra"]["engine"]["1"]["engine"] == "dask"
+
+
+def test_the_product_input_streams_from_the_engine_in_table_order(scheduler):
+    """EngineInput: the view's rows, mapped and encoded on the workers, read in consecutive
+    slices that cut across blocks, equal the encoded rows in table order, the label holder's
+    column (given in the view's order) in front; reading out of order is refused."""
+    import dask.array as da
+
+    from protocols.shamir_products import encode_fixed
+    from securevfl.engine import DaskEngine
+    from securevfl.engine_stream import EngineInput, row_order
+    from securevfl.errors import ProtocolError
+
+    rng = np.random.default_rng(7)
+    X = rng.uniform(-1, 1, (500, 3))
+    rows = rng.permutation(500)[:380].astype(np.int32)  # the view's order: shuffled
+    v = rng.uniform(-0.5, 0.5, 380)
+    engine = DaskEngine(scheduler)
+    try:
+        view = EngineRows(da.from_array(X, chunks=(90, 3)), rows, engine)
+        half = view.map_rows(lambda B: B / 2, 3)
+        assert row_order(half) == "table" and row_order(X) == "view"
+        stream = EngineInput(half, 12, timeout=60, front=v)
+        assert stream.shape == (380, 4)
+        got = np.concatenate([stream[s : s + 37] for s in range(0, 380, 37)])
+        order = np.argsort(rows)
+        want = encode_fixed(np.hstack([v[order, None], X[rows[order]] / 2]), 12)
+        np.testing.assert_array_equal(got, want)
+        gram, xtv = stream.sums()  # the party's own sums from the same read of its blocks
+        np.testing.assert_allclose(gram, (X[rows] / 2).T @ (X[rows] / 2), rtol=1e-12)
+        np.testing.assert_allclose(xtv, (X[rows] / 2).T @ v, rtol=1e-12)
+        again = EngineInput(half, 12, timeout=60)
+        np.testing.assert_array_equal(again.whole(), want[:, 1:])
+        early = EngineInput(half, 12, timeout=60)
+        with pytest.raises(ProtocolError, match="read in order"):
+            early[40:80]
+        with pytest.raises(ProtocolError, match="not complete"):
+            early.sums()
+    finally:
+        engine.close()

@@ -50,6 +50,7 @@ default ``rns`` products size their modulus from n; ``vectorized``/``naive`` sto
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from typing import Any
@@ -57,6 +58,8 @@ from typing import Any
 import numpy as np
 
 from securevfl.context import Option, RunContext, RunSpec, fingerprint, parse_bool
+from securevfl.engine import EngineRows
+from securevfl.engine_stream import EngineInput, row_order
 from securevfl.errors import ConfigError
 from securevfl.methods.base import Method, register_method
 from securevfl.methods.fm_dp_offset import (
@@ -121,6 +124,15 @@ MPC_IMPLS = ("rns", "vectorized", "naive")
 LEGACY_MAX_ROWS = 100_000  # MPyC's own arithmetic runs in a 56-bit field sized for this many rows
 
 
+def _box_rows(X: np.ndarray, root: float, bound: tuple[str, float], ones: bool) -> np.ndarray:
+    """Rows back in the paper's range [-1, 1] (x ``root``), each scaled to its norm bound
+    (``("l1", B)`` or ``("l2", R)``), the constant column first where ``ones``: a public
+    row-wise map, so it runs block by block on a party's engine as well."""
+    X = np.clip(X * root, -1, 1)
+    X = clip_l2(X, bound[1]) if bound[0] == "l2" else clip_l1(X, bound[1])
+    return np.hstack([np.ones((X.shape[0], 1)), X]) if ones else X
+
+
 def _box(
     ctx: RunContext,
     k: int,
@@ -128,18 +140,20 @@ def _box(
     bound: tuple[str, float],
     test: bool = False,
     offset: bool = False,
-) -> np.ndarray:
-    """Party k's block back in the paper's range [-1, 1], each row scaled to its norm bound
-    (``("l1", B)`` or ``("l2", R)``: a public row-wise map), and the constant column at party 0
-    (``offset``: the label holder's columns stay in its own trees, only the constant is here)."""
-    v = ctx.views[k]
+) -> Any:
+    """Party k's block as :func:`_box_rows` maps it, and the constant column at party 0
+    (``offset``: the label holder's columns stay in its own trees, only the constant is here).
+    A table on the party's engine stays there (the map applied to its blocks when read)."""
+    rows = ctx.views[k].X_test if test else ctx.views[k].X_train
     if k == 0 and offset:
-        return np.ones((len(v.X_test if test else v.X_train), 1 if intercept else 0))
-    X = np.clip((v.X_test if test else v.X_train) * math.sqrt(ctx.info.row_norm_bound_sq), -1, 1)
-    X = clip_l2(X, bound[1]) if bound[0] == "l2" else clip_l1(X, bound[1])
-    if k == 0 and intercept:
-        X = np.hstack([np.ones((X.shape[0], 1)), X])
-    return X
+        return np.ones((len(rows), 1 if intercept else 0))
+    ones = k == 0 and intercept
+    fn = functools.partial(
+        _box_rows, root=math.sqrt(ctx.info.row_norm_bound_sq), bound=tuple(bound), ones=ones
+    )
+    if isinstance(rows, EngineRows):
+        return rows.map_rows(fn, rows.shape[1] + ones)
+    return fn(rows)
 
 
 @register_method
@@ -232,6 +246,12 @@ class FMVFL(Method):
                 f"--offset {spec.option('offset', self)} needs a binary dataset, got task "
                 f"{info.task!r}"
             )
+        if offset and any(isinstance(v.X_train, EngineRows) for v in ctx.views.values()):
+            raise ConfigError(
+                f"--offset {spec.option('offset', self)} fits trees on the label holder's rows "
+                "in its process: run it with --engine numpy (a table on the engine is not read "
+                "whole)"
+            )
         t0 = time.perf_counter()
         dims = [info.features_per_party[k] + (1 if k == 0 and intercept else 0) for k in range(K)]
         if offset:  # the label holder's columns stay in its trees (fm_offset)
@@ -247,6 +267,20 @@ class FMVFL(Method):
             y = ctx.views[0].y_train
             v = residual_vector(margins[0], y) if offset else label_vector(task, y)
         rngs = {k: ctx.noise_rng(k, "fm") for k in rt.local_parties}
+        # each party's noise on its own block, drawn first (the draw order of every run)
+        own_noise = {
+            k: rt.local(k, _own_noise, task, dims[k], k == 0, scales[(k, k)], rngs.get(k), gauss)
+            for k in range(K)
+        }
+        # cross-party blocks: one secure product each, party a's noise in, opened at the server;
+        # the parties go into it first (their own blocks come after: a table on the engine
+        # gives them from the same pass over its rows as the product's input)
+        impl = spec.option("mpc_impl", self)
+        request, mats, noises = _cross_request(ctx, task, impl, dims, scales, X, v, rngs, gauss)
+        _same_row_order(rt, K, X)
+        t_mpc = time.perf_counter()
+        res = rt.secure_products(request, mats, noises, stats_at=info.label_party)
+        mpc_s = time.perf_counter() - t_mpc
         # single-party blocks: computed and perturbed by their owner, sent to the server
         singles = {
             k: rt.send(
@@ -256,10 +290,9 @@ class FMVFL(Method):
                     task,
                     X.get(k),
                     v if k == 0 else None,
-                    scales[(k, k)],
-                    rngs.get(k),
-                    gauss,
+                    own_noise.get(k),
                     ctx.engine(k),
+                    mats.get(k),
                 ),
                 src=k,
                 dst=server,
@@ -267,12 +300,6 @@ class FMVFL(Method):
             )
             for k in range(K)
         }
-        # cross-party blocks: one secure product each, party a's noise in, opened at the server
-        impl = spec.option("mpc_impl", self)
-        request, mats, noises = _cross_request(ctx, task, impl, dims, scales, X, v, rngs, gauss)
-        t_mpc = time.perf_counter()
-        res = rt.secure_products(request, mats, noises, stats_at=info.label_party)
-        mpc_s = time.perf_counter() - t_mpc
 
         def assemble_and_solve():
             cross = {(p[0], p[1]): res.blocks[j] for j, p in enumerate(request.pairs)}
@@ -347,23 +374,34 @@ def _single_expect(d: int) -> Expect:
     )
 
 
+def _own_noise(
+    task: str, d: int, labelled: bool, s: float, rng: Any, gauss: bool = False
+) -> dict[str, Any]:
+    """The noise on a party's own block (``labelled``: the label party's, with λ): Laplace(s)
+    or N(0, s²) on every released coefficient, drawn in this order (U, λ, λ0)."""
+    U = np.triu(draw(rng, True, s, (d, d))) if gauss else laplace_upper(rng, d, s)
+    lam = draw(rng, gauss, s, (d,)) if labelled else None
+    lam0 = float(draw(rng, gauss, s, None)) if labelled and task == "linear" else 0.0
+    return {"U": U, "lam": lam, "lam0": lam0}
+
+
 def _single(
     task: str,
-    X: np.ndarray,
+    X: Any,
     v: np.ndarray | None,
-    s: float,
-    rng: Any,
-    gauss: bool = False,
+    noise: dict[str, Any],
     engine: Any = None,
+    streamed: Any = None,
 ) -> dict:
-    """A party's own block, perturbed by itself (v: the label column, at the label party):
-    Laplace(s) or N(0, s²) on every released coefficient; its products on ``engine``."""
-    lam0, lam, U = single_coefficients(task, X, v, engine)
-    d = X.shape[1]
-    U = U + (np.triu(draw(rng, True, s, (d, d))) if gauss else laplace_upper(rng, d, s))
+    """A party's own block (v: the label column, at the label party) plus its ``noise``
+    (:func:`_own_noise`); its products on ``engine``, or the sums of its ``streamed`` product
+    input where that read the table from the engine (:class:`EngineInput`)."""
+    sums = streamed.sums() if isinstance(streamed, EngineInput) else None
+    lam0, lam, U = single_coefficients(task, X, v, engine, sums=sums)
+    U = U + noise["U"]
     if lam is not None:
-        lam = lam + draw(rng, gauss, s, lam.shape)
-        lam0 = lam0 + (float(draw(rng, gauss, s, None)) if task == "linear" else 0.0)
+        lam = lam + noise["lam"]
+        lam0 = lam0 + noise["lam0"]
     return {"lam0": lam0, "lam": lam, "U": U}
 
 
@@ -382,7 +420,8 @@ def _cross_request(ctx: RunContext, task: str, impl: str, dims, scales, X, v, rn
             f"fm-vfl's mpc_impl {impl!r} is sized for n <= {LEGACY_MAX_ROWS} rows (use "
             f"mpc_impl rns), got n_train = {info.n_train}"
         )
-    mats = {k: np.hstack([v[:, None], X[k]]) if k == 0 else X[k] for k in X}
+    frac_bits = choose_frac_bits(LEGACY_MAX_ROWS, bound)  # precision as before, for any n
+    mats = {k: _product_input(k, X[k], v, frac_bits, spec.timeout) for k in X}
     noises = {}
     for j, (a, b) in enumerate(pairs):
         if rt.here(a):
@@ -394,12 +433,32 @@ def _cross_request(ctx: RunContext, task: str, impl: str, dims, scales, X, v, rn
         pairs=tuple((a, b, a) for a, b in pairs),
         shapes={k: (info.n_train, dims[k] + (1 if k == 0 else 0)) for k in range(K)},
         receiver=info.server,
-        frac_bits=choose_frac_bits(LEGACY_MAX_ROWS, bound),  # precision as before, for any n
+        frac_bits=frac_bits,
         noise_bound=bound,
         impl=impl,
         timeout=spec.timeout,
     )
     return request, mats, noises
+
+
+def _product_input(k: int, X: Any, v: np.ndarray | None, frac_bits: int, timeout: float) -> Any:
+    """Party k's product input M_k (M_0 = [v | X_0]): an array, or streamed from its engine
+    block by block in table order (:mod:`securevfl.engine_stream`)."""
+    if isinstance(X, EngineRows):
+        return EngineInput(X, frac_bits, timeout, front=v if k == 0 else None)
+    return np.hstack([v[:, None], X]) if k == 0 else X
+
+
+def _same_row_order(rt: Any, K: int, X: dict[int, Any]) -> None:
+    """Every data party must give the product its rows in the same order (a sum over rows is
+    the same in any order the parties share, garbage in two): the tags go to every party on the
+    control plane, and every party refuses a mix in the same line."""
+    orders = {k: rt.control(row_order(X[k]) if rt.here(k) else None, src=k) for k in range(K)}
+    if len(set(orders.values())) > 1:
+        raise ConfigError(
+            "fm-vfl's data parties must all keep their tables on their engines or all in their "
+            f"processes (the product's row order), got {orders}"
+        )
 
 
 def _score(

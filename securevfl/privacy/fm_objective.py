@@ -39,15 +39,23 @@ def factors(task: str) -> tuple[float, float]:
     return (1.0, 0.125) if task == "logistic" else (-2.0, 1.0)
 
 
-def single_coefficients(task: str, X: np.ndarray, v: np.ndarray | None, engine: Any = None):
+def single_coefficients(
+    task: str, X: Any, v: np.ndarray | None, engine: Any = None, *, sums: Any = None
+):
     """(λ0, λ_first or None, U upper-triangular monomial coefficients) of one party's block;
-    Xᵀ X and Xᵀ v on the party's ``engine`` (:mod:`securevfl.engine`; None: numpy)."""
+    Xᵀ X and Xᵀ v on the party's ``engine`` (:mod:`securevfl.engine`; None: numpy), or given
+    as ``sums`` = (Xᵀ X, Xᵀ v) where the party summed them already."""
     alpha, c = factors(task)
-    G = X.T @ X if engine is None else engine.gram(X)
+    if sums is not None:
+        G = sums[0]
+    else:
+        G = X.T @ X if engine is None else engine.gram(X)
     U = np.triu(2 * c * G, 1) + np.diag(c * np.diag(G))
     if v is None:
         return 0.0, None, U
     lam0 = float(v @ v) if task == "linear" else 0.0
+    if sums is not None:
+        return lam0, alpha * sums[1], U
     return lam0, alpha * (X.T @ v if engine is None else engine.rmatvec(X, v)), U
 
 

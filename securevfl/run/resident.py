@@ -36,7 +36,8 @@ from securevfl.run.parties import Party, _parties, label_holder, own_files
 from securevfl.run.steps import public_info, split_from_label_holder
 from securevfl.runtime.base import Runtime
 
-RESIDENT_METHODS = ("hdp-vfl",)  # methods whose every product on a party's rows is X w or Xᵀ g
+# methods whose products on a party's rows are X w, Xᵀ g, Xᵀ X or a stream of its row blocks
+RESIDENT_METHODS = ("hdp-vfl", "fm-vfl")
 Step = Callable[[np.ndarray], np.ndarray]
 
 

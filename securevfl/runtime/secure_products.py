@@ -16,6 +16,7 @@ come back in :class:`ProductResult`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,16 +52,25 @@ class ProductResult:
     phases_s: dict[int, dict[str, float]] = field(default_factory=dict)
     phases_bytes: dict[str, int] = field(default_factory=dict)
     wall_s: float | None = None
+    entered: dict[int, float] = field(default_factory=dict)  # when each party began (Unix s)
 
     def stats(self) -> dict[str, Any]:
-        """The record's ``extra.mpc`` entry."""
+        """The record's ``extra.mpc`` entry: per party its secure and CPU seconds, peak memory
+        and seconds per phase; ``entry_spread_s``: how far apart the parties began it (the
+        first one's phases include waiting for the last)."""
         out: dict[str, Any] = {
             "secure_s": self.secure_s,
             "cpu_s": self.cpu_s,
             "peak_rss_mb": self.peak_rss_mb,
+            "phases_s": {
+                k: {p: round(float(v), 4) for p, v in ph.items()} for k, ph in self.phases_s.items()
+            },
         }
         if self.wall_s is not None:
             out["wall_s"] = self.wall_s
+        if self.entered:
+            first, last = min(self.entered.values()), max(self.entered.values())
+            out["entry_spread_s"] = round(last - first, 4)
         return out
 
     def slowest_phases(self) -> dict[str, float]:
@@ -80,14 +90,32 @@ def _sp():
 
 def _encode(request: ProductRequest, matrices: dict[int, np.ndarray], noises: dict[int, Any]):
     sp, _ = _sp()
-    enc = {k: sp.encode_fixed(M, request.frac_bits) for k, M in matrices.items()}
+    enc = {
+        k: M.whole() if isinstance(M, StreamedInput) else sp.encode_fixed(M, request.frac_bits)
+        for k, M in matrices.items()
+    }
     enc_noise = {
         j: sp.encode_noise(N, request.frac_bits, request.noise_bound) for j, N in noises.items()
     }
     return enc, enc_noise
 
 
-class BlockEncoding:
+class StreamedInput:
+    """A party's product input read block by block: ``M[s:e]`` gives rows s..e-1 already
+    fixed-point encoded (int64), in consecutive slices as the rns protocol reads them, so the
+    encoded n x c copy is never held; ``shape`` is the public (rows, columns); ``whole()`` gives
+    every row (the in-process runtime hands its MPyC processes whole matrices)."""
+
+    shape: tuple[int, int]
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        raise NotImplementedError
+
+    def whole(self) -> np.ndarray:
+        return self[0 : self.shape[0]]
+
+
+class BlockEncoding(StreamedInput):
     """A party's real matrix, fixed-point encoded only as the streamed protocol reads its row
     blocks (``enc[s:e]``), so the encoded n x c int64 copy is never held; its range is checked
     up front, block by block, so a bad entry fails before any message is sent."""
@@ -176,6 +204,7 @@ def run_networked(
     sp, sl = _sp()
     from protocols.mpyc_party import peak_rss_kb  # noqa: PLC0415
 
+    entered = time.time()  # wall clock: the parties' entries are compared across processes
     me = rt.index
     _, enc_noise = _encode(request, {}, noises)
     n = next(iter(request.shapes.values()))[0]
@@ -184,7 +213,9 @@ def run_networked(
         raise ProtocolError(
             f"party {me}'s matrix must have the public shape {request.shapes[me]}, got {mine.shape}"
         )
-    if mine is not None and request.impl == "rns":  # streamed: encoded block by block
+    if isinstance(mine, StreamedInput):  # streamed from the party's engine, already encoded
+        mine = mine if request.impl == "rns" else mine.whole()
+    elif mine is not None and request.impl == "rns":  # streamed: encoded block by block
         mine = BlockEncoding(mine, request.frac_bits)
     elif mine is not None:
         mine = sp.encode_fixed(mine, request.frac_bits)
@@ -200,11 +231,18 @@ def run_networked(
         )
     except ValueError as exc:  # a premise of the field sizing
         raise ConfigError(f"secure products: {exc}") from None
+    from threadpoolctl import threadpool_limits  # noqa: PLC0415
+
     try:
-        opened, rep = rt._run(
-            sp.secure_phase(rt.mpc, job=job, matrix=mine, noises=enc_noise),
-            "the secure products",
-        )
+        # one BLAS thread, as the in-process runtime's MPyC processes have (shamir_launch): its
+        # products are many small ones, and OpenBLAS's extra threads spin between them; at 100k
+        # training rows (fm-vfl --processes, 2 cores at load ~17) the data parties' secure phase
+        # took 0.9 CPU-s each (local product 5.3 s) with them and 0.13 (0.4 s) without
+        with threadpool_limits(limits=1, user_api="blas"):
+            opened, rep = rt._run(
+                sp.secure_phase(rt.mpc, job=job, matrix=mine, noises=enc_noise),
+                "the secure products",
+            )
     except sp.ShamirProtocolError as exc:
         raise ProtocolError(f"secure products failed: {exc}") from None
     _meter(rt.meter, {me: rep["sent"]}, _rounds(request))
@@ -214,6 +252,7 @@ def run_networked(
         "peak_rss_mb": peak_rss_kb() / 1024.0,
         "phases_s": rep["phases_s"],
         "phases_bytes": _phase_bytes({me: rep["sent"]}),
+        "entered": entered,
     }
     got = rt.collect(mine, dst=stats_at) or {}
     total: dict[str, int] = {}
@@ -227,4 +266,5 @@ def run_networked(
         peak_rss_mb={k: s["peak_rss_mb"] for k, s in got.items()},
         phases_s={k: s["phases_s"] for k, s in got.items()},
         phases_bytes=total,
+        entered={k: s["entered"] for k, s in got.items()},
     )
