@@ -189,6 +189,7 @@ def _processes(args: argparse.Namespace) -> int:
     from protocols.processes import free_ports, run_group
     from securevfl.errors import PartyTimeoutError, ProtocolError
     from securevfl.model.files import party_dir
+    from securevfl.runtime.launcher import preload_modules
 
     if not args.dataset or not args.dataset.startswith(FILE_PREFIXES) or not args.id_column:
         raise ConfigError("--processes needs --dataset csv:A.csv,B.csv,... and --id-column")
@@ -213,6 +214,7 @@ def _processes(args: argparse.Namespace) -> int:
         args.timeout * 4 + 60,
         on_failure=lambda i, line: ProtocolError(f"party {i} failed: {line}"),
         on_timeout=lambda: PartyTimeoutError(f"the {n} predict processes did not finish"),
+        preload=preload_modules("bench.cli"),  # forked from the warm server, as a run's parties
     )
     rec = json.loads(outs[0])
     # every local party's own warnings (one user's processes on one host)
