@@ -79,3 +79,22 @@ def test_trees_with_subtraction_equal_the_trees_without(monkeypatch):
     b = securevfl.run_experiment(spec)
     assert a["model_fingerprint"] == b["model_fingerprint"]
     assert a["extra"]["splits_by_party"]["1"] > 0  # the partner's sums chose splits
+
+
+def test_paired_columns_give_each_columns_cells(cts):
+    """``block_cells`` (two columns through their joint cells where that is cheaper: the
+    290-row node; per column for the 10-row one) gives ``column_cells`` of each column, an
+    odd last column included; so ``products`` is unchanged."""
+    n2, c = cts
+    rng = np.random.default_rng(2)
+    bins = rng.integers(0, NB, size=(ROWS, 5))
+    bins[:, 1] = np.where(rng.random(ROWS) < 0.8, 2, bins[:, 1])  # a skewed column
+    node_of = np.where(np.arange(ROWS) < 10, 1, 0)[rng.permutation(ROWS)]
+    node_of[:7] = -1  # rows in no open node
+    live = np.nonzero(node_of >= 0)[0]
+    nodes = node_of[live]
+    got = hs.block_cells(n2, c, bins[live], live, nodes, 2, NB)
+    want = [hs.column_cells(n2, c, bins[live, j], live, nodes, 2, NB) for j in range(5)]
+    assert len(got) == 5
+    for (acc, fullest), (acc_w, fullest_w) in zip(got, want, strict=True):
+        assert acc == acc_w and np.array_equal(fullest, fullest_w)

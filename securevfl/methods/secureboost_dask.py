@@ -133,7 +133,7 @@ class BoostOffload:
         nodes = node_of_row[live].astype(np.int64)
         total = self.client.submit(_totals, cts, live, nodes, n_nodes, pure=False)
         F = bins.shape[1]
-        per = -(-F // (8 * self.workers))  # several groups a worker: columns' costs differ
+        per = 2 * -(-F // (16 * self.workers))  # several groups a worker, whole column pairs
         groups = [
             self.client.submit(
                 _columns,
@@ -258,9 +258,6 @@ def _totals(held, live, nodes, n_nodes) -> list:
 
 
 def _columns(held, bins, live, nodes, n_nodes, n_bins) -> list:
-    """Worker: ``hs.column_cells`` of each column of ``bins`` (the live rows' bins)."""
+    """Worker: ``hs.block_cells`` of the columns of ``bins`` (the live rows' bins)."""
     n2, cts = _ciphertexts(held)
-    return [
-        hs.column_cells(n2, cts, bins[:, j], live, nodes, n_nodes, n_bins)
-        for j in range(bins.shape[1])
-    ]
+    return hs.block_cells(n2, cts, bins, live, nodes, n_nodes, n_bins)
