@@ -171,12 +171,12 @@ class OwnerFixedBaseEncryptor:
 
     Tables: one per prime square, ``ceil(n_bits / 2 / window)`` rows of ``2^window`` residues of
     n_bits bits. At 2048 bits and window 12 (the default): 86 products per prime square and
-    value, 2 x 86 x 4,096 residues (about 2 x 100 MiB as gmpy2 objects), built in about 2.5
-    CPU-s; window 10 took 103 products and 2 x 26 MiB. :meth:`randomness_many` takes the
-    products table row by table row over a batch of exponents, so each row is read from the
-    cache once per batch instead of once per value (figures: docs/benchmarks.md "SecureBoost").
-    The earlier measurements: window 10 0.68-0.81 CPU ms per encryption at 2048 bits against
-    0.79-0.97 at window 8 and 1.04-1.19 for the public path.
+    value; the two tables hold 2 x 86 x 4,096 residues, 161 MiB of the process as gmpy2 objects,
+    built in 1.7 CPU-s (window 10: 103 products, 67 MiB, 0.7 CPU-s; window 13 measured about 5 %
+    faster per value for twice the memory). :meth:`randomness_many` takes the products table row
+    by table row over a batch of exponents, so each row (1 MiB) is read from the cache once per
+    batch instead of once per value: 0.40-0.45 CPU ms per value against 0.75-0.82 per value at
+    window 10 one value at a time (docs/benchmarks.md "SecureBoost").
     """
 
     def __init__(

@@ -10,6 +10,9 @@ exactly its rows, so the fullest child's product per (column, bin) is the parent
 the level before) divided by its siblings': only the smaller children's rows are multiplied
 (at most half of each level's rows), as XGBoost and SecureBoost subtract histograms. The
 division is exact in the group, so the reply and the trees are unchanged.
+
+Paired columns (``pair_cells``): two columns' cells come from their joint (node, bin, bin)
+cells, one product per row for both columns, where a node has many rows for its joint cells.
 """
 
 from __future__ import annotations
