@@ -81,7 +81,7 @@ def test_trees_with_subtraction_equal_the_trees_without(monkeypatch):
     assert a["extra"]["splits_by_party"]["1"] > 0  # the partner's sums chose splits
 
 
-def test_paired_columns_give_each_columns_cells(cts):
+def test_paired_columns_give_each_columns_cells(cts, monkeypatch):
     """``block_cells`` (two columns through their joint cells where that is cheaper: the
     290-row node; per column for the 10-row one) gives ``column_cells`` of each column, an
     odd last column included; so ``products`` is unchanged."""
@@ -98,3 +98,6 @@ def test_paired_columns_give_each_columns_cells(cts):
     assert len(got) == 5
     for (acc, fullest), (acc_w, fullest_w) in zip(got, want, strict=True):
         assert acc == acc_w and np.array_equal(fullest, fullest_w)
+    monkeypatch.setattr(hs, "MAX_JOINT_CELLS", 1)  # too many joint cells: per column, the same
+    alone = hs.block_cells(n2, c, bins[live], live, nodes, 2, NB)
+    assert [acc for acc, _ in alone] == [acc for acc, _ in got]

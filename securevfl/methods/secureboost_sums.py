@@ -25,6 +25,8 @@ import numpy as np
 
 from protocols import paillier_pack as pk
 
+MAX_JOINT_CELLS = 1 << 22  # (node, bin, bin) counts a column pair may take (32 MiB of int64)
+
 
 def products(
     n2: gmpy2.mpz,
@@ -102,8 +104,11 @@ def pair_cells(
     cells) products instead of 2 x rows, so a node takes this path only where that count is
     the smaller (many rows a node; few rows and many joint cells: per column). Rows in both
     columns' fullest bins are left out (``join_columns`` divides those bins out of the node's
-    total). The same group elements in another order, so the same products."""
+    total). The same group elements in another order, so the same products. Where the joint
+    cells would be too many to count (``MAX_JOINT_CELLS``), each column on its own."""
     nb2 = n_bins * n_bins
+    if n_nodes * nb2 > MAX_JOINT_CELLS:
+        return [column_cells(n2, cts, c, live, nodes, n_nodes, n_bins) for c in (col_a, col_b)]
     cell_a, cell_b = nodes * n_bins + col_a, nodes * n_bins + col_b
     full_a = np.bincount(cell_a, minlength=n_nodes * n_bins).reshape(n_nodes, n_bins)
     full_b = np.bincount(cell_b, minlength=n_nodes * n_bins).reshape(n_nodes, n_bins)
