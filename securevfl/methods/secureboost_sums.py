@@ -44,23 +44,37 @@ def products(
     columns."""
     live = np.nonzero(node_of_row >= 0)[0]
     nodes = node_of_row[live].astype(np.int64)
-    total = node_totals(n2, cts, live, nodes, n_nodes)
-    cols = block_cells(n2, cts, bins[live], live, nodes, n_nodes, n_bins)
+    cols, total = block_cells(n2, cts, bins[live], live, nodes, n_nodes, n_bins, totals=True)
     return join_columns(n2, cols, total, n_nodes, n_bins)
 
 
 def block_cells(
-    n2, cts, block: np.ndarray, live: np.ndarray, nodes: np.ndarray, n_nodes: int, n_bins: int
-) -> list[tuple[list, np.ndarray]]:
+    n2,
+    cts,
+    block: np.ndarray,
+    live: np.ndarray,
+    nodes: np.ndarray,
+    n_nodes: int,
+    n_bins: int,
+    totals: bool = False,
+) -> tuple[list[tuple[list, np.ndarray]], list | None]:
     """``column_cells`` of each column of ``block`` (the live rows' bins), two columns at a
-    time where a pair's joint cells are cheaper (:func:`pair_cells`)."""
+    time where a pair's joint cells are cheaper (:func:`pair_cells`); with ``totals``, also
+    ``node_totals`` (a paired node's from the first pair's joint cells: one product per cell
+    instead of per row), else None."""
     F = block.shape[1]
     out: list[tuple[list, np.ndarray]] = []
+    total: list | None = [None] * n_nodes if totals else None
     for s in range(0, F - 1, 2):
-        out += pair_cells(n2, cts, block[:, s], block[:, s + 1], live, nodes, n_nodes, n_bins)
+        into = total if s == 0 else None  # the first pair totals its paired nodes
+        out += pair_cells(n2, cts, block[:, s], block[:, s + 1], live, nodes, n_nodes, n_bins, into)
     if F % 2:
         out.append(column_cells(n2, cts, block[:, F - 1], live, nodes, n_nodes, n_bins))
-    return out
+    if total is not None:  # nodes the first pair did not total (per-column nodes; no pair)
+        sel = np.asarray([t is None for t in total], dtype=bool)[nodes]
+        rest = node_totals(n2, cts, live[sel], nodes[sel], n_nodes)
+        total = [t if t is not None else r for t, r in zip(total, rest, strict=True)]
+    return out, total
 
 
 def node_totals(n2, cts, live: np.ndarray, nodes: np.ndarray, n_nodes: int) -> list:
@@ -96,6 +110,7 @@ def pair_cells(
     nodes: np.ndarray,
     n_nodes: int,
     n_bins: int,
+    total: list | None = None,
 ) -> list[tuple[list, np.ndarray]]:
     """``column_cells`` of two columns through their joint (node, bin of a, bin of b) cells.
 
@@ -105,7 +120,11 @@ def pair_cells(
     the smaller (many rows a node; few rows and many joint cells: per column). Rows in both
     columns' fullest bins are left out (``join_columns`` divides those bins out of the node's
     total). The same group elements in another order, so the same products. Where the joint
-    cells would be too many to count (``MAX_JOINT_CELLS``), each column on its own."""
+    cells would be too many to count (``MAX_JOINT_CELLS``), each column on its own.
+
+    ``total`` (a list of ``n_nodes``, else None): each paired node's product of all its rows is
+    set there, from its joint cells (those rows then included); the others are left as they
+    were."""
     nb2 = n_bins * n_bins
     if n_nodes * nb2 > MAX_JOINT_CELLS:
         return [column_cells(n2, cts, c, live, nodes, n_nodes, n_bins) for c in (col_a, col_b)]
@@ -125,13 +144,16 @@ def pair_cells(
     for acc, col, fullest in ((acc_a, col_a, fa), (acc_b, col_b, fb)):  # the per-column nodes
         keep = alone & (col != fullest[nodes])
         _multiply_into(n2, acc, cts, live[keep], (nodes * n_bins + col)[keep])
-    keep = ~alone & ((col_a != fa[nodes]) | (col_b != fb[nodes]))
+    keep = ~alone & ((col_a != fa[nodes]) | (col_b != fb[nodes]) | (total is not None))
     cells: dict[int, gmpy2.mpz] = {}
     for i, key in zip(live[keep].tolist(), joint[keep].tolist(), strict=True):
         c = cells.get(key)
         cells[key] = cts[i] if c is None else c * cts[i] % n2
     for key, c in cells.items():  # each joint cell into its bin of a and its bin of b
         v, a, b = key // nb2, key // n_bins % n_bins, key % n_bins
+        if total is not None:
+            t = total[v]
+            total[v] = c if t is None else t * c % n2
         for acc, bin_, fullest in ((acc_a, a, fa), (acc_b, b, fb)):
             if bin_ != fullest[v]:
                 x = acc[v * n_bins + bin_]
