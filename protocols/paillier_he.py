@@ -175,8 +175,9 @@ class OwnerFixedBaseEncryptor:
     built in 1.7 CPU-s (window 10: 103 products, 67 MiB, 0.7 CPU-s; window 13 measured about 5 %
     faster per value for twice the memory). :meth:`randomness_many` takes the products table row
     by table row over a batch of exponents, so each row (1 MiB) is read from the cache once per
-    batch instead of once per value: 0.52-0.59 CPU ms per value against 0.73-0.81 at window 10
-    one value at a time, alternating in one process (docs/benchmarks.md "SecureBoost").
+    batch instead of once per value: 0.52-0.64 CPU ms per value against 0.73-0.84 at window 10
+    one value at a time (two runs alternating the two in one process; docs/benchmarks.md
+    "SecureBoost").
     """
 
     def __init__(
