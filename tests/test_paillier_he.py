@@ -116,3 +116,26 @@ def test_key_holder_crt_encryption_is_the_public_ciphertext_bit_for_bit(keys):
     _, other_priv = ph.generate_keypair(256)
     with pytest.raises(ph.PaillierParameterError, match="p q must equal"):
         ph.OwnerFixedBaseEncryptor(pub, other_priv, h_s)
+
+
+def test_key_holder_batched_randomness_is_each_values_power(keys, monkeypatch):
+    """``randomness_many`` (table rows taken over a batch) gives h_s^a mod n^2 for each a,
+    across batch boundaries and at any window; an exponent outside [0, 2^exp_bits) raises."""
+    pub, priv = keys
+    h_s = ph.djn_base(pub)
+    n2 = gmpy2.mpz(pub.nsquare)
+    monkeypatch.setattr(ph, "BATCH", 4)  # 11 exponents: batches of 4, 4 and 3
+    rng = np.random.default_rng(7)
+    for window in (5, 12):
+        owner = ph.OwnerFixedBaseEncryptor(pub, priv, h_s, window=window)
+        top = 2**owner.exp_bits - 1
+        exps = [0, 1, top] + [
+            int.from_bytes(rng.bytes(owner.exp_bits // 8), "big") for _ in range(8)
+        ]
+        assert owner.randomness_many(exps) == [gmpy2.powmod(h_s, a, n2) for a in exps]
+        assert owner.randomness(exps[5]) == gmpy2.powmod(h_s, exps[5], n2)
+        for bad in (top + 1, -1):
+            with pytest.raises(ph.PaillierParameterError, match="exponent must lie"):
+                owner.randomness_many([1, bad])
+    cts = owner.encrypt_many([0, 5, 5])  # fresh exponents: distinct, decrypting to m
+    assert [priv.raw_decrypt(int(c)) for c in cts] == [0, 5, 5] and len(set(cts)) == 3

@@ -79,3 +79,35 @@ def test_trees_with_subtraction_equal_the_trees_without(monkeypatch):
     b = securevfl.run_experiment(spec)
     assert a["model_fingerprint"] == b["model_fingerprint"]
     assert a["extra"]["splits_by_party"]["1"] > 0  # the partner's sums chose splits
+
+
+def test_paired_columns_give_each_columns_cells(cts, monkeypatch):
+    """``block_cells`` (two columns through their joint cells where that is cheaper: the
+    290-row node; per column for the 10-row one) gives ``column_cells`` of each column, an
+    odd last column included, and ``node_totals`` (the paired node's from the joint cells); so
+    ``products`` is unchanged."""
+    n2, c = cts
+    rng = np.random.default_rng(2)
+    bins = rng.integers(0, NB, size=(ROWS, 5))
+    bins[:, 3] = np.where(rng.random(ROWS) < 0.8, 2, bins[:, 3])  # a skewed column
+    node_of = np.where(np.arange(ROWS) < 10, 1, 0)[rng.permutation(ROWS)]
+    node_of[:7] = -1  # rows in no open node
+    live = np.nonzero(node_of >= 0)[0]
+    nodes = node_of[live]
+    want = [hs.column_cells(n2, c, bins[live, j], live, nodes, 3, NB) for j in range(5)]
+    want_total = hs.node_totals(n2, c, live, nodes, 3)  # node 2: no rows
+    for F in (5, 4, 1):  # an odd last column; pairs only; no pair
+        got, total = hs.block_cells(n2, c, bins[live, :F], live, nodes, 3, NB, totals=True)
+        assert total == want_total and want_total[2] is None
+        assert len(got) == F
+        for (acc, fullest), (acc_w, fullest_w) in zip(got, want, strict=False):
+            assert acc == acc_w and np.array_equal(fullest, fullest_w)
+    assert hs.block_cells(n2, c, bins[live], live, nodes, 3, NB)[1] is None
+    direct, totals = [], hs.node_totals  # the rows multiplied row by row into node totals
+    monkeypatch.setattr(hs, "node_totals", lambda *a: direct.append(len(a[2])) or totals(*a))
+    hs.block_cells(n2, c, bins[live], live, nodes, 3, NB, totals=True)
+    assert direct == [10]  # the 10-row node's; the paired 283-row node's from its joint cells
+    monkeypatch.setattr(hs, "node_totals", totals)
+    monkeypatch.setattr(hs, "MAX_JOINT_CELLS", 1)  # too many joint cells: per column, the same
+    alone, total = hs.block_cells(n2, c, bins[live], live, nodes, 3, NB, totals=True)
+    assert [acc for acc, _ in alone] == [acc for acc, _ in want] and total == want_total

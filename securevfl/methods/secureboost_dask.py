@@ -38,7 +38,7 @@ from securevfl.methods import secureboost_protocol as sp
 from securevfl.methods import secureboost_sums as hs
 
 _WORKER_CACHE: dict[Any, Any] = {}  # per worker: the key's encryptor, the tree's ciphertexts
-BLOCK_ROWS = 1024  # rows per randomness task (~0.7 s at 2048 bits): the path's products interleave
+BLOCK_ROWS = 1024  # rows per randomness task (~0.5 s at 2048 bits): the path's products interleave
 AHEAD_VALUES = 1 << 19  # randomness values computed ahead at most (256 MiB at 2048 bits)
 BACKGROUND_NICE = 5  # how much lower the randomness tasks' CPU priority is (os nice steps)
 
@@ -126,14 +126,14 @@ class BoostOffload:
     def products(
         self, cts: Any, bins: np.ndarray, node_of_row: np.ndarray, n_nodes: int, n_bins: int
     ) -> list:
-        """``hs.products`` as tasks: node totals and column groups, joined here."""
+        """``hs.products`` as tasks over column groups (the first also totals the nodes),
+        joined here."""
         n2, n, (name, data) = self.c.n2, self.c.n, cts
         cts = (n, name, data)
         live = np.nonzero(node_of_row >= 0)[0]
         nodes = node_of_row[live].astype(np.int64)
-        total = self.client.submit(_totals, cts, live, nodes, n_nodes, pure=False)
         F = bins.shape[1]
-        per = -(-F // (8 * self.workers))  # several groups a worker: columns' costs differ
+        per = 2 * max(1, -(-F // (16 * self.workers)))  # groups of whole column pairs
         groups = [
             self.client.submit(
                 _columns,
@@ -143,12 +143,14 @@ class BoostOffload:
                 nodes,
                 n_nodes,
                 n_bins,
+                s == 0,
                 pure=False,
             )
-            for s in range(0, F, per)
+            for s in range(0, max(F, 1), per)
         ]
-        cols = [c for g in self.client.gather(groups) for c in g]
-        return hs.join_columns(n2, cols, total.result(), n_nodes, n_bins)
+        done = self.client.gather(groups)  # the first group's task also totals the nodes
+        cols = [c for g, _ in done for c in g]
+        return hs.join_columns(n2, cols, done[0][1], n_nodes, n_bins)
 
     def pack(self, acc: list, cap: int) -> list[gmpy2.mpz]:
         """``hs.pack_cells`` as tasks over groups of whole packed ciphertexts."""
@@ -207,8 +209,7 @@ def randomness_block(key: tuple, exponents: list[int]) -> list[gmpy2.mpz]:
     if key[3] is None:
         n = gmpy2.mpz(key[0])
         return [gmpy2.powmod(gmpy2.mpz(a), n, n * n) for a in exponents]
-    enc = _encryptor(key)
-    return [enc.randomness(a) for a in exponents]
+    return _encryptor(key).randomness_many(exponents)
 
 
 def _background() -> None:
@@ -252,16 +253,8 @@ def _ciphertexts(held: tuple) -> tuple[gmpy2.mpz, list[gmpy2.mpz]]:
     return hit
 
 
-def _totals(held, live, nodes, n_nodes) -> list:
-    """Worker: ``hs.node_totals`` of the held ciphertexts."""
+def _columns(held, bins, live, nodes, n_nodes, n_bins, totals: bool) -> tuple:
+    """Worker: ``hs.block_cells`` of the columns of ``bins`` (the live rows' bins), with the
+    node totals where ``totals``."""
     n2, cts = _ciphertexts(held)
-    return hs.node_totals(n2, cts, live, nodes, n_nodes)
-
-
-def _columns(held, bins, live, nodes, n_nodes, n_bins) -> list:
-    """Worker: ``hs.column_cells`` of each column of ``bins`` (the live rows' bins)."""
-    n2, cts = _ciphertexts(held)
-    return [
-        hs.column_cells(n2, cts, bins[:, j], live, nodes, n_nodes, n_bins)
-        for j in range(bins.shape[1])
-    ]
+    return hs.block_cells(n2, cts, bins, live, nodes, n_nodes, n_bins, totals)

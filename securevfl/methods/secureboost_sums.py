@@ -10,6 +10,9 @@ exactly its rows, so the fullest child's product per (column, bin) is the parent
 the level before) divided by its siblings': only the smaller children's rows are multiplied
 (at most half of each level's rows), as XGBoost and SecureBoost subtract histograms. The
 division is exact in the group, so the reply and the trees are unchanged.
+
+Paired columns (``pair_cells``): two columns' cells come from their joint (node, bin, bin)
+cells, one product per row for both columns, where a node has many rows for its joint cells.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import gmpy2
 import numpy as np
 
 from protocols import paillier_pack as pk
+
+MAX_JOINT_CELLS = 1 << 22  # (node, bin, bin) counts a column pair may take (32 MiB of int64)
 
 
 def products(
@@ -39,12 +44,37 @@ def products(
     columns."""
     live = np.nonzero(node_of_row >= 0)[0]
     nodes = node_of_row[live].astype(np.int64)
-    total = node_totals(n2, cts, live, nodes, n_nodes)
-    cols = [
-        column_cells(n2, cts, bins[live, s], live, nodes, n_nodes, n_bins)
-        for s in range(bins.shape[1])
-    ]
+    cols, total = block_cells(n2, cts, bins[live], live, nodes, n_nodes, n_bins, totals=True)
     return join_columns(n2, cols, total, n_nodes, n_bins)
+
+
+def block_cells(
+    n2,
+    cts,
+    block: np.ndarray,
+    live: np.ndarray,
+    nodes: np.ndarray,
+    n_nodes: int,
+    n_bins: int,
+    totals: bool = False,
+) -> tuple[list[tuple[list, np.ndarray]], list | None]:
+    """``column_cells`` of each column of ``block`` (the live rows' bins), two columns at a
+    time where a pair's joint cells are cheaper (:func:`pair_cells`); with ``totals``, also
+    ``node_totals`` (a paired node's from the first pair's joint cells: one product per cell
+    instead of per row), else None."""
+    F = block.shape[1]
+    out: list[tuple[list, np.ndarray]] = []
+    total: list | None = [None] * n_nodes if totals else None
+    for s in range(0, F - 1, 2):
+        into = total if s == 0 else None  # the first pair totals its paired nodes
+        out += pair_cells(n2, cts, block[:, s], block[:, s + 1], live, nodes, n_nodes, n_bins, into)
+    if F % 2:
+        out.append(column_cells(n2, cts, block[:, F - 1], live, nodes, n_nodes, n_bins))
+    if total is not None:  # nodes the first pair did not total (per-column nodes; no pair)
+        sel = np.asarray([t is None for t in total], dtype=bool)[nodes]
+        rest = node_totals(n2, cts, live[sel], nodes[sel], n_nodes)
+        total = [t if t is not None else r for t, r in zip(total, rest, strict=True)]
+    return out, total
 
 
 def node_totals(n2, cts, live: np.ndarray, nodes: np.ndarray, n_nodes: int) -> list:
@@ -67,10 +97,75 @@ def column_cells(
     fullest = counts.argmax(axis=1)  # per node: the bin whose product comes by division
     rest = col != fullest[nodes]
     acc: list[gmpy2.mpz | None] = [None] * (n_nodes * n_bins)
-    for i, key in zip(live[rest].tolist(), cell[rest].tolist(), strict=True):
+    _multiply_into(n2, acc, cts, live[rest], cell[rest])
+    return acc, fullest
+
+
+def pair_cells(
+    n2,
+    cts,
+    col_a: np.ndarray,
+    col_b: np.ndarray,
+    live: np.ndarray,
+    nodes: np.ndarray,
+    n_nodes: int,
+    n_bins: int,
+    total: list | None = None,
+) -> list[tuple[list, np.ndarray]]:
+    """``column_cells`` of two columns through their joint (node, bin of a, bin of b) cells.
+
+    Each row's ciphertext is multiplied once into its joint cell, and a column's (node, bin)
+    product is the product of the joint cells of that bin: per node about rows + 2 x (joint
+    cells) products instead of 2 x rows, so a node takes this path only where that count is
+    the smaller (many rows a node; few rows and many joint cells: per column). Rows in both
+    columns' fullest bins are left out (``join_columns`` divides those bins out of the node's
+    total). The same group elements in another order, so the same products. Where the joint
+    cells would be too many to count (``MAX_JOINT_CELLS``), each column on its own.
+
+    ``total`` (a list of ``n_nodes``, else None): each paired node's product of all its rows is
+    set there, from its joint cells (those rows then included); the others are left as they
+    were."""
+    nb2 = n_bins * n_bins
+    if n_nodes * nb2 > MAX_JOINT_CELLS:
+        return [column_cells(n2, cts, c, live, nodes, n_nodes, n_bins) for c in (col_a, col_b)]
+    cell_a, cell_b = nodes * n_bins + col_a, nodes * n_bins + col_b
+    full_a = np.bincount(cell_a, minlength=n_nodes * n_bins).reshape(n_nodes, n_bins)
+    full_b = np.bincount(cell_b, minlength=n_nodes * n_bins).reshape(n_nodes, n_bins)
+    fa, fb = full_a.argmax(axis=1), full_b.argmax(axis=1)
+    joint = nodes * nb2 + col_a * n_bins + col_b
+    counts = np.bincount(joint, minlength=n_nodes * nb2).reshape(n_nodes, nb2)
+    rows = counts.sum(axis=1)
+    both = counts[np.arange(n_nodes), fa * n_bins + fb]
+    per_column = 2 * rows - full_a.max(axis=1) - full_b.max(axis=1)
+    paired = (rows - both + 2 * (counts > 0).sum(axis=1)) < per_column
+    acc_a: list[gmpy2.mpz | None] = [None] * (n_nodes * n_bins)
+    acc_b: list[gmpy2.mpz | None] = [None] * (n_nodes * n_bins)
+    alone = ~paired[nodes]
+    for acc, col, fullest in ((acc_a, col_a, fa), (acc_b, col_b, fb)):  # the per-column nodes
+        keep = alone & (col != fullest[nodes])
+        _multiply_into(n2, acc, cts, live[keep], (nodes * n_bins + col)[keep])
+    keep = ~alone & ((col_a != fa[nodes]) | (col_b != fb[nodes]) | (total is not None))
+    cells: dict[int, gmpy2.mpz] = {}
+    for i, key in zip(live[keep].tolist(), joint[keep].tolist(), strict=True):
+        c = cells.get(key)
+        cells[key] = cts[i] if c is None else c * cts[i] % n2
+    for key, c in cells.items():  # each joint cell into its bin of a and its bin of b
+        v, a, b = key // nb2, key // n_bins % n_bins, key % n_bins
+        if total is not None:
+            t = total[v]
+            total[v] = c if t is None else t * c % n2
+        for acc, bin_, fullest in ((acc_a, a, fa), (acc_b, b, fb)):
+            if bin_ != fullest[v]:
+                x = acc[v * n_bins + bin_]
+                acc[v * n_bins + bin_] = c if x is None else x * c % n2
+    return [(acc_a, fa), (acc_b, fb)]
+
+
+def _multiply_into(n2, acc: list, cts, rows: np.ndarray, keys: np.ndarray) -> None:
+    """``acc[key] *= cts[row]`` for each (row, key) (None: empty so far)."""
+    for i, key in zip(rows.tolist(), keys.tolist(), strict=True):
         a = acc[key]
         acc[key] = cts[i] if a is None else a * cts[i] % n2
-    return acc, fullest
 
 
 def join_columns(n2, cols: list, total: list, n_nodes: int, n_bins: int) -> list:
