@@ -35,6 +35,8 @@ NOISY = {
     "extra.mpc.cpu_s",
     "extra.mpc.peak_rss_mb",
     "extra.mpc.wall_s",
+    "extra.mpc.phases_s",
+    "extra.mpc.entry_spread_s",
     "extra.phases_s",
     "extra.pbm_party_ms_median",
     "extra.secagg_server_ms",
