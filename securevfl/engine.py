@@ -20,7 +20,7 @@ read, encoded and scaled block by block on the cluster whenever a product needs 
 (all n rows: X w is brought back block by block and gathered at the view's positions, Xᵀ g
 scatters g to them and ships its slices a wave of blocks at a time), so a worker holds one
 block per thread (and a wave's slices of g) whatever n; fm-vfl's secure product reads its
-input from the engine block by block (:mod:`securevfl.engine_stream`). Other sources: the
+input from the engine block by block (:mod:`securevfl.runtime.engine_stream`). Other sources: the
 party reads, encodes and holds its block in its own process and the cluster holds one more
 copy, persisted in blocks of :data:`BLOCK_ROWS` rows; fm-vfl's secure product takes the whole
 block as its MPC input. A minibatch product (hdp-vfl with ``--batch-size`` below n) costs a

@@ -141,3 +141,10 @@ def test_type_checking_imports_are_edges():
     src = "import typing\nif typing.TYPE_CHECKING:\n    from p.b import X\nelse:\n    X = None\n"
     assert imports_of("p.a", src, mods, is_pkg=False) == {"p.b"}
     assert cycles({"p.a": {"p.b"}, "p.b": {"p.c"}, "p.c": set()}) == []
+
+
+def test_the_package_top_keeps_a_few_modules():
+    """Issue 41: the top level of securevfl/ keeps only the modules a reader needs first (at
+    most 15); the rest lives in its subpackages."""
+    top = sorted(p.name for p in (ROOT / "securevfl").glob("*.py") if p.name != "__init__.py")
+    assert len(top) <= 15, top

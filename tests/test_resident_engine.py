@@ -214,8 +214,8 @@ def test_the_product_input_streams_from_the_engine_in_table_order(scheduler):
 
     from protocols.shamir_products import encode_fixed
     from securevfl.engine import DaskEngine
-    from securevfl.engine_stream import EngineInput, row_order
     from securevfl.errors import ProtocolError
+    from securevfl.runtime.engine_stream import EngineInput, row_order
 
     rng = np.random.default_rng(7)
     X = rng.uniform(-1, 1, (500, 3))

@@ -59,7 +59,6 @@ import numpy as np
 
 from securevfl.context import Option, RunContext, RunSpec, fingerprint, parse_bool
 from securevfl.engine import EngineRows
-from securevfl.engine_stream import EngineInput, row_order
 from securevfl.errors import ConfigError
 from securevfl.methods.base import Method, register_method
 from securevfl.methods.fm_dp_offset import (
@@ -108,6 +107,7 @@ from securevfl.privacy.functional import (
     BUDGETS,
 )
 from securevfl.results import FitResult, ModelPart
+from securevfl.runtime.engine_stream import EngineInput, row_order
 from securevfl.runtime.expect import Expect
 from securevfl.runtime.secure_products import ProductRequest
 
@@ -443,7 +443,7 @@ def _cross_request(ctx: RunContext, task: str, impl: str, dims, scales, X, v, rn
 
 def _product_input(k: int, X: Any, v: np.ndarray | None, frac_bits: int, timeout: float) -> Any:
     """Party k's product input M_k (M_0 = [v | X_0]): an array, or streamed from its engine
-    block by block in table order (:mod:`securevfl.engine_stream`)."""
+    block by block in table order (:mod:`securevfl.runtime.engine_stream`)."""
     if isinstance(X, EngineRows):
         return EngineInput(X, frac_bits, timeout, front=v if k == 0 else None)
     return np.hstack([v[:, None], X]) if k == 0 else X
