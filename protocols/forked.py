@@ -51,6 +51,13 @@ def _detach(dup: Any) -> int:
 def _child(module: str, argv: list[str], env: dict[str, str], fds: tuple[int, int, int]) -> None:
     """In the forked child: take the three descriptors as 0, 1, 2, the environment and argv,
     run ``module`` as ``__main__``, exit with its code (never returns)."""
+    # the server hands every child the launcher's "alive" pipe (so children may fork siblings):
+    # a party that kept it would keep the server from seeing its launcher die, and the server's
+    # exit is what ends the party (die_with_parent); parties start no siblings, so close it
+    server = multiprocessing.forkserver._forkserver
+    if server._forkserver_alive_fd is not None:
+        os.close(server._forkserver_alive_fd)
+        server._forkserver_alive_fd = None
     for target, fd in zip((0, 1, 2), fds):
         os.dup2(fd, target)
         os.close(fd)

@@ -60,3 +60,53 @@ def test_mpyc_runtime_is_never_preloaded():
     copy would be configured for the server's argv, not the party's."""
     with pytest.raises(ValueError, match="mpyc.runtime"):
         forked.start([sys.executable, "-m", "json.tool"], (0, 1, 2), {}, ("mpyc.runtime",))
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            return [int(p) for p in fh.read().split()]
+    except OSError:
+        return []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs /proc")
+def test_a_killed_launcher_leaves_no_forked_party():
+    """The launcher dies (SIGKILL): its server sees it and exits, and the party with it."""
+    import signal
+    import subprocess
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    code = (
+        "import sys\n"
+        "from protocols.processes import run_group\n"
+        "run_group([[sys.executable, '-m', '_sleep_party']], [b''], 300,\n"
+        "          on_failure=lambda i, l: RuntimeError(l), on_timeout=lambda: TimeoutError(),\n"
+        "          preload=('json',))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=f"{root}{os.pathsep}{root / 'tests'}")
+    launcher = subprocess.Popen([sys.executable, "-c", code], env=env)
+    party = None
+    deadline = time.monotonic() + 60
+    while party is None and time.monotonic() < deadline:
+        for server in _children(launcher.pid):
+            party = next(iter(_children(server)), None) or party
+        time.sleep(0.1)
+    assert party is not None, "no party forked"
+    time.sleep(0.5)  # past its die_with_parent
+    launcher.send_signal(signal.SIGKILL)
+    launcher.wait(30)
+    deadline = time.monotonic() + 15
+    while _alive(party) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(party), "a forked party outlived its launcher"

@@ -113,11 +113,10 @@ def test_blank_cells_and_categories_follow_the_same_rules(tmp_path, scheduler):
         lazy.engine.close()
 
 
-def test_hdp_vfl_trains_the_same_model_on_the_engine(sources, scheduler, tmp_path):
-    opts = {"options": {"final_fit": "trained"}}
-    want = run_experiment(_spec(sources, "numpy", None, **opts), save=str(tmp_path / "numpy"))
-    got = run_experiment(_spec(sources, "dask", scheduler, **opts), save=str(tmp_path / "dask"))
-    for k in (0, 1):  # each party's trained weights, to float rounding
+def _assert_same_saved_model(tmp_path, want: dict, got: dict) -> None:
+    """Each party's saved weights under tmp_path/numpy and tmp_path/dask (to float rounding)
+    and the two records' metrics are the same."""
+    for k in (0, 1):
         files = sorted((tmp_path / "numpy" / f"party_{k}").glob("*.npy"))
         assert files
         for path in files:
@@ -125,6 +124,13 @@ def test_hdp_vfl_trains_the_same_model_on_the_engine(sources, scheduler, tmp_pat
             np.testing.assert_allclose(mine, np.load(path), rtol=1e-9, atol=1e-12)
     for name, v in want["metrics"].items():
         assert got["metrics"][name] == pytest.approx(v, abs=1e-9)
+
+
+def test_hdp_vfl_trains_the_same_model_on_the_engine(sources, scheduler, tmp_path):
+    opts = {"options": {"final_fit": "trained"}}
+    want = run_experiment(_spec(sources, "numpy", None, **opts), save=str(tmp_path / "numpy"))
+    got = run_experiment(_spec(sources, "dask", scheduler, **opts), save=str(tmp_path / "dask"))
+    _assert_same_saved_model(tmp_path, want, got)
     assert got["extra"]["sigma_b"] == want["extra"]["sigma_b"]  # the same releases
     assert got["extra"]["engine"]["0"]["engine"] == "dask"
 
@@ -194,14 +200,7 @@ def test_fm_vfl_releases_the_same_model_on_the_engine(sources, scheduler, tmp_pa
     so the same model as the in-memory path."""
     want = run_experiment(_fm_spec(sources, "numpy", None), save=str(tmp_path / "numpy"))
     got = run_experiment(_fm_spec(sources, "dask", scheduler), save=str(tmp_path / "dask"))
-    for k in (0, 1):
-        files = sorted((tmp_path / "numpy" / f"party_{k}").glob("*.npy"))
-        assert files
-        for path in files:
-            mine = np.load(tmp_path / "dask" / f"party_{k}" / path.name, allow_pickle=False)
-            np.testing.assert_allclose(mine, np.load(path), rtol=1e-9, atol=1e-12)
-    for name, v in want["metrics"].items():
-        assert got["metrics"][name] == pytest.approx(v, abs=1e-9)
+    _assert_same_saved_model(tmp_path, want, got)
     assert got["comm"]["bytes_total"] == want["comm"]["bytes_total"]
     assert got["extra"]["engine"]["1"]["engine"] == "dask"
 
