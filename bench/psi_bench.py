@@ -11,7 +11,8 @@ start (the machine may be shared).
 ``python -m bench.psi_bench --json --sizes 1000000`` runs one size and prints the perf-job line
 (bench/suites/perf.d/psi.toml): seconds = reading both CSVs, PSI, writing both aligned CSVs (the
 same region bench/peers/spu_psi.py times for SPU), peak RSS, metered bytes, and ``exact``: both
-outputs hold exactly the plain intersection, in the same (sorted) order.
+outputs hold exactly the plain intersection, in the same (sorted) order. ``--format parquet``
+gives the parties the same rows as Parquet files (read through Arrow, written back as Parquet).
 """
 
 from __future__ import annotations
@@ -27,9 +28,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+FORMATS = ("csv", "parquet")
 
-def make_csvs(n: int, overlap: float, where: Path) -> tuple[Path, Path]:
-    """Two CSVs of n rows; IDs 0..n-1 at party 0, n(1-overlap)..2n-n*overlap-1 at party 1."""
+
+def make_csvs(n: int, overlap: float, where: Path, fmt: str = "csv") -> tuple[Path, Path]:
+    """Two party files of n rows; IDs 0..n-1 at party 0, n(1-overlap)..2n-n*overlap-1 at
+    party 1. ``fmt`` "parquet": the same rows (a string ID, an int64 value) as Parquet files."""
     import numpy as np
 
     rng = np.random.default_rng(0)
@@ -37,10 +41,17 @@ def make_csvs(n: int, overlap: float, where: Path) -> tuple[Path, Path]:
     paths = []
     for k, ids in enumerate((np.arange(n), np.arange(start, start + n))):
         ids = ids[rng.permutation(n)]
-        p = where / f"party{k}.csv"
-        with p.open("w") as f:
-            f.write(f"cid,v{k}\n")
-            f.writelines(f"C{i:09d},{i % 97}\n" for i in ids)
+        p = where / f"party{k}.{fmt}"
+        if fmt == "parquet":
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            cols = {"cid": [f"C{i:09d}" for i in ids], f"v{k}": ids % 97}
+            pq.write_table(pa.table(cols), p)
+        else:
+            with p.open("w") as f:
+                f.write(f"cid,v{k}\n")
+                f.writelines(f"C{i:09d},{i % 97}\n" for i in ids)
         paths.append(p)
     return paths[0], paths[1]
 
@@ -54,16 +65,22 @@ def _peak_kb() -> float:
 
 
 def _out_ids(path: Path) -> list[str]:
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path, columns=["cid"]).column("cid").to_pylist()
     with path.open() as f:
         next(f)
         return [line.split(",", 1)[0] for line in f]
 
 
-def run_one(n: int, overlap: float, processes: bool, workers: int | None) -> dict[str, Any]:
+def run_one(
+    n: int, overlap: float, processes: bool, workers: int | None, fmt: str = "csv"
+) -> dict[str, Any]:
     from securevfl.data.align_files import align_files
 
     with tempfile.TemporaryDirectory(prefix="psi-bench-") as tmp:
-        a, b = make_csvs(n, overlap, Path(tmp))
+        a, b = make_csvs(n, overlap, Path(tmp), fmt)
         load = os.getloadavg()
         t0, c0 = time.perf_counter(), time.process_time()
         rec = align_files([a, b], "cid", Path(tmp) / "out", processes=processes, workers=workers)
@@ -74,6 +91,7 @@ def run_one(n: int, overlap: float, processes: bool, workers: int | None) -> dic
     return {
         "exact": got[0] == got[1] == expect,
         "n": n,
+        "format": fmt,
         "overlap": overlap,
         "runtime": rec["runtime"],
         "kept": rec["kept"],
@@ -137,6 +155,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--overlap", type=float, default=0.5, help="shared share of IDs; default 0.5")
     ap.add_argument("--processes", action="store_true", help="one OS process per party")
     ap.add_argument("--workers", type=int, help="worker processes per party; default: cores")
+    ap.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="csv",
+        help="the parties' files: csv (default) or parquet (the same rows through Arrow)",
+    )
     ap.add_argument("--out", default="bench-out/psi", help="directory for results.jsonl")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # internal: run one size here
     ap.add_argument("--json", action="store_true", help="one size: print the perf-job JSON line")
@@ -148,10 +172,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"--json runs one size (a positive integer), got --sizes {a.sizes}", file=sys.stderr
             )
             return 2
-        print(json.dumps(perf_record(run_one(int(sizes[0]), a.overlap, a.processes, a.workers))))
+        rec = run_one(int(sizes[0]), a.overlap, a.processes, a.workers, a.format)
+        print(json.dumps(perf_record(rec)))
         return 0
     if a.one is not None:
-        print(json.dumps(run_one(a.one, a.overlap, a.processes, a.workers)))
+        print(json.dumps(run_one(a.one, a.overlap, a.processes, a.workers, a.format)))
         return 0
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -162,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---:|---:|---|---:|---:|---:|---:|---:|")
     for n in (int(s) for s in a.sizes.split(",")):
         cmd = [sys.executable, "-m", "bench.psi_bench", "--one", str(n)]
-        cmd += ["--overlap", str(a.overlap)]
+        cmd += ["--overlap", str(a.overlap), "--format", a.format]
         if a.processes:
             cmd.append("--processes")
         if a.workers:

@@ -188,6 +188,11 @@ def test_psi_bench_json_line_is_exact_and_names_the_backend(capsys):
     assert line["detail"]["x25519_backend"] in line["version"]
     assert main(["--json", "--sizes", "10,20"]) == 2
     assert "--json runs one size" in capsys.readouterr().err
+    # the same rows as Parquet files (read through Arrow): the same intersection and bytes
+    assert main(["--json", "--sizes", "300", "--format", "parquet"]) == 0
+    pq_line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert pq_line["exact"] is True and pq_line["detail"]["format"] == "parquet"
+    assert pq_line["bytes"] == line["bytes"] and line["detail"]["format"] == "csv"
 
 
 def test_match_points_equals_the_whole_point_intersection_even_when_prefixes_collide():

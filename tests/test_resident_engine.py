@@ -243,3 +243,22 @@ def test_the_product_input_streams_from_the_engine_in_table_order(scheduler):
             early.sums()
     finally:
         engine.close()
+
+
+def test_fm_vfl_streams_the_product_from_the_engine_with_one_process_a_party(sources, tmp_path):
+    """`--processes --engine dask`: each party process reads its table on the engine and
+    streams its product input from there; the same model and bytes as in one process."""
+    from distributed import LocalCluster
+
+    from securevfl.experiment import run_in_processes
+
+    want = run_experiment(_fm_spec(sources, "numpy", None), save=str(tmp_path / "numpy"))
+    # the party processes reach this cluster over TCP (its workers are threads here)
+    with LocalCluster(
+        n_workers=1, threads_per_worker=2, processes=False, protocol="tcp", dashboard_address=":0"
+    ) as cluster:
+        spec = _fm_spec(sources, "dask", cluster.scheduler_address)
+        got = run_in_processes(spec, save=str(tmp_path / "dask"))
+    _assert_same_saved_model(tmp_path, want, got)
+    assert got["comm"]["by_phase"]["mpc"]["bytes"] == want["comm"]["by_phase"]["mpc"]["bytes"]
+    assert got["runtime"] == "processes" and got["extra"]["engine"]["0"]["engine"] == "dask"
