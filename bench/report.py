@@ -189,13 +189,16 @@ def render_report(
 ) -> Path:
     """Write out/report.md, its PNG plots and report.html from ``records``; return report.md."""
     out.mkdir(parents=True, exist_ok=True)
-    md = [f"# {title}", "", f"{len(records)} runs, rendered from results.jsonl.", ""]
+    md = [f"# {title}", ""]
+    if records or not extras:  # a perf-only suite has no runs of its own: its section says all
+        md += [f"{len(records)} runs, rendered from results.jsonl.", ""]
     attacks = [r for r in records if "attack" in r]  # attack records: their own section only
     everything, records = records, [r for r in records if "attack" not in r and "audit" not in r]
     if not records and attacks:
         md.append("Attack cells only: see the attack section.")
     elif not records:
-        md.append("No results yet.")
+        if not extras:
+            md.append("No results yet.")
     else:
         md += worth_it_section(records)
         md += ["## Summary (mean ± std over seeds)", "", summary_table(records), ""]
