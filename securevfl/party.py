@@ -135,6 +135,27 @@ def read_key(stream: Any) -> bytes:
     return key
 
 
+def share_host_cores(parties: int) -> int:
+    """Cap this process's BLAS threads at its share of the host's cores (at least 1) when
+    ``parties`` processes of one run share the host (the launcher's ``--processes``), as the
+    MPyC product parties are capped (protocols/shamir_launch.py); returns the cap.
+
+    Why: OpenBLAS's idle threads spin for a while after each multithreaded call, so a party
+    whose BLAS ran on every core took CPU from the others on a shared host even inside
+    ``threadpool_limits(1)``: fm-vfl's secure phase at 100k rows on 2 cores (3 parties, nice
+    -10, load ~8) took 0.10-0.14 CPU-s a data party and 0.10-0.12 the server with the default
+    threads, 0.09-0.11 and 0.05-0.08 with one thread (the isolated kernel: 0.10-0.11, 0.06-0.07)."""
+    from threadpoolctl import threadpool_limits
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity on this platform
+        cores = os.cpu_count() or 1
+    cap = max(1, cores // max(1, parties))
+    threadpool_limits(limits=cap, user_api="blas")
+    return cap
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from protocols.processes import die_with_parent
 
@@ -155,7 +176,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--plugins then import their other methods only if the run names one)",
     )
     ap.add_argument("--save", help="directory: this party writes its own trained part there")
+    ap.add_argument(
+        "--host-parties",
+        type=int,
+        default=0,
+        help="how many parties of this run share this host (the launcher's --processes): each "
+        "caps its BLAS threads at its share of the cores; 0 (default): no cap",
+    )
     args = ap.parse_args(argv)
+    if args.host_parties > 1:
+        share_host_cores(args.host_parties)
     import importlib
 
     from securevfl.registry import load_all_of

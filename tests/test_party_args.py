@@ -1,5 +1,7 @@
 """`securevfl party` checks its own arguments before it connects to anyone (no waiting)."""
 
+import os
+
 import pytest
 
 from bench.cli import main
@@ -28,3 +30,20 @@ def test_party_refuses_bad_arguments_before_connecting(argv, needle, capsys):
     assert main([*base, *argv]) == 2  # a wait would have taken the 600 s timeout
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert len(err) == 1 and needle in err[0], err
+
+
+def test_parties_sharing_a_host_cap_their_blas_threads_at_their_share_of_the_cores():
+    from threadpoolctl import ThreadpoolController
+
+    from securevfl.party import share_host_cores
+
+    controller = ThreadpoolController()
+    before = controller.select(user_api="blas").info()
+    try:
+        cores = len(os.sched_getaffinity(0))
+        assert share_host_cores(2 * cores) == 1  # more parties than cores: one thread each
+        assert all(p["num_threads"] == 1 for p in controller.select(user_api="blas").info())
+        assert share_host_cores(1) == cores
+    finally:
+        for p in before:  # this test process's own limits back
+            controller.select(user_api="blas", prefix=p["prefix"]).limit(limits=p["num_threads"])

@@ -93,6 +93,8 @@ def run_local_processes(
                 "--run-id",
                 run_id,
                 "--key-stdin",
+                "--host-parties",  # they share this host's cores
+                str(n_parties),
             ]
             for a in addresses:
                 cmd += ["-P", a]
