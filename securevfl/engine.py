@@ -41,7 +41,8 @@ import numpy as np
 from securevfl.errors import ConfigError
 
 ENGINES = ("numpy", "dask")
-ENGINE_METHODS = ("hdp-vfl", "fm-vfl", "secureboost", "secureboost-dp")  # local work on the engine
+# local work on the engine
+ENGINE_METHODS = ("hdp-vfl", "fm-vfl", "he-vfl", "secureboost", "secureboost-dp")
 BACKGROUND_METHODS = ("secureboost", "secureboost-dp")  # the key holder's engine computes ahead
 BLOCK_ROWS = 131_072  # rows per block: at d = 40, 40 MiB of float64
 LOCAL_WORKERS = 2  # at most, per party's LocalCluster (``local_workers``: fewer on few cores)
@@ -118,6 +119,14 @@ class NumpyEngine:
         """Xᵀ X."""
         return X.T @ X
 
+    def rows(self, X: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        """X[idx] as an array in this process (a minibatch's rows, in the minibatch's order)."""
+        return np.asarray(X)[idx]
+
+    def plan(self, X: Any, batches: list[np.ndarray]) -> None:
+        """The minibatches (row indices of X, in order) whose :meth:`rows` are asked for next:
+        an engine may bring several in with one pass over its blocks (numpy: nothing to do)."""
+
     def stats(self) -> dict[str, Any]:
         return {"engine": self.name}
 
@@ -165,6 +174,9 @@ class DaskEngine(NumpyEngine):
                 )
             self.client = Client(self.cluster)
         self._blocks: dict[int, tuple[np.ndarray, Any]] = {}
+        from securevfl.runtime.engine_rows import RowGather
+
+        self.gathered = RowGather(self.client)  # minibatches' rows of tables on the engine
 
     def blocks(self, X: np.ndarray) -> Any:
         """X as a Dask array of row blocks held on the cluster (made once per block)."""
@@ -200,6 +212,8 @@ class DaskEngine(NumpyEngine):
         return out
 
     def matvec(self, X: Any, w: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
+        if _minibatch(X, idx):  # its rows alone (gathered, or the party's own), not a pass
+            return self.rows(X, idx) @ np.asarray(w)
         if isinstance(X, EngineRows):  # every row's score, then the view's positions
             pos = X.rows if idx is None else X.rows[idx]  # one gather: no n-vector between
             return self._vector(X.table @ np.asarray(w))[pos]
@@ -207,6 +221,8 @@ class DaskEngine(NumpyEngine):
         return z if idx is None else z[idx]
 
     def rmatvec(self, X: Any, g: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
+        if _minibatch(X, idx):  # the rows matvec gathered for this minibatch: no new pass
+            return self.rows(X, idx).T @ np.asarray(g)
         if isinstance(X, EngineRows):  # g at the view's rows of the whole table, 0 elsewhere
             pos = X.rows if idx is None else X.rows[idx]
             # g at the table's positions: one n-vector, shipped to the workers a wave at a time
@@ -226,6 +242,18 @@ class DaskEngine(NumpyEngine):
             return self._result((X.table * m[:, None]).T @ X.table)
         A = self.blocks(X)
         return self._result(A.T @ A)
+
+    def rows(self, X: Any, idx: np.ndarray) -> np.ndarray:
+        """X[idx] in this process, in the minibatch's order; of a table on the engine only
+        those rows are taken on the workers, with the planned minibatches after them
+        (:class:`~securevfl.runtime.engine_rows.RowGather`)."""
+        if isinstance(X, EngineRows):
+            return self.gathered.rows(X, idx)
+        return np.asarray(X)[idx]  # the party holds its rows: nothing to gather
+
+    def plan(self, X: Any, batches: list[np.ndarray]) -> None:
+        if isinstance(X, EngineRows):
+            self.gathered.plan(X, batches)
 
     def _rmatvec_blocks(self, table: Any, full: np.ndarray) -> np.ndarray:
         """tableᵀ full as each block's product with its slice of ``full``, summed here in
@@ -283,6 +311,7 @@ class DaskEngine(NumpyEngine):
 
     def close(self) -> None:
         self._blocks.clear()
+        self.gathered.clear()
         self.client.close()
         if self.cluster is not None:
             self.cluster.close()
@@ -291,6 +320,14 @@ class DaskEngine(NumpyEngine):
 def _transposed_product(block: np.ndarray, v: np.ndarray) -> np.ndarray:
     """blockᵀ v (on a worker)."""
     return block.T @ v
+
+
+def _minibatch(X: Any, idx: np.ndarray | None) -> bool:
+    """Whether ``idx`` is a minibatch whose products cost less on its rows alone than as a
+    pass over every block (:func:`securevfl.runtime.engine_rows.small`)."""
+    from securevfl.runtime.engine_rows import small
+
+    return idx is not None and small(len(idx), len(X))
 
 
 def open_engines(

@@ -36,8 +36,9 @@ from securevfl.run.parties import Party, _parties, label_holder, own_files
 from securevfl.run.steps import public_info, split_from_label_holder
 from securevfl.runtime.base import Runtime
 
-# methods whose products on a party's rows are X w, Xᵀ g, Xᵀ X or a stream of its row blocks
-RESIDENT_METHODS = ("hdp-vfl", "fm-vfl")
+# methods whose products on a party's rows are X w, Xᵀ g, Xᵀ X, a stream of its row blocks
+# or its minibatches' rows (he-vfl encodes them: ``DaskEngine.rows``)
+RESIDENT_METHODS = ("hdp-vfl", "fm-vfl", "he-vfl")
 Step = Callable[[np.ndarray], np.ndarray]
 
 
