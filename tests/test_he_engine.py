@@ -35,7 +35,7 @@ def scheduler():
     cluster.close()
 
 
-def _spec(sources: str, engine: str, address: str | None, **options) -> RunSpec:
+def _spec(sources: str, engine: str, address: str | None, center: bool, **options) -> RunSpec:
     return RunSpec(
         method="he-vfl",
         dataset=sources,
@@ -43,6 +43,7 @@ def _spec(sources: str, engine: str, address: str | None, **options) -> RunSpec:
         epochs=1,
         batch_size=32,  # 15 minibatches of the 480 training rows; a gather brings 3
         lr=1.0,
+        center=center,
         engine=engine,
         dask_scheduler=address if engine == "dask" else None,
         options=options,
@@ -64,21 +65,25 @@ def _weights(path) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.parametrize(
-    ("options", "tol"), [({"scheme": "ckks"}, 1e-4), ({"scheme": "paillier"}, 1e-9)]
+    ("options", "tol", "center"),
+    [({"scheme": "ckks"}, 1e-4, True), ({"scheme": "paillier"}, 1e-9, False)],
 )
 def test_he_vfl_trains_the_same_model_on_the_engine(
-    sources, scheduler, tmp_path, monkeypatch, options, tol
+    sources, scheduler, tmp_path, monkeypatch, options, tol, center
 ):
-    """CKKS to its precision (SEAL's encryption noise is not seeded), Paillier (exact on its
-    fixed-point rows) to float rounding of the rows' scaling on the blocks. Each party's
+    """CKKS to its precision (SEAL's encryption noise is not seeded; columns centred on their
+    training means), Paillier (exact on its fixed-point rows) to float rounding of the rows'
+    scaling on the blocks. Each party's
     minibatches come from its engine 3 to a pass (the plan: a quarter of 480 rows a gather)."""
     waves = [3] * 5  # 15 minibatches
     if options["scheme"] == "paillier":
         options = {**options, "paillier_bits": 512, "timed_batches": 4}
         waves = [3, 1]
-    want = run_experiment(_spec(sources, "numpy", None, **options), save=str(tmp_path / "n"))
+    spec = _spec(sources, "numpy", None, center, **options)
+    want = run_experiment(spec, save=str(tmp_path / "n"))
     passes = _count_passes(monkeypatch)
-    got = run_experiment(_spec(sources, "dask", scheduler, **options), save=str(tmp_path / "d"))
+    spec = _spec(sources, "dask", scheduler, center, **options)
+    got = run_experiment(spec, save=str(tmp_path / "d"))
     assert sorted(passes) == sorted(waves * 2)  # both parties'
     mine, theirs = _weights(tmp_path / "d"), _weights(tmp_path / "n")
     assert mine.keys() == theirs.keys() and len(mine) >= 2
