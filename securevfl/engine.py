@@ -30,6 +30,7 @@ pass over all blocks; hdp-vfl's default is one full batch per epoch.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import sys
 import uuid
@@ -100,6 +101,109 @@ class EngineRows:
         ones = da.ones((self.table.shape[0], 1), chunks=(self.table.chunks[0], 1))
         table = da.concatenate([self.table, ones], axis=1).rechunk({1: -1})
         return dataclasses.replace(self, table=table)
+
+
+# rows of a table on the engine one gather brings into the party process at most (a
+# minibatch and the planned ones after it): 10 MiB of float64 at d = 40, a quarter of a block
+GATHER_ROWS = 32_768
+
+
+def small(batch: int, view: int) -> bool:
+    """Whether a minibatch of ``batch`` of a view's ``view`` rows is gathered for its products:
+    at most :data:`GATHER_ROWS` rows and a quarter of the view (a larger one is a pass)."""
+    return batch <= min(GATHER_ROWS, view // 4)
+
+
+class RowGather:
+    """A minibatch's rows brought into the party process from its table on the engine.
+
+    HE-VFL encodes each minibatch's rows into plaintexts, so a party whose table stays on its
+    engine (:class:`EngineRows`) needs those rows in its process; a minibatch's products (X w,
+    Xᵀ g) are then cheaper on the rows alone than as a pass over every block. A gather is a
+    task per block that holds any of the rows: it computes that block on a worker and returns
+    only those rows, assembled here in the minibatch's order. The minibatch order is public
+    (the shared seed), so a party may :meth:`plan` an epoch's minibatches: a gather then brings
+    the asked one and the planned ones after it, up to :data:`GATHER_ROWS` rows and a quarter
+    of the view, in one pass. So an epoch costs about n_train / GATHER_ROWS passes, not one a
+    minibatch, and the party holds at most that many rows of its table (never all of it).
+    ``client``: the party's cluster."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        # per table (its Dask name): the planned minibatches' table positions, and where each
+        # one is in the plan by its key
+        self._plans: dict[str, tuple[list[np.ndarray], dict[bytes, int]]] = {}
+        self._held: dict[bytes, np.ndarray] = {}  # the last gather's rows, by key
+
+    def plan(self, X: Any, batches: list[np.ndarray]) -> None:
+        """The view ``X``'s minibatches (indices of its rows) asked for next, in order."""
+        wave = [np.asarray(X.rows[i], dtype=np.int64) for i in batches]
+        self._plans[X.table.name] = (wave, {_key(X.table, p): j for j, p in enumerate(wave)})
+
+    def rows(self, X: Any, idx: np.ndarray) -> np.ndarray:
+        """X[idx] (read-only), in the minibatch's order: held from the last gather, else
+        gathered with the planned minibatches after it."""
+        pos = np.asarray(X.rows[idx], dtype=np.int64)
+        key = _key(X.table, pos)
+        hit = self._held.get(key)
+        if hit is None:
+            wave = self._wave(X, pos, key)
+            self._held = {}  # the last gather's rows go before the next come in
+            got = self._gather(X.table, wave)
+            self._held = {_key(X.table, p): r for p, r in zip(wave, got, strict=True)}
+            hit = self._held[key]
+        return hit
+
+    def clear(self) -> None:
+        self._plans.clear()
+        self._held = {}
+
+    def _wave(self, X: Any, pos: np.ndarray, key: bytes) -> list[np.ndarray]:
+        """``pos`` and the planned minibatches after it that fit one gather."""
+        planned, where = self._plans.get(X.table.name, ([], {}))
+        first = where.get(key)
+        wave = [pos]
+        if first is None:  # not planned: this minibatch alone
+            return wave
+        budget, taken = max(len(pos), min(GATHER_ROWS, len(X) // 4)), len(pos)
+        for p in planned[first + 1 :]:
+            if taken + len(p) > budget:
+                break
+            wave.append(p)
+            taken += len(p)
+        return wave
+
+    def _gather(self, table: Any, wave: list[np.ndarray]) -> list[np.ndarray]:
+        """The table's rows at each array of positions in ``wave``, from one pass over the
+        blocks that hold any of them."""
+        from dask import delayed
+
+        if table.numblocks[1] > 1:  # one block of rows, every column
+            table = table.rechunk({1: -1})
+        pos = np.concatenate(wave)
+        order = np.argsort(pos, kind="stable")
+        ordered = pos[order]
+        starts = np.cumsum((0, *table.chunks[0]))
+        cut = np.searchsorted(ordered, starts)  # block i holds ordered[cut[i] : cut[i + 1]]
+        blocks = table.to_delayed().ravel()
+        hit = [i for i in range(len(blocks)) if cut[i + 1] > cut[i]]
+        tasks = [delayed(_take)(blocks[i], ordered[cut[i] : cut[i + 1]] - starts[i]) for i in hit]
+        out = np.empty((len(pos), table.shape[1]), dtype=np.float64)
+        for i, got in zip(hit, self.client.compute(tasks, sync=True), strict=True):
+            out[order[cut[i] : cut[i + 1]]] = got
+        out.flags.writeable = False  # held for the minibatch's later products
+        return np.split(out, np.cumsum([len(p) for p in wave])[:-1])
+
+
+def _take(block: np.ndarray, local: np.ndarray) -> np.ndarray:
+    """The block's rows at ``local`` (on a worker: only these travel)."""
+    return np.ascontiguousarray(block[local])
+
+
+def _key(table: Any, pos: np.ndarray) -> bytes:
+    """Rows by their table (its Dask name) and positions: a 16-byte digest."""
+    name = hashlib.blake2b(table.name.encode(), digest_size=16).digest()
+    return hashlib.blake2b(pos.tobytes(), digest_size=16, key=name).digest()
 
 
 class NumpyEngine:
@@ -174,8 +278,6 @@ class DaskEngine(NumpyEngine):
                 )
             self.client = Client(self.cluster)
         self._blocks: dict[int, tuple[np.ndarray, Any]] = {}
-        from securevfl.runtime.engine_rows import RowGather
-
         self.gathered = RowGather(self.client)  # minibatches' rows of tables on the engine
 
     def blocks(self, X: np.ndarray) -> Any:
@@ -212,7 +314,7 @@ class DaskEngine(NumpyEngine):
         return out
 
     def matvec(self, X: Any, w: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
-        if _minibatch(X, idx):  # its rows alone (gathered, or the party's own), not a pass
+        if idx is not None and small(len(idx), len(X)):  # a minibatch: its rows, not a pass
             return self.rows(X, idx) @ np.asarray(w)
         if isinstance(X, EngineRows):  # every row's score, then the view's positions
             pos = X.rows if idx is None else X.rows[idx]  # one gather: no n-vector between
@@ -221,7 +323,7 @@ class DaskEngine(NumpyEngine):
         return z if idx is None else z[idx]
 
     def rmatvec(self, X: Any, g: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
-        if _minibatch(X, idx):  # the rows matvec gathered for this minibatch: no new pass
+        if idx is not None and small(len(idx), len(X)):  # the rows matvec gathered: no pass
             return self.rows(X, idx).T @ np.asarray(g)
         if isinstance(X, EngineRows):  # g at the view's rows of the whole table, 0 elsewhere
             pos = X.rows if idx is None else X.rows[idx]
@@ -246,7 +348,7 @@ class DaskEngine(NumpyEngine):
     def rows(self, X: Any, idx: np.ndarray) -> np.ndarray:
         """X[idx] in this process, in the minibatch's order; of a table on the engine only
         those rows are taken on the workers, with the planned minibatches after them
-        (:class:`~securevfl.runtime.engine_rows.RowGather`)."""
+        (:class:`RowGather`)."""
         if isinstance(X, EngineRows):
             return self.gathered.rows(X, idx)
         return np.asarray(X)[idx]  # the party holds its rows: nothing to gather
@@ -320,14 +422,6 @@ class DaskEngine(NumpyEngine):
 def _transposed_product(block: np.ndarray, v: np.ndarray) -> np.ndarray:
     """blockᵀ v (on a worker)."""
     return block.T @ v
-
-
-def _minibatch(X: Any, idx: np.ndarray | None) -> bool:
-    """Whether ``idx`` is a minibatch whose products cost less on its rows alone than as a
-    pass over every block (:func:`securevfl.runtime.engine_rows.small`)."""
-    from securevfl.runtime.engine_rows import small
-
-    return idx is not None and small(len(idx), len(X))
 
 
 def open_engines(

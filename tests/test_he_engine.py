@@ -9,9 +9,8 @@ import pytest
 
 from bench.scale_parquet import write_parties
 from securevfl.context import RunSpec
-from securevfl.engine import DaskEngine, EngineRows, open_engines
+from securevfl.engine import DaskEngine, EngineRows, RowGather, open_engines
 from securevfl.experiment import run_experiment
-from securevfl.runtime import engine_rows
 
 ROWS = 600  # 3 files of 200 rows per party, row groups of 100: 3 blocks a party
 
@@ -53,9 +52,9 @@ def _spec(sources: str, engine: str, address: str | None, center: bool, **option
 def _count_passes(monkeypatch) -> list[int]:
     """The minibatches each gather brings in, one entry a pass over a table's blocks."""
     passes: list[int] = []
-    gather = engine_rows.RowGather._gather
+    gather = RowGather._gather
     monkeypatch.setattr(
-        engine_rows.RowGather, "_gather", lambda s, t, w: passes.append(len(w)) or gather(s, t, w)
+        RowGather, "_gather", lambda s, t, w: passes.append(len(w)) or gather(s, t, w)
     )
     return passes
 
