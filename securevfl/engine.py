@@ -13,7 +13,7 @@ what a party sends is computed from these results exactly as on the numpy path. 
 differently over blocks, so the results agree with numpy to float rounding, not bit for bit
 (secureboost's exact integer arithmetic gives the same trees).
 
-With a ``parquet:`` source (hdp-vfl, fm-vfl) the table never enters the party process: it is
+With a ``parquet:`` source (hdp-vfl, fm-vfl, he-vfl) the table never enters the party process: it is
 read, encoded and scaled block by block on the cluster whenever a product needs it
 (:mod:`securevfl.data.resident`; a view's X_train/X_test is then an
 :class:`~securevfl.data.resident.EngineRows`), and each product is one pass over the blocks
@@ -23,8 +23,11 @@ block per thread (and a wave's slices of g) whatever n; fm-vfl's secure product 
 input from the engine block by block (:mod:`securevfl.runtime.engine_stream`). Other sources: the
 party reads, encodes and holds its block in its own process and the cluster holds one more
 copy, persisted in blocks of :data:`BLOCK_ROWS` rows; fm-vfl's secure product takes the whole
-block as its MPC input. A minibatch product (hdp-vfl with ``--batch-size`` below n) costs a
-pass over all blocks; hdp-vfl's default is one full batch per epoch.
+block as its MPC input. A minibatch (at most :data:`GATHER_ROWS` rows and a quarter of the
+view) is not a pass: its rows come into the party process (:meth:`DaskEngine.rows`; of a table
+on the engine, only those rows, taken on the workers, several planned minibatches a pass:
+:class:`RowGather`) and X w, Xᵀ g are products on them. he-vfl encodes those rows into its
+plaintexts and plans each epoch's minibatches; hdp-vfl's default is one full batch per epoch.
 """
 
 from __future__ import annotations
