@@ -125,77 +125,97 @@ class RowGather:
     Xᵀ g) are then cheaper on the rows alone than as a pass over every block. A gather is a
     task per block that holds any of the rows: it computes that block on a worker and returns
     only those rows, assembled here in the minibatch's order. The minibatch order is public
-    (the shared seed), so a party may :meth:`plan` an epoch's minibatches: a gather then brings
-    the asked one and the planned ones after it, up to :data:`GATHER_ROWS` rows and a quarter
-    of the view, in one pass. So an epoch costs about n_train / GATHER_ROWS passes, not one a
-    minibatch, and the party holds at most that many rows of its table (never all of it).
-    ``client``: the party's cluster."""
+    (the shared seed), so a party may :meth:`plan` an epoch's minibatches: a gather (a wave)
+    then brings the asked one and the planned ones after it, up to :data:`GATHER_ROWS` rows and
+    a quarter of the view, in one pass, and the next wave is computed on the workers while the
+    party works on this one. So an epoch costs about n_train / GATHER_ROWS passes, not one a
+    minibatch, off the critical path, and the party holds at most two waves of its rows (never
+    all of them). ``client``: the party's cluster."""
 
     def __init__(self, client: Any) -> None:
         self.client = client
         # per table (its Dask name): the planned minibatches' table positions, and where each
         # one is in the plan by its key
         self._plans: dict[str, tuple[list[np.ndarray], dict[bytes, int]]] = {}
-        self._held: dict[bytes, np.ndarray] = {}  # the last gather's rows, by key
+        self._held: dict[bytes, np.ndarray] = {}  # the last wave's rows, by key
+        self._next: tuple[bytes, _Wave] | None = None  # the wave on its way, by its first key
 
     def plan(self, X: Any, batches: list[np.ndarray]) -> None:
-        """The view ``X``'s minibatches (indices of its rows) asked for next, in order."""
+        """The view ``X``'s minibatches (indices of its rows) asked for next, in order; the
+        first wave starts on the workers now."""
         wave = [np.asarray(X.rows[i], dtype=np.int64) for i in batches]
         self._plans[X.table.name] = (wave, {_key(X.table, p): j for j, p in enumerate(wave)})
+        self._next = self._start(X, 0) if wave else None
 
     def rows(self, X: Any, idx: np.ndarray) -> np.ndarray:
-        """X[idx] (read-only), in the minibatch's order: held from the last gather, else
-        gathered with the planned minibatches after it."""
+        """X[idx] (read-only), in the minibatch's order: held from the last wave, else the
+        wave on its way or a new one that starts with it."""
         pos = np.asarray(X.rows[idx], dtype=np.int64)
         key = _key(X.table, pos)
         hit = self._held.get(key)
         if hit is None:
-            wave = self._wave(X, pos, key)
-            self._held = {}  # the last gather's rows go before the next come in
-            got = self._gather(X.table, wave)
-            self._held = {_key(X.table, p): r for p, r in zip(wave, got, strict=True)}
+            self._held = {}  # the last wave's rows go before the next come in
+            planned, where = self._plans.get(X.table.name, ([], {}))
+            first = where.get(key)
+            if self._next is not None and self._next[0] == key:  # on its way
+                wave = self._next[1]
+            elif first is not None:
+                wave = self._start(X, first)[1]
+            else:  # not planned: this minibatch alone
+                wave = _Wave(self.client, X.table, [pos])
+            got = wave.result()
+            self._next = None
+            self._held = {_key(X.table, p): r for p, r in got}
+            if first is not None and first + len(got) < len(planned):
+                self._next = self._start(X, first + len(got))
             hit = self._held[key]
         return hit
 
     def clear(self) -> None:
         self._plans.clear()
-        self._held = {}
+        self._held, self._next = {}, None
 
-    def _wave(self, X: Any, pos: np.ndarray, key: bytes) -> list[np.ndarray]:
-        """``pos`` and the planned minibatches after it that fit one gather."""
-        planned, where = self._plans.get(X.table.name, ([], {}))
-        first = where.get(key)
-        wave = [pos]
-        if first is None:  # not planned: this minibatch alone
-            return wave
-        budget, taken = max(len(pos), min(GATHER_ROWS, len(X) // 4)), len(pos)
-        for p in planned[first + 1 :]:
-            if taken + len(p) > budget:
-                break
-            wave.append(p)
-            taken += len(p)
-        return wave
+    def _start(self, X: Any, first: int) -> tuple[bytes, _Wave]:
+        """The wave of planned minibatches from ``first`` on, started on the workers."""
+        planned = self._plans[X.table.name][0]
+        budget = max(len(planned[first]), min(GATHER_ROWS, len(X) // 4))
+        end, taken = first + 1, len(planned[first])
+        while end < len(planned) and taken + len(planned[end]) <= budget:
+            taken += len(planned[end])
+            end += 1
+        return _key(X.table, planned[first]), _Wave(self.client, X.table, planned[first:end])
 
-    def _gather(self, table: Any, wave: list[np.ndarray]) -> list[np.ndarray]:
-        """The table's rows at each array of positions in ``wave``, from one pass over the
-        blocks that hold any of them."""
+
+class _Wave:
+    """The table's rows at each array of positions in ``wave``, from one pass over the blocks
+    that hold any of them: a task per such block, started on ``client`` at once."""
+
+    def __init__(self, client: Any, table: Any, wave: list[np.ndarray]) -> None:
         from dask import delayed
 
         if table.numblocks[1] > 1:  # one block of rows, every column
             table = table.rechunk({1: -1})
+        self.wave, self.width = wave, int(table.shape[1])
         pos = np.concatenate(wave)
-        order = np.argsort(pos, kind="stable")
-        ordered = pos[order]
+        self.order = np.argsort(pos, kind="stable")
+        ordered = pos[self.order]
         starts = np.cumsum((0, *table.chunks[0]))
         cut = np.searchsorted(ordered, starts)  # block i holds ordered[cut[i] : cut[i + 1]]
         blocks = table.to_delayed().ravel()
         hit = [i for i in range(len(blocks)) if cut[i + 1] > cut[i]]
+        self.spans = [(cut[i], cut[i + 1]) for i in hit]
         tasks = [delayed(_take)(blocks[i], ordered[cut[i] : cut[i + 1]] - starts[i]) for i in hit]
-        out = np.empty((len(pos), table.shape[1]), dtype=np.float64)
-        for i, got in zip(hit, self.client.compute(tasks, sync=True), strict=True):
-            out[order[cut[i] : cut[i + 1]]] = got
+        self.futures = client.compute(tasks)
+
+    def result(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(positions, rows) of each minibatch of the wave, the rows read-only."""
+        out = np.empty((sum(len(p) for p in self.wave), self.width), dtype=np.float64)
+        for (a, b), fut in zip(self.spans, self.futures, strict=True):
+            out[self.order[a:b]] = fut.result()
+            fut.release()
         out.flags.writeable = False  # held for the minibatch's later products
-        return np.split(out, np.cumsum([len(p) for p in wave])[:-1])
+        parts = np.split(out, np.cumsum([len(p) for p in self.wave])[:-1])
+        return list(zip(self.wave, parts, strict=True))
 
 
 def _take(block: np.ndarray, local: np.ndarray) -> np.ndarray:

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from bench.scale_parquet import write_parties
+from securevfl import engine
 from securevfl.context import RunSpec
-from securevfl.engine import DaskEngine, EngineRows, RowGather, open_engines
+from securevfl.engine import DaskEngine, EngineRows, open_engines
 from securevfl.experiment import run_experiment
 
 ROWS = 600  # 3 files of 200 rows per party, row groups of 100: 3 blocks a party
@@ -52,10 +53,13 @@ def _spec(sources: str, engine: str, address: str | None, center: bool, **option
 def _count_passes(monkeypatch) -> list[int]:
     """The minibatches each gather brings in, one entry a pass over a table's blocks."""
     passes: list[int] = []
-    gather = RowGather._gather
-    monkeypatch.setattr(
-        RowGather, "_gather", lambda s, t, w: passes.append(len(w)) or gather(s, t, w)
-    )
+    wave = engine._Wave
+
+    def counted(client, table, batches):
+        passes.append(len(batches))
+        return wave(client, table, batches)
+
+    monkeypatch.setattr(engine, "_Wave", counted)
     return passes
 
 
