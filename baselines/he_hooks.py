@@ -189,8 +189,8 @@ class HEHooks(GLMHooks):
         return out
 
     def end_epoch(self, ctx, epoch):
-        self._plan(epoch + 1)
         now = (time.perf_counter(), time.process_time())
         self.epoch_s.append(now[0] - self._t[0])
         self.epoch_cpu.append(now[1] - self._t[1])
-        self._t = now
+        self._plan(epoch + 1)  # the next epoch's first wave starts on the workers
+        self._t = (time.perf_counter(), time.process_time())
