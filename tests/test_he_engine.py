@@ -35,12 +35,14 @@ def scheduler():
     cluster.close()
 
 
-def _spec(sources: str, engine: str, address: str | None, center: bool, **options) -> RunSpec:
+def _spec(
+    sources: str, engine: str, address: str | None, center: bool = False, epochs: int = 1, **options
+) -> RunSpec:
     return RunSpec(
         method="he-vfl",
         dataset=sources,
         seed=2,
-        epochs=1,
+        epochs=epochs,
         batch_size=32,  # 15 minibatches of the 480 training rows; a gather brings 3
         lr=1.0,
         center=center,
@@ -67,25 +69,29 @@ def _weights(path) -> dict[str, np.ndarray]:
     return {p.parent.name + "/" + p.name: np.load(p) for p in sorted(path.glob("*/*.npy"))}
 
 
-@pytest.mark.parametrize(
-    ("options", "tol", "center"),
-    [({"scheme": "ckks"}, 1e-4, True), ({"scheme": "paillier"}, 1e-9, False)],
-)
+# CKKS: 15 minibatches, 3 a wave; Paillier: 2 epochs of their first 4 minibatches, 3 then 1
+CASES = [
+    ({"scheme": "ckks"}, 1e-4, {"center": True}, [3] * 5),
+    (
+        {"scheme": "paillier", "paillier_bits": 512, "timed_batches": 4},
+        1e-9,
+        {"epochs": 2},
+        [3, 1] * 2,
+    ),
+]
+
+
+@pytest.mark.parametrize(("options", "tol", "run", "waves"), CASES, ids=["ckks", "paillier"])
 def test_he_vfl_trains_the_same_model_on_the_engine(
-    sources, scheduler, tmp_path, monkeypatch, options, tol, center
+    sources, scheduler, tmp_path, monkeypatch, options, tol, run, waves
 ):
     """CKKS to its precision (SEAL's encryption noise is not seeded; columns centred on their
     training means), Paillier (exact on its fixed-point rows) to float rounding of the rows'
-    scaling on the blocks. Each party's
-    minibatches come from its engine 3 to a pass (the plan: a quarter of 480 rows a gather)."""
-    waves = [3] * 5  # 15 minibatches
-    if options["scheme"] == "paillier":
-        options = {**options, "paillier_bits": 512, "timed_batches": 4}
-        waves = [3, 1]
-    spec = _spec(sources, "numpy", None, center, **options)
-    want = run_experiment(spec, save=str(tmp_path / "n"))
+    scaling on the blocks. Each party's minibatches come from its engine in waves planned per
+    epoch (a quarter of the 480 training rows a wave at most: 3 minibatches)."""
+    want = run_experiment(_spec(sources, "numpy", None, **run, **options), save=str(tmp_path / "n"))
     passes = _count_passes(monkeypatch)
-    spec = _spec(sources, "dask", scheduler, center, **options)
+    spec = _spec(sources, "dask", scheduler, **run, **options)
     got = run_experiment(spec, save=str(tmp_path / "d"))
     assert sorted(passes) == sorted(waves * 2)  # both parties'
     mine, theirs = _weights(tmp_path / "d"), _weights(tmp_path / "n")
