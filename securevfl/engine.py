@@ -107,8 +107,9 @@ class EngineRows:
 
 
 # rows of a table on the engine one gather brings into the party process at most (a
-# minibatch and the planned ones after it): 10 MiB of float64 at d = 40, a quarter of a block
-GATHER_ROWS = 32_768
+# minibatch and the planned ones after it): a block's worth, 40 MiB of float64 at d = 40 (each
+# wave is a pass over the blocks: at 1M rows, 7 an epoch where 32,768 rows made 25)
+GATHER_ROWS = BLOCK_ROWS
 
 
 def small(batch: int, view: int) -> bool:
