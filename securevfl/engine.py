@@ -77,6 +77,9 @@ class EngineRows:
     table: Any
     rows: np.ndarray
     engine: Any
+    # (block, its rows' positions in it) -> a task giving only those rows, each computed
+    # alone (a Parquet table: encoded and scaled after the take); None: taken from the block
+    take: Any = None
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -93,9 +96,8 @@ class EngineRows:
         block of the table on the workers, when a computation reads it."""
         table = self.table if self.table.numblocks[1] == 1 else self.table.rechunk({1: -1})
         chunks = (table.chunks[0], (width,))
-        return dataclasses.replace(
-            self, table=table.map_blocks(fn, chunks=chunks, dtype=np.float64)
-        )
+        mapped = table.map_blocks(fn, chunks=chunks, dtype=np.float64)
+        return dataclasses.replace(self, table=mapped, take=None)
 
     def with_constant(self) -> EngineRows:
         """The same rows with a constant column of ones appended (a clipped intercept)."""
@@ -103,7 +105,7 @@ class EngineRows:
 
         ones = da.ones((self.table.shape[0], 1), chunks=(self.table.chunks[0], 1))
         table = da.concatenate([self.table, ones], axis=1).rechunk({1: -1})
-        return dataclasses.replace(self, table=table)
+        return dataclasses.replace(self, table=table, take=None)
 
 
 # rows of a table on the engine one gather brings into the party process at most (a
@@ -163,7 +165,7 @@ class RowGather:
             elif first is not None:
                 wave = self._start(X, first)[1]
             else:  # not planned: this minibatch alone
-                wave = _Wave(self.client, X.table, [pos])
+                wave = _Wave(self.client, X, [pos])
             got = wave.result()
             self._next = None
             self._held = {_key(X.table, p): r for p, r in got}
@@ -184,16 +186,18 @@ class RowGather:
         while end < len(planned) and taken + len(planned[end]) <= budget:
             taken += len(planned[end])
             end += 1
-        return _key(X.table, planned[first]), _Wave(self.client, X.table, planned[first:end])
+        return _key(X.table, planned[first]), _Wave(self.client, X, planned[first:end])
 
 
 class _Wave:
     """The table's rows at each array of positions in ``wave``, from one pass over the blocks
-    that hold any of them: a task per such block, started on ``client`` at once."""
+    of ``X`` (an EngineRows) that hold any of them: a task per such block, started on
+    ``client`` at once."""
 
-    def __init__(self, client: Any, table: Any, wave: list[np.ndarray]) -> None:
+    def __init__(self, client: Any, X: Any, wave: list[np.ndarray]) -> None:
         from dask import delayed
 
+        table = X.table
         if table.numblocks[1] > 1:  # one block of rows, every column
             table = table.rechunk({1: -1})
         self.wave, self.width = wave, int(table.shape[1])
@@ -205,7 +209,8 @@ class _Wave:
         blocks = table.to_delayed().ravel()
         hit = [i for i in range(len(blocks)) if cut[i + 1] > cut[i]]
         self.spans = [(cut[i], cut[i + 1]) for i in hit]
-        tasks = [delayed(_take)(blocks[i], ordered[cut[i] : cut[i + 1]] - starts[i]) for i in hit]
+        take = X.take or (lambda i, local: delayed(_take)(blocks[i], local))
+        tasks = [take(i, ordered[cut[i] : cut[i + 1]] - starts[i]) for i in hit]
         self.futures = client.compute(tasks)
 
     def result(self) -> list[tuple[np.ndarray, np.ndarray]]:

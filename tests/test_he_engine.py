@@ -143,3 +143,24 @@ def test_a_method_off_the_engine_says_so_in_one_line(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "vafl runs each party's local work in one process" in err[0]
     assert "he-vfl" in err[0]  # the methods --engine dask serves, he-vfl among them
+
+
+def test_a_parquet_tables_rows_are_taken_before_the_rules(sources, scheduler):
+    """A table on the engine from Parquet: a wave's rows are taken from each block's Arrow
+    table and only they are encoded, scaled and centred; the same rows as in memory."""
+    from securevfl.run.checks import validate_spec
+    from securevfl.run.views import build_views
+
+    views = {}
+    for name, address in (("numpy", None), ("dask", scheduler)):
+        spec = _spec(sources, name, address, center=True)
+        views[name] = build_views(spec, validate_spec(spec), [0, 1])[1]
+    rng = np.random.default_rng(5)
+    for k in (0, 1):
+        lazy, want = views["dask"][k].X_train, views["numpy"][k].X_train
+        assert lazy.take is not None
+        idx = rng.permutation(len(want))[:50]
+        got = lazy.engine.rows(lazy, idx)
+        np.testing.assert_allclose(got, want[idx], rtol=0, atol=1e-12)
+        assert lazy.with_constant().take is None  # another table: taken from its blocks
+        lazy.engine.close()

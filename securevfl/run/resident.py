@@ -151,12 +151,12 @@ def prepare_resident(
     views: dict[int, PartyView] = {}
     for k, t in tables.items():
         step = _prepared(spec, method, t, train_idx, math.sqrt(bound_sq), facts, blocks[k])
-        table = t.array(step)
+        table, take = t.array(step), t.taker(step)
         views[k] = PartyView(
             index=k,
             columns=blocks[k],
-            X_train=EngineRows(table, train_idx, t.engine),
-            X_test=EngineRows(table, test_idx, t.engine),
+            X_train=EngineRows(table, train_idx, t.engine, take),
+            X_test=EngineRows(table, test_idx, t.engine, take),
         )
         if k == holder:
             views[k].y_train, views[k].y_test = y[train_idx], y[test_idx]
