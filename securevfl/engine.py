@@ -126,8 +126,10 @@ class RowGather:
     HE-VFL encodes each minibatch's rows into plaintexts, so a party whose table stays on its
     engine (:class:`EngineRows`) needs those rows in its process; a minibatch's products (X w,
     Xᵀ g) are then cheaper on the rows alone than as a pass over every block. A gather is a
-    task per block that holds any of the rows: it computes that block on a worker and returns
-    only those rows, assembled here in the minibatch's order. The minibatch order is public
+    task per block that holds any of the rows: it computes those rows on a worker (a Parquet
+    table, :attr:`EngineRows.take`: the block read, the rows taken, then encoded; else the
+    block computed, the rows taken) and returns only them, assembled here in the minibatch's
+    order. The minibatch order is public
     (the shared seed), so a party may :meth:`plan` an epoch's minibatches: a gather (a wave)
     then brings the asked one and the planned ones after it, up to :data:`GATHER_ROWS` rows and
     a quarter of the view, in one pass, and the next wave is computed on the workers while the
