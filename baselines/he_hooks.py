@@ -12,6 +12,7 @@ metered it.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import defaultdict
 from contextlib import contextmanager
@@ -21,7 +22,7 @@ import numpy as np
 
 from securevfl.context import RunContext
 from securevfl.models.glm import GLMLoss
-from securevfl.training import GLMHooks
+from securevfl.training import GLMHooks, minibatches, n_batches
 
 
 class PhaseClock:
@@ -59,10 +60,7 @@ class HEHooks(GLMHooks):
         self.bytes: dict[str, int] = defaultdict(int)
         local = [k for k in ctx.rt.local_parties if k < self.K]
         self.rngs = {k: ctx.noise_rng(k, "he-vfl/mask") for k in local}
-        # party 0's gradient message carries the bias through a column of ones (built once)
-        self.feats = {k: ctx.views[k].X_train for k in local}
-        if 0 in self.feats:
-            self.feats[0] = np.hstack([self.feats[0], np.ones((ctx.info.n_train, 1))])
+        self.ctx, self.local = ctx, local
         self.X: dict[int, np.ndarray] = {}  # party -> this minibatch's rows (from waiting)
         self._open: tuple[str, float, int] | None = None
         self.epoch_s: list[float] = []
@@ -71,7 +69,27 @@ class HEHooks(GLMHooks):
 
     def start(self) -> None:
         """Start the epoch clock (call right before the trainer)."""
+        self._plan(0)
         self._t = (time.perf_counter(), time.process_time())
+
+    def _plan(self, epoch: int) -> None:
+        """Tell each local party's engine the minibatches of ``epoch`` it will encode (the
+        shared order: a table on the engine brings several in with one pass)."""
+        ctx = self.ctx
+        if epoch >= ctx.spec.epochs:
+            return
+        n = ctx.info.n_train
+        run = self.batches_per_epoch(ctx, n_batches(n, ctx.spec.batch_size))
+        batches = minibatches(n, ctx.spec.batch_size, seed=ctx.shared_seed, epoch=epoch)
+        planned = list(itertools.islice(batches, run))
+        for k in self.local:
+            ctx.engine(k).plan(ctx.views[k].X_train, planned)
+
+    def _rows(self, ctx, k: int, idx) -> np.ndarray:
+        """Party k's rows of the minibatch through its engine; party 0's gradient message
+        carries the bias through a column of ones."""
+        X = ctx.engine(k).rows(ctx.views[k].X_train, idx)
+        return np.hstack([X, np.ones((len(idx), 1))]) if k == 0 else X
 
     def send(self, message: str, fn, *args, **kwargs):
         """A runtime transfer, timed as phase send; its metered bytes count under ``message``."""
@@ -109,7 +127,7 @@ class HEHooks(GLMHooks):
         # what party k's messages of this minibatch need but the awaited one does not: feature
         # tiles and masks (and party 0's plain part of the residual), encoded now
         t0 = time.perf_counter()
-        self.X[k] = self.feats[k][idx]
+        self.X[k] = self._rows(ctx, k, idx)
         plain = own - 2.0 * y if own is not None else None
         self.scheme.prepare(k, self.X[k], self.rngs[k], plain)
         if self._open is not None:  # in-process, inside the IRs' transfer: not 'send' time
@@ -146,7 +164,7 @@ class HEHooks(GLMHooks):
         masks, msgs = {}, {}
         for k, d_msg in derivs.items():
             X = self.X.pop(k, None)
-            X = X if X is not None and len(X) == len(idx) else self.feats[k][idx]
+            X = X if X is not None and len(X) == len(idx) else self._rows(ctx, k, idx)
             msgs[k], masks[k] = self.scheme.gradient_message(k, d_msg, X, self.rngs[k])
         out, rows = {}, self._next_rows(ctx, step)
         # one party at a time, party 0 first (it made the residual, so its products start
@@ -174,4 +192,5 @@ class HEHooks(GLMHooks):
         now = (time.perf_counter(), time.process_time())
         self.epoch_s.append(now[0] - self._t[0])
         self.epoch_cpu.append(now[1] - self._t[1])
-        self._t = now
+        self._plan(epoch + 1)  # the next epoch's first wave starts on the workers
+        self._t = (time.perf_counter(), time.process_time())

@@ -13,7 +13,7 @@ what a party sends is computed from these results exactly as on the numpy path. 
 differently over blocks, so the results agree with numpy to float rounding, not bit for bit
 (secureboost's exact integer arithmetic gives the same trees).
 
-With a ``parquet:`` source (hdp-vfl, fm-vfl) the table never enters the party process: it is
+With a ``parquet:`` source (hdp-vfl, fm-vfl, he-vfl) the table never enters the party process: it is
 read, encoded and scaled block by block on the cluster whenever a product needs it
 (:mod:`securevfl.data.resident`; a view's X_train/X_test is then an
 :class:`~securevfl.data.resident.EngineRows`), and each product is one pass over the blocks
@@ -23,13 +23,17 @@ block per thread (and a wave's slices of g) whatever n; fm-vfl's secure product 
 input from the engine block by block (:mod:`securevfl.runtime.engine_stream`). Other sources: the
 party reads, encodes and holds its block in its own process and the cluster holds one more
 copy, persisted in blocks of :data:`BLOCK_ROWS` rows; fm-vfl's secure product takes the whole
-block as its MPC input. A minibatch product (hdp-vfl with ``--batch-size`` below n) costs a
-pass over all blocks; hdp-vfl's default is one full batch per epoch.
+block as its MPC input. A minibatch (at most :data:`GATHER_ROWS` rows and a quarter of the
+view) is not a pass: its rows come into the party process (:meth:`DaskEngine.rows`; of a table
+on the engine, only those rows, taken on the workers, several planned minibatches a pass:
+:class:`RowGather`) and X w, Xᵀ g are products on them. he-vfl encodes those rows into its
+plaintexts and plans each epoch's minibatches; hdp-vfl's default is one full batch per epoch.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import sys
 import uuid
@@ -41,7 +45,8 @@ import numpy as np
 from securevfl.errors import ConfigError
 
 ENGINES = ("numpy", "dask")
-ENGINE_METHODS = ("hdp-vfl", "fm-vfl", "secureboost", "secureboost-dp")  # local work on the engine
+# local work on the engine
+ENGINE_METHODS = ("hdp-vfl", "fm-vfl", "he-vfl", "secureboost", "secureboost-dp")
 BACKGROUND_METHODS = ("secureboost", "secureboost-dp")  # the key holder's engine computes ahead
 BLOCK_ROWS = 131_072  # rows per block: at d = 40, 40 MiB of float64
 LOCAL_WORKERS = 2  # at most, per party's LocalCluster (``local_workers``: fewer on few cores)
@@ -72,6 +77,9 @@ class EngineRows:
     table: Any
     rows: np.ndarray
     engine: Any
+    # (block, its rows' positions in it) -> a task giving only those rows, each computed
+    # alone (a Parquet table: encoded and scaled after the take); None: taken from the block
+    take: Any = None
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -88,9 +96,8 @@ class EngineRows:
         block of the table on the workers, when a computation reads it."""
         table = self.table if self.table.numblocks[1] == 1 else self.table.rechunk({1: -1})
         chunks = (table.chunks[0], (width,))
-        return dataclasses.replace(
-            self, table=table.map_blocks(fn, chunks=chunks, dtype=np.float64)
-        )
+        mapped = table.map_blocks(fn, chunks=chunks, dtype=np.float64)
+        return dataclasses.replace(self, table=mapped, take=None)
 
     def with_constant(self) -> EngineRows:
         """The same rows with a constant column of ones appended (a clipped intercept)."""
@@ -98,7 +105,136 @@ class EngineRows:
 
         ones = da.ones((self.table.shape[0], 1), chunks=(self.table.chunks[0], 1))
         table = da.concatenate([self.table, ones], axis=1).rechunk({1: -1})
-        return dataclasses.replace(self, table=table)
+        return dataclasses.replace(self, table=table, take=None)
+
+
+# rows of a table on the engine one gather brings into the party process at most (a
+# minibatch and the planned ones after it): a block's worth, 40 MiB of float64 at d = 40 (each
+# wave is a pass over the blocks: at 1M rows, 7 an epoch where 32,768 rows made 25)
+GATHER_ROWS = BLOCK_ROWS
+
+
+def small(batch: int, view: int) -> bool:
+    """Whether a minibatch of ``batch`` of a view's ``view`` rows is gathered for its products:
+    at most :data:`GATHER_ROWS` rows and a quarter of the view (a larger one is a pass)."""
+    return batch <= min(GATHER_ROWS, view // 4)
+
+
+class RowGather:
+    """A minibatch's rows brought into the party process from its table on the engine.
+
+    HE-VFL encodes each minibatch's rows into plaintexts, so a party whose table stays on its
+    engine (:class:`EngineRows`) needs those rows in its process; a minibatch's products (X w,
+    Xᵀ g) are then cheaper on the rows alone than as a pass over every block. A gather is a
+    task per block that holds any of the rows: it computes those rows on a worker (a Parquet
+    table, :attr:`EngineRows.take`: the block read, the rows taken, then encoded; else the
+    block computed, the rows taken) and returns only them, assembled here in the minibatch's
+    order. The minibatch order is public
+    (the shared seed), so a party may :meth:`plan` an epoch's minibatches: a gather (a wave)
+    then brings the asked one and the planned ones after it, up to :data:`GATHER_ROWS` rows and
+    a quarter of the view, in one pass, and the next wave is computed on the workers while the
+    party works on this one. So an epoch costs about n_train / GATHER_ROWS passes, not one a
+    minibatch, off the critical path, and the party holds at most two waves of its rows (never
+    all of them). ``client``: the party's cluster."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        # per table (its Dask name): the planned minibatches' table positions, and where each
+        # one is in the plan by its key
+        self._plans: dict[str, tuple[list[np.ndarray], dict[bytes, int]]] = {}
+        self._held: dict[bytes, np.ndarray] = {}  # the last wave's rows, by key
+        self._next: tuple[bytes, _Wave] | None = None  # the wave on its way, by its first key
+
+    def plan(self, X: Any, batches: list[np.ndarray]) -> None:
+        """The view ``X``'s minibatches (indices of its rows) asked for next, in order; the
+        first wave starts on the workers now."""
+        wave = [np.asarray(X.rows[i], dtype=np.int64) for i in batches]
+        self._plans[X.table.name] = (wave, {_key(X.table, p): j for j, p in enumerate(wave)})
+        self._next = self._start(X, 0) if wave else None
+
+    def rows(self, X: Any, idx: np.ndarray) -> np.ndarray:
+        """X[idx] (read-only), in the minibatch's order: held from the last wave, else the
+        wave on its way or a new one that starts with it."""
+        pos = np.asarray(X.rows[idx], dtype=np.int64)
+        key = _key(X.table, pos)
+        hit = self._held.get(key)
+        if hit is None:
+            self._held = {}  # the last wave's rows go before the next come in
+            planned, where = self._plans.get(X.table.name, ([], {}))
+            first = where.get(key)
+            if self._next is not None and self._next[0] == key:  # on its way
+                wave = self._next[1]
+            elif first is not None:
+                wave = self._start(X, first)[1]
+            else:  # not planned: this minibatch alone
+                wave = _Wave(self.client, X, [pos])
+            got = wave.result()
+            self._next = None
+            self._held = {_key(X.table, p): r for p, r in got}
+            if first is not None and first + len(got) < len(planned):
+                self._next = self._start(X, first + len(got))
+            hit = self._held[key]
+        return hit
+
+    def clear(self) -> None:
+        self._plans.clear()
+        self._held, self._next = {}, None
+
+    def _start(self, X: Any, first: int) -> tuple[bytes, _Wave]:
+        """The wave of planned minibatches from ``first`` on, started on the workers."""
+        planned = self._plans[X.table.name][0]
+        budget = max(len(planned[first]), min(GATHER_ROWS, len(X) // 4))
+        end, taken = first + 1, len(planned[first])
+        while end < len(planned) and taken + len(planned[end]) <= budget:
+            taken += len(planned[end])
+            end += 1
+        return _key(X.table, planned[first]), _Wave(self.client, X, planned[first:end])
+
+
+class _Wave:
+    """The table's rows at each array of positions in ``wave``, from one pass over the blocks
+    of ``X`` (an EngineRows) that hold any of them: a task per such block, started on
+    ``client`` at once."""
+
+    def __init__(self, client: Any, X: Any, wave: list[np.ndarray]) -> None:
+        from dask import delayed
+
+        table = X.table
+        if table.numblocks[1] > 1:  # one block of rows, every column
+            table = table.rechunk({1: -1})
+        self.wave, self.width = wave, int(table.shape[1])
+        pos = np.concatenate(wave)
+        self.order = np.argsort(pos, kind="stable")
+        ordered = pos[self.order]
+        starts = np.cumsum((0, *table.chunks[0]))
+        cut = np.searchsorted(ordered, starts)  # block i holds ordered[cut[i] : cut[i + 1]]
+        blocks = table.to_delayed().ravel()
+        hit = [i for i in range(len(blocks)) if cut[i + 1] > cut[i]]
+        self.spans = [(cut[i], cut[i + 1]) for i in hit]
+        take = X.take or (lambda i, local: delayed(_take)(blocks[i], local))
+        tasks = [take(i, ordered[cut[i] : cut[i + 1]] - starts[i]) for i in hit]
+        self.futures = client.compute(tasks)
+
+    def result(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(positions, rows) of each minibatch of the wave, the rows read-only."""
+        out = np.empty((sum(len(p) for p in self.wave), self.width), dtype=np.float64)
+        for (a, b), fut in zip(self.spans, self.futures, strict=True):
+            out[self.order[a:b]] = fut.result()
+            fut.release()
+        out.flags.writeable = False  # held for the minibatch's later products
+        parts = np.split(out, np.cumsum([len(p) for p in self.wave])[:-1])
+        return list(zip(self.wave, parts, strict=True))
+
+
+def _take(block: np.ndarray, local: np.ndarray) -> np.ndarray:
+    """The block's rows at ``local`` (on a worker: only these travel)."""
+    return np.ascontiguousarray(block[local])
+
+
+def _key(table: Any, pos: np.ndarray) -> bytes:
+    """Rows by their table (its Dask name) and positions: a 16-byte digest."""
+    name = hashlib.blake2b(table.name.encode(), digest_size=16).digest()
+    return hashlib.blake2b(pos.tobytes(), digest_size=16, key=name).digest()
 
 
 class NumpyEngine:
@@ -117,6 +253,14 @@ class NumpyEngine:
     def gram(self, X: np.ndarray) -> np.ndarray:
         """Xᵀ X."""
         return X.T @ X
+
+    def rows(self, X: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        """X[idx] as an array in this process (a minibatch's rows, in the minibatch's order)."""
+        return np.asarray(X)[idx]
+
+    def plan(self, X: Any, batches: list[np.ndarray]) -> None:
+        """The minibatches (row indices of X, in order) whose :meth:`rows` are asked for next:
+        an engine may bring several in with one pass over its blocks (numpy: nothing to do)."""
 
     def stats(self) -> dict[str, Any]:
         return {"engine": self.name}
@@ -165,6 +309,7 @@ class DaskEngine(NumpyEngine):
                 )
             self.client = Client(self.cluster)
         self._blocks: dict[int, tuple[np.ndarray, Any]] = {}
+        self.gathered = RowGather(self.client)  # minibatches' rows of tables on the engine
 
     def blocks(self, X: np.ndarray) -> Any:
         """X as a Dask array of row blocks held on the cluster (made once per block)."""
@@ -200,6 +345,8 @@ class DaskEngine(NumpyEngine):
         return out
 
     def matvec(self, X: Any, w: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
+        if idx is not None and small(len(idx), len(X)):  # a minibatch: its rows, not a pass
+            return self.rows(X, idx) @ np.asarray(w)
         if isinstance(X, EngineRows):  # every row's score, then the view's positions
             pos = X.rows if idx is None else X.rows[idx]  # one gather: no n-vector between
             return self._vector(X.table @ np.asarray(w))[pos]
@@ -207,6 +354,8 @@ class DaskEngine(NumpyEngine):
         return z if idx is None else z[idx]
 
     def rmatvec(self, X: Any, g: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
+        if idx is not None and small(len(idx), len(X)):  # the rows matvec gathered: no pass
+            return self.rows(X, idx).T @ np.asarray(g)
         if isinstance(X, EngineRows):  # g at the view's rows of the whole table, 0 elsewhere
             pos = X.rows if idx is None else X.rows[idx]
             # g at the table's positions: one n-vector, shipped to the workers a wave at a time
@@ -226,6 +375,18 @@ class DaskEngine(NumpyEngine):
             return self._result((X.table * m[:, None]).T @ X.table)
         A = self.blocks(X)
         return self._result(A.T @ A)
+
+    def rows(self, X: Any, idx: np.ndarray) -> np.ndarray:
+        """X[idx] in this process, in the minibatch's order; of a table on the engine only
+        those rows are taken on the workers, with the planned minibatches after them
+        (:class:`RowGather`)."""
+        if isinstance(X, EngineRows):
+            return self.gathered.rows(X, idx)
+        return np.asarray(X)[idx]  # the party holds its rows: nothing to gather
+
+    def plan(self, X: Any, batches: list[np.ndarray]) -> None:
+        if isinstance(X, EngineRows):
+            self.gathered.plan(X, batches)
 
     def _rmatvec_blocks(self, table: Any, full: np.ndarray) -> np.ndarray:
         """tableᵀ full as each block's product with its slice of ``full``, summed here in
@@ -283,6 +444,7 @@ class DaskEngine(NumpyEngine):
 
     def close(self) -> None:
         self._blocks.clear()
+        self.gathered.clear()
         self.client.close()
         if self.cluster is not None:
             self.cluster.close()

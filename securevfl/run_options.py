@@ -173,10 +173,11 @@ COMMON_OPTIONS: dict[str, Option] = {
         "engine",
         str,
         "where each party computes on its own rows: numpy (in its process) or dask (Dask "
-        "reductions over row blocks on the party's own cluster; hdp-vfl and fm-vfl, and "
-        "secureboost's Paillier work as tasks; other methods say so and run in one process; "
-        "hdp-vfl and fm-vfl on a Parquet source keep the table on the cluster, read block by "
-        "block; fm-vfl's secure product streams it with --processes); the "
+        "reductions over row blocks on the party's own cluster; hdp-vfl, fm-vfl and he-vfl, "
+        "and secureboost's Paillier work as tasks; other methods say so and run in one "
+        "process; hdp-vfl, fm-vfl and he-vfl on a Parquet source keep the table on the "
+        "cluster, read block by block; fm-vfl's secure product streams it with --processes, "
+        "he-vfl takes each minibatch's rows from it); the "
         "protocol between parties is the same",
         choices=("numpy", "dask"),
     ),

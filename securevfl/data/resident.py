@@ -90,18 +90,24 @@ class Reader:
     header: tuple[str, ...]  # the same, trimmed (what the rules name)
     rules: tuple[ColumnRule, ...] = ()
 
-    def columns(self, block: Block) -> ArrowColumns:
-        return ArrowColumns(read_block(block, self.raw).rename_columns(list(self.header)))
+    def columns(self, block: Block, rows: np.ndarray | None = None) -> ArrowColumns:
+        """The block's columns (``rows``: only those rows of it, in that order)."""
+        table = read_block(block, self.raw)
+        table = table if rows is None else table.take(rows)
+        return ArrowColumns(table.rename_columns(list(self.header)))
 
-    def encode(self, block: Block) -> np.ndarray:
-        """The block's cells as numbers by the CSV rules (NaN where blank, indicators)."""
+    def encode(self, block: Block, rows: np.ndarray | None = None) -> np.ndarray:
+        """The block's cells (``rows``: of those rows) as numbers by the CSV rules (NaN where
+        blank, indicators)."""
         rules, header = list(self.rules), list(self.header)
-        cols = self.columns(block)
+        cols = self.columns(block, rows)
         return encode_rows(self.party, self.where, rules, header, cols, training=True).block
 
 
-def _apply(reader: Reader, block: Block, step: Callable | None, fn: Callable | None) -> Any:
-    X = reader.encode(block)
+def _apply(
+    reader: Reader, block: Block, step: Callable | None, fn: Callable | None, rows: Any = None
+) -> Any:
+    X = reader.encode(block, rows)
     X = X if step is None else step(X)
     return X if fn is None else fn(X)
 
@@ -137,6 +143,15 @@ class ResidentTable:
             for b in self.blocks
         ]
         return da.concatenate(parts, axis=0)
+
+    def taker(self, step: Callable[[np.ndarray], np.ndarray] | None = None) -> Callable:
+        """(block index, positions in it) -> a task giving only those rows of :meth:`array`
+        (``step``): taken from the block's Arrow table before the rules and ``step`` run."""
+        from dask import delayed
+
+        return lambda i, rows: delayed(_apply, pure=True)(
+            self.reader, self.blocks[i], step, None, rows
+        )
 
     def per_block(self, fn: Callable[[np.ndarray], Any], step: Callable | None = None) -> list:
         """``fn(encoded block)`` of every block, computed on the engine (small results)."""

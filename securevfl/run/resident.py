@@ -36,8 +36,9 @@ from securevfl.run.parties import Party, _parties, label_holder, own_files
 from securevfl.run.steps import public_info, split_from_label_holder
 from securevfl.runtime.base import Runtime
 
-# methods whose products on a party's rows are X w, Xᵀ g, Xᵀ X or a stream of its row blocks
-RESIDENT_METHODS = ("hdp-vfl", "fm-vfl")
+# methods whose products on a party's rows are X w, Xᵀ g, Xᵀ X, a stream of its row blocks
+# or its minibatches' rows (he-vfl encodes them: ``DaskEngine.rows``)
+RESIDENT_METHODS = ("hdp-vfl", "fm-vfl", "he-vfl")
 Step = Callable[[np.ndarray], np.ndarray]
 
 
@@ -150,12 +151,12 @@ def prepare_resident(
     views: dict[int, PartyView] = {}
     for k, t in tables.items():
         step = _prepared(spec, method, t, train_idx, math.sqrt(bound_sq), facts, blocks[k])
-        table = t.array(step)
+        table, take = t.array(step), t.taker(step)
         views[k] = PartyView(
             index=k,
             columns=blocks[k],
-            X_train=EngineRows(table, train_idx, t.engine),
-            X_test=EngineRows(table, test_idx, t.engine),
+            X_train=EngineRows(table, train_idx, t.engine, take),
+            X_test=EngineRows(table, test_idx, t.engine, take),
         )
         if k == holder:
             views[k].y_train, views[k].y_test = y[train_idx], y[test_idx]
