@@ -17,6 +17,8 @@ import gmpy2
 import numpy as np
 from phe import paillier
 
+from protocols.prime_square_powers import PrimeSquarePowers
+
 MIN_KEY_BITS = 256  # VFLAIR's benchmark setting; 2048 is the default and the secure choice
 
 
@@ -191,19 +193,23 @@ class OwnerFixedBaseEncryptor:
             raise PaillierParameterError("the private key's p q must equal the public key's n")
         self.pub, self.window, self.h_s = pub, window, gmpy2.mpz(h_s)
         self.n = gmpy2.mpz(pub.n)
-        self.p2, self.q2 = gmpy2.mpz(priv.p) ** 2, gmpy2.mpz(priv.q) ** 2
+        self.p, self.q = gmpy2.mpz(priv.p), gmpy2.mpz(priv.q)
+        self.p2, self.q2 = self.p**2, self.q**2
         self.q2_inv = gmpy2.invert(self.q2, self.p2)  # Garner's constant
         self.exp_bits = -(-int(pub.n).bit_length() // 2)
-        self._tables: tuple[list, list] | None = None  # built on first use
+        for prime in (self.p, self.q):  # what the tables rely on (a DJN base always has it)
+            if gmpy2.powmod(self.h_s, prime - 1, prime**2) != 1:
+                raise PaillierParameterError("h_s must be an n-th power modulo n^2 (djn_base)")
+        self._tables: tuple[PrimeSquarePowers, PrimeSquarePowers] | None = None  # on first use
 
     @property
-    def tables(self) -> tuple[list, list]:
+    def tables(self) -> tuple[PrimeSquarePowers, PrimeSquarePowers]:
         """The fixed-base tables modulo p^2 and q^2, built on first use (a key holder whose
         encryption runs on its engine's workers never builds them in its own process)."""
         if self._tables is None:
             self._tables = (
-                _power_table(self.h_s, self.exp_bits, self.window, self.p2),
-                _power_table(self.h_s, self.exp_bits, self.window, self.q2),
+                PrimeSquarePowers(self.h_s, self.p, self.exp_bits, self.window),
+                PrimeSquarePowers(self.h_s, self.q, self.exp_bits, self.window),
             )
         return self._tables
 
@@ -227,8 +233,7 @@ class OwnerFixedBaseEncryptor:
         table_p, table_q = self.tables
         for i in range(0, len(exponents), BATCH):
             digits = window_digits(exponents[i : i + BATCH], self.exp_bits, self.window)
-            r_p = _table_powers(table_p, digits, self.p2)
-            r_q = _table_powers(table_q, digits, self.q2)
+            r_p, r_q = table_p.powers(digits), table_q.powers(digits)
             p2, q2, q2_inv = self.p2, self.q2, self.q2_inv  # Garner's join of the two images
             out += [rq + q2 * ((rp - rq) * q2_inv % p2) for rp, rq in zip(r_p, r_q, strict=True)]
         return out
@@ -255,16 +260,6 @@ def window_digits(exponents: Sequence[int], exp_bits: int, window: int) -> np.nd
     bits = np.pad(bits[:, :exp_bits], ((0, 0), (0, rows * window - exp_bits)))
     weights = np.left_shift(1, np.arange(window, dtype=np.int64))
     return bits.reshape(len(exponents), rows, window).astype(np.int64) @ weights
-
-
-def _table_powers(table: list[list], digits: np.ndarray, mod: gmpy2.mpz) -> list[gmpy2.mpz]:
-    """base^a mod mod for each row of ``digits`` (an exponent's window digits): one product per
-    table row and exponent (``row[0]`` is 1), taken row by row over all exponents."""
-    acc = [table[0][d] for d in digits[:, 0].tolist()]
-    for k in range(1, len(table)):
-        row = table[k]
-        acc = [x * row[d] % mod for x, d in zip(acc, digits[:, k].tolist(), strict=True)]
-    return acc
 
 
 def with_randomness(n: gmpy2.mpz, m: int, r: gmpy2.mpz) -> gmpy2.mpz:
