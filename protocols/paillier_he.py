@@ -171,15 +171,17 @@ class OwnerFixedBaseEncryptor:
     (n^2): 2.5x cheaper in gmpy2 (3.2 against 8.0 us at 2048 bits), done twice. Only the key
     holder can do it; data parties keep the public-key path.
 
-    Tables: one per prime square, ``ceil(n_bits / 2 / window)`` rows of ``2^window`` residues of
-    n_bits bits. At 2048 bits and window 12 (the default): 86 products per prime square and
-    value; the two tables hold 2 x 86 x 4,096 residues, 161 MiB of the process as gmpy2 objects,
-    built in 1.7 CPU-s (window 10: 103 products, 67 MiB, 0.7 CPU-s; window 13 measured about 5 %
-    faster per value for twice the memory). :meth:`randomness_many` takes the products table row
-    by table row over a batch of exponents, so each row (1 MiB) is read from the cache once per
-    batch instead of once per value: 0.52-0.64 CPU ms per value against 0.73-0.84 at window 10
-    one value at a time (two runs alternating the two in one process; docs/benchmarks.md
-    "SecureBoost").
+    Tables (``prime_square_powers.PrimeSquarePowers``): one per prime square,
+    ``ceil(n_bits / 2 / window)`` rows of ``2^window`` residues modulo the prime (n_bits / 2
+    bits: half the size of residues modulo its square, which a DJN base allows; the derivation
+    in that module) and their Fermat quotients. At 2048 bits and window 12 (the default): 86
+    products per prime square and value, each of a residue mod p^2 by one below p; the two
+    tables took 308 MiB of the process (measured RSS; 221 MiB for the earlier tables of
+    residues mod p^2) and 2.9-3.7 CPU-s to build (2.1-2.2). :meth:`randomness_many` takes the
+    products table row by table row over a batch of exponents, so each row is read from the
+    cache once per batch instead of once per value: 0.40 CPU ms per value against 0.60 with
+    the earlier tables (median of 10 rounds of 1,024 exponents alternating the two in one
+    process; docs/benchmarks.md "SecureBoost").
     """
 
     def __init__(

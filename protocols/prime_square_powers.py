@@ -45,29 +45,28 @@ class PrimeSquarePowers:
         lift = gmpy2.mpz(base) % self.p2
         if gmpy2.gcd(lift, self.p) != 1 or gmpy2.powmod(lift, self.p - 1, self.p2) != 1:
             raise ValueError("the base must satisfy b^(p-1) = 1 mod p^2 (a DJN base does)")
-        rows = -(-exp_bits // window)
+        rows, size = -(-exp_bits // window), 1 << window
+        limbs = -(-self.p.bit_length() // LIMB_BITS)
+        width = limbs * LIMB_BITS // 8
         self.residues: list[list[gmpy2.mpz]] = []
-        quotients: list[list[gmpy2.mpz]] = []
+        self.quotients = np.empty((rows, size, limbs), dtype="<u4")  # L(e) as limbs
         p = self.p
         e1 = lift % p
         l1 = (lift // p) * gmpy2.invert(e1, p) % p  # lift = e1 + p (e1 L(e1) mod p)
-        for _ in range(rows):
+        for k in range(rows):
             inv1 = gmpy2.invert(e1, p)
-            e_row, l_row = [gmpy2.mpz(1), e1], [gmpy2.mpz(0), l1]
+            e_row, l_row = [gmpy2.mpz(1), e1], bytearray(width) + int(l1).to_bytes(width, "little")
             e, inv, q = e1, inv1, l1
-            for _ in range((1 << window) - 1):  # the last step gives the next row's first
+            for _ in range(size - 2):
                 c, e = gmpy2.f_divmod(e * e1, p)
                 inv = inv * inv1 % p
                 q = (q + l1 + c * inv) % p
                 e_row.append(e)
-                l_row.append(q)
-            e1, l1 = e_row.pop(), l_row.pop()  # b^(2^(window (k+1))): the next row's base
+                l_row += int(q).to_bytes(width, "little")
+            c, e1 = gmpy2.f_divmod(e * e1, p)  # b^(2^(window (k+1))) mod p: the next row's
+            l1 = (q + l1 + c * inv * inv1) % p
             self.residues.append(e_row)
-            quotients.append(l_row)
-        limbs = -(-p.bit_length() // LIMB_BITS)
-        width = limbs * LIMB_BITS // 8
-        raw = b"".join(int(x).to_bytes(width, "little") for r in quotients for x in r)
-        self.quotients = np.frombuffer(raw, dtype="<u4").reshape(rows, 1 << window, limbs)
+            self.quotients[k] = np.frombuffer(l_row, dtype="<u4").reshape(size, limbs)
 
     def powers(self, digits: np.ndarray) -> list[gmpy2.mpz]:
         """b^a mod p^2 for each row of ``digits`` (an exponent's window digits, low first)."""
