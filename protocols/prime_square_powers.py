@@ -63,7 +63,7 @@ class PrimeSquarePowers:
                 q = (q + l1 + c * inv) % p
                 e_row.append(e)
                 l_row += int(q).to_bytes(width, "little")
-            c, e1 = gmpy2.f_divmod(e * e1, p)  # b^(2^(window (k+1))) mod p: the next row's
+            c, e1 = gmpy2.f_divmod(e * e1, p)  # b^(2^(window (k+1))) mod p: next row's e_1
             l1 = (q + l1 + c * inv * inv1) % p
             self.residues.append(e_row)
             self.quotients[k] = np.frombuffer(l_row, dtype="<u4").reshape(size, limbs)
