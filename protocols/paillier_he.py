@@ -17,6 +17,8 @@ import gmpy2
 import numpy as np
 from phe import paillier
 
+from protocols.prime_square_powers import PrimeSquarePowers
+
 MIN_KEY_BITS = 256  # VFLAIR's benchmark setting; 2048 is the default and the secure choice
 
 
@@ -169,15 +171,17 @@ class OwnerFixedBaseEncryptor:
     (n^2): 2.5x cheaper in gmpy2 (3.2 against 8.0 us at 2048 bits), done twice. Only the key
     holder can do it; data parties keep the public-key path.
 
-    Tables: one per prime square, ``ceil(n_bits / 2 / window)`` rows of ``2^window`` residues of
-    n_bits bits. At 2048 bits and window 12 (the default): 86 products per prime square and
-    value; the two tables hold 2 x 86 x 4,096 residues, 161 MiB of the process as gmpy2 objects,
-    built in 1.7 CPU-s (window 10: 103 products, 67 MiB, 0.7 CPU-s; window 13 measured about 5 %
-    faster per value for twice the memory). :meth:`randomness_many` takes the products table row
-    by table row over a batch of exponents, so each row (1 MiB) is read from the cache once per
-    batch instead of once per value: 0.52-0.64 CPU ms per value against 0.73-0.84 at window 10
-    one value at a time (two runs alternating the two in one process; docs/benchmarks.md
-    "SecureBoost").
+    Tables (``prime_square_powers.PrimeSquarePowers``): one per prime square,
+    ``ceil(n_bits / 2 / window)`` rows of ``2^window`` residues modulo the prime (n_bits / 2
+    bits: half the size of residues modulo its square, which a DJN base allows; the derivation
+    in that module) and their Fermat quotients. At 2048 bits and window 12 (the default): 86
+    products per prime square and value, each of a residue mod p^2 by one below p; the two
+    tables took 308 MiB of the process (measured RSS; 221 MiB for the earlier tables of
+    residues mod p^2) and 2.9-3.7 CPU-s to build (2.1-2.2). :meth:`randomness_many` takes the
+    products table row by table row over a batch of exponents, so each row is read from the
+    cache once per batch instead of once per value: 0.40 CPU ms per value against 0.60 with
+    the earlier tables (median of 10 rounds of 1,024 exponents alternating the two in one
+    process; docs/benchmarks.md "SecureBoost").
     """
 
     def __init__(
@@ -191,19 +195,23 @@ class OwnerFixedBaseEncryptor:
             raise PaillierParameterError("the private key's p q must equal the public key's n")
         self.pub, self.window, self.h_s = pub, window, gmpy2.mpz(h_s)
         self.n = gmpy2.mpz(pub.n)
-        self.p2, self.q2 = gmpy2.mpz(priv.p) ** 2, gmpy2.mpz(priv.q) ** 2
+        self.p, self.q = gmpy2.mpz(priv.p), gmpy2.mpz(priv.q)
+        self.p2, self.q2 = self.p**2, self.q**2
         self.q2_inv = gmpy2.invert(self.q2, self.p2)  # Garner's constant
         self.exp_bits = -(-int(pub.n).bit_length() // 2)
-        self._tables: tuple[list, list] | None = None  # built on first use
+        for prime in (self.p, self.q):  # what the tables rely on (a DJN base always has it)
+            if gmpy2.powmod(self.h_s, prime - 1, prime**2) != 1:
+                raise PaillierParameterError("h_s must be an n-th power modulo n^2 (djn_base)")
+        self._tables: tuple[PrimeSquarePowers, PrimeSquarePowers] | None = None  # on first use
 
     @property
-    def tables(self) -> tuple[list, list]:
+    def tables(self) -> tuple[PrimeSquarePowers, PrimeSquarePowers]:
         """The fixed-base tables modulo p^2 and q^2, built on first use (a key holder whose
         encryption runs on its engine's workers never builds them in its own process)."""
         if self._tables is None:
             self._tables = (
-                _power_table(self.h_s, self.exp_bits, self.window, self.p2),
-                _power_table(self.h_s, self.exp_bits, self.window, self.q2),
+                PrimeSquarePowers(self.h_s, self.p, self.exp_bits, self.window),
+                PrimeSquarePowers(self.h_s, self.q, self.exp_bits, self.window),
             )
         return self._tables
 
@@ -227,8 +235,7 @@ class OwnerFixedBaseEncryptor:
         table_p, table_q = self.tables
         for i in range(0, len(exponents), BATCH):
             digits = window_digits(exponents[i : i + BATCH], self.exp_bits, self.window)
-            r_p = _table_powers(table_p, digits, self.p2)
-            r_q = _table_powers(table_q, digits, self.q2)
+            r_p, r_q = table_p.powers(digits), table_q.powers(digits)
             p2, q2, q2_inv = self.p2, self.q2, self.q2_inv  # Garner's join of the two images
             out += [rq + q2 * ((rp - rq) * q2_inv % p2) for rp, rq in zip(r_p, r_q, strict=True)]
         return out
@@ -255,16 +262,6 @@ def window_digits(exponents: Sequence[int], exp_bits: int, window: int) -> np.nd
     bits = np.pad(bits[:, :exp_bits], ((0, 0), (0, rows * window - exp_bits)))
     weights = np.left_shift(1, np.arange(window, dtype=np.int64))
     return bits.reshape(len(exponents), rows, window).astype(np.int64) @ weights
-
-
-def _table_powers(table: list[list], digits: np.ndarray, mod: gmpy2.mpz) -> list[gmpy2.mpz]:
-    """base^a mod mod for each row of ``digits`` (an exponent's window digits): one product per
-    table row and exponent (``row[0]`` is 1), taken row by row over all exponents."""
-    acc = [table[0][d] for d in digits[:, 0].tolist()]
-    for k in range(1, len(table)):
-        row = table[k]
-        acc = [x * row[d] % mod for x, d in zip(acc, digits[:, k].tolist(), strict=True)]
-    return acc
 
 
 def with_randomness(n: gmpy2.mpz, m: int, r: gmpy2.mpz) -> gmpy2.mpz:

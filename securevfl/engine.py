@@ -465,7 +465,8 @@ def open_engines(
     the method runs on it; other methods say so in one line and run in one process). A party
     whose table already lives on its engine (``views``: an EngineRows) keeps that engine.
     ``key_holder``: the party whose engine computes ahead in the background
-    (``BACKGROUND_METHODS``): it gets ``local_workers(1)``, the others ``local_workers``."""
+    (``BACKGROUND_METHODS``): it gets ``local_workers(1)``, the other parties
+    ``local_workers`` of their own count (on 2 cores with one partner: 2 workers each)."""
     held = {
         k: v.X_train.engine
         for k, v in (views or {}).items()
@@ -486,8 +487,10 @@ def open_engines(
         )
         return {}
     scheduler = getattr(spec, "dask_scheduler", None)
-    workers = local_workers(len(parties))
     background = key_holder if spec.method in BACKGROUND_METHODS else None
+    # a party computing ahead in the background gets the cores of a party alone; the others
+    # share them among themselves (the background takes what they leave idle)
+    workers = local_workers(len(parties) - (background in parties))
     return {
         k: DaskEngine(scheduler, workers=local_workers(1) if k == background else workers)
         for k in parties
@@ -507,7 +510,10 @@ def local_workers(parties: int) -> int:
     encryption randomness of every tree, ``secureboost_dask.BACKGROUND_NICE``) gets the
     workers of a party alone, ``local_workers(1)``: its tasks take the cores the other
     parties' work leaves idle (their workers keep the priority), and all of them where the
-    others wait for it (the first tree's encryption)."""
+    others wait for it (the first tree's encryption). The other parties then count only
+    themselves (``local_workers(parties - 1)``): on 2 cores the one partner gets 2 workers, so
+    its sums take both cores where no randomness is left to compute (the last tree), where
+    with 1 worker the run's last seconds used one core."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # no affinity on this platform

@@ -93,8 +93,9 @@ def test_local_clusters_start_no_more_workers_than_cores(monkeypatch):
 
 
 def test_secureboosts_key_holder_gets_the_workers_of_a_party_alone(monkeypatch):
-    """Its randomness runs in the background (niced): on 2 cores it gets 2 workers, the
-    partner 1; other methods' parties share the cores evenly whoever holds the labels."""
+    """Its randomness runs in the background (niced): on 2 cores it gets 2 workers and the
+    partners share the cores among themselves (one partner: 2, two partners: 1 each); other
+    methods' parties share the cores evenly whoever holds the labels."""
     import securevfl.engine as eng
 
     monkeypatch.setattr(eng.os, "sched_getaffinity", lambda _pid: {0, 1})
@@ -103,6 +104,13 @@ def test_secureboosts_key_holder_gets_the_workers_of_a_party_alone(monkeypatch):
         return workers
 
     monkeypatch.setattr(eng, "DaskEngine", recorder)
-    for method, want in (("secureboost", {0: 2, 1: 1}), ("hdp-vfl", {0: 1, 1: 1})):
+    for method, parties, want in (
+        ("secureboost", [0, 1], {0: 2, 1: 2}),
+        ("secureboost-dp", [0, 1, 2], {0: 2, 1: 1, 2: 1}),
+        ("hdp-vfl", [0, 1], {0: 1, 1: 1}),
+    ):
         spec = RunSpec(method=method, engine="dask")
-        assert eng.open_engines(spec, [0, 1], key_holder=0) == want
+        assert eng.open_engines(spec, parties, key_holder=0) == want
+    assert eng.open_engines(RunSpec(method="secureboost", engine="dask"), [1], key_holder=0) == {
+        1: 2
+    }  # a partner in its own process

@@ -139,3 +139,30 @@ def test_key_holder_batched_randomness_is_each_values_power(keys, monkeypatch):
                 owner.randomness_many([1, bad])
     cts = owner.encrypt_many([0, 5, 5])  # fresh exponents: distinct, decrypting to m
     assert [priv.raw_decrypt(int(c)) for c in cts] == [0, 5, 5] and len(set(cts)) == 3
+
+
+def test_prime_square_powers_are_powmods_for_a_base_whose_order_divides_p_minus_1(keys):
+    """``PrimeSquarePowers`` (factors below p, Fermat quotients summed as limbs) gives
+    powmod(b, a, p^2) for b with b^(p-1) = 1 mod p^2, at windows that do and do not divide
+    the exponent's bits and primes of an odd and an even count of 32-bit limbs; a base
+    outside that subgroup raises, and the key holder's encryptor refuses a non-DJN h_s."""
+    from protocols.prime_square_powers import PrimeSquarePowers
+
+    rng = np.random.default_rng(3)
+    for p_bits in (80, 128):  # 3 and 4 limbs
+        p = gmpy2.next_prime(gmpy2.mpz(int.from_bytes(rng.bytes(p_bits // 8), "big")))
+        p2 = p * p
+        x = gmpy2.mpz(int.from_bytes(rng.bytes(2 * p_bits // 8), "big")) % p2
+        base = gmpy2.powmod(x, p, p2)  # x^p: its (p-1)-th power is x^(p (p-1)) = 1
+        bits = p_bits // 2 + 3
+        draws = [int.from_bytes(rng.bytes(9), "big") % 2**bits for _ in range(5)]
+        exps = [0, 1, 2**bits - 1, *draws]
+        for window in (1, 4, 7):
+            table = PrimeSquarePowers(base, p, bits, window)
+            got = table.powers(ph.window_digits(exps, bits, window))
+            assert got == [gmpy2.powmod(base, a, p2) for a in exps]
+        with pytest.raises(ValueError, match="b\\^\\(p-1\\) = 1"):
+            PrimeSquarePowers(x, p, bits, 4)  # x itself: order p (p-1)'s divisor, not p - 1's
+    pub, priv = keys
+    with pytest.raises(ph.PaillierParameterError, match="n-th power"):
+        ph.OwnerFixedBaseEncryptor(pub, priv, gmpy2.mpz(2))

@@ -38,7 +38,7 @@ from securevfl.methods import secureboost_protocol as sp
 from securevfl.methods import secureboost_sums as hs
 
 _WORKER_CACHE: dict[Any, Any] = {}  # per worker: the key's encryptor, the tree's ciphertexts
-BLOCK_ROWS = 1024  # rows per randomness task (~0.5 s at 2048 bits): the path's products interleave
+BLOCK_ROWS = 1024  # rows per randomness task (~0.4 s at 2048 bits): the path's products interleave
 AHEAD_VALUES = 1 << 19  # randomness values computed ahead at most (256 MiB at 2048 bits)
 BACKGROUND_NICE = 5  # how much lower the randomness tasks' CPU priority is (os nice steps)
 
