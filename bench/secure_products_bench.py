@@ -75,7 +75,6 @@ def run_once(n: int, impl: str, rng: np.random.Generator) -> dict:
 def run_as_run(n: int, where: str) -> dict:
     """fm-vfl end to end with one OS process per party on n training rows (see the module
     docstring); the data are written under ``where`` once and reused by later runs."""
-    import os  # noqa: PLC0415
     import subprocess  # noqa: PLC0415
     from pathlib import Path  # noqa: PLC0415
 
@@ -90,7 +89,7 @@ def run_as_run(n: int, where: str) -> dict:
     cmd += [f"parquet:{src / 'p0'},{src / 'p1'}", "--epsilon", "1", "--seed", "0"]
     cmd += ["--processes", "--engine", "numpy", "--json"]
     t = time.perf_counter()
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=os.environ)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     wall = time.perf_counter() - t
     if out.returncode:
         raise SystemExit(f"fm-vfl run failed ({out.returncode}): {out.stderr.strip()[-400:]}")

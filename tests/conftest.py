@@ -10,6 +10,21 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 import baselines
 from securevfl.methods import load_all
 
+
+@pytest.fixture(scope="module")
+def dask_address():
+    """One Dask cluster per test module that the parties of a run connect to
+    (``--dask-scheduler``; a party's default is a LocalCluster of its own): workers are threads
+    of the test process, reached over TCP so party processes can join too."""
+    from distributed import LocalCluster
+
+    cluster = LocalCluster(
+        n_workers=1, threads_per_worker=2, processes=False, protocol="tcp", dashboard_address=":0"
+    )
+    yield cluster.scheduler_address
+    cluster.close()
+
+
 # every registered method and baseline, as the CLI sees them
 load_all()
 baselines.load_all()

@@ -23,18 +23,6 @@ def sources(tmp_path_factory):
     return "parquet:" + ",".join(str(d) for d in dirs)
 
 
-@pytest.fixture(scope="module")
-def scheduler():
-    """One in-process cluster both parties connect to (a party's default is its own)."""
-    from distributed import LocalCluster
-
-    cluster = LocalCluster(
-        n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0"
-    )
-    yield cluster.scheduler_address
-    cluster.close()
-
-
 def _spec(
     sources: str, engine: str, address: str | None, center: bool = False, epochs: int = 1, **options
 ) -> RunSpec:
@@ -83,7 +71,7 @@ CASES = [
 
 @pytest.mark.parametrize(("options", "tol", "run", "waves"), CASES, ids=["ckks", "paillier"])
 def test_he_vfl_trains_the_same_model_on_the_engine(
-    sources, scheduler, tmp_path, monkeypatch, options, tol, run, waves
+    sources, dask_address, tmp_path, monkeypatch, options, tol, run, waves
 ):
     """CKKS to its precision (SEAL's encryption noise is not seeded; columns centred on their
     training means), Paillier (exact on its fixed-point rows) to float rounding of the rows'
@@ -91,7 +79,7 @@ def test_he_vfl_trains_the_same_model_on_the_engine(
     epoch (a quarter of the 480 training rows a wave at most: 3 minibatches)."""
     want = run_experiment(_spec(sources, "numpy", None, **run, **options), save=str(tmp_path / "n"))
     passes = _count_passes(monkeypatch)
-    spec = _spec(sources, "dask", scheduler, **run, **options)
+    spec = _spec(sources, "dask", dask_address, **run, **options)
     got = run_experiment(spec, save=str(tmp_path / "d"))
     assert sorted(passes) == sorted(waves * 2)  # both parties'
     mine, theirs = _weights(tmp_path / "d"), _weights(tmp_path / "n")
@@ -104,7 +92,7 @@ def test_he_vfl_trains_the_same_model_on_the_engine(
     assert got["extra"]["engine"]["0"]["engine"] == "dask"
 
 
-def test_the_minibatch_gather_equals_the_rows_of_a_shuffled_view(scheduler, monkeypatch):
+def test_the_minibatch_gather_equals_the_rows_of_a_shuffled_view(dask_address, monkeypatch):
     """engine.rows(view, idx) is X[rows[idx]] in the minibatch's order; planned minibatches
     come in several to a pass over the blocks; the minibatch's products use those rows."""
     import dask.array as da
@@ -114,7 +102,7 @@ def test_the_minibatch_gather_equals_the_rows_of_a_shuffled_view(scheduler, monk
     rows = rng.permutation(500)[:400]  # the view's order: shuffled, a part of the table
     batches = np.array_split(rng.permutation(400), 16)  # 25 rows each: 4 fit a gather (100)
     passes = _count_passes(monkeypatch)
-    engine = DaskEngine(scheduler)
+    engine = DaskEngine(dask_address)
     try:
         view = EngineRows(da.from_array(X, chunks=(90, 4)), rows, engine)
         engine.plan(view, batches)
@@ -145,14 +133,14 @@ def test_a_method_off_the_engine_says_so_in_one_line(capsys):
     assert "he-vfl" in err[0]  # the methods --engine dask serves, he-vfl among them
 
 
-def test_a_parquet_tables_rows_are_taken_before_the_rules(sources, scheduler):
+def test_a_parquet_tables_rows_are_taken_before_the_rules(sources, dask_address):
     """A table on the engine from Parquet: a wave's rows are taken from each block's Arrow
     table and only they are encoded, scaled and centred; the same rows as in memory."""
     from securevfl.run.checks import validate_spec
     from securevfl.run.views import build_views
 
     views = {}
-    for name, address in (("numpy", None), ("dask", scheduler)):
+    for name, address in (("numpy", None), ("dask", dask_address)):
         spec = _spec(sources, name, address, center=True)
         views[name] = build_views(spec, validate_spec(spec), [0, 1])[1]
     rng = np.random.default_rng(5)

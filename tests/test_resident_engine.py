@@ -27,18 +27,6 @@ def sources(tmp_path_factory):
     return "parquet:" + ",".join(str(d) for d in dirs)
 
 
-@pytest.fixture(scope="module")
-def scheduler():
-    """One in-process cluster both parties connect to (a party's default is its own)."""
-    from distributed import LocalCluster
-
-    cluster = LocalCluster(
-        n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0"
-    )
-    yield cluster.scheduler_address
-    cluster.close()
-
-
 def _spec(sources: str, engine: str, address: str | None, **extra) -> RunSpec:
     return RunSpec(
         method="hdp-vfl",
@@ -55,10 +43,10 @@ def _spec(sources: str, engine: str, address: str | None, **extra) -> RunSpec:
     )
 
 
-def test_the_table_stays_on_the_engine_and_equals_the_in_memory_one(sources, scheduler):
+def test_the_table_stays_on_the_engine_and_equals_the_in_memory_one(sources, dask_address):
     views = {}
     for engine in ("numpy", "dask"):
-        spec = _spec(sources, engine, scheduler)
+        spec = _spec(sources, engine, dask_address)
         views[engine] = build_views(spec, validate_spec(spec), [0, 1])[1]
     for k in (0, 1):
         want, got = views["numpy"][k], views["dask"][k]
@@ -76,7 +64,7 @@ def test_the_table_stays_on_the_engine_and_equals_the_in_memory_one(sources, sch
         views["dask"][k].X_train.engine.close()
 
 
-def test_blank_cells_and_categories_follow_the_same_rules(tmp_path, scheduler):
+def test_blank_cells_and_categories_follow_the_same_rules(tmp_path, dask_address):
     """Blank cells (an indicator column each) and a categorical column with its public
     categories: the blocks on the engine equal the in-memory encoding."""
     import json
@@ -102,7 +90,7 @@ def test_blank_cells_and_categories_follow_the_same_rules(tmp_path, scheduler):
     dataset = f"parquet:{tmp_path / 'p0'},{tmp_path / 'p1'}"
     views = {}
     for engine in ("numpy", "dask"):
-        spec = _spec(dataset, engine, scheduler)
+        spec = _spec(dataset, engine, dask_address)
         spec.dataset_options = {"categories": str(tmp_path / "cats.json")}
         views[engine] = build_views(spec, validate_spec(spec), [0, 1])[1]
     for k, width in ((0, 3), (1, 5)):  # a, a_missing, b | c=red, c=green, c=blue, c_missing, d
@@ -126,10 +114,10 @@ def _assert_same_saved_model(tmp_path, want: dict, got: dict) -> None:
         assert got["metrics"][name] == pytest.approx(v, abs=1e-9)
 
 
-def test_hdp_vfl_trains_the_same_model_on_the_engine(sources, scheduler, tmp_path):
+def test_hdp_vfl_trains_the_same_model_on_the_engine(sources, dask_address, tmp_path):
     opts = {"options": {"final_fit": "trained"}}
     want = run_experiment(_spec(sources, "numpy", None, **opts), save=str(tmp_path / "numpy"))
-    got = run_experiment(_spec(sources, "dask", scheduler, **opts), save=str(tmp_path / "dask"))
+    got = run_experiment(_spec(sources, "dask", dask_address, **opts), save=str(tmp_path / "dask"))
     _assert_same_saved_model(tmp_path, want, got)
     assert got["extra"]["sigma_b"] == want["extra"]["sigma_b"]  # the same releases
     assert got["extra"]["engine"]["0"]["engine"] == "dask"
@@ -154,7 +142,7 @@ def test_an_id_column_on_the_engine_is_one_line(sources):
     assert create("method", "hdp-vfl").name == "hdp-vfl"
 
 
-def test_products_on_the_engine_equal_numpy_block_by_block(scheduler, monkeypatch):
+def test_products_on_the_engine_equal_numpy_block_by_block(dask_address, monkeypatch):
     """X w brought back block by block and Xᵀ g shipped in waves (2 blocks a wave here, 5
     blocks): the numbers of the products on the rows in memory."""
     import dask.array as da
@@ -167,7 +155,7 @@ def test_products_on_the_engine_equal_numpy_block_by_block(scheduler, monkeypatc
     rows = rng.permutation(500)[:380].astype(np.int32)
     idx = rng.permutation(380)[:300]
     g = rng.normal(size=300)
-    engine = eng.DaskEngine(scheduler)
+    engine = eng.DaskEngine(dask_address)
     try:
         view = EngineRows(da.from_array(X, chunks=(100, 3)), rows, engine)
         np.testing.assert_allclose(engine.matvec(view, w, idx), X[rows[idx]] @ w, rtol=1e-13)
@@ -194,18 +182,18 @@ def _fm_spec(sources: str, engine: str, address: str | None) -> RunSpec:
     )
 
 
-def test_fm_vfl_releases_the_same_model_on_the_engine(sources, scheduler, tmp_path):
+def test_fm_vfl_releases_the_same_model_on_the_engine(sources, dask_address, tmp_path):
     """fm-vfl with each table on its engine: the same single-party coefficients (to float
     rounding), the same opened cross products (exact integers, read in table order there) and
     so the same model as the in-memory path."""
     want = run_experiment(_fm_spec(sources, "numpy", None), save=str(tmp_path / "numpy"))
-    got = run_experiment(_fm_spec(sources, "dask", scheduler), save=str(tmp_path / "dask"))
+    got = run_experiment(_fm_spec(sources, "dask", dask_address), save=str(tmp_path / "dask"))
     _assert_same_saved_model(tmp_path, want, got)
     assert got["comm"]["bytes_total"] == want["comm"]["bytes_total"]
     assert got["extra"]["engine"]["1"]["engine"] == "dask"
 
 
-def test_the_product_input_streams_from_the_engine_in_table_order(scheduler):
+def test_the_product_input_streams_from_the_engine_in_table_order(dask_address):
     """EngineInput: the view's rows, mapped and encoded on the workers, read in consecutive
     slices that cut across blocks, equal the encoded rows in table order, the label holder's
     column (given in the view's order) in front; reading out of order is refused."""
@@ -220,7 +208,7 @@ def test_the_product_input_streams_from_the_engine_in_table_order(scheduler):
     X = rng.uniform(-1, 1, (500, 3))
     rows = rng.permutation(500)[:380].astype(np.int32)  # the view's order: shuffled
     v = rng.uniform(-0.5, 0.5, 380)
-    engine = DaskEngine(scheduler)
+    engine = DaskEngine(dask_address)
     try:
         view = EngineRows(da.from_array(X, chunks=(90, 3)), rows, engine)
         half = view.map_rows(lambda B: B / 2, 3)
@@ -245,20 +233,16 @@ def test_the_product_input_streams_from_the_engine_in_table_order(scheduler):
         engine.close()
 
 
-def test_fm_vfl_streams_the_product_from_the_engine_with_one_process_a_party(sources, tmp_path):
+def test_fm_vfl_streams_the_product_from_the_engine_with_one_process_a_party(
+    sources, dask_address, tmp_path
+):
     """`--processes --engine dask`: each party process reads its table on the engine and
     streams its product input from there; the same model and bytes as in one process."""
-    from distributed import LocalCluster
-
     from securevfl.experiment import run_in_processes
 
     want = run_experiment(_fm_spec(sources, "numpy", None), save=str(tmp_path / "numpy"))
-    # the party processes reach this cluster over TCP (its workers are threads here)
-    with LocalCluster(
-        n_workers=1, threads_per_worker=2, processes=False, protocol="tcp", dashboard_address=":0"
-    ) as cluster:
-        spec = _fm_spec(sources, "dask", cluster.scheduler_address)
-        got = run_in_processes(spec, save=str(tmp_path / "dask"))
+    spec = _fm_spec(sources, "dask", dask_address)  # the party processes reach it over TCP
+    got = run_in_processes(spec, save=str(tmp_path / "dask"))
     _assert_same_saved_model(tmp_path, want, got)
     assert got["comm"]["by_phase"]["mpc"]["bytes"] == want["comm"]["by_phase"]["mpc"]["bytes"]
     assert got["runtime"] == "processes" and got["extra"]["engine"]["0"]["engine"] == "dask"
