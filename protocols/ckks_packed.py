@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 from tenseal import sealapi as seal
 
+from protocols.ckks_codec import SlotCodec
 from protocols.ckks_he import CKKSParameterError, PackedLayout, check_ring
 from protocols.seal_bytes import ciphertext_bytes
 
@@ -190,6 +191,7 @@ class PublicSide:
         self.encryptor = seal.Encryptor(ctx, pk)
         self.evaluator = seal.Evaluator(ctx)
         self.encoder = seal.CKKSEncoder(ctx)
+        self.codec = SlotCodec(ctx, self.evaluator, self.encoder)  # numpy FFTs, SEAL's NTTs
         self.layout: PackedLayout | None = None
         self.zeros: list[seal.Ciphertext] = []  # fresh encryptions of 0, each used once
 
@@ -216,12 +218,12 @@ class PublicSide:
         return ["public"]
 
     def encode(self, values, scale: float, parms_id=None) -> seal.Plaintext:
-        pt = seal.Plaintext()
-        if parms_id is None:
-            self.encoder.encode(values, scale, pt)
-        else:
-            self.encoder.encode(values, parms_id, scale, pt)
-        return pt
+        """One vector (at most ``slots`` values) as an NTT-form plaintext."""
+        return self.codec.encode([np.asarray(values)], scale, parms_id)[0]
+
+    def encode_many(self, rows, scale: float, parms_id=None) -> list[seal.Plaintext]:
+        """Several vectors at one scale and level (one batch: the NTTs two at a time)."""
+        return self.codec.encode(rows, scale, parms_id)
 
     def to_bytes(self, ct: seal.Ciphertext) -> bytes:
         # SEAL's format without its zstd pass (see protocols.seal_bytes): 50x faster
@@ -268,6 +270,11 @@ class KeyHolder(PublicSide):
         # dtype given: numpy would otherwise infer it element by element (4x slower)
         return np.array(self.encoder.decode_complex(pt), dtype=np.complex128)
 
+    def decrypt_many(self, cts: Sequence[seal.Ciphertext]) -> list[np.ndarray]:
+        """The slots of each ciphertext, decoded in numpy; the ciphertexts are consumed (they
+        hold the inverse NTTs, see :class:`protocols.ckks_codec.SlotCodec`)."""
+        return self.codec.decrypt(self.decryptor, cts)
+
 
 def load_public(params: PackedParams, data: bytes) -> PublicSide:
     """A data party's side from :meth:`KeyHolder.public_bytes`."""
@@ -293,8 +300,7 @@ def encrypt_rows(side: PublicSide, layout: PackedLayout, v: np.ndarray) -> list[
 
 def encode_rows(side: PublicSide, layout: PackedLayout, v) -> list[seal.Plaintext]:
     """A plain per-row vector, tiled, at the residual's scale and level (for :func:`add_rows`)."""
-    scale = 2.0**side.params.scale_bits
-    return [side.encode(t.tolist(), scale) for t in layout.tile_rows(v)]
+    return side.encode_many(layout.tile_rows(v), 2.0**side.params.scale_bits)
 
 
 def add_rows(
@@ -320,7 +326,7 @@ def add_rows(
     for i, (ct, t) in enumerate(zip(out, tiles, strict=True)):
         pt = plains[i] if plains is not None else None
         if pt is None or pt.scale != ct.scale or pt.parms_id() != ct.parms_id():
-            pt = side.encode(t.tolist(), ct.scale, ct.parms_id())
+            pt = side.encode(t, ct.scale, ct.parms_id())
         side.evaluator.add_plain_inplace(ct, pt)
     return out
 
@@ -359,13 +365,17 @@ def prepare_products(
     p = side.params
     bound, x_scale = 2.0**p.mask_bits, 2.0**p.x_scale_bits
     level, scale = final_level(side)
-    x, masks, Rs, sums = [], [], [], []
-    for group in layout.tile_features(complex_features(X)):
-        x.append([side.encode(xs.tolist(), x_scale) for xs in group])
+    groups = layout.tile_features(complex_features(X))
+    Rs, sums = [], []
+    for _ in groups:
         R = rng.uniform(-bound, bound, layout.slots) + 1j * rng.uniform(-bound, bound, layout.slots)
-        masks.append(side.encode(R.tolist(), scale, level))
         Rs.append(R)
         sums.append(_interleave(layout.block_sums(R)))
+    # every tile of every group in one batch, then every mask (they are at another level)
+    flat = side.encode_many([xs for group in groups for xs in group], x_scale)
+    chunks = len(groups[0]) if groups else 0
+    x = [flat[g * chunks : (g + 1) * chunks] for g in range(len(groups))]
+    masks = side.encode_many(Rs, scale, level)
     mask_sums = np.concatenate(sums)[: X.shape[1]] if sums else np.zeros(0)
     return Prepared(x, masks, Rs, mask_sums)
 
@@ -404,7 +414,7 @@ def masked_products(
             # channel carries) one prime instead of two; the mask is encoded at that level
             side.evaluator.rescale_to_next_inplace(acc)
         if acc.scale != mask.scale or acc.parms_id() != mask.parms_id():
-            mask = side.encode(R.tolist(), acc.scale, acc.parms_id())  # a residual at another scale
+            mask = side.encode(R, acc.scale, acc.parms_id())  # a residual at another scale
         side.evaluator.add_plain_inplace(acc, mask)
         out.append(acc)
     return out, prep.mask_sums
@@ -413,8 +423,9 @@ def masked_products(
 def open_blocks(
     holder: KeyHolder, cts: Sequence[seal.Ciphertext], layout: PackedLayout, features: int
 ) -> np.ndarray:
-    """Key holder: decrypt masked group ciphertexts, sum their blocks (still masked)."""
-    sums = [_interleave(layout.block_sums(holder.decrypt(ct))) for ct in cts]
+    """Key holder: decrypt masked group ciphertexts, sum their blocks (still masked). The
+    ciphertexts are consumed (see :meth:`KeyHolder.decrypt_many`)."""
+    sums = [_interleave(layout.block_sums(z)) for z in holder.decrypt_many(cts)]
     return np.concatenate(sums)[:features] if sums else np.zeros(0)
 
 

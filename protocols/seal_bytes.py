@@ -23,6 +23,7 @@ import ctypes
 import struct
 from collections.abc import Callable
 
+import numpy as np
 from tenseal import sealapi as seal
 
 MAGIC, HEADER_SIZE, COMPR_NONE = 0xA15E, 16, 0
@@ -30,15 +31,23 @@ _HEADER = struct.Struct("<HBBBBHQ")  # magic, header size, version major/minor, 
 _MEMBERS = struct.Struct("<4QBQQQdQ")  # parms_id, is_ntt_form, size, N, L, scale, correction
 
 
-class _Raw:
-    """The ctypes entry to SEAL's ``Ciphertext::data(size_t)`` and the checked SEAL version."""
+class Memory:
+    """Checked access to the coefficient arrays of SEAL objects, as writable numpy views.
 
-    def __init__(self, version: tuple[int, int]) -> None:
+    A ciphertext's array through SEAL's exported ``Ciphertext::data(size_t)``; a plaintext's
+    (whose ``data()`` is inline, so not exported) through its members' layout in SEAL 4:
+    ``parms_id`` (4 words), ``coeff_count``, ``scale``, then its ``DynArray`` (memory pool
+    handle: 2 words, capacity, size, data pointer). Every view is checked against what sealapi's
+    accessors read (counts, scale, first and last coefficients) before it is returned; a
+    mismatch raises ValueError and the caller takes SEAL's own path. A view is valid while its
+    object lives and is not resized.
+    """
+
+    def __init__(self) -> None:
         lib = ctypes.CDLL(seal._sealapi_cpp.__file__)  # already loaded: the same handle
         self.data = lib._ZN4seal10Ciphertext4dataEm  # seal::Ciphertext::data(unsigned long)
         self.data.restype, self.data.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_size_t]
         self.offset = object.__basicsize__  # pybind11 instance: value pointer after PyObject_HEAD
-        self.version = version  # SEAL's, as its own save writes it
 
     def this(self, obj) -> int:
         return ctypes.c_void_p.from_address(id(obj) + self.offset).value
@@ -52,6 +61,48 @@ class _Raw:
         if words[0] != ct.data(0) or (ct.size() > 1 and words[count // ct.size()] != ct.data(1)):
             raise ValueError("ciphertext layout differs from SEAL's accessors")
         return (ctypes.c_char * (8 * count)).from_address(ptr)
+
+    def ciphertext_words(self, ct: seal.Ciphertext) -> np.ndarray:
+        """``ct``'s coefficients (polynomial, prime, coefficient order) as a uint64 view."""
+        return np.frombuffer(self.coefficients(ct), dtype=np.uint64)
+
+    def plaintext_words(self, pt: seal.Plaintext) -> np.ndarray:
+        """``pt``'s ``coeff_count`` words (prime-major in NTT form) as a uint64 view."""
+        n = pt.coeff_count()
+        head = (ctypes.c_uint64 * 11).from_address(self.this(pt))
+        scale = struct.unpack("<d", struct.pack("<Q", head[5]))[0]
+        if n < 1 or head[4] != n or head[9] != n or head[8] < n or not head[10]:
+            raise ValueError("plaintext layout differs from SEAL 4's")
+        if scale != pt.scale:
+            raise ValueError("plaintext layout differs from SEAL 4's")
+        words = np.ctypeslib.as_array((ctypes.c_uint64 * n).from_address(head[10]))
+        if words[0] != pt.data(0) or words[n - 1] != pt.data(n - 1):
+            raise ValueError("plaintext layout differs from SEAL's accessors")
+        return words
+
+
+_MEMORY: dict[int, Memory | None] = {}
+
+
+def memory() -> Memory | None:
+    """This process's :class:`Memory`, or None where SEAL's symbol cannot be reached."""
+    if 0 not in _MEMORY:
+        try:
+            _MEMORY[0] = Memory()
+        except (AttributeError, OSError):
+            _MEMORY[0] = None
+    return _MEMORY[0]
+
+
+class _Raw:
+    """Uncompressed ciphertext bytes through :class:`Memory`, with the checked SEAL version."""
+
+    def __init__(self, version: tuple[int, int], mem: Memory | None = None) -> None:
+        self.memory = mem if mem is not None else Memory()
+        self.version = version  # SEAL's, as its own save writes it
+
+    def coefficients(self, ct: seal.Ciphertext) -> ctypes.Array:
+        return self.memory.coefficients(ct)
 
     def dump(self, ct: seal.Ciphertext) -> bytes:
         """``ct`` in SEAL's format, uncompressed."""
