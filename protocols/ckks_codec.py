@@ -124,12 +124,18 @@ class SlotCodec:
         return pt
 
     def _encode_ntt(self, rows, scale, parms_id, primes, limit) -> list[seal.Plaintext]:
-        mem: Memory = self.memory  # type: ignore[assignment]
-        L, n = len(primes), self.n
         coeffs = [self.coefficients(r, scale, limit) for r in rows]
-        out: list[seal.Plaintext | None] = [None] * len(rows)
+        return self.plaintexts([c for c, _ in coeffs], [t for _, t in coeffs], scale, parms_id)
+
+    def plaintexts(
+        self, coeffs: Sequence[np.ndarray], tops: Sequence[float], scale: float, parms_id
+    ) -> list[seal.Plaintext]:
+        """NTT-form plaintexts of integer coefficient rows (int64, ``tops[i]``: the largest
+        magnitude in row i, below the level's modulus), labelled with ``scale``."""
+        mem = self._memory()
+        out: list[seal.Plaintext | None] = [None] * len(coeffs)
         live = []
-        for i, (_, top) in enumerate(coeffs):
+        for i, top in enumerate(tops):
             if top:
                 live.append(i)
             else:  # the zero polynomial is zero in NTT form too
@@ -138,28 +144,46 @@ class SlotCodec:
                 out[i] = pt
         for a in range(0, len(live), 2):
             pair = live[a : a + 2]
-            box = seal.Ciphertext()
-            box.resize(self.ctx, parms_id, 2)  # coefficient form, zeros
-            words = mem.ciphertext_words(box).reshape(2, L, n).view(np.int64)
             # SEAL refuses a container whose second polynomial is zero ("transparent"): a lone
             # vector goes second
-            place = [1] if len(pair) == 1 else [0, 1]
-            for s, i in zip(place, pair, strict=True):
-                c, top = coeffs[i]
-                for p, q in enumerate(primes):
-                    w = words[s, p]
-                    if top < q:  # c mod q = c + q where c < 0: shift, mask, add
-                        np.right_shift(c, 63, out=w)
-                        np.bitwise_and(w, np.int64(q), out=w)
-                        np.add(w, c, out=w)
-                    else:
-                        np.mod(c, np.int64(q), out=w)
-            self.evaluator.transform_to_ntt_inplace(box)
-            for s, i in zip(place, pair, strict=True):
+            rows = [coeffs[i] for i in pair] if len(pair) == 2 else [None, coeffs[pair[0]]]
+            box = self.ntt_ciphertext(rows, [tops[i] for i in pair][-2:], parms_id)
+            words = mem.ciphertext_words(box).reshape(2, -1)
+            for s, i in zip([1] if len(pair) == 1 else [0, 1], pair, strict=True):
                 pt = self._plaintext(parms_id, scale)
-                mem.plaintext_words(pt)[:] = words[s].ravel().view(np.uint64)
+                mem.plaintext_words(pt)[:] = words[s]
                 out[i] = pt
         return out  # type: ignore[return-value]
+
+    def ntt_ciphertext(self, rows, tops: Sequence[float], parms_id) -> seal.Ciphertext:
+        """A 2-polynomial NTT-form ciphertext (scale 1) whose polynomials are the NTTs of two
+        integer coefficient rows (int64; ``None``: zero; the second must not be zero), each
+        reduced modulo every prime of the level ``parms_id``."""
+        mem = self._memory()
+        data = self.ctx.get_context_data(parms_id)
+        primes = [m.value() for m in data.parms().coeff_modulus()]
+        box = seal.Ciphertext()
+        box.resize(self.ctx, parms_id, 2)  # coefficient form, zeros
+        words = mem.ciphertext_words(box).reshape(2, len(primes), self.n).view(np.int64)
+        tops = [0.0] * (2 - len(tops)) + list(tops)
+        for s, c in enumerate(rows):
+            if c is None:
+                continue
+            for p, q in enumerate(primes):
+                w = words[s, p]
+                if tops[s] < q:  # c mod q = c + q where c < 0: shift, mask, add
+                    np.right_shift(c, 63, out=w)
+                    np.bitwise_and(w, np.int64(q), out=w)
+                    np.add(w, c, out=w)
+                else:
+                    np.mod(c, np.int64(q), out=w)
+        self.evaluator.transform_to_ntt_inplace(box)
+        return box
+
+    def _memory(self) -> Memory:
+        if self.memory is None:
+            raise ValueError("SEAL objects' memory is not reachable here")
+        return self.memory
 
     # ---- decode -------------------------------------------------------------------------------
 
@@ -194,7 +218,7 @@ class SlotCodec:
         return [np.array(self.encoder.decode_complex(pt), dtype=np.complex128) for pt in pts]
 
     def _decode_ntt(self, pts, cts) -> list[np.ndarray]:
-        mem: Memory = self.memory  # type: ignore[assignment]
+        mem = self._memory()
         n = self.n
         out: list[np.ndarray] = [np.zeros(0)] * len(pts)
         for a in range(0, len(pts), 2):

@@ -38,11 +38,12 @@ from tenseal import sealapi as seal
 
 from protocols.ckks_codec import SlotCodec
 from protocols.ckks_he import CKKSParameterError, PackedLayout, check_ring
+from protocols.ckks_zeros import ZeroEncryptor
 from protocols.seal_bytes import ciphertext_bytes
 
 X_SCALE_CAP = 50  # features |x| <= 1 need no more fractional bits than a double carries
 GRAD_ERROR_BITS = 20  # an opened gradient entry must be exact to 2^-20 (see predicted_error)
-D_NOISE_BITS = 4  # fresh public-key encryption noise, measured ~2^3.5 (coefficient domain)
+D_NOISE_BITS = 9  # fresh encryption noise at the data level: 2^8.4 (protocols.ckks_zeros)
 RESIDUAL_BITS = 5  # |4 dl/dt| = |theta - 2y| assumed < 32 for the X-encoding error term
 ROUNDING_BITS = 3.5  # rescale / encoding rounding at the final scale, measured (slot domain)
 
@@ -194,22 +195,36 @@ class PublicSide:
         self.codec = SlotCodec(ctx, self.evaluator, self.encoder)  # numpy FFTs, SEAL's NTTs
         self.layout: PackedLayout | None = None
         self.zeros: list[seal.Ciphertext] = []  # fresh encryptions of 0, each used once
+        try:  # Enc(0) at the data level (protocols.ckks_zeros); else SEAL's, at the key level
+            self.zero_maker: ZeroEncryptor | None = ZeroEncryptor(self.codec, pk)
+        except ValueError:
+            self.zero_maker = None
+
+    def fresh_zeros(self, count: int) -> list[seal.Ciphertext]:
+        """``count`` new public-key encryptions of 0 at the first data level."""
+        if self.zero_maker is not None:
+            try:
+                return self.zero_maker.zeros(count)
+            except ValueError:  # a layout check failed: SEAL's encryptor from now on
+                self.zero_maker = None
+        out = []
+        for _ in range(count):
+            ct = seal.Ciphertext()
+            self.encryptor.encrypt_zero(ct)
+            out.append(ct)
+        return out
 
     def precompute_zeros(self, count: int) -> None:
         """Draw public-key encryptions of 0 until ``count`` wait (the costly, data-free part of
         an encryption: a party does it while it waits for a peer)."""
-        while len(self.zeros) < count:
-            ct = seal.Ciphertext()
-            self.encryptor.encrypt_zero(ct)
-            self.zeros.append(ct)
+        if len(self.zeros) < count:
+            self.zeros.extend(self.fresh_zeros(count - len(self.zeros)))
 
     def encrypt(self, pt: seal.Plaintext) -> seal.Ciphertext:
-        """Enc(pt) as SEAL's Encryptor.encrypt makes it: a fresh Enc(0) plus pt (the same bytes
-        under the same randomness, tested); a precomputed Enc(0) is taken once, then dropped."""
-        ct = self.zeros.pop() if self.zeros else None
-        if ct is None:
-            ct = seal.Ciphertext()
-            self.encryptor.encrypt_zero(ct)
+        """Enc(pt) = a fresh Enc(0) plus pt, as SEAL's Encryptor.encrypt makes it (with SEAL's
+        encryptor: the same bytes under the same randomness, tested); a precomputed Enc(0) is
+        taken once, then dropped."""
+        ct = self.zeros.pop() if self.zeros else self.fresh_zeros(1)[0]
         ct.scale = pt.scale
         self.evaluator.add_plain_inplace(ct, pt)
         return ct

@@ -17,35 +17,17 @@ draw whole arrays of words at once: ``bit_generator.random_raw`` (PBM's sampler)
 from __future__ import annotations
 
 import math
-import os
 from typing import Any
 
 import numpy as np
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from randomgen import UserBitGenerator
 
+from protocols.keystream import AESCTRStream
 from securevfl.privacy.samplers import secure_gaussian, secure_laplace, uniform_from_words
 
 NAME = "aes-ctr-csprng"
 _SCALAR = (float, int, np.float64)
 _BUFFER_WORDS = 4096  # words kept for numpy's one-word-at-a-time C samplers
-
-
-class AESCTRStream:
-    """AES-256-CTR keystream under a fresh OS-entropy key, read as uint64 words or bytes."""
-
-    def __init__(self) -> None:
-        cipher = Cipher(algorithms.AES(os.urandom(32)), modes.CTR(os.urandom(16)))
-        self._enc = cipher.encryptor()
-        self._zeros = b""  # plaintext of zeros, kept: allocating it each time cost most
-
-    def bytes(self, n: int) -> bytes:
-        if n > len(self._zeros):
-            self._zeros = bytes(max(n, 2 * len(self._zeros)))
-        return self._enc.update(memoryview(self._zeros)[:n])
-
-    def words(self, n: int) -> np.ndarray:
-        return np.frombuffer(self.bytes(8 * n), dtype="<u8")
 
 
 class AESCTRBitGenerator(UserBitGenerator):

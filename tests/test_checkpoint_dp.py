@@ -186,7 +186,7 @@ def test_ldp_csprng_resume_counts_again_and_leaves_no_noise_key(tmp_path, monkey
     that went on to its end re-runs the last epoch and the private scoring with fresh noise;
     the record composes both once more (independent check). The AES keys the CSPRNG drew are
     in no file of the checkpoint directory, whose state holds only the listed public facts."""
-    import securevfl.csprng as csprng
+    import protocols.keystream as keystream
 
     keys: list[bytes] = []
     real = os.urandom
@@ -197,7 +197,7 @@ def test_ldp_csprng_resume_counts_again_and_leaves_no_noise_key(tmp_path, monkey
             keys.append(out)
         return out
 
-    monkeypatch.setattr(csprng.os, "urandom", recording)
+    monkeypatch.setattr(keystream.os, "urandom", recording)  # where the CSPRNG keys itself
     args = {**LDP, "epochs": 3, "epsilon": 4.0, "bottom": "exact"}
     spec = build_spec(dict(args))
     ck = tmp_path / "ck"

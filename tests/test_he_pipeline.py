@@ -1,5 +1,6 @@
 """HE-VFL's CKKS work moved off the critical path (issue 29) computes exactly what it did:
-encryption as Enc(0) + pt is SEAL's own encryption (bytes, under a seeded generator), plaintexts
+encryption as Enc(0) + pt decrypts to pt (and with SEAL's encryptor is SEAL's own encryption:
+bytes, under a seeded generator), plaintexts
 encoded while a party waits give the same ciphertexts, and the processes-mode epoch bench checks
 every opened gradient from what each party process recorded."""
 
@@ -31,16 +32,33 @@ def _seeded_side(seed: int) -> cp.PublicSide:
     return cp.PublicSide(p, ctx, pk)
 
 
-def test_encryption_from_a_precomputed_zero_is_seals_encrypt():
-    side = _seeded_side(7)
-    pt = side.encode(np.linspace(-3, 3, side.params.slots).tolist(), 2.0**40)
-    want = seal.Ciphertext()
-    side.encryptor.encrypt(pt, want)  # a seeded factory: every encryption draws the same stream
+def test_encryption_from_a_precomputed_zero_decrypts_to_the_plaintext():
+    holder = cp.KeyHolder(cp.PackedParams())
+    side = cp.load_public(holder.params, holder.public_bytes())
+    values = np.linspace(-3, 3, side.params.slots)
+    pt = side.encode(values, 2.0**40)
     fresh = side.encrypt(pt)  # no zero waiting: one drawn now
     side.precompute_zeros(2)
     assert len(side.zeros) == 2
     pooled = side.encrypt(pt)
     assert len(side.zeros) == 1  # each Enc(0) is used once
+    assert side.to_bytes(fresh) != side.to_bytes(pooled)  # each with its own randomness
+    for ct in (fresh, pooled):
+        assert ct.scale == pt.scale and ct.parms_id() == side.ctx.first_parms_id()
+        got = holder.decrypt_many([holder.from_bytes(side.to_bytes(ct))])[0]
+        assert np.max(np.abs(got - values)) < 2**-20
+
+
+def test_seals_encryptor_path_is_seals_encrypt():
+    """Where Enc(0) falls back to SEAL's encryptor, Enc(0) + pt is SEAL's encrypt (bytes)."""
+    side = _seeded_side(7)
+    side.zero_maker = None
+    pt = side.encode(np.linspace(-3, 3, side.params.slots).tolist(), 2.0**40)
+    want = seal.Ciphertext()
+    side.encryptor.encrypt(pt, want)  # a seeded factory: every encryption draws the same stream
+    fresh = side.encrypt(pt)
+    side.precompute_zeros(2)
+    pooled = side.encrypt(pt)
     for ct in (fresh, pooled):
         assert ct.scale == want.scale and ct.parms_id() == want.parms_id()
         assert side.to_bytes(ct) == side.to_bytes(want)
