@@ -241,7 +241,9 @@ class CKKSScheme(Scheme):
         out.update(
             {
                 "ckks": {
-                    "backend": "SEAL via tenseal.sealapi, depth 0, complex packing",
+                    "backend": "SEAL via tenseal.sealapi (keys, NTTs, products, rescaling, "
+                    "decryption); slots encoded in numpy; public-key encryption at the data "
+                    "level; depth 0, complex packing",
                     "poly_modulus_degree": p.poly_modulus_degree,
                     "coeff_mod_bit_sizes": list(p.coeff_mod_bit_sizes),
                     "scale_bits": p.scale_bits,

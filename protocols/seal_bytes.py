@@ -15,6 +15,9 @@ the Python object header). Every read checks the first coefficient of each polyn
 sealapi's ``data(i)``, and each process checks the bytes once end to end: its first ciphertext
 is also saved by SEAL, and the uncompressed bytes, loaded by SEAL and saved again, must give
 SEAL's bytes exactly. If a check fails, that process saves with SEAL (slower) from then on.
+
+:class:`Memory` is the same access as writable numpy views (ciphertexts and plaintexts), for
+:mod:`protocols.ckks_codec`, which fills SEAL objects with coefficients numpy computed.
 """
 
 from __future__ import annotations
