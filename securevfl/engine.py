@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from securevfl.errors import ConfigError
+from securevfl.errors import ConfigError, ProtocolError
 
 ENGINES = ("numpy", "dask")
 # local work on the engine
@@ -51,6 +51,7 @@ BACKGROUND_METHODS = ("secureboost", "secureboost-dp")  # the key holder's engin
 BLOCK_ROWS = 131_072  # rows per block: at d = 40, 40 MiB of float64
 LOCAL_WORKERS = 2  # at most, per party's LocalCluster (``local_workers``: fewer on few cores)
 CONNECT_TIMEOUT_S = 60
+WAIT_S = 120.0  # the longest wait for one result of the party's cluster (the run's --timeout)
 WAVE_BLOCKS = (
     16  # Xᵀ g of a table on the engine: blocks whose slices of g are on the workers at once
 )
@@ -137,8 +138,8 @@ class RowGather:
     minibatch, off the critical path, and the party holds at most two waves of its rows (never
     all of them). ``client``: the party's cluster."""
 
-    def __init__(self, client: Any) -> None:
-        self.client = client
+    def __init__(self, client: Any, timeout: float = WAIT_S) -> None:
+        self.client, self.timeout = client, timeout
         # per table (its Dask name): the planned minibatches' table positions, and where each
         # one is in the plan by its key
         self._plans: dict[str, tuple[list[np.ndarray], dict[bytes, int]]] = {}
@@ -168,7 +169,7 @@ class RowGather:
                 wave = self._start(X, first)[1]
             else:  # not planned: this minibatch alone
                 wave = _Wave(self.client, X, [pos])
-            got = wave.result()
+            got = wave.result(self.timeout)
             self._next = None
             self._held = {_key(X.table, p): r for p, r in got}
             if first is not None and first + len(got) < len(planned):
@@ -215,15 +216,29 @@ class _Wave:
         tasks = [take(i, ordered[cut[i] : cut[i + 1]] - starts[i]) for i in hit]
         self.futures = client.compute(tasks)
 
-    def result(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        """(positions, rows) of each minibatch of the wave, the rows read-only."""
+    def result(self, timeout: float) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(positions, rows) of each minibatch of the wave, the rows read-only (each block's
+        slice waited for at most ``timeout`` seconds)."""
         out = np.empty((sum(len(p) for p in self.wave), self.width), dtype=np.float64)
         for (a, b), fut in zip(self.spans, self.futures, strict=True):
-            out[self.order[a:b]] = fut.result()
-            fut.release()
+            out[self.order[a:b]] = wait_for(fut, timeout, "a minibatch's rows")
         out.flags.writeable = False  # held for the minibatch's later products
         parts = np.split(out, np.cumsum([len(p) for p in self.wave])[:-1])
         return list(zip(self.wave, parts, strict=True))
+
+
+def wait_for(fut: Any, timeout: float, what: str) -> Any:
+    """``fut``'s result, waited for at most ``timeout`` seconds (else a ProtocolError naming
+    ``what``); the future is released either way."""
+    try:
+        return fut.result(timeout=timeout)
+    except TimeoutError:
+        raise ProtocolError(
+            f"the party's Dask cluster did not deliver {what} within {timeout:g} s (--timeout; "
+            f"a worker may have died or the cluster be overloaded)"
+        ) from None
+    finally:
+        fut.release()
 
 
 def _take(block: np.ndarray, local: np.ndarray) -> np.ndarray:
@@ -278,11 +293,17 @@ class DaskEngine(NumpyEngine):
     name = "dask"
 
     def __init__(
-        self, scheduler: str | None = None, *, workers: int = LOCAL_WORKERS, block_rows: int = 0
+        self,
+        scheduler: str | None = None,
+        *,
+        workers: int = LOCAL_WORKERS,
+        block_rows: int = 0,
+        timeout: float = WAIT_S,
     ) -> None:
         from distributed import Client, LocalCluster
 
         self.block_rows = block_rows or BLOCK_ROWS
+        self.timeout = float(timeout)  # every wait for the cluster's results, at most
         self.cluster = None
         if scheduler:
             try:
@@ -309,7 +330,8 @@ class DaskEngine(NumpyEngine):
                 )
             self.client = Client(self.cluster)
         self._blocks: dict[int, tuple[np.ndarray, Any]] = {}
-        self.gathered = RowGather(self.client)  # minibatches' rows of tables on the engine
+        # minibatches' rows of tables on the engine
+        self.gathered = RowGather(self.client, self.timeout)
 
     def blocks(self, X: np.ndarray) -> Any:
         """X as a Dask array of row blocks held on the cluster (made once per block)."""
@@ -329,7 +351,12 @@ class DaskEngine(NumpyEngine):
     def _result(self, expr: Any) -> np.ndarray:
         """``expr`` computed on this party's own cluster (never Dask's default client: in one
         process, each party has its own client)."""
-        return np.asarray(self.client.compute(expr, sync=True))
+        return np.asarray(wait_for(self.client.compute(expr), self.timeout, "a product"))
+
+    def gather(self, tasks: list[Any], what: str) -> list[Any]:
+        """The results of ``tasks`` (Dask delayed objects) computed on this party's cluster,
+        each waited for at most the timeout."""
+        return [wait_for(f, self.timeout, what) for f in self.client.compute(list(tasks))]
 
     def _vector(self, expr: Any) -> np.ndarray:
         """A row-chunked Dask vector brought into this process block by block: each block's
@@ -340,8 +367,7 @@ class DaskEngine(NumpyEngine):
         out = np.empty(expr.shape[0], dtype=expr.dtype)
         # in block order (distributed's as_completed waited ~0.4 s a call between blocks)
         for i, fut in enumerate(futures):
-            out[starts[i] : starts[i + 1]] = fut.result()
-            fut.release()
+            out[starts[i] : starts[i + 1]] = wait_for(fut, self.timeout, f"block {i} of a product")
         return out
 
     def matvec(self, X: Any, w: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
@@ -409,7 +435,7 @@ class DaskEngine(NumpyEngine):
                     [full[starts[i] : starts[i + 1]] for i in wave], hash=False
                 )
             tasks = [delayed(_transposed_product)(blocks[i], v) for i, v in zip(wave, held)]
-            got += self.client.compute(tasks, sync=True)
+            got += self.gather(tasks, "blocks of a transposed product")
             del held
         return np.sum(np.stack(got), axis=0)
 
@@ -492,7 +518,11 @@ def open_engines(
     # share them among themselves (the background takes what they leave idle)
     workers = local_workers(len(parties) - (background in parties))
     return {
-        k: DaskEngine(scheduler, workers=local_workers(1) if k == background else workers)
+        k: DaskEngine(
+            scheduler,
+            workers=local_workers(1) if k == background else workers,
+            timeout=getattr(spec, "timeout", WAIT_S),
+        )
         for k in parties
     }
 

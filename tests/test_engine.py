@@ -100,7 +100,8 @@ def test_secureboosts_key_holder_gets_the_workers_of_a_party_alone(monkeypatch):
 
     monkeypatch.setattr(eng.os, "sched_getaffinity", lambda _pid: {0, 1})
 
-    def recorder(scheduler=None, *, workers):  # the workers each engine would start
+    def recorder(scheduler=None, *, workers, timeout):  # the workers each engine would start
+        assert timeout == 120.0  # the run's --timeout
         return workers
 
     monkeypatch.setattr(eng, "DaskEngine", recorder)
@@ -114,3 +115,21 @@ def test_secureboosts_key_holder_gets_the_workers_of_a_party_alone(monkeypatch):
     assert eng.open_engines(RunSpec(method="secureboost", engine="dask"), [1], key_holder=0) == {
         1: 2
     }  # a partner in its own process
+
+
+def test_a_result_the_cluster_does_not_deliver_in_time_is_a_protocol_error(dask_address):
+    """Every wait on the party's cluster ends at the run's timeout, with one line naming it."""
+    import time
+
+    from dask import delayed
+
+    from securevfl.errors import ProtocolError
+
+    engine = DaskEngine(dask_address, timeout=0.2)
+    try:
+        with pytest.raises(ProtocolError, match=r"did not deliver a slow block within 0.2 s"):
+            engine.gather([delayed(time.sleep, pure=False)(1.0)], "a slow block")
+        assert engine.gather([delayed(sum)([1, 2])], "a sum") == [3]  # and the engine goes on
+        assert engine.gathered.timeout == 0.2  # the minibatches' rows wait as long
+    finally:
+        engine.close()

@@ -158,7 +158,7 @@ class ResidentTable:
         from dask import delayed
 
         tasks = [delayed(_apply, pure=True)(self.reader, b, step, fn) for b in self.blocks]
-        return list(self.engine.client.compute(tasks, sync=True))
+        return self.engine.gather(tasks, f"party {self.reader.party}'s blocks")
 
 
 def open_resident(
@@ -199,7 +199,7 @@ def open_resident(
         party, where, header[0], reader.columns(blocks[0]).column(0), categories, feature_column
     )
     tasks = [delayed(_missing_counts, pure=True)(reader, b) for b in blocks]
-    missing = np.sum(engine.client.compute(tasks, sync=True), axis=0)
+    missing = np.sum(engine.gather(tasks, f"party {party}'s missing-cell counts"), axis=0)
     n = sum(b.rows for b in blocks)
     rules = rules_from_missing(party, where, header, missing, n, categories)
     table = ResidentTable(dataclasses.replace(reader, rules=tuple(rules)), blocks, engine)

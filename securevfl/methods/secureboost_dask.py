@@ -33,6 +33,7 @@ import gmpy2
 import numpy as np
 
 from protocols import paillier_he as ph
+from securevfl.engine import WAIT_S, wait_for
 from securevfl.errors import ProtocolError
 from securevfl.methods import secureboost_protocol as sp
 from securevfl.methods import secureboost_sums as hs
@@ -55,7 +56,14 @@ class RandomnessPool:
 class BoostOffload:
     """A party's SecureBoost arithmetic as tasks on its engine's Dask client."""
 
-    def __init__(self, client: Any, crypto: sp.Crypto, block_rows: int = BLOCK_ROWS) -> None:
+    def __init__(
+        self,
+        client: Any,
+        crypto: sp.Crypto,
+        block_rows: int = BLOCK_ROWS,
+        timeout: float = WAIT_S,
+    ) -> None:
+        self.timeout = float(timeout)  # each task's result is waited for at most this long
         self.client, self.c, self.block_rows = client, crypto, block_rows
         pub, priv, h = crypto.pub, crypto.priv, getattr(crypto.fast, "h_s", None)
         self.key = None  # the label holder's: (n, p, q, h_s), what a worker needs
@@ -113,7 +121,7 @@ class BoostOffload:
             )
             for i, r in enumerate(pool.blocks)
         ]
-        return b"".join(self.client.gather(parts))
+        return b"".join(self._gather(parts, "a block of ciphertexts"))
 
     # -- a data party ------------------------------------------------------------------------
     def hold(self, data: bytes) -> tuple[str, Any]:
@@ -148,7 +156,7 @@ class BoostOffload:
             )
             for s in range(0, max(F, 1), per)
         ]
-        done = self.client.gather(groups)  # the first group's task also totals the nodes
+        done = self._gather(groups, "a group's bin sums")  # the first also totals the nodes
         cols = [c for g, _ in done for c in g]
         return hs.join_columns(n2, cols, done[0][1], n_nodes, n_bins)
 
@@ -160,7 +168,10 @@ class BoostOffload:
             self.client.submit(hs.pack_cells, n2, acc[i : i + step], cap, sp.PAIR_BITS, pure=False)
             for i in range(0, len(acc), step)
         ]
-        return [ct for p in self.client.gather(packs) for ct in p]
+        return [ct for p in self._gather(packs, "packed bin sums") for ct in p]
+
+    def _gather(self, futures: list[Any], what: str) -> list[Any]:
+        return [wait_for(f, self.timeout, what) for f in futures]
 
     def packed_products(
         self,

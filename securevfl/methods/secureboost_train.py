@@ -71,9 +71,10 @@ def _offloads(ctx: Any, keys: dict[int, Any]) -> dict[int, Any]:
 
     out = {}
     for k, c in keys.items():
-        client = getattr(ctx.engine(k), "client", None)
+        engine = ctx.engine(k)
+        client = getattr(engine, "client", None)
         if client is not None:
-            out[k] = BoostOffload(client, c)
+            out[k] = BoostOffload(client, c, timeout=engine.timeout)
     return out
 
 

@@ -91,7 +91,7 @@ def prepare_resident(
     y = classes = None
     workers = local_workers(len(mine))
     for k in mine:
-        engine = DaskEngine(spec.dask_scheduler, workers=workers)
+        engine = DaskEngine(spec.dask_scheduler, workers=workers, timeout=spec.timeout)
         label = (opts.get("label_column") or "label") if k == holder else None
         t, labels = open_resident(
             k, sources[k], engine, label=label, categories=cats,
