@@ -106,14 +106,17 @@ def render_html(
     if f"\n## {PEERS_HEADING}\n" in md:  # the perf jobs' ratio table (bench.reports.perf_peers)
         nav += f'<a href="#{PEERS_ID}">{PEERS_HEADING}</a>'
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    if records or f"\n## {PEERS_HEADING}\n" not in md:
+        made = f"{len(records)} runs, rendered from results.jsonl on {stamp}."
+    else:  # a perf-only suite: its jobs' records are perf.jsonl's, in their section
+        made = f"Perf jobs only (perf.jsonl), rendered on {stamp}."
     page = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
-        f'<p class="meta">{len(records)} runs, rendered from results.jsonl on {stamp}. '
-        "Self-contained: plots and styles are inside this file.</p>",
+        f'<p class="meta">{made} Self-contained: plots and styles are inside this file.</p>',
         f"<nav>{nav}</nav>",
     ]
     for key, name, parts in sections:

@@ -299,3 +299,7 @@ def test_cells_then_jobs_and_perf_jobs_alone(stand_in):
     alone = stand_in / "alone"
     assert main([*argv, "--out", str(alone), "--perf-jobs", "stand-in-job"]) == 0
     assert not (alone / "results.jsonl").exists() and read_perf(alone)
+    # a perf-only report says what it holds, not "0 runs" (report.md and report.html alike)
+    assert "0 runs" not in (alone / "report.md").read_text()
+    meta = (alone / "report.html").read_text()
+    assert "0 runs" not in meta and "Perf jobs only (perf.jsonl), rendered on" in meta
