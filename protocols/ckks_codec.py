@@ -101,17 +101,20 @@ class SlotCodec:
         if data is None:
             raise CKKSParameterError("parms_id is not a level of this context")
         primes = [m.value() for m in data.parms().coeff_modulus()]
-        # coefficients must fit the level's modulus, centred (SEAL's bound), and an int64
+        # coefficients must fit the level's modulus, centred (SEAL's bound), and an int64;
+        # a value too large is the caller's error on either path (CKKSParameterError)
         limit = min(COEFF_LIMIT, math.prod(float(q) for q in primes) / 2)
+        coeffs = [self.coefficients(r, scale, limit) for r in rows]
         if self.memory is not None:
             try:
-                return self._encode_ntt(rows, scale, parms_id, primes, limit)
+                return self.plaintexts(
+                    [c for c, _ in coeffs], [t for _, t in coeffs], scale, parms_id
+                )
             except ValueError:  # a layout check failed: SEAL's encoder from now on
                 self.memory = None
-        return [self._seal_encode(r, scale, parms_id, limit) for r in rows]
+        return [self._seal_encode(r, scale, parms_id) for r in rows]
 
-    def _seal_encode(self, row: np.ndarray, scale: float, parms_id, limit) -> seal.Plaintext:
-        self.coefficients(row, scale, limit)  # the same bound and message on either path
+    def _seal_encode(self, row: np.ndarray, scale: float, parms_id) -> seal.Plaintext:
         pt = seal.Plaintext()
         self.encoder.encode(row.tolist(), parms_id, scale, pt)
         return pt
@@ -122,10 +125,6 @@ class SlotCodec:
         pt = seal.Plaintext()
         self.encoder.encode(1.0, parms_id, scale, pt)
         return pt
-
-    def _encode_ntt(self, rows, scale, parms_id, primes, limit) -> list[seal.Plaintext]:
-        coeffs = [self.coefficients(r, scale, limit) for r in rows]
-        return self.plaintexts([c for c, _ in coeffs], [t for _, t in coeffs], scale, parms_id)
 
     def plaintexts(
         self, coeffs: Sequence[np.ndarray], tops: Sequence[float], scale: float, parms_id
@@ -210,7 +209,10 @@ class SlotCodec:
             pt = seal.Plaintext()
             decryptor.decrypt(ct, pt)
             pts.append(pt)
-        if self.memory is not None and all(ct.coeff_modulus_size() == 1 for ct in cts):
+        # containers: one-prime, two-polynomial NTT-form ciphertexts (what HE-VFL's products
+        # are); anything else a peer sent is decoded by SEAL, this once
+        boxes = all(c.coeff_modulus_size() == 1 and c.size() == 2 and c.is_ntt_form() for c in cts)
+        if self.memory is not None and boxes:
             try:
                 return self._decode_ntt(pts, cts)
             except ValueError:  # a layout check failed: SEAL's decoder from now on
@@ -224,8 +226,6 @@ class SlotCodec:
         for a in range(0, len(pts), 2):
             pair = pts[a : a + 2]
             box = cts[a]
-            if box.size() != 2 or not box.is_ntt_form():
-                raise ValueError("a container must be a 2-polynomial NTT-form ciphertext")
             q = self.ctx.get_context_data(box.parms_id()).parms().coeff_modulus()[0].value()
             src = [mem.plaintext_words(pt) for pt in pair]
             live = [w.any() for w in src]

@@ -108,3 +108,34 @@ def test_values_too_large_for_the_level_are_refused(holder, value):
         holder.encode_many([np.full(4096, value)], scale * 2.0**20, level)
     with pytest.raises(cp.CKKSParameterError, match="at most 4096 values"):
         holder.encode_many([np.zeros(4097)], 2.0**40)
+
+
+def test_a_ciphertext_of_another_shape_is_decoded_by_seal_this_once(holder):
+    """A peer's ciphertext at two primes or of three polynomials is no container: SEAL decodes
+    those, and the numpy path stays on for the next call."""
+    rng = np.random.default_rng(6)
+    d = rng.normal(size=4096)
+    ct_d = holder.encrypt(holder.encode(d, 2.0**40))
+    x = holder.encode(rng.normal(size=4096), 2.0**20)
+    two_primes = seal.Ciphertext()
+    holder.evaluator.multiply_plain(ct_d, x, two_primes)  # not rescaled: two primes
+    three = seal.Ciphertext()
+    small = holder.encrypt(holder.encode(d, 2.0**25))  # squared: 2^50, fits one prime
+    holder.evaluator.square(small, three)  # three polynomials (no relinearization keys)
+    holder.evaluator.mod_switch_to_next_inplace(three)  # one prime
+    assert (three.size(), three.coeff_modulus_size()) == (3, 1)
+    for ct in (two_primes, three):
+        ref = holder.decrypt(ct)
+        (got,) = holder.decrypt_many([ct])
+        np.testing.assert_array_equal(got, ref)
+        assert holder.codec.memory is not None
+    (got,) = holder.decrypt_many([two_primes])
+    assert np.max(np.abs(got - d * _decoded(holder, x))) < 1e-6  # the product itself
+
+
+def test_a_value_too_large_leaves_the_numpy_path_on():
+    holder = cp.KeyHolder(cp.PackedParams())
+    level, scale = cp.final_level(holder)
+    with pytest.raises(cp.CKKSParameterError):
+        holder.encode_many([np.full(4096, 2.0**13)], scale * 2.0**20, level)
+    assert holder.codec.memory is not None  # the caller's error, not the layout's
