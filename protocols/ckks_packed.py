@@ -44,6 +44,7 @@ from tenseal import sealapi as seal
 from protocols.ckks_codec import SlotCodec
 from protocols.ckks_he import CKKSParameterError, PackedLayout, check_ring
 from protocols.ckks_zeros import ZeroEncryptor
+from protocols.forked import per_process
 from protocols.seal_bytes import ciphertext_bytes
 
 X_SCALE_CAP = 50  # features |x| <= 1 need no more fractional bits than a double carries
@@ -178,10 +179,7 @@ _SPOOL: dict[int, _Spool] = {}  # by process id: a forked child opens its own
 
 
 def _spool() -> _Spool:
-    pid = os.getpid()
-    if pid not in _SPOOL:
-        _SPOOL[pid] = _Spool()
-    return _SPOOL[pid]
+    return per_process(_SPOOL, _Spool)
 
 
 def _context(params: PackedParams, parms: seal.EncryptionParameters) -> seal.SEALContext:

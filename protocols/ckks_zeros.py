@@ -34,12 +34,11 @@ magnitude below the rounding at the final scale in a gradient entry's error (tes
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 from tenseal import sealapi as seal
 
 from protocols.ckks_codec import SlotCodec
+from protocols.forked import per_process
 from protocols.keystream import AESCTRStream
 
 CBD_BITS = 21  # each error coefficient: popcount of 21 random bits minus popcount of 21 more
@@ -50,10 +49,7 @@ _STREAMS: dict[int, AESCTRStream] = {}  # by process id: a forked child keys its
 
 
 def _stream() -> AESCTRStream:
-    pid = os.getpid()
-    if pid not in _STREAMS:
-        _STREAMS[pid] = AESCTRStream()
-    return _STREAMS[pid]
+    return per_process(_STREAMS, AESCTRStream)
 
 
 def ternary(n: int) -> np.ndarray:

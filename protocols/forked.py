@@ -27,9 +27,9 @@ import os
 import runpy
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing import reduction
-from typing import Any
+from typing import Any, TypeVar
 
 PARENT_ENV = "SECUREVFL_LAUNCHER_PID"  # processes.die_with_parent watches this pid
 
@@ -167,3 +167,15 @@ def start(
     )
     proc.start()
     return ForkedProcess(proc, stdout)
+
+
+_T = TypeVar("_T")
+
+
+def per_process(cache: dict[int, _T], make: Callable[[], _T]) -> _T:
+    """``make()``'s value for this process, made once and kept in ``cache``: a forked child
+    makes its own instead of using its parent's (a file descriptor, a keystream)."""
+    pid = os.getpid()
+    if pid not in cache:
+        cache[pid] = make()
+    return cache[pid]
