@@ -1,4 +1,4 @@
-"""Public-key CKKS encryptions of zero at the data level: SEAL's arithmetic, the OS's randomness.
+"""Public-key CKKS encryptions of zero at the data level: SEAL's arithmetic, a CSPRNG's samples.
 
 SEAL's ``Encryptor.encrypt_zero`` encrypts at the key level (every prime, the special one too)
 and divides by the special prime to come down to the data level: 9 NTTs at the key level, 6 more
@@ -28,8 +28,10 @@ Noise: decryption gives ``c_0 + c_1 s = -u e + e_0 + e_1 s``, not divided by the
 as SEAL's is. With s and u ternary (variance 2/3) and the errors' variance 10.5, a coefficient
 of the noise has variance ``2 N (2/3) 10.5 + 10.5``: standard deviation 339 (2^8.4) at N = 8192
 against SEAL's ~2^3.5. :mod:`protocols.ckks_packed` budgets 2^9 for it
-(``D_NOISE_BITS``): at the default scale of the residual (2^40) it stays three orders of
-magnitude below the rounding at the final scale in a gradient entry's error (tested).
+(``D_NOISE_BITS``): at the default scale of the residual (2^40) its term in a gradient
+entry's predicted error (2^-31 a slot before the sum) is a twentieth of the rounding at the
+final scale (2^-26.5), and the predicted error still matches the measured one
+(``tests/test_ckks_packed.py``; the noise itself: ``tests/test_ckks_zeros.py``).
 """
 
 from __future__ import annotations
