@@ -133,7 +133,7 @@ class SlotCodec:
     ) -> list[seal.Plaintext]:
         """NTT-form plaintexts of integer coefficient rows (int64, ``tops[i]``: the largest
         magnitude in row i, below the level's modulus), labelled with ``scale``."""
-        mem = self._memory()
+        mem = self.require_memory()
         out: list[seal.Plaintext | None] = [None] * len(coeffs)
         live = []
         for i, top in enumerate(tops):
@@ -160,7 +160,7 @@ class SlotCodec:
         """A 2-polynomial NTT-form ciphertext (scale 1) whose polynomials are the NTTs of two
         integer coefficient rows (int64; ``None``: zero; the second must not be zero), each
         reduced modulo every prime of the level ``parms_id``."""
-        mem = self._memory()
+        mem = self.require_memory()
         data = self.ctx.get_context_data(parms_id)
         primes = [m.value() for m in data.parms().coeff_modulus()]
         box = seal.Ciphertext()
@@ -181,7 +181,7 @@ class SlotCodec:
         self.evaluator.transform_to_ntt_inplace(box)
         return box
 
-    def _memory(self) -> Memory:
+    def require_memory(self) -> Memory:
         if self.memory is None:
             raise ValueError("SEAL objects' memory is not reachable here")
         return self.memory
@@ -222,7 +222,7 @@ class SlotCodec:
         return [np.array(self.encoder.decode_complex(pt), dtype=np.complex128) for pt in pts]
 
     def _decode_ntt(self, pts, cts) -> list[np.ndarray]:
-        mem = self._memory()
+        mem = self.require_memory()
         n = self.n
         out: list[np.ndarray] = [np.zeros(0)] * len(pts)
         for a in range(0, len(pts), 2):

@@ -77,7 +77,7 @@ class ZeroEncryptor:
 
     def __init__(self, codec: SlotCodec, pk: seal.PublicKey) -> None:
         self.codec, self.ctx = codec, codec.ctx
-        mem = codec._memory()
+        mem = codec.require_memory()
         n = codec.n
         self.parms_id = self.ctx.first_parms_id()
         data_primes = self._primes(self.parms_id)

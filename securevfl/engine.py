@@ -241,6 +241,11 @@ def wait_for(fut: Any, timeout: float, what: str) -> Any:
         fut.release()
 
 
+def wait_all(futures: list[Any], timeout: float, what: str) -> list[Any]:
+    """Each future's result in order, each waited for at most ``timeout`` (:func:`wait_for`)."""
+    return [wait_for(f, timeout, what) for f in futures]
+
+
 def _take(block: np.ndarray, local: np.ndarray) -> np.ndarray:
     """The block's rows at ``local`` (on a worker: only these travel)."""
     return np.ascontiguousarray(block[local])
@@ -356,7 +361,7 @@ class DaskEngine(NumpyEngine):
     def gather(self, tasks: list[Any], what: str) -> list[Any]:
         """The results of ``tasks`` (Dask delayed objects) computed on this party's cluster,
         each waited for at most the timeout."""
-        return [wait_for(f, self.timeout, what) for f in self.client.compute(list(tasks))]
+        return wait_all(self.client.compute(list(tasks)), self.timeout, what)
 
     def _vector(self, expr: Any) -> np.ndarray:
         """A row-chunked Dask vector brought into this process block by block: each block's

@@ -25,6 +25,19 @@ def dask_address():
     cluster.close()
 
 
+@pytest.fixture(scope="session")
+def parquet_dataset(tmp_path_factory):
+    """``make(name, rows, **kw)``: generated Parquet sources of each party
+    (``bench.scale_parquet.write_parties``) as a ``parquet:DIR0,DIR1`` dataset."""
+    from bench.scale_parquet import write_parties
+
+    def make(name: str, rows: int, **kw) -> str:
+        dirs = write_parties(tmp_path_factory.mktemp(name), rows, **kw)
+        return "parquet:" + ",".join(str(d) for d in dirs)
+
+    return make
+
+
 # every registered method and baseline, as the CLI sees them
 load_all()
 baselines.load_all()

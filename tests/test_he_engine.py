@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.scale_parquet import write_parties
 from securevfl import engine
 from securevfl.context import RunSpec
 from securevfl.engine import DaskEngine, EngineRows, open_engines
@@ -17,10 +16,8 @@ ROWS = 600  # 3 files of 200 rows per party, row groups of 100: 3 blocks a party
 
 
 @pytest.fixture(scope="module")
-def sources(tmp_path_factory):
-    out = tmp_path_factory.mktemp("he-engine")
-    dirs = write_parties(out, ROWS, columns=3, group_rows=100, shard_rows=200, seed=11)
-    return "parquet:" + ",".join(str(d) for d in dirs)
+def sources(parquet_dataset):
+    return parquet_dataset("he-engine", ROWS, columns=3, group_rows=100, shard_rows=200, seed=11)
 
 
 def _spec(

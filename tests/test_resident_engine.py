@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.scale_parquet import write_parties
 from securevfl.context import RunSpec
 from securevfl.engine import EngineRows
 from securevfl.experiment import run_experiment
@@ -21,10 +20,8 @@ ROWS = 1500  # 3 files of 500 rows per party, row groups of 250: 3 blocks a part
 
 
 @pytest.fixture(scope="module")
-def sources(tmp_path_factory):
-    out = tmp_path_factory.mktemp("resident")
-    dirs = write_parties(out, ROWS, columns=4, group_rows=250, shard_rows=500, seed=5)
-    return "parquet:" + ",".join(str(d) for d in dirs)
+def sources(parquet_dataset):
+    return parquet_dataset("resident", ROWS, columns=4, group_rows=250, shard_rows=500, seed=5)
 
 
 def _spec(sources: str, engine: str, address: str | None, **extra) -> RunSpec:

@@ -33,7 +33,7 @@ import gmpy2
 import numpy as np
 
 from protocols import paillier_he as ph
-from securevfl.engine import WAIT_S, wait_for
+from securevfl.engine import WAIT_S, wait_all
 from securevfl.errors import ProtocolError
 from securevfl.methods import secureboost_protocol as sp
 from securevfl.methods import secureboost_sums as hs
@@ -121,7 +121,7 @@ class BoostOffload:
             )
             for i, r in enumerate(pool.blocks)
         ]
-        return b"".join(self._gather(parts, "a block of ciphertexts"))
+        return b"".join(wait_all(parts, self.timeout, "a block of ciphertexts"))
 
     # -- a data party ------------------------------------------------------------------------
     def hold(self, data: bytes) -> tuple[str, Any]:
@@ -156,7 +156,9 @@ class BoostOffload:
             )
             for s in range(0, max(F, 1), per)
         ]
-        done = self._gather(groups, "a group's bin sums")  # the first also totals the nodes
+        done = wait_all(
+            groups, self.timeout, "a group's bin sums"
+        )  # the first also totals the nodes
         cols = [c for g, _ in done for c in g]
         return hs.join_columns(n2, cols, done[0][1], n_nodes, n_bins)
 
@@ -168,10 +170,7 @@ class BoostOffload:
             self.client.submit(hs.pack_cells, n2, acc[i : i + step], cap, sp.PAIR_BITS, pure=False)
             for i in range(0, len(acc), step)
         ]
-        return [ct for p in self._gather(packs, "packed bin sums") for ct in p]
-
-    def _gather(self, futures: list[Any], what: str) -> list[Any]:
-        return [wait_for(f, self.timeout, what) for f in futures]
+        return [ct for p in wait_all(packs, self.timeout, "packed bin sums") for ct in p]
 
     def packed_products(
         self,

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from securevfl.engine import EngineRows
+from securevfl.engine import EngineRows, wait_for
 from securevfl.errors import ProtocolError
 from securevfl.runtime.secure_products import StreamedInput
 
@@ -102,15 +102,8 @@ class EngineInput(StreamedInput):
         i = self._next_block
         for j in range(i, i + PREFETCH + 1):
             self._submit(j)
-        fut = self._futures.pop(i)
-        try:
-            got, gram, xtv = fut.result(timeout=self.timeout)
-        except TimeoutError:
-            raise ProtocolError(
-                f"the engine did not deliver block {i} of the product's input within "
-                f"{self.timeout:g} s"
-            ) from None
-        fut.release()
+        what = f"block {i} of the product's input"
+        got, gram, xtv = wait_for(self._futures.pop(i), self.timeout, what)
         self._next_block += 1
         self.gram += gram
         if xtv is not None:
